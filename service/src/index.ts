@@ -1,0 +1,11 @@
+/**
+ * @execworld/service: the execworld daemon and the local subprocess provider.
+ * @module @execworld/service
+ */
+export { LocalRuntime } from './provider/local-runtime.ts';
+export type { LocalRuntimeOptions } from './provider/local-runtime.ts';
+export { LocalTerminal, TERMINAL_SIGNALS } from './provider/terminal.ts';
+export type { TerminalForeground } from './provider/terminal.ts';
+export { ManagedProcess } from './provider/process.ts';
+export { CleanupError, ProviderError } from './provider/errors.ts';
+export type { ProviderErrorCode } from './provider/errors.ts';

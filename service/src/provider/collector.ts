@@ -1,0 +1,183 @@
+/**
+ * Bounded collection of one output stream: a byte-exact in-memory tail and an
+ * optional spill file holding the whole stream while it stays under its cap.
+ * @module
+ */
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { SubprocessCollect, SubprocessOutputRead, SubprocessOutputReader } from '@execworld/sdk/seam';
+
+/** File-system calls of the spill file; injectable so tests can make them fail. */
+export interface SpillFileSystem {
+  open(path: string): number;
+  write(fd: number, chunk: Buffer): void;
+  close(fd: number): void;
+  unlink(path: string): void;
+}
+
+const hostFileSystem: SpillFileSystem = {
+  // Exclusive create: never follows or reuses an existing path, symlink or not.
+  open: (path) => openSync(path, 'wx', 0o600),
+  write(fd, chunk) {
+    let offset = 0;
+    while (offset < chunk.length) offset += writeSync(fd, chunk, offset);
+  },
+  close: (fd) => closeSync(fd),
+  unlink: (path) => unlinkSync(path),
+};
+
+/**
+ * Where spill files go: one private (0700) directory, made on first use in the
+ * OS temp dir. Files are named `execworld-<hostPid>-<n>-<12 hex>-<stream>.log`
+ * and created 0600. Spill files are the caller's; they are never deleted here.
+ */
+export class SpillDirectory {
+  readonly fs: SpillFileSystem;
+  readonly #parent: string;
+  #path: string | undefined;
+  #counter = 0;
+
+  constructor(options: { parent?: string; fs?: SpillFileSystem } = {}) {
+    this.#parent = options.parent ?? tmpdir();
+    this.fs = options.fs ?? hostFileSystem;
+  }
+
+  /** A fresh file path for one stream; makes the directory on first use. */
+  nextPath(stream: 'stdout' | 'stderr'): string {
+    this.#path ??= mkdtempSync(join(this.#parent, 'execworld-'));
+    this.#counter += 1;
+    const name = `execworld-${process.pid}-${this.#counter}-${randomBytes(6).toString('hex')}-${stream}.log`;
+    return join(this.#path, name);
+  }
+}
+
+interface Spill {
+  readonly path: string;
+  fd: number | undefined;
+}
+
+export class OutputCollector implements SubprocessOutputReader {
+  readonly #maxBytes: number;
+  readonly #spillMaxBytes: number | undefined;
+  readonly #directory: SpillDirectory;
+  readonly #stream: 'stdout' | 'stderr';
+  #chunks: Buffer[] = [];
+  /** Bytes retained in `#chunks`. */
+  #bytes = 0;
+  /** Bytes ever pushed. */
+  #total = 0;
+  #dropped = false;
+  #spill: Spill | undefined;
+  /** Spilling was given up for this stream (too long, or the file failed). */
+  #spillOff = false;
+
+  constructor(collect: SubprocessCollect, directory: SpillDirectory, stream: 'stdout' | 'stderr') {
+    this.#maxBytes = collect.maxBytes;
+    this.#spillMaxBytes = collect.spill?.maxBytes;
+    this.#directory = directory;
+    this.#stream = stream;
+  }
+
+  get totalBytes(): number {
+    return this.#total;
+  }
+
+  /** True when bytes were dropped from the head of the tail. */
+  get truncated(): boolean {
+    return this.#dropped;
+  }
+
+  /** The spill file while it exists and holds the whole stream. */
+  get spillPath(): string | undefined {
+    return this.#spill?.path;
+  }
+
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    this.#total += chunk.length;
+    if (this.#spillMaxBytes !== undefined && !this.#spillOff && (this.#spill !== undefined || this.#bytes + chunk.length > this.#maxBytes)) {
+      this.#spillChunk(chunk);
+    }
+    this.#chunks.push(chunk);
+    this.#bytes += chunk.length;
+    while (this.#bytes > this.#maxBytes) {
+      this.#dropped = true;
+      const head = this.#chunks[0]!;
+      const excess = this.#bytes - this.#maxBytes;
+      if (head.length <= excess) {
+        this.#chunks.shift();
+        this.#bytes -= head.length;
+      } else {
+        this.#chunks[0] = head.subarray(excess);
+        this.#bytes -= excess;
+      }
+    }
+  }
+
+  readFrom(fromByte: number): SubprocessOutputRead {
+    if (!Number.isSafeInteger(fromByte) || fromByte < 0) {
+      throw new RangeError(`readFrom expects a non-negative integer byte offset, got ${String(fromByte)}`);
+    }
+    const windowStart = this.#total - this.#bytes;
+    const lossy = fromByte < windowStart;
+    const tail = Buffer.concat(this.#chunks, this.#bytes);
+    const text = (lossy ? tail : tail.subarray(Math.min(fromByte - windowStart, tail.length))).toString('utf8');
+    const spillPath = this.spillPath;
+    return { text, nextOffset: this.#total, lossy, ...(spillPath !== undefined ? { spillPath } : {}) };
+  }
+
+  /**
+   * Closes the spill file once the stream is complete. A close that fails
+   * (delayed write-back) leaves the file's completeness unknown, so its path is
+   * withheld from then on; the in-memory tail stays readable.
+   */
+  seal(): void {
+    const spill = this.#spill;
+    if (spill?.fd === undefined) return;
+    try {
+      this.#directory.fs.close(spill.fd);
+      spill.fd = undefined;
+    } catch (_error) {
+      this.#spill = undefined;
+      this.#spillOff = true;
+    }
+  }
+
+  #spillChunk(chunk: Buffer): void {
+    if (this.#total > this.#spillMaxBytes!) {
+      this.#discardSpill();
+      return;
+    }
+    try {
+      if (this.#spill === undefined) {
+        // Nothing was dropped yet, so the retained chunks are the whole prefix.
+        const path = this.#directory.nextPath(this.#stream);
+        this.#spill = { path, fd: this.#directory.fs.open(path) };
+        for (const retained of this.#chunks) this.#directory.fs.write(this.#spill.fd!, retained);
+      }
+      this.#directory.fs.write(this.#spill.fd!, chunk);
+    } catch (_error) {
+      // A spill that cannot be written is no longer the whole stream.
+      this.#discardSpill();
+    }
+  }
+
+  #discardSpill(): void {
+    this.#spillOff = true;
+    const spill = this.#spill;
+    this.#spill = undefined;
+    if (spill === undefined) return;
+    try {
+      if (spill.fd !== undefined) this.#directory.fs.close(spill.fd);
+    } catch (_error) {
+      // The descriptor is lost either way; the file is unlinked below.
+    }
+    try {
+      this.#directory.fs.unlink(spill.path);
+    } catch (_error) {
+      // At most a capped, unadvertised file is left behind.
+    }
+  }
+}

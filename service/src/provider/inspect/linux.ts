@@ -1,0 +1,363 @@
+/**
+ * The Linux inspector: everything is read from `/proc`.
+ *
+ * Exact input-wait proof: a thread of the foreground group is blocked in a
+ * read-family or wait-family syscall whose file descriptors include one that
+ * refers to the group's terminal. `/proc/<pid>/task/<tid>/syscall` gives the
+ * syscall number and raw arguments of a blocked thread; for select and poll the
+ * fd sets are read from `/proc/<pid>/mem`, for epoll the registered fds from
+ * `/proc/<pid>/fdinfo/<epfd>`. Reading another process's `syscall` and `mem`
+ * needs ptrace-read access to it; where that is denied (Yama ptrace_scope 2+,
+ * seccomp, another uid without CAP_SYS_PTRACE) the proof is simply absent.
+ * @module
+ */
+import { closeSync, openSync, readFileSync, readSync, readdirSync, readlinkSync, statSync } from 'node:fs';
+import type { InputWait, ProcessIdentity, ProcessInspector, ProcessRow, TerminalDevice } from './inspector.ts';
+
+/** The fields of `/proc/<pid>/stat` the provider uses. */
+export interface ProcStat {
+  readonly pid: number;
+  readonly state: string;
+  readonly ppid: number;
+  readonly pgrp: number;
+  readonly session: number;
+  /** Device number of the controlling terminal (field 7), 0 when none. */
+  readonly ttyNr: number;
+  /** Foreground group of the controlling terminal (field 8), -1 when none. */
+  readonly tpgid: number;
+  /** Start time in clock ticks since boot (field 22), kept as text. */
+  readonly starttime: string;
+}
+
+/**
+ * Parses one `/proc/<pid>/stat` line. The command name sits between the first
+ * `(` and the last `)`, so names holding spaces or parentheses parse.
+ * @returns undefined when the line is malformed.
+ */
+export function parseStat(text: string): ProcStat | undefined {
+  const open = text.indexOf('(');
+  const close = text.lastIndexOf(')');
+  if (open <= 0 || close < open) return undefined;
+  const pid = Number(text.slice(0, open).trim());
+  const fields = text.slice(close + 2).trim().split(/\s+/);
+  // fields[0] is proc(5) field 3.
+  const state = fields[0];
+  const ints = [pid, Number(fields[1]), Number(fields[2]), Number(fields[3]), Number(fields[4]), Number(fields[5])];
+  const starttime = fields[19];
+  if (state?.length !== 1 || starttime === undefined || !/^\d+$/.test(starttime)) return undefined;
+  if (!ints.every((value) => Number.isSafeInteger(value))) return undefined;
+  const [, ppid, pgrp, session, ttyNr, tpgid] = ints as [number, number, number, number, number, number];
+  return { pid, state, ppid, pgrp, session, ttyNr, tpgid, starttime };
+}
+
+/** True for the states of a process that has ended: zombie, dead. */
+export function isEndedState(state: string): boolean {
+  return state === 'Z' || state === 'X' || state === 'x';
+}
+
+/** A blocked thread's syscall: its number and six raw arguments. */
+export interface BlockedSyscall {
+  readonly nr: number;
+  readonly args: readonly [number, number, number, number, number, number];
+}
+
+/**
+ * Parses `/proc/<pid>/task/<tid>/syscall`: `running`, `-1 <sp> <pc>` (blocked
+ * outside a syscall), or the decimal syscall number, six hex arguments, sp, pc.
+ * @returns undefined when the text is no evidence of a blocked syscall.
+ */
+export function parseSyscall(text: string): BlockedSyscall | undefined {
+  const fields = text.trim().split(/\s+/);
+  if (fields.length < 7 || !/^\d+$/.test(fields[0] ?? '')) return undefined;
+  const nr = Number(fields[0]);
+  const args = fields.slice(1, 7).map((field) => (/^(0x)?[0-9a-f]+$/i.test(field) ? Number.parseInt(field, 16) : Number.NaN));
+  if (!Number.isSafeInteger(nr) || !args.every((value) => Number.isSafeInteger(value))) return undefined;
+  return { nr, args: args as unknown as BlockedSyscall['args'] };
+}
+
+/** How a syscall's arguments name the file descriptors it waits on. */
+type WaitShape = 'read' | 'select' | 'poll' | 'epoll';
+
+/** Syscall numbers by architecture. Architectures not listed never prove a wait. */
+export const WAIT_SYSCALLS: Readonly<Record<string, ReadonlyMap<number, WaitShape>>> = {
+  x64: new Map<number, WaitShape>([
+    [0, 'read'],
+    [19, 'read'], // readv
+    [23, 'select'],
+    [270, 'select'], // pselect6
+    [7, 'poll'],
+    [271, 'poll'], // ppoll
+    [232, 'epoll'], // epoll_wait
+    [281, 'epoll'], // epoll_pwait
+    [441, 'epoll'], // epoll_pwait2
+  ]),
+  arm64: new Map<number, WaitShape>([
+    [63, 'read'],
+    [65, 'read'], // readv
+    [72, 'select'], // pselect6
+    [73, 'poll'], // ppoll
+    [22, 'epoll'], // epoll_pwait
+    [441, 'epoll'], // epoll_pwait2
+  ]),
+};
+
+/** Largest fd set or pollfd array read from a process's memory. */
+const MAX_WAIT_FDS = 1024;
+const POLLIN = 0x001;
+
+/** The pieces of `/proc` the inspector reads; injectable for tests. */
+export interface ProcSource {
+  /** Numeric entries of `/proc`. */
+  pids(): number[];
+  stat(pid: number): string | undefined;
+  tasks(pid: number): number[];
+  syscall(pid: number, tid: number): string | undefined;
+  /** Voluntary plus involuntary context switches of a thread, as text. */
+  switches(pid: number, tid: number): string | undefined;
+  memory(pid: number, address: number, length: number): Buffer | undefined;
+  fdinfo(pid: number, fd: number): string | undefined;
+  /** The text of `/proc/uptime`. */
+  uptime(): string | undefined;
+  /** What `/proc/<pid>/fd/<fd>` refers to: its target path and device number. */
+  fdTarget(pid: number, fd: number): { path: string; rdev: number } | undefined;
+  /** The device number of a terminal path. */
+  deviceOf(path: string): number | undefined;
+}
+
+function readText(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'latin1');
+  } catch (_error) {
+    return undefined;
+  }
+}
+
+function numericEntries(path: string): number[] {
+  try {
+    return readdirSync(path)
+      .filter((name) => /^\d+$/.test(name))
+      .map(Number);
+  } catch (_error) {
+    return [];
+  }
+}
+
+/** The real `/proc`. */
+export const hostProc: ProcSource = {
+  pids: () => numericEntries('/proc'),
+  stat: (pid) => readText(`/proc/${pid}/stat`),
+  tasks: (pid) => numericEntries(`/proc/${pid}/task`),
+  syscall: (pid, tid) => readText(`/proc/${pid}/task/${tid}/syscall`),
+  switches(pid, tid) {
+    const status = readText(`/proc/${pid}/task/${tid}/status`);
+    if (status === undefined) return undefined;
+    const voluntary = /^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1];
+    const involuntary = /^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1];
+    return voluntary === undefined || involuntary === undefined ? undefined : `${voluntary}.${involuntary}`;
+  },
+  memory(pid, address, length) {
+    let fd: number | undefined;
+    try {
+      fd = openSync(`/proc/${pid}/mem`, 'r');
+      const buffer = Buffer.alloc(length);
+      const read = readSync(fd, buffer, 0, length, address);
+      return read === length ? buffer : undefined;
+    } catch (_error) {
+      return undefined;
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
+  },
+  fdinfo: (pid, fd) => readText(`/proc/${pid}/fdinfo/${fd}`),
+  uptime: () => readText('/proc/uptime'),
+  fdTarget(pid, fd) {
+    try {
+      const path = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      return { path, rdev: statSync(`/proc/${pid}/fd/${fd}`).rdev };
+    } catch (_error) {
+      return undefined;
+    }
+  },
+  deviceOf(path) {
+    try {
+      return statSync(path).rdev;
+    } catch (_error) {
+      return undefined;
+    }
+  },
+};
+
+/**
+ * Clock ticks per second of `/proc/<pid>/stat` start times. USER_HZ is 100 on
+ * every architecture Linux runs Node on.
+ */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** Device number of `/dev/tty`, the alias of a process's controlling terminal (major 5, minor 0). */
+const DEV_TTY_RDEV = 5 << 8;
+
+export interface LinuxInspectorOptions {
+  readonly proc?: ProcSource;
+  readonly arch?: string;
+}
+
+export class LinuxInspector implements ProcessInspector {
+  readonly platform = 'linux' as const;
+  readonly exactInputWait: boolean;
+  readonly #proc: ProcSource;
+  readonly #syscalls: ReadonlyMap<number, WaitShape> | undefined;
+
+  constructor(options: LinuxInspectorOptions = {}) {
+    this.#proc = options.proc ?? hostProc;
+    this.#syscalls = WAIT_SYSCALLS[options.arch ?? process.arch];
+    this.exactInputWait = this.#syscalls !== undefined;
+  }
+
+  stat(pid: number): ProcStat | undefined {
+    const text = this.#proc.stat(pid);
+    return text === undefined ? undefined : parseStat(text);
+  }
+
+  /** Every readable process entry. */
+  table(): ProcStat[] {
+    const rows: ProcStat[] = [];
+    for (const pid of this.#proc.pids()) {
+      const stat = this.stat(pid);
+      if (stat !== undefined) rows.push(stat);
+    }
+    return rows;
+  }
+
+  foregroundGroup(shellPid: number): number | undefined {
+    const stat = this.stat(shellPid);
+    return stat !== undefined && stat.tpgid > 0 && !isEndedState(stat.state) ? stat.tpgid : undefined;
+  }
+
+  inputWait(pgid: number, terminal: TerminalDevice | undefined): InputWait | undefined {
+    const table = this.#syscalls;
+    if (table === undefined) return undefined;
+    const terminalRdev = terminal === undefined ? undefined : this.#proc.deviceOf(terminal.path);
+    const tokens: string[] = [];
+    for (const member of this.table()) {
+      if (member.pgrp !== pgid || isEndedState(member.state)) continue;
+      const reads = (fd: number): boolean => this.#readsTerminal(member, fd, terminalRdev);
+      for (const tid of this.#proc.tasks(member.pid)) {
+        const text = this.#proc.syscall(member.pid, tid);
+        const call = text === undefined ? undefined : parseSyscall(text);
+        const shape = call === undefined ? undefined : table.get(call.nr);
+        if (call === undefined || shape === undefined || !this.#waitsOn(member.pid, shape, call, reads)) continue;
+        // Re-read after the proof: a thread that woke meanwhile is no proof.
+        if (this.#proc.syscall(member.pid, tid) !== text) continue;
+        tokens.push(`${member.pid}/${tid}/${member.starttime}/${call.nr}/${this.#proc.switches(member.pid, tid) ?? '?'}`);
+      }
+    }
+    return tokens.length === 0 ? undefined : { token: tokens.join(',') };
+  }
+
+  /**
+   * Whether `fd` of `member` is its terminal. Without a known terminal device the
+   * rule is the classic one: fd 0. With one, any descriptor that refers to that
+   * terminal counts, also through `/dev/tty`, and fd 0 redirected elsewhere does not.
+   */
+  #readsTerminal(member: ProcStat, fd: number, terminalRdev: number | undefined): boolean {
+    if (terminalRdev === undefined) return fd === 0;
+    const target = this.#proc.fdTarget(member.pid, fd);
+    if (target === undefined) return false;
+    if (target.rdev === terminalRdev && target.path.startsWith('/dev/')) return true;
+    return target.rdev === DEV_TTY_RDEV && target.path === '/dev/tty' && member.ttyNr === terminalRdev;
+  }
+
+  #waitsOn(pid: number, shape: WaitShape, call: BlockedSyscall, reads: (fd: number) => boolean): boolean {
+    const [a0, a1, a2] = call.args;
+    switch (shape) {
+      case 'read':
+        return reads(a0);
+      case 'select': {
+        // select(nfds, readfds, ...): a bit per fd, fd 0 is bit 0 of byte 0.
+        if (a0 < 1 || a1 === 0) return false;
+        const nfds = Math.min(a0, MAX_WAIT_FDS);
+        const set = this.#proc.memory(pid, a1, Math.ceil(nfds / 64) * 8);
+        if (set === undefined) return false;
+        for (let fd = 0; fd < nfds; fd += 1) {
+          if (((set[fd >> 3] ?? 0) & (1 << (fd & 7))) !== 0 && reads(fd)) return true;
+        }
+        return false;
+      }
+      case 'poll': {
+        // poll(fds, nfds, ...): struct pollfd { int fd; short events; short revents; }.
+        if (a0 === 0 || a1 < 1) return false;
+        const count = Math.min(a1, MAX_WAIT_FDS);
+        const entries = this.#proc.memory(pid, a0, count * 8);
+        if (entries === undefined) return false;
+        for (let index = 0; index < count; index += 1) {
+          const fd = entries.readInt32LE(index * 8);
+          const events = entries.readInt16LE(index * 8 + 4);
+          if (fd >= 0 && (events & POLLIN) !== 0 && reads(fd)) return true;
+        }
+        return false;
+      }
+      case 'epoll': {
+        // epoll_wait(epfd, events, maxevents, ...): the watched fds are in fdinfo.
+        if (a2 < 1) return false;
+        const info = this.#proc.fdinfo(pid, a0);
+        if (info === undefined) return false;
+        for (const line of info.split('\n')) {
+          const match = /^tfd:\s+(\d+)\b/.exec(line.trim());
+          if (match !== null && reads(Number(match[1]))) return true;
+        }
+        return false;
+      }
+    }
+  }
+
+  nowTicks(): number | undefined {
+    const seconds = Number(this.#proc.uptime()?.split(/\s+/)[0]);
+    // Rounded up, so a process started in the current tick counts as started before now.
+    return Number.isFinite(seconds) ? Math.ceil(seconds * CLOCK_TICKS_PER_SECOND) + 1 : undefined;
+  }
+
+  identity(pid: number): ProcessIdentity | undefined {
+    const stat = this.stat(pid);
+    return stat === undefined || isEndedState(stat.state) ? undefined : { pid, started: stat.starttime };
+  }
+
+  snapshot(): ProcessRow[] {
+    return this.table().map((stat) => ({
+      identity: { pid: stat.pid, started: stat.starttime },
+      ppid: stat.ppid,
+      pgrp: stat.pgrp,
+      session: stat.session,
+      alive: !isEndedState(stat.state),
+      startTicks: Number(stat.starttime),
+    }));
+  }
+
+  isAlive(identity: ProcessIdentity): boolean {
+    const stat = this.stat(identity.pid);
+    return stat !== undefined && stat.starttime === identity.started && !isEndedState(stat.state);
+  }
+
+  groupHasLiveMembers(pgid: number): boolean | undefined {
+    let members = 0;
+    for (const stat of this.table()) {
+      if (stat.pgrp !== pgid) continue;
+      if (!isEndedState(stat.state)) return true;
+      members += 1;
+    }
+    return members > 0 ? false : undefined;
+  }
+
+  signalGroup(pgid: number, signal: NodeJS.Signals): void {
+    process.kill(-pgid, signal);
+  }
+
+  signalProcess(identity: ProcessIdentity, signal: NodeJS.Signals): boolean {
+    if (!this.isAlive(identity)) return false;
+    try {
+      process.kill(identity.pid, signal);
+      return true;
+    } catch (_error) {
+      return false;
+    }
+  }
+}

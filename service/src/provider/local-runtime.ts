@@ -1,0 +1,295 @@
+/**
+ * `LocalRuntime`: the subprocess seam on this host.
+ * @module
+ */
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
+import { mergeEnvironment, scrubEnvironment } from '@execworld/sdk/seam';
+import type {
+  SubprocessHandle,
+  SubprocessRuntime,
+  SubprocessSpawnSpec,
+  SubprocessTerminalSpawnSpec,
+} from '@execworld/sdk/seam';
+import { SpillDirectory, type SpillFileSystem } from './collector.ts';
+import { ProviderError } from './errors.ts';
+import { createInspector } from './inspect/index.ts';
+import type { ProcessInspector } from './inspect/inspector.ts';
+import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
+import { executableCandidates, resolveExecutable } from './resolve-executable.ts';
+import { LocalTerminal, MAX_TERMINAL_SIZE } from './terminal.ts';
+import {
+  abortReasonText,
+  assertCwdString,
+  assertGraceMs,
+  assertPositiveInteger,
+  assertProgram,
+  cwdError,
+} from './validate.ts';
+
+export interface LocalRuntimeOptions {
+  /**
+   * The ambient environment children start from, before the scrub.
+   * @default process.env, read at each spawn
+   */
+  readonly ambientEnv?: Readonly<Record<string, string | undefined>>;
+  /**
+   * Directory under which the private spill directory is made.
+   * @default the OS temp dir
+   */
+  readonly spillParent?: string;
+  /** Test hook: the spill file calls. */
+  readonly spillFileSystem?: SpillFileSystem;
+  /** Test hook: the process inspector; by default the host platform's. */
+  readonly inspector?: ProcessInspector;
+  /** Test hook: the platform whose rules apply. @default process.platform */
+  readonly platform?: NodeJS.Platform;
+  /** Test hook: how a Windows process tree is ended. @default `taskkill /PID <pid> /T /F` */
+  readonly taskkill?: (pid: number) => void;
+}
+
+/**
+ * The subprocess seam on this host: detached process trees with pipe, inherit
+ * and bounded collect stdio; terminals over a real pty with exact foreground and
+ * input-wait facts on Linux; scrubbed environments; cleanup fenced on process
+ * identities. Disposal terminates and joins everything still owned, and a
+ * synchronous last-resort kill runs if the host process exits first.
+ */
+export class LocalRuntime implements SubprocessRuntime {
+  readonly platform: NodeJS.Platform;
+  readonly #options: LocalRuntimeOptions;
+  readonly #spill: SpillDirectory;
+  readonly #processes = new Set<ManagedProcess>();
+  readonly #terminals = new Set<LocalTerminal>();
+  #inspector: ProcessInspector | undefined;
+  #disposing: Promise<void> | undefined;
+  #exitListener: (() => void) | undefined;
+
+  constructor(options: LocalRuntimeOptions = {}) {
+    this.#options = options;
+    this.platform = options.platform ?? process.platform;
+    this.#spill = new SpillDirectory({
+      ...(options.spillParent !== undefined ? { parent: options.spillParent } : {}),
+      ...(options.spillFileSystem !== undefined ? { fs: options.spillFileSystem } : {}),
+    });
+    this.#inspector = options.inspector;
+  }
+
+  /** Whether terminals on this host can prove that a foreground group waits for input. */
+  get exactInputWait(): boolean {
+    try {
+      return this.#getInspector().exactInputWait;
+    } catch (_error) {
+      return false;
+    }
+  }
+
+  /** The environment a child gets: the scrubbed ambient one with `explicit` applied. */
+  childEnvironment(explicit?: Readonly<Record<string, string | null | undefined>>): Record<string, string> {
+    if (explicit !== undefined) assertEnvironment(explicit);
+    return mergeEnvironment(scrubEnvironment(this.#options.ambientEnv ?? process.env), explicit, this.platform === 'win32');
+  }
+
+  async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
+    return resolveExecutable(command, this.childEnvironment(env), this.platform, signal);
+  }
+
+  spawn(spec: SubprocessSpawnSpec): SubprocessHandle {
+    this.#assertActive();
+    assertProgram(spec?.argv, 'expected a non-empty program name at argv[0]');
+    assertGraceMs(spec.graceMs);
+    if (spec.signal?.aborted === true) {
+      throw new ProviderError('ABORTED', `aborted before spawn: ${abortReasonText(spec.signal)}`, { cause: spec.signal.reason });
+    }
+    assertCwdString(spec.cwd);
+    assertStdio(spec.stdio);
+    const env = this.childEnvironment(spec.env);
+    const handle = new ManagedProcess(spec, env, this.#processHost());
+    this.#own(this.#processes, handle, async () => {
+      await handle.done.catch(() => undefined);
+      await handle.waitForExit();
+    });
+    return handle;
+  }
+
+  // Async on purpose: every validation failure is a rejection, as the seam's callers expect.
+  // eslint-disable-next-line @typescript-eslint/require-await
+  async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<LocalTerminal> {
+    this.#assertActive();
+    assertProgram(spec?.argv, 'terminal argv must contain a program');
+    spec.signal?.throwIfAborted();
+    assertCwdString(spec.cwd);
+    assertPositiveInteger('rows', spec.rows, MAX_TERMINAL_SIZE);
+    assertPositiveInteger('cols', spec.cols, MAX_TERMINAL_SIZE);
+    assertGraceMs(spec.graceMs);
+    if (this.platform === 'win32') {
+      throw new ProviderError('UNSUPPORTED', 'terminals are not implemented on Windows yet');
+    }
+    const inspector = this.#getInspector();
+    const env = this.childEnvironment(spec.env);
+    // The terminal's type is the caller's to name; the daemon's own TERM says nothing about it.
+    env.TERM = spec.env?.TERM ?? 'dumb';
+    env.PWD = spec.cwd;
+    const cwdFailure = cwdError(spec.cwd);
+    if (cwdFailure !== undefined) throw cwdFailure;
+    const file = spec.argv[0];
+    if (!terminalProgramExists(file, env, spec.cwd, this.platform)) {
+      const where = file.includes('/') ? 'is not an executable file' : 'was not found on PATH';
+      throw new ProviderError('EXECUTABLE_NOT_FOUND', `terminal program ${file} ${where}`);
+    }
+    const terminal = new LocalTerminal({
+      file,
+      args: spec.argv.slice(1),
+      cwd: spec.cwd,
+      env,
+      rows: spec.rows,
+      cols: spec.cols,
+      graceMs: spec.graceMs,
+      inspector,
+    });
+    // A published terminal is released only once it exited and its session was swept.
+    this.#own(this.#terminals, terminal, async () => {
+      await terminal.done;
+      await terminal.terminate();
+    });
+    return terminal;
+  }
+
+  /** Live handles, for operators and tests. */
+  get liveCount(): { processes: number; terminals: number } {
+    return { processes: this.#processes.size, terminals: this.#terminals.size };
+  }
+
+  /**
+   * Terminates every process tree and terminal still owned and waits until they
+   * are gone. Idempotent; later spawns throw. Several failures are reported as
+   * one AggregateError.
+   */
+  dispose(): Promise<void> {
+    this.#disposing ??= this.#disposeOnce();
+    return this.#disposing;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
+  }
+
+  async #disposeOnce(): Promise<void> {
+    const pending: Promise<unknown>[] = [];
+    for (const handle of this.#processes) {
+      handle.terminate();
+      pending.push(handle.done.catch(() => undefined).then(() => handle.waitForExit()));
+    }
+    for (const terminal of this.#terminals) pending.push(terminal.terminate());
+    const failures = (await Promise.allSettled(pending)).flatMap((result) => (result.status === 'rejected' ? [result.reason as unknown] : []));
+    if (failures.length > 0) this.#terminateForHostExit();
+    this.#processes.clear();
+    this.#terminals.clear();
+    this.#updateExitListener();
+    if (failures.length === 1) throw failures[0];
+    if (failures.length > 1) throw new AggregateError(failures, 'local subprocess teardown failed');
+  }
+
+  #assertActive(): void {
+    if (this.#disposing !== undefined) throw new ProviderError('UNSUPPORTED', 'the runtime has been disposed');
+  }
+
+  #getInspector(): ProcessInspector {
+    this.#inspector ??= createInspector(this.platform);
+    return this.#inspector;
+  }
+
+  #processHost(): ProcessHost {
+    const platform = this.platform;
+    return {
+      platform,
+      spill: this.#spill,
+      groupHasLiveMembers: (pgid) => (platform === 'linux' ? this.#getInspector().groupHasLiveMembers(pgid) : undefined),
+      taskkill:
+        this.#options.taskkill ??
+        ((pid) => {
+          // Every outcome is ignored: an absent tree, status 128, a missing binary.
+          spawnSync('taskkill', ['/PID', String(pid), '/T', '/F'], { stdio: 'ignore', windowsHide: true });
+        }),
+    };
+  }
+
+  /** Keeps `handle` in `set` until `release` resolves; a failed release keeps it for disposal. */
+  #own<T>(set: Set<T>, handle: T, release: () => Promise<void>): void {
+    set.add(handle);
+    this.#updateExitListener();
+    release().then(
+      () => {
+        if (this.#disposing !== undefined) return;
+        set.delete(handle);
+        this.#updateExitListener();
+      },
+      () => {
+        // Stays owned: disposal retries and reports it.
+      },
+    );
+  }
+
+  /** The synchronous last resort is installed exactly while something is owned. */
+  #updateExitListener(): void {
+    const owned = this.#processes.size + this.#terminals.size > 0;
+    if (owned && this.#exitListener === undefined) {
+      this.#exitListener = () => this.#terminateForHostExit();
+      // Prepended: it must run before listeners that were there first.
+      process.prependListener('exit', this.#exitListener);
+    } else if (!owned && this.#exitListener !== undefined) {
+      process.off('exit', this.#exitListener);
+      this.#exitListener = undefined;
+    }
+  }
+
+  #terminateForHostExit(): void {
+    for (const handle of this.#processes) {
+      try {
+        handle.terminateForHostExit();
+      } catch (_error) {
+        // Each target is contained.
+      }
+    }
+    for (const terminal of this.#terminals) {
+      try {
+        terminal.terminateForHostExit();
+      } catch (_error) {
+        // Each target is contained.
+      }
+    }
+  }
+}
+
+/** Rejects environment entries the operating system cannot carry. */
+function assertEnvironment(env: Readonly<Record<string, unknown>>): void {
+  if (typeof env !== 'object' || env === null) throw new ProviderError('INVALID_ARGUMENT', 'env must be an object');
+  for (const [name, value] of Object.entries(env)) {
+    if (name.length === 0 || name.includes('=') || name.includes('\0')) {
+      throw new ProviderError('INVALID_ARGUMENT', `env name ${JSON.stringify(name)} is not valid`);
+    }
+    if (value !== undefined && value !== null && typeof value !== 'string') {
+      throw new ProviderError('INVALID_ARGUMENT', `env.${name} must be a string`);
+    }
+    if (typeof value === 'string' && value.includes('\0')) {
+      throw new ProviderError('INVALID_ARGUMENT', `env.${name} must not contain a NUL character`);
+    }
+  }
+}
+
+/** Whether the terminal's program can be executed the way the child will look it up. */
+function terminalProgramExists(file: string, env: Record<string, string>, cwd: string, platform: NodeJS.Platform): boolean {
+  // The child changes to cwd before it execs, so relative names resolve from there.
+  const candidates = file.includes('/') ? [resolvePath(cwd, file)] : executableCandidates(file, env, platform, cwd);
+  return candidates.some((candidate) => isExecutableFileSync(candidate));
+}
+
+function isExecutableFileSync(path: string): boolean {
+  try {
+    accessSync(path, fsConstants.X_OK);
+    return statSync(path).isFile();
+  } catch (_error) {
+    return false;
+  }
+}

@@ -1,0 +1,277 @@
+/**
+ * One managed process tree: the seam's `spawn`.
+ *
+ * On POSIX the child leads its own process group (spawned detached), so the
+ * tree is that group: signals go to `-pid`, and the tree is gone when no
+ * member is left. On Windows the tree is the root's process tree, ended with
+ * `taskkill /T /F`.
+ * @module
+ */
+import { spawn as spawnChild, type ChildProcess, type StdioOptions } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
+import type {
+  SubprocessCollect,
+  SubprocessCollectedOutputs,
+  SubprocessHandle,
+  SubprocessOutcome,
+  SubprocessOutputMode,
+  SubprocessSpawnSpec,
+} from '@execworld/sdk/seam';
+import { OutputCollector, type SpillDirectory } from './collector.ts';
+import { ProviderError } from './errors.ts';
+import { cwdError } from './validate.ts';
+
+/** How often an awaited tree is checked for absence. */
+export const TREE_POLL_MS = 15;
+
+export interface ProcessHost {
+  readonly platform: NodeJS.Platform;
+  readonly spill: SpillDirectory;
+  /**
+   * Whether a process group has a live (non-zombie) member; undefined when that
+   * cannot be told. Used once the leader is gone, when `kill(-pgid, 0)` still
+   * succeeds for a group of zombies.
+   */
+  groupHasLiveMembers(pgid: number): boolean | undefined;
+  /** Windows: ends the tree of `pid` (`taskkill /PID pid /T /F`), ignoring every outcome. */
+  taskkill(pid: number): void;
+}
+
+function isCollect(mode: SubprocessOutputMode): mode is SubprocessCollect {
+  return typeof mode === 'object';
+}
+
+function nodeStdio(spec: SubprocessSpawnSpec): StdioOptions {
+  const output = (mode: SubprocessOutputMode): 'inherit' | 'pipe' => (mode === 'inherit' ? 'inherit' : 'pipe');
+  return [spec.stdio.stdin === 'ignore' ? 'ignore' : 'pipe', output(spec.stdio.stdout), output(spec.stdio.stderr)];
+}
+
+export class ManagedProcess implements SubprocessHandle {
+  readonly pid: number;
+  readonly stdin: Writable | undefined;
+  readonly stdout: Readable | undefined;
+  readonly stderr: Readable | undefined;
+  readonly collected: SubprocessCollectedOutputs;
+  readonly done: Promise<SubprocessOutcome>;
+
+  readonly #host: ProcessHost;
+  readonly #graceMs: number;
+  readonly #child: ChildProcess | undefined;
+  readonly #collectors: OutputCollector[] = [];
+  #resolve!: (outcome: SubprocessOutcome) => void;
+  #reject!: (error: Error) => void;
+  #settled = false;
+  /** The direct child has exited (and was reaped). */
+  #childExited = false;
+  /** The whole tree was seen gone; from now on no signal is ever sent. */
+  #gone = false;
+  #laddered = false;
+  #killTimer: NodeJS.Timeout | undefined;
+  #drainTimer: NodeJS.Timeout | undefined;
+  #observer: Promise<void> | undefined;
+  #removeAbort: (() => void) | undefined;
+
+  constructor(spec: SubprocessSpawnSpec, env: Record<string, string>, host: ProcessHost) {
+    this.#host = host;
+    this.#graceMs = spec.graceMs;
+    this.done = new Promise<SubprocessOutcome>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    const cwdFailure = cwdError(spec.cwd);
+    if (cwdFailure !== undefined) {
+      this.pid = -1;
+      this.collected = {};
+      this.#settled = true;
+      this.#gone = true;
+      this.#reject(cwdFailure);
+      return;
+    }
+    const child = spawnChild(spec.argv[0]!, spec.argv.slice(1), {
+      cwd: spec.cwd,
+      env,
+      stdio: nodeStdio(spec),
+      detached: host.platform !== 'win32',
+      windowsHide: true,
+    });
+    this.#child = child;
+    this.pid = child.pid ?? -1;
+
+    const stdin = spec.stdio.stdin;
+    if (typeof stdin === 'object') {
+      // A child may exit without reading its input; EPIPE is not the caller's failure.
+      child.stdin?.on('error', () => {});
+      child.stdin?.end(stdin.data);
+    }
+    this.stdin = stdin === 'pipe' ? (child.stdin ?? undefined) : undefined;
+    this.stdout = spec.stdio.stdout === 'pipe' ? (child.stdout ?? undefined) : undefined;
+    this.stderr = spec.stdio.stderr === 'pipe' ? (child.stderr ?? undefined) : undefined;
+    const collected: { stdout?: OutputCollector; stderr?: OutputCollector } = {};
+    for (const stream of ['stdout', 'stderr'] as const) {
+      const mode = spec.stdio[stream];
+      const pipe = child[stream];
+      if (!isCollect(mode) || pipe === null) continue;
+      const collector = new OutputCollector(mode, host.spill, stream);
+      pipe.on('data', (chunk: Buffer) => collector.push(chunk));
+      pipe.on('error', () => {});
+      collected[stream] = collector;
+      this.#collectors.push(collector);
+    }
+    this.collected = collected;
+
+    child.once('error', (error) => {
+      // An error with a pid (a failed kill, say) is not a spawn failure.
+      if (child.pid === undefined) this.#fail(error);
+    });
+    child.once('exit', (code, signal) => {
+      this.#childExited = true;
+      // Descendants may hold collected pipes open: wait for them at most graceMs.
+      this.#drainTimer ??= setTimeout(() => this.#settle(code, signal), this.#graceMs);
+    });
+    child.once('close', (code, signal) => this.#settle(code, signal));
+
+    const abort = spec.signal;
+    if (abort !== undefined) {
+      const onAbort = (): void => this.terminate();
+      abort.addEventListener('abort', onAbort, { once: true });
+      this.#removeAbort = () => abort.removeEventListener('abort', onAbort);
+    }
+  }
+
+  terminate(): void {
+    if (this.#gone || this.#laddered) return;
+    this.#laddered = true;
+    void this.#observe();
+    // The first check runs at once: a tree already gone is never signalled.
+    if (this.#gone) return;
+    this.#signalTree('SIGTERM');
+    this.#killTimer = setTimeout(() => {
+      this.#killTimer = undefined;
+      if (this.#treeAlive()) this.#signalTree('SIGKILL');
+    }, this.#graceMs);
+  }
+
+  async waitForExit(signal?: AbortSignal): Promise<boolean> {
+    const observed = this.#observe();
+    if (this.#gone) return true;
+    if (signal === undefined) {
+      await observed;
+      return true;
+    }
+    if (signal.aborted) return false;
+    let removeListener: (() => void) | undefined;
+    const aborted = new Promise<false>((resolve) => {
+      const onAbort = (): void => resolve(false);
+      signal.addEventListener('abort', onAbort, { once: true });
+      removeListener = () => signal.removeEventListener('abort', onAbort);
+    });
+    try {
+      return await Promise.race([observed.then(() => true), aborted]);
+    } finally {
+      removeListener?.();
+    }
+  }
+
+  /** Synchronous last resort while the host process exits: SIGKILL the tree, nothing awaited. */
+  terminateForHostExit(): void {
+    if (this.#gone || this.pid <= 0) return;
+    this.#signalTree('SIGKILL');
+  }
+
+  #signalTree(signal: NodeJS.Signals): void {
+    if (!this.#treeAlive()) return;
+    if (this.#host.platform === 'win32') {
+      this.#host.taskkill(this.pid);
+      return;
+    }
+    try {
+      process.kill(-this.pid, signal);
+    } catch (_groupFailure) {
+      try {
+        this.#child?.kill(signal);
+      } catch (_childFailure) {
+        // Nothing left to signal.
+      }
+    }
+  }
+
+  #treeAlive(): boolean {
+    if (this.#gone || this.pid <= 0) return false;
+    if (this.#host.platform === 'win32') return !this.#childExited;
+    try {
+      process.kill(-this.pid, 0);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ESRCH') return false;
+      if (code === 'EPERM') return true;
+      return !this.#childExited;
+    }
+    // Only after the leader is gone is a table scan worth it: a group of zombies is gone.
+    return !(this.#childExited && this.#host.groupHasLiveMembers(this.pid) === false);
+  }
+
+  #observe(): Promise<void> {
+    if (this.#observer !== undefined) return this.#observer;
+    this.#observer = new Promise<void>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const check = (): boolean => {
+        if (this.#treeAlive()) return false;
+        this.#gone = true;
+        // The group id may be reused from now on: the SIGKILL must not fire.
+        clearTimeout(this.#killTimer);
+        this.#killTimer = undefined;
+        clearInterval(timer);
+        resolve();
+        return true;
+      };
+      if (!check()) timer = setInterval(check, TREE_POLL_MS);
+    });
+    return this.#observer;
+  }
+
+  #finish(): void {
+    this.#settled = true;
+    clearTimeout(this.#drainTimer);
+    this.#removeAbort?.();
+    this.#removeAbort = undefined;
+    for (const stream of ['stdout', 'stderr'] as const) {
+      if (this.collected[stream] !== undefined) this.#child?.[stream]?.destroy();
+    }
+    for (const collector of this.#collectors) collector.seal();
+    // The SIGKILL timer stays armed: the escalation must still reach survivors.
+  }
+
+  #settle(exitCode: number | null, signal: NodeJS.Signals | null): void {
+    if (this.#settled) return;
+    this.#finish();
+    this.#resolve({ exitCode, signal });
+  }
+
+  #fail(error: Error): void {
+    if (this.#settled) return;
+    this.#finish();
+    this.#gone = true;
+    this.#reject(error);
+  }
+}
+
+/** Validates the stdio dispositions of a spec; throws naming the bad one. */
+export function assertStdio(stdio: unknown): void {
+  if (typeof stdio !== 'object' || stdio === null) throw new ProviderError('INVALID_ARGUMENT', 'stdio must be an object');
+  const { stdin, stdout, stderr } = stdio as Record<string, unknown>;
+  const dataOk = typeof stdin === 'object' && stdin !== null && typeof (stdin as { data?: unknown }).data === 'string';
+  if (stdin !== 'ignore' && stdin !== 'pipe' && !dataOk) {
+    throw new ProviderError('INVALID_ARGUMENT', "stdio.stdin must be 'ignore', 'pipe' or { data: string }");
+  }
+  for (const [name, mode] of [['stdout', stdout], ['stderr', stderr]] as const) {
+    if (mode === 'pipe' || mode === 'inherit') continue;
+    const collect = mode as { maxBytes?: unknown; spill?: { maxBytes?: unknown } } | null;
+    const positive = (value: unknown): boolean => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+    if (typeof collect !== 'object' || collect === null || !positive(collect.maxBytes)) {
+      throw new ProviderError('INVALID_ARGUMENT', `stdio.${name} must be 'pipe', 'inherit' or { maxBytes: positive integer }`);
+    }
+    if (collect.spill !== undefined && (typeof collect.spill !== 'object' || collect.spill === null || !positive(collect.spill.maxBytes))) {
+      throw new ProviderError('INVALID_ARGUMENT', `stdio.${name}.spill.maxBytes must be a positive integer`);
+    }
+  }
+}

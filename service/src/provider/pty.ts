@@ -1,0 +1,282 @@
+/**
+ * A pseudo-terminal with a child process on it, for Linux and macOS.
+ *
+ * It uses node-pty's native `fork` (forkpty on Linux, posix_spawn through
+ * spawn-helper on macOS) and its `resize`, and reads the master side itself,
+ * because node-pty's reader loses the end of the output of a command that
+ * exits right after printing (microsoft/node-pty#72). The cause is in libuv:
+ * when the slave side hangs up, a poll that reports POLLHUP after a short read
+ * is taken as end of stream (`uv__stream_io`), but a pty hands its buffer over
+ * in small pieces, so a short read does not mean the buffer is empty. node-pty
+ * then waits up to 200 ms for a socket close before it reports the exit.
+ *
+ * Here, every path that ends the stream first drains the master with
+ * synchronous non-blocking reads until the kernel says it is empty (EAGAIN) or
+ * hung up (EIO). The kernel flushes pending pty input before either answer, so
+ * nothing written before the drain is lost. The exit is reported as soon as
+ * the child is reaped and the drain is delivered: no timer.
+ * @module
+ */
+import { chmodSync, readSync, statSync, writeSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { ReadStream } from 'node:tty';
+
+interface NativePty {
+  fork(
+    file: string,
+    args: string[],
+    env: string[],
+    cwd: string,
+    cols: number,
+    rows: number,
+    uid: number,
+    gid: number,
+    utf8: boolean,
+    helperPath: string,
+    onexit: (code: number, signal: number) => void,
+  ): { fd: number; pid: number; pty: string };
+  resize(fd: number, cols: number, rows: number): void;
+}
+
+let loaded: { native: NativePty; helperPath: string } | undefined;
+
+/** Loads node-pty's native binding once, from its build output or its prebuilds. */
+function nativePty(): { native: NativePty; helperPath: string } {
+  if (loaded !== undefined) return loaded;
+  const require = createRequire(import.meta.url);
+  const root = dirname(require.resolve('node-pty/package.json'));
+  const failures: string[] = [];
+  for (const dir of ['build/Release', 'build/Debug', `prebuilds/${process.platform}-${process.arch}`]) {
+    const path = join(root, dir, 'pty.node');
+    try {
+      const native = require(path) as NativePty;
+      const helperPath = join(root, dir, 'spawn-helper');
+      ensureExecutable(helperPath);
+      loaded = { native, helperPath };
+      return loaded;
+    } catch (error) {
+      failures.push(`${path}: ${(error as Error).message}`);
+    }
+  }
+  throw new Error(`cannot load node-pty's native module: ${failures.join('; ')}`);
+}
+
+/**
+ * node-pty 1.1.0 ships macOS's spawn-helper without its exec bit, which makes
+ * every macOS spawn fail with `posix_spawnp failed`. Linux never runs it.
+ */
+function ensureExecutable(path: string): void {
+  if (process.platform !== 'darwin') return;
+  try {
+    const mode = statSync(path).mode;
+    if ((mode & 0o111) !== 0o111) chmodSync(path, mode | 0o755);
+  } catch (_error) {
+    // Missing helper: the spawn reports it.
+  }
+}
+
+export interface PtySpawnOptions {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  readonly cwd: string;
+  readonly cols: number;
+  readonly rows: number;
+}
+
+/** Exit facts as the kernel reports them: a code, or a signal number. */
+export interface PtyExit {
+  readonly exitCode: number;
+  /** 0 when the child was not killed by a signal. */
+  readonly signal: number;
+}
+
+export interface PtyEvents {
+  /** A chunk of output, in order. Never called after `onExit`. */
+  onData(chunk: Buffer): void;
+  /** The child was reaped and every output byte was delivered. Called once. */
+  onExit(exit: PtyExit): void;
+}
+
+/** Largest amount read synchronously at exit, against a descendant that keeps writing. */
+const MAX_EXIT_DRAIN_BYTES = 1024 * 1024;
+/** Retry delay of a write the terminal's input queue could not take. */
+const WRITE_RETRY_MS = 5;
+
+/** A child process on a new pseudo-terminal. */
+export class UnixPty {
+  readonly pid: number;
+  /** Path of the slave side, e.g. `/dev/pts/3`. */
+  readonly device: string;
+  readonly #fd: number;
+  readonly #socket: ReadStream;
+  readonly #events: PtyEvents;
+  #paused = false;
+  /** The master side will give no more data. */
+  #eof = false;
+  #exit: PtyExit | undefined;
+  #exitReported = false;
+  #writes: { data: Buffer; resolve: () => void; reject: (error: Error) => void }[] = [];
+  #writeTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(options: PtySpawnOptions, events: PtyEvents) {
+    this.#events = events;
+    const { native, helperPath } = nativePty();
+    const env = Object.entries(options.env).map(([name, value]) => `${name}=${value}`);
+    const term = native.fork(
+      options.file,
+      [...options.args],
+      env,
+      options.cwd,
+      options.cols,
+      options.rows,
+      -1,
+      -1,
+      true,
+      helperPath,
+      (exitCode, signal) => this.#onChildExit({ exitCode, signal }),
+    );
+    this.pid = term.pid;
+    this.device = term.pty;
+    this.#fd = term.fd;
+    this.#socket = new ReadStream(term.fd);
+    this.#socket.on('readable', () => this.#pump());
+    // libuv's premature end of stream: the slave has hung up, so what is left is finite.
+    this.#socket.on('end', () => this.#finishInput());
+    // EIO: the kernel had delivered everything before it reported the hangup.
+    this.#socket.on('error', () => this.#finishInput());
+    this.#socket.on('close', () => this.#finishInput());
+  }
+
+  /** Stops delivering output; the terminal's buffers fill and the writer blocks. */
+  pause(): void {
+    this.#paused = true;
+  }
+
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#pump();
+  }
+
+  get exited(): boolean {
+    return this.#exit !== undefined;
+  }
+
+  /** Writes to the terminal's input. Resolves once the kernel took every byte. */
+  write(data: string | Buffer): Promise<void> {
+    if (this.#closed || this.#exit !== undefined) return Promise.reject(new Error('the terminal process has exited'));
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    if (bytes.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.#writes.push({ data: bytes, resolve, reject });
+      if (this.#writes.length === 1) this.#flushWrites();
+    });
+  }
+
+  resize(cols: number, rows: number): void {
+    if (this.#closed) throw new Error('the terminal is closed');
+    nativePty().native.resize(this.#fd, cols, rows);
+  }
+
+  /** Sends a signal to the child itself. */
+  kill(signal: NodeJS.Signals): void {
+    process.kill(this.pid, signal);
+  }
+
+  /** Releases the master side. Pending writes fail. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    clearTimeout(this.#writeTimer);
+    for (const write of this.#writes.splice(0)) write.reject(new Error('the terminal is closed'));
+    this.#socket.destroy();
+  }
+
+  #flushWrites(): void {
+    this.#writeTimer = undefined;
+    while (this.#writes.length > 0 && !this.#closed) {
+      const head = this.#writes[0]!;
+      let written: number;
+      try {
+        written = writeSync(this.#fd, head.data);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EAGAIN') {
+          this.#writeTimer = setTimeout(() => this.#flushWrites(), WRITE_RETRY_MS);
+          return;
+        }
+        this.#writes.shift();
+        head.reject(error as Error);
+        continue;
+      }
+      if (written < head.data.length) {
+        head.data = head.data.subarray(written);
+        this.#writeTimer = setTimeout(() => this.#flushWrites(), WRITE_RETRY_MS);
+        return;
+      }
+      this.#writes.shift();
+      head.resolve();
+    }
+  }
+
+  #pump(): void {
+    if (this.#paused || this.#eof) return;
+    let chunk: Buffer | null;
+    while (!this.#paused && (chunk = this.#socket.read() as Buffer | null) !== null) this.#events.onData(chunk);
+  }
+
+  /**
+   * Takes what the socket buffered, then reads the master until the kernel has
+   * nothing more, and delivers it even while paused: it is bounded by the
+   * terminal's buffers (and by MAX_EXIT_DRAIN_BYTES against a writer that keeps going).
+   */
+  #drain(): void {
+    if (this.#eof) return;
+    this.#eof = true;
+    if (!this.#socket.destroyed) {
+      let chunk: Buffer | null;
+      while ((chunk = this.#socket.read() as Buffer | null) !== null) this.#events.onData(chunk);
+    }
+    // The fd is open until the socket is destroyed, which happens after its 'end'
+    // listeners ran; never read it afterwards, the number may name another file.
+    if (this.#socket.destroyed || this.#closed) return;
+    const buffer = Buffer.allocUnsafe(64 * 1024);
+    let total = 0;
+    while (total < MAX_EXIT_DRAIN_BYTES) {
+      let read: number;
+      try {
+        read = readSync(this.#fd, buffer, 0, buffer.length, null);
+      } catch (_error) {
+        break; // EAGAIN: empty. EIO: hung up and empty.
+      }
+      if (read <= 0) break;
+      total += read;
+      this.#events.onData(Buffer.from(buffer.subarray(0, read)));
+    }
+  }
+
+  #finishInput(): void {
+    this.#drain();
+    this.#maybeReportExit();
+  }
+
+  #onChildExit(exit: PtyExit): void {
+    this.#exit = exit;
+    // Everything the child wrote is in the terminal's buffers now. Descendants may
+    // still hold the slave open; the stream ends with the top-level process anyway.
+    this.#drain();
+    for (const write of this.#writes.splice(0)) write.reject(new Error('the terminal process has exited'));
+    clearTimeout(this.#writeTimer);
+    this.#maybeReportExit();
+  }
+
+  #maybeReportExit(): void {
+    if (this.#exitReported || this.#exit === undefined || !this.#eof) return;
+    this.#exitReported = true;
+    this.#socket.destroy();
+    this.#events.onExit(this.#exit);
+  }
+}
+

@@ -1,0 +1,308 @@
+/**
+ * One terminal: a process on a new pseudo-terminal and the POSIX session it
+ * leads, with the seam's foreground inspection, signalling and whole-session
+ * cleanup.
+ *
+ * Cleanup is fenced on identities (pid + start time): the handle tracks every
+ * process it has seen in the terminal's tree or session, keeps tracking those
+ * that reparent away, and never signals a pid whose start time changed.
+ * @module
+ */
+import { constants as osConstants } from 'node:os';
+import { PassThrough } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type {
+  SubprocessOutcome,
+  SubprocessTerminalForeground,
+  SubprocessTerminalHandle,
+  SubprocessTerminalSignal,
+} from '@execworld/sdk/seam';
+import { CleanupError, ProviderError } from './errors.ts';
+import { ProcessIndex, type ProcessIdentity, type ProcessInspector } from './inspect/inspector.ts';
+import { UnixPty, type PtyExit } from './pty.ts';
+import { assertPositiveInteger } from './validate.ts';
+
+/** The seam's foreground facts, plus the identity of the input wait when there is one. */
+export interface TerminalForeground extends SubprocessTerminalForeground {
+  /**
+   * Present while `inputWaiting`: stays the same while the group stays blocked in
+   * the same wait and changes once it wakes and blocks again.
+   */
+  inputWaitToken?: string;
+}
+
+/** The signals `signalForeground` accepts. */
+export const TERMINAL_SIGNALS: readonly SubprocessTerminalSignal[] = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'];
+
+/** Largest terminal dimension, the range of the kernel's `struct winsize`. */
+export const MAX_TERMINAL_SIZE = 65_535;
+
+/** Poll interval while cleanup waits for processes to go. */
+const CLEANUP_POLL_MS = 5;
+
+/** Output buffered for a slow reader before the terminal is paused. */
+const OUTPUT_HIGH_WATER_BYTES = 64 * 1024;
+
+export interface TerminalOptions {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly rows: number;
+  readonly cols: number;
+  readonly graceMs: number;
+  readonly inspector: ProcessInspector;
+}
+
+function signalName(signal: number): NodeJS.Signals | null {
+  if (signal === 0) return null;
+  for (const [name, value] of Object.entries(osConstants.signals)) if (value === signal) return name as NodeJS.Signals;
+  return null;
+}
+
+const identityKey = (identity: ProcessIdentity): string => `${identity.pid}:${identity.started}`;
+
+export class LocalTerminal implements SubprocessTerminalHandle {
+  readonly pid: number;
+  readonly output: PassThrough;
+  readonly done: Promise<SubprocessOutcome>;
+  /** Path of the terminal device, e.g. `/dev/pts/3`. */
+  readonly device: string;
+
+  readonly #pty: UnixPty;
+  readonly #inspector: ProcessInspector;
+  readonly #graceMs: number;
+  /** The top-level process, when its identity could be read at start. */
+  readonly #root: ProcessIdentity | undefined;
+  readonly #tracked = new Map<string, ProcessIdentity>();
+  /** When the top-level process exited, in the inspector's clock ticks. */
+  #exitTicks: number | undefined;
+  #exited = false;
+  #resolveDone!: (outcome: SubprocessOutcome) => void;
+  #terminating: Promise<void> | undefined;
+  #awaitingDrain = false;
+
+  constructor(options: TerminalOptions) {
+    this.#inspector = options.inspector;
+    this.#graceMs = options.graceMs;
+    this.output = new PassThrough({ highWaterMark: OUTPUT_HIGH_WATER_BYTES });
+    this.done = new Promise((resolve) => {
+      this.#resolveDone = resolve;
+    });
+    this.#pty = new UnixPty(
+      { file: options.file, args: options.args, env: options.env, cwd: options.cwd, cols: options.cols, rows: options.rows },
+      { onData: (chunk) => this.#onData(chunk), onExit: (exit) => this.#onExit(exit) },
+    );
+    this.pid = this.#pty.pid;
+    this.device = this.#pty.device;
+    this.#root = this.#inspector.identity(this.pid);
+  }
+
+  /** True once the top-level process has exited. */
+  get exited(): boolean {
+    return this.#exited;
+  }
+
+  write(data: string): Promise<void> {
+    if (typeof data !== 'string') return Promise.reject(new ProviderError('INVALID_ARGUMENT', 'terminal input must be a string'));
+    if (this.#exited) return Promise.reject(new ProviderError('TERMINAL_EXITED', 'the terminal has exited'));
+    return this.#pty.write(data).catch((error: unknown) => {
+      throw this.#exited ? new ProviderError('TERMINAL_EXITED', 'the terminal has exited', { cause: error }) : error;
+    });
+  }
+
+  /** Changes the terminal's size; the foreground program gets SIGWINCH. */
+  resize(cols: number, rows: number): void {
+    assertPositiveInteger('cols', cols, MAX_TERMINAL_SIZE);
+    assertPositiveInteger('rows', rows, MAX_TERMINAL_SIZE);
+    if (this.#exited) throw new ProviderError('TERMINAL_EXITED', 'the terminal has exited');
+    this.#pty.resize(cols, rows);
+  }
+
+  inspectForeground(): Promise<TerminalForeground | undefined> {
+    return promised(() => this.#foreground());
+  }
+
+  signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
+    return promised(() => {
+      if (!TERMINAL_SIGNALS.includes(signal)) {
+        throw new ProviderError('INVALID_ARGUMENT', `signal must be one of ${TERMINAL_SIGNALS.join(', ')}, got ${String(signal)}`);
+      }
+      const foreground = this.#foreground();
+      if (foreground === undefined) {
+        throw new ProviderError('NO_FOREGROUND_GROUP', "cannot resolve the terminal's foreground process group");
+      }
+      if (signal === 'SIGKILL' && foreground.processGroupId === this.pid) {
+        throw new ProviderError('SIGNAL_REFUSED', "refusing SIGKILL to the terminal's own shell group; terminate the terminal session instead");
+      }
+      this.#inspector.signalGroup(foreground.processGroupId, signal);
+      return foreground.processGroupId;
+    });
+  }
+
+  terminate(): Promise<void> {
+    this.#terminating ??= this.#terminateOnce().catch((error: unknown) => {
+      this.#terminating = undefined;
+      throw error;
+    });
+    return this.#terminating;
+  }
+
+  /** Synchronous last resort while the host exits: SIGKILL everything, await nothing. */
+  terminateForHostExit(): void {
+    const kill = (targets: ProcessIdentity[]): void => {
+      for (const target of targets) this.#inspector.signalProcess(target, 'SIGKILL');
+    };
+    kill(this.#refresh());
+    if (!this.#exited) this.#signalShell('SIGKILL');
+    kill(this.#refresh());
+  }
+
+  #foreground(): TerminalForeground | undefined {
+    if (this.#exited) return undefined;
+    this.#refresh();
+    const pgid = this.#inspector.foregroundGroup(this.pid);
+    if (pgid === undefined) return undefined;
+    const wait = this.#inspector.inputWait(pgid, { path: this.device });
+    return wait === undefined
+      ? { processGroupId: pgid, inputWaiting: false }
+      : { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token };
+  }
+
+  #onData(chunk: Buffer): void {
+    if (this.output.write(chunk) || this.#awaitingDrain || this.#exited) return;
+    this.#awaitingDrain = true;
+    this.#pty.pause();
+    this.output.once('drain', () => {
+      this.#awaitingDrain = false;
+      this.#pty.resume();
+    });
+  }
+
+  #onExit(exit: PtyExit): void {
+    this.#exitTicks = this.#inspector.nowTicks();
+    // Adopt the session as it stands at the leader's death, before it can scatter.
+    this.#refresh();
+    this.#exited = true;
+    this.output.end();
+    const signal = signalName(exit.signal);
+    this.#resolveDone({ exitCode: exit.signal === 0 ? exit.exitCode : null, signal });
+  }
+
+  /**
+   * Rescans the process table and returns the tracked members that still live.
+   * New members are adopted from the top-level process's tree and session while
+   * it is alive; after it exited, from the session members that started before
+   * its exit (a process that later gets its pid and starts a session of the same
+   * id is younger), and always from the trees of members already tracked.
+   */
+  #refresh(): ProcessIdentity[] {
+    const root = this.#root;
+    if (root === undefined) return [];
+    const index = new ProcessIndex(this.#inspector.snapshot());
+    const adopt = (identity: ProcessIdentity): void => {
+      if (identity.pid !== root.pid) this.#tracked.set(identityKey(identity), identity);
+    };
+    if (!this.#exited && index.has(root)) {
+      for (const row of index.tree(root)) adopt(row.identity);
+      for (const row of index.rows) if (row.session === root.pid) adopt(row.identity);
+    } else if (this.#exitTicks !== undefined) {
+      for (const row of index.rows) {
+        if (row.session === root.pid && row.startTicks !== undefined && row.startTicks <= this.#exitTicks) adopt(row.identity);
+      }
+    }
+    for (const member of [...this.#tracked.values()]) for (const row of index.tree(member)) adopt(row.identity);
+    for (const [key, identity] of this.#tracked) {
+      const row = index.get(identity.pid);
+      if (row === undefined || !row.alive || row.identity.started !== identity.started) this.#tracked.delete(key);
+    }
+    return [...this.#tracked.values()];
+  }
+
+  #signalShell(signal: NodeJS.Signals): void {
+    if (this.#root !== undefined) {
+      this.#inspector.signalProcess(this.#root, signal);
+      return;
+    }
+    try {
+      this.#pty.kill(signal);
+    } catch (_error) {
+      // Already gone.
+    }
+  }
+
+  async #terminateOnce(): Promise<void> {
+    await this.#stopDescendants();
+    if (!this.#exited) {
+      // A real terminal close: the controlling process gets SIGHUP, which ends an
+      // interactive shell at once (it ignores SIGTERM). TERM is for programs that
+      // only handle that; CONT wakes a stopped one so the signals act.
+      this.#signalShell('SIGHUP');
+      this.#signalShell('SIGTERM');
+      this.#signalShell('SIGCONT');
+      if (!(await this.#exitWithin(this.#graceMs))) {
+        this.#signalShell('SIGKILL');
+        if (!(await this.#exitWithin(this.#graceMs))) {
+          throw new CleanupError(`terminal cleanup failed; surviving pid: ${this.pid}`, [this.pid]);
+        }
+      }
+    }
+    // Children forked while the shell handled its signals, and members that outlived it.
+    await this.#stopDescendants();
+    this.#pty.close();
+  }
+
+  async #exitWithin(ms: number): Promise<boolean> {
+    if (this.#exited) return true;
+    const timeout = new AbortController();
+    try {
+      return await Promise.race([this.done.then(() => true), sleep(ms, false, { signal: timeout.signal })]);
+    } finally {
+      timeout.abort();
+    }
+  }
+
+  /** TERM, grace, KILL, grace for every tracked member; throws naming the survivors. */
+  async #stopDescendants(): Promise<void> {
+    const first = this.#refresh();
+    for (const target of first) {
+      this.#inspector.signalProcess(target, 'SIGTERM');
+      this.#inspector.signalProcess(target, 'SIGCONT');
+    }
+    const termSurvivors = first.length > 0 ? await this.#survivorsAfter(first, this.#graceMs) : [];
+    const second = union(termSurvivors, this.#refresh());
+    if (second.length === 0) return;
+    for (const target of second) this.#inspector.signalProcess(target, 'SIGKILL');
+    const killSurvivors = await this.#survivorsAfter(second, this.#graceMs);
+    const last = union(killSurvivors, this.#refresh()).filter((target) => this.#inspector.isAlive(target));
+    if (last.length > 0) {
+      const pids = last.map((target) => target.pid);
+      throw new CleanupError(`terminal cleanup failed; surviving pids: ${pids.join(', ')}`, pids);
+    }
+  }
+
+  async #survivorsAfter(targets: readonly ProcessIdentity[], ms: number): Promise<ProcessIdentity[]> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const survivors = targets.filter((target) => this.#inspector.isAlive(target));
+      const remaining = deadline - Date.now();
+      if (survivors.length === 0 || remaining <= 0) return survivors;
+      await sleep(Math.min(CLEANUP_POLL_MS, remaining));
+    }
+  }
+}
+
+/** The value of a synchronous call as a promise; a throw becomes the rejection. */
+function promised<T>(call: () => T): Promise<T> {
+  try {
+    return Promise.resolve(call());
+  } catch (error) {
+    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+  }
+}
+
+function union(a: readonly ProcessIdentity[], b: readonly ProcessIdentity[]): ProcessIdentity[] {
+  const all = new Map<string, ProcessIdentity>();
+  for (const identity of [...a, ...b]) all.set(identityKey(identity), identity);
+  return [...all.values()];
+}
