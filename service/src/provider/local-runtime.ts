@@ -151,6 +151,8 @@ export class LocalRuntime implements SubprocessRuntime {
     // A published terminal is released only once it exited and its session was swept.
     this.#own(this.#terminals, terminal, async () => {
       await terminal.done;
+      // After the callers awaiting done have run: the sweep is not their latency.
+      await new Promise((resolve) => setImmediate(resolve));
       await terminal.terminate();
     });
     return terminal;

@@ -112,7 +112,6 @@ export class UnixPty {
   readonly #fd: number;
   readonly #socket: ReadStream;
   readonly #events: PtyEvents;
-  #paused = false;
   /** The master side will give no more data. */
   #eof = false;
   #exit: PtyExit | undefined;
@@ -142,7 +141,10 @@ export class UnixPty {
     this.device = term.pty;
     this.#fd = term.fd;
     this.#socket = new ReadStream(term.fd);
-    this.#socket.on('readable', () => this.#pump());
+    // Flowing mode: each read is delivered synchronously from libuv's callback.
+    this.#socket.on('data', (chunk: Buffer) => {
+      if (!this.#eof) this.#events.onData(chunk);
+    });
     // libuv's premature end of stream: the slave has hung up, so what is left is finite.
     this.#socket.on('end', () => this.#finishInput());
     // EIO: the kernel had delivered everything before it reported the hangup.
@@ -150,15 +152,13 @@ export class UnixPty {
     this.#socket.on('close', () => this.#finishInput());
   }
 
-  /** Stops delivering output; the terminal's buffers fill and the writer blocks. */
+  /** Stops reading; the terminal's buffers fill and the writer blocks. */
   pause(): void {
-    this.#paused = true;
+    if (!this.#eof) this.#socket.pause();
   }
 
   resume(): void {
-    if (!this.#paused) return;
-    this.#paused = false;
-    this.#pump();
+    if (!this.#eof) this.#socket.resume();
   }
 
   get exited(): boolean {
@@ -221,12 +221,6 @@ export class UnixPty {
     }
   }
 
-  #pump(): void {
-    if (this.#paused || this.#eof) return;
-    let chunk: Buffer | null;
-    while (!this.#paused && (chunk = this.#socket.read() as Buffer | null) !== null) this.#events.onData(chunk);
-  }
-
   /**
    * Takes what the socket buffered, then reads the master until the kernel has
    * nothing more, and delivers it even while paused: it is bounded by the
@@ -234,11 +228,11 @@ export class UnixPty {
    */
   #drain(): void {
     if (this.#eof) return;
-    this.#eof = true;
     if (!this.#socket.destroyed) {
-      let chunk: Buffer | null;
-      while ((chunk = this.#socket.read() as Buffer | null) !== null) this.#events.onData(chunk);
+      // Chunks the socket holds while paused: read() hands each to the 'data' listener.
+      while (this.#socket.read() !== null);
     }
+    this.#eof = true;
     // The fd is open until the socket is destroyed, which happens after its 'end'
     // listeners ran; never read it afterwards, the number may name another file.
     if (this.#socket.destroyed || this.#closed) return;

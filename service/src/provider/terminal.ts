@@ -9,7 +9,7 @@
  * @module
  */
 import { constants as osConstants } from 'node:os';
-import { PassThrough } from 'node:stream';
+import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type {
   SubprocessOutcome,
@@ -18,7 +18,7 @@ import type {
   SubprocessTerminalSignal,
 } from '@execworld/sdk/seam';
 import { CleanupError, ProviderError } from './errors.ts';
-import { ProcessIndex, type ProcessIdentity, type ProcessInspector } from './inspect/inspector.ts';
+import { ProcessIndex, type ProcessIdentity, type ProcessInspector, type ProcessRow, type TerminalDevice } from './inspect/inspector.ts';
 import { UnixPty, type PtyExit } from './pty.ts';
 import { assertPositiveInteger } from './validate.ts';
 
@@ -64,13 +64,14 @@ const identityKey = (identity: ProcessIdentity): string => `${identity.pid}:${id
 
 export class LocalTerminal implements SubprocessTerminalHandle {
   readonly pid: number;
-  readonly output: PassThrough;
+  readonly output: Readable;
   readonly done: Promise<SubprocessOutcome>;
   /** Path of the terminal device, e.g. `/dev/pts/3`. */
   readonly device: string;
 
   readonly #pty: UnixPty;
   readonly #inspector: ProcessInspector;
+  readonly #terminalDevice: TerminalDevice;
   readonly #graceMs: number;
   /** The top-level process, when its identity could be read at start. */
   readonly #root: ProcessIdentity | undefined;
@@ -80,12 +81,12 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   #exited = false;
   #resolveDone!: (outcome: SubprocessOutcome) => void;
   #terminating: Promise<void> | undefined;
-  #awaitingDrain = false;
 
   constructor(options: TerminalOptions) {
     this.#inspector = options.inspector;
     this.#graceMs = options.graceMs;
-    this.output = new PassThrough({ highWaterMark: OUTPUT_HIGH_WATER_BYTES });
+    // The reader's demand drives the terminal: a full buffer pauses it, a read resumes it.
+    this.output = new Readable({ highWaterMark: OUTPUT_HIGH_WATER_BYTES, read: () => this.#pty.resume() });
     this.done = new Promise((resolve) => {
       this.#resolveDone = resolve;
     });
@@ -95,6 +96,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     );
     this.pid = this.#pty.pid;
     this.device = this.#pty.device;
+    this.#terminalDevice = this.#inspector.terminalDevice(this.device);
     this.#root = this.#inspector.identity(this.pid);
   }
 
@@ -160,31 +162,25 @@ export class LocalTerminal implements SubprocessTerminalHandle {
 
   #foreground(): TerminalForeground | undefined {
     if (this.#exited) return undefined;
-    this.#refresh();
+    const rows = this.#inspector.snapshot();
+    this.#refresh(rows);
     const pgid = this.#inspector.foregroundGroup(this.pid);
     if (pgid === undefined) return undefined;
-    const wait = this.#inspector.inputWait(pgid, { path: this.device });
+    const wait = this.#inspector.inputWait(pgid, this.#terminalDevice, rows);
     return wait === undefined
       ? { processGroupId: pgid, inputWaiting: false }
       : { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token };
   }
 
   #onData(chunk: Buffer): void {
-    if (this.output.write(chunk) || this.#awaitingDrain || this.#exited) return;
-    this.#awaitingDrain = true;
-    this.#pty.pause();
-    this.output.once('drain', () => {
-      this.#awaitingDrain = false;
-      this.#pty.resume();
-    });
+    if (!this.output.push(chunk)) this.#pty.pause();
   }
 
   #onExit(exit: PtyExit): void {
+    // From now on, session members are adopted only if they started before this.
     this.#exitTicks = this.#inspector.nowTicks();
-    // Adopt the session as it stands at the leader's death, before it can scatter.
-    this.#refresh();
     this.#exited = true;
-    this.output.end();
+    this.output.push(null);
     const signal = signalName(exit.signal);
     this.#resolveDone({ exitCode: exit.signal === 0 ? exit.exitCode : null, signal });
   }
@@ -196,10 +192,10 @@ export class LocalTerminal implements SubprocessTerminalHandle {
    * its exit (a process that later gets its pid and starts a session of the same
    * id is younger), and always from the trees of members already tracked.
    */
-  #refresh(): ProcessIdentity[] {
+  #refresh(rows?: readonly ProcessRow[]): ProcessIdentity[] {
     const root = this.#root;
     if (root === undefined) return [];
-    const index = new ProcessIndex(this.#inspector.snapshot());
+    const index = new ProcessIndex(rows ?? this.#inspector.snapshot());
     const adopt = (identity: ProcessIdentity): void => {
       if (identity.pid !== root.pid) this.#tracked.set(identityKey(identity), identity);
     };

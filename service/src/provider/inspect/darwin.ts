@@ -6,7 +6,7 @@
  * @module
  */
 import { execFileSync } from 'node:child_process';
-import type { InputWait, ProcessIdentity, ProcessInspector, ProcessRow } from './inspector.ts';
+import type { InputWait, ProcessIdentity, ProcessInspector, ProcessRow, TerminalDevice } from './inspector.ts';
 import { trySignal } from './inspector.ts';
 
 /** Runs a program and returns its stdout, or undefined when it fails. */
@@ -67,6 +67,10 @@ export class DarwinInspector implements ProcessInspector {
     const text = this.#run('/bin/ps', ['-o', 'tpgid=', '-p', String(shellPid)])?.trim();
     const value = text === undefined || !/^\d+$/.test(text) ? Number.NaN : Number(text);
     return Number.isSafeInteger(value) && value > 0 ? value : undefined;
+  }
+
+  terminalDevice(path: string): TerminalDevice {
+    return { path };
   }
 
   inputWait(): InputWait | undefined {

@@ -30,6 +30,8 @@ export interface ProcessRow {
   readonly alive: boolean;
   /** Start time in clock ticks since boot, when the platform reports it so. */
   readonly startTicks: number | undefined;
+  /** Device number of the controlling terminal, when it has one and the platform reports it. */
+  readonly terminal?: number | undefined;
 }
 
 /** Evidence that a foreground group is blocked reading its terminal. */
@@ -46,6 +48,8 @@ export interface InputWait {
 export interface TerminalDevice {
   /** Path of the terminal's slave side, e.g. `/dev/pts/3`. */
   readonly path: string;
+  /** Its device number, when known. */
+  readonly rdev?: number;
 }
 
 export interface ProcessInspector {
@@ -55,8 +59,13 @@ export interface ProcessInspector {
   readonly exactInputWait: boolean;
   /** The foreground process group of the terminal `shellPid` controls, if any. */
   foregroundGroup(shellPid: number): number | undefined;
-  /** Proof that some thread of group `pgid` is blocked reading terminal input, or undefined. */
-  inputWait(pgid: number, terminal: TerminalDevice | undefined): InputWait | undefined;
+  /**
+   * Proof that some thread of group `pgid` is blocked reading terminal input, or
+   * undefined. `rows`, a snapshot taken just before, spares a second table scan.
+   */
+  inputWait(pgid: number, terminal: TerminalDevice | undefined, rows?: readonly ProcessRow[]): InputWait | undefined;
+  /** Names a terminal device once, so repeated proofs need not look it up. */
+  terminalDevice(path: string): TerminalDevice;
   /** The identity of `pid` now, if it is alive. */
   identity(pid: number): ProcessIdentity | undefined;
   /** One reading of the whole process table. */

@@ -5,7 +5,7 @@
  * on Windows fails loudly at allocation instead of running without cleanup.
  * @module
  */
-import type { InputWait, ProcessIdentity, ProcessInspector, ProcessRow } from './inspector.ts';
+import type { InputWait, ProcessIdentity, ProcessInspector, ProcessRow, TerminalDevice } from './inspector.ts';
 import { InspectionUnsupportedError } from './inspector.ts';
 
 function unsupported(): never {
@@ -16,6 +16,9 @@ export class Win32Inspector implements ProcessInspector {
   readonly platform = 'win32' as const;
   readonly exactInputWait = false;
   foregroundGroup(): number | undefined {
+    return unsupported();
+  }
+  terminalDevice(): TerminalDevice {
     return unsupported();
   }
   inputWait(): InputWait | undefined {
