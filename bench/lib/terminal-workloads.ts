@@ -38,6 +38,9 @@ export async function promptMs(peer: TerminalPeer): Promise<number> {
   const session = await peer.open(BASH, { PS1: '$ ' });
   await watch(session, atPrompt);
   const elapsed = nowMs() - started;
+  // Leave the way a user would, so no peer's close ladder is part of this workload.
+  session.write('exit\r');
+  await session.exited;
   await session.close();
   return elapsed;
 }

@@ -177,7 +177,8 @@ export class UnixPty {
   }
 
   resize(cols: number, rows: number): void {
-    if (this.#closed) throw new Error('the terminal is closed');
+    // Once the socket is destroyed its fd is closed, and the number may name another file.
+    if (this.#closed || this.#socket.destroyed) throw new Error('the terminal is closed');
     nativePty().native.resize(this.#fd, cols, rows);
   }
 
