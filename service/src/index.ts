@@ -7,5 +7,6 @@ export type { LocalRuntimeOptions } from './provider/local-runtime.ts';
 export { LocalTerminal, TERMINAL_SIGNALS } from './provider/terminal.ts';
 export type { TerminalForeground } from './provider/terminal.ts';
 export { ManagedProcess } from './provider/process.ts';
+export type { SpawnHooks } from './provider/process.ts';
 export { CleanupError, ProviderError } from './provider/errors.ts';
 export type { ProviderErrorCode } from './provider/errors.ts';

@@ -116,6 +116,32 @@ export class OutputCollector implements SubprocessOutputReader {
     }
   }
 
+  /** The oldest retained offset. */
+  get windowStart(): number {
+    return this.#total - this.#bytes;
+  }
+
+  /**
+   * Retained bytes from `fromByte` (or from the window start, when `fromByte` is
+   * older), at most `maxBytes` of them. Chunks are shared, not copied.
+   */
+  slice(fromByte: number, maxBytes: number): { from: number; chunks: Buffer[] } {
+    let offset = this.windowStart;
+    const from = Math.max(fromByte, offset);
+    const chunks: Buffer[] = [];
+    let taken = 0;
+    for (const chunk of this.#chunks) {
+      const chunkEnd = offset + chunk.length;
+      if (chunkEnd > from && taken < maxBytes) {
+        const piece = chunk.subarray(Math.max(0, from - offset), Math.max(0, from - offset) + maxBytes - taken);
+        chunks.push(piece);
+        taken += piece.length;
+      }
+      offset = chunkEnd;
+    }
+    return { from, chunks };
+  }
+
   readFrom(fromByte: number): SubprocessOutputRead {
     if (!Number.isSafeInteger(fromByte) || fromByte < 0) {
       throw new RangeError(`readFrom expects a non-negative integer byte offset, got ${String(fromByte)}`);

@@ -7,7 +7,6 @@ import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { mergeEnvironment, scrubEnvironment } from '@execworld/sdk/seam';
 import type {
-  SubprocessHandle,
   SubprocessRuntime,
   SubprocessSpawnSpec,
   SubprocessTerminalSpawnSpec,
@@ -16,7 +15,7 @@ import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import { ProviderError } from './errors.ts';
 import { createInspector } from './inspect/index.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
-import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
+import { assertStdio, ManagedProcess, type ProcessHost, type SpawnHooks } from './process.ts';
 import { executableCandidates, resolveExecutable } from './resolve-executable.ts';
 import { LocalTerminal, MAX_TERMINAL_SIZE } from './terminal.ts';
 import {
@@ -95,7 +94,7 @@ export class LocalRuntime implements SubprocessRuntime {
     return resolveExecutable(command, this.childEnvironment(env), this.platform, signal);
   }
 
-  spawn(spec: SubprocessSpawnSpec): SubprocessHandle {
+  spawn(spec: SubprocessSpawnSpec, hooks?: SpawnHooks): ManagedProcess {
     this.#assertActive();
     assertProgram(spec?.argv, 'expected a non-empty program name at argv[0]');
     assertGraceMs(spec.graceMs);
@@ -105,7 +104,7 @@ export class LocalRuntime implements SubprocessRuntime {
     assertCwdString(spec.cwd);
     assertStdio(spec.stdio);
     const env = this.childEnvironment(spec.env);
-    const handle = new ManagedProcess(spec, env, this.#processHost());
+    const handle = new ManagedProcess(spec, env, this.#processHost(), hooks);
     this.#own(this.#processes, handle, async () => {
       await handle.done.catch(() => undefined);
       await handle.waitForExit();

@@ -46,6 +46,12 @@ function nodeStdio(spec: SubprocessSpawnSpec): StdioOptions {
   return [spec.stdio.stdin === 'ignore' ? 'ignore' : 'pipe', output(spec.stdio.stdout), output(spec.stdio.stderr)];
 }
 
+/** Extensions of a spawn beyond the seam, for the daemon. */
+export interface SpawnHooks {
+  /** Called with every chunk of a collected stream, after the collector took it. */
+  onCollected?(stream: 'stdout' | 'stderr', chunk: Buffer): void;
+}
+
 export class ManagedProcess implements SubprocessHandle {
   readonly pid: number;
   readonly stdin: Writable | undefined;
@@ -57,7 +63,7 @@ export class ManagedProcess implements SubprocessHandle {
   readonly #host: ProcessHost;
   readonly #graceMs: number;
   readonly #child: ChildProcess | undefined;
-  readonly #collectors: OutputCollector[] = [];
+  readonly #collectors = new Map<'stdout' | 'stderr', OutputCollector>();
   #resolve!: (outcome: SubprocessOutcome) => void;
   #reject!: (error: Error) => void;
   #settled = false;
@@ -71,7 +77,7 @@ export class ManagedProcess implements SubprocessHandle {
   #observer: Promise<void> | undefined;
   #removeAbort: (() => void) | undefined;
 
-  constructor(spec: SubprocessSpawnSpec, env: Record<string, string>, host: ProcessHost) {
+  constructor(spec: SubprocessSpawnSpec, env: Record<string, string>, host: ProcessHost, hooks: SpawnHooks = {}) {
     this.#host = host;
     this.#graceMs = spec.graceMs;
     this.done = new Promise<SubprocessOutcome>((resolve, reject) => {
@@ -112,10 +118,14 @@ export class ManagedProcess implements SubprocessHandle {
       const pipe = child[stream];
       if (!isCollect(mode) || pipe === null) continue;
       const collector = new OutputCollector(mode, host.spill, stream);
-      pipe.on('data', (chunk: Buffer) => collector.push(chunk));
+      const onCollected = hooks.onCollected;
+      pipe.on('data', (chunk: Buffer) => {
+        collector.push(chunk);
+        onCollected?.(stream, chunk);
+      });
       pipe.on('error', () => {});
       collected[stream] = collector;
-      this.#collectors.push(collector);
+      this.#collectors.set(stream, collector);
     }
     this.collected = collected;
 
@@ -136,6 +146,21 @@ export class ManagedProcess implements SubprocessHandle {
       abort.addEventListener('abort', onAbort, { once: true });
       this.#removeAbort = () => abort.removeEventListener('abort', onAbort);
     }
+  }
+
+  /** The collector of a collected stream. */
+  collector(stream: 'stdout' | 'stderr'): OutputCollector | undefined {
+    return this.#collectors.get(stream);
+  }
+
+  /** True once the whole tree was observed gone. */
+  get treeExited(): boolean {
+    return this.#gone;
+  }
+
+  /** True once `done` settled. */
+  get settled(): boolean {
+    return this.#settled;
   }
 
   terminate(): void {
@@ -237,7 +262,7 @@ export class ManagedProcess implements SubprocessHandle {
     for (const stream of ['stdout', 'stderr'] as const) {
       if (this.collected[stream] !== undefined) this.#child?.[stream]?.destroy();
     }
-    for (const collector of this.#collectors) collector.seal();
+    for (const collector of this.#collectors.values()) collector.seal();
     // The SIGKILL timer stays armed: the escalation must still reach survivors.
   }
 

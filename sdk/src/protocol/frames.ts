@@ -1,0 +1,83 @@
+/**
+ * The WebSocket protocol of `GET /v1/connect`: JSON text messages for calls,
+ * subscriptions, acknowledgements and events; binary frames for stream data.
+ *
+ * A data frame is a 13-byte header and the payload:
+ *   byte 0      kind (1 = data)
+ *   bytes 1-4   subscription id, uint32 big-endian
+ *   bytes 5-12  byte offset of the payload's first byte, uint64 big-endian
+ * @module
+ */
+import { z } from 'zod';
+import { ErrorBody } from './errors.ts';
+
+/** Subprotocol the daemon selects; clients must offer it. */
+export const WS_SUBPROTOCOL = 'execworld.v1';
+/** Prefix of the Kubernetes-style subprotocol that carries a bearer token for browsers. */
+export const WS_TOKEN_PROTOCOL_PREFIX = 'base64url.bearer.authorization.k8s.io.';
+
+export const DATA_FRAME = 1;
+export const DATA_HEADER_BYTES = 13;
+
+export const StreamRef = z.strictObject({
+  kind: z.enum(['terminal', 'process']),
+  id: z.string(),
+  stream: z.enum(['output', 'stdout', 'stderr']),
+});
+export type StreamRef = z.infer<typeof StreamRef>;
+
+export const SubscribeParams = z.strictObject({
+  target: StreamRef,
+  from: z.int().min(0).max(Number.MAX_SAFE_INTEGER).meta({ description: 'First byte offset wanted.' }),
+  window: z.int().min(1024).max(64 * 1024 * 1024).optional().meta({ description: 'Bytes the daemon may send beyond the last ack.' }),
+});
+export const SubscribeResult = z.object({
+  sub: z.int(),
+  from: z.int().meta({ description: 'Where delivery starts: from, or the oldest retained byte when from is gone.' }),
+  gap: z.object({ from: z.int(), to: z.int() }).nullable(),
+});
+
+export const ClientMessage = z.discriminatedUnion('t', [
+  z.strictObject({ t: z.literal('call'), id: z.int().min(0), op: z.string(), params: z.record(z.string(), z.unknown()).optional() }),
+  z.strictObject({ t: z.literal('subscribe'), id: z.int().min(0), params: SubscribeParams }),
+  z.strictObject({ t: z.literal('unsubscribe'), id: z.int().min(0), sub: z.int() }),
+  z.strictObject({ t: z.literal('ack'), sub: z.int(), offset: z.int().min(0).max(Number.MAX_SAFE_INTEGER) }),
+]);
+export type ClientMessage = z.infer<typeof ClientMessage>;
+
+export const ServerMessage = z.discriminatedUnion('t', [
+  z.object({ t: z.literal('result'), id: z.int(), result: z.unknown() }),
+  z.object({ t: z.literal('error'), id: z.int().nullable(), error: ErrorBody.shape.error }),
+  z.object({ t: z.literal('end'), sub: z.int(), offset: z.int().meta({ description: 'The stream ended here, after every data frame of it.' }) }),
+  z.object({ t: z.literal('gap'), sub: z.int(), from: z.int(), to: z.int() }),
+]);
+export type ServerMessage = z.infer<typeof ServerMessage>;
+
+/** Encodes a data frame. */
+export function encodeDataFrame(sub: number, offset: number, payload: Uint8Array): Uint8Array {
+  const frame = new Uint8Array(DATA_HEADER_BYTES + payload.length);
+  const view = new DataView(frame.buffer);
+  view.setUint8(0, DATA_FRAME);
+  view.setUint32(1, sub);
+  view.setBigUint64(5, BigInt(offset));
+  frame.set(payload, DATA_HEADER_BYTES);
+  return frame;
+}
+
+/** Decodes a data frame; throws on anything else. The payload is a view, not a copy. */
+export function decodeDataFrame(frame: Uint8Array): { sub: number; offset: number; payload: Uint8Array } {
+  if (frame.length < DATA_HEADER_BYTES) throw new RangeError(`data frame of ${frame.length} bytes is shorter than its header`);
+  const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
+  if (view.getUint8(0) !== DATA_FRAME) throw new RangeError(`unknown frame kind ${view.getUint8(0)}`);
+  const offset = view.getBigUint64(5);
+  if (offset > BigInt(Number.MAX_SAFE_INTEGER)) throw new RangeError('data frame offset is out of range');
+  return { sub: view.getUint32(1), offset: Number(offset), payload: frame.subarray(DATA_HEADER_BYTES) };
+}
+
+/** Base64url of a UTF-8 string, for the token subprotocol. */
+export function base64url(text: string): string {
+  const bytes = new TextEncoder().encode(text);
+  let binary = '';
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}

@@ -1,0 +1,25 @@
+/**
+ * The execworld wire protocol: schemas, operations, frames, error codes.
+ * Runtime-neutral: no node: imports.
+ * @module @execworld/sdk/protocol
+ */
+export { ERROR_CATALOG, ERROR_CODES, ErrorBody } from './errors.ts';
+export type { ErrorCode } from './errors.ts';
+export { OPERATION_LIST, OPERATIONS } from './operations.ts';
+export type { OperationName, OperationParams, OperationResult, OperationSpec, Operations } from './operations.ts';
+export * as schemas from './schemas.ts';
+export {
+  ClientMessage,
+  DATA_FRAME,
+  DATA_HEADER_BYTES,
+  ServerMessage,
+  StreamRef,
+  SubscribeParams,
+  SubscribeResult,
+  WS_SUBPROTOCOL,
+  WS_TOKEN_PROTOCOL_PREFIX,
+  base64url,
+  decodeDataFrame,
+  encodeDataFrame,
+} from './frames.ts';
+export { PROTOCOL_VERSION } from './version.ts';

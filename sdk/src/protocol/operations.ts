@@ -1,0 +1,90 @@
+/**
+ * The operation table: every call the daemon serves, once. REST routes, the
+ * WebSocket call names, the OpenAPI document, the auth test and the SDK client
+ * are all derived from it.
+ * @module
+ */
+import type { z } from 'zod';
+import * as s from './schemas.ts';
+
+export interface OperationSpec {
+  /** Call name on the WebSocket, e.g. `terminal.create`. */
+  readonly name: string;
+  readonly method: 'GET' | 'POST' | 'DELETE';
+  /** REST path with `{param}` segments. */
+  readonly path: string;
+  readonly summary: string;
+  /** Path parameters and their schemas, in path order. */
+  readonly params: Readonly<Record<string, z.ZodType>>;
+  /** Query (GET) or body (POST) fields. */
+  readonly input: z.ZodObject;
+  readonly result: z.ZodType;
+  /** HTTP status of success. */
+  readonly status: 200 | 201;
+  /** False only for health. */
+  readonly auth: boolean;
+}
+
+const id = { id: s.SessionId };
+const stream = { id: s.SessionId, stream: s.StreamName };
+
+function op<const Name extends string, Input extends z.ZodObject, Result extends z.ZodType, Params extends Record<string, z.ZodType>>(spec: {
+  name: Name;
+  method: 'GET' | 'POST' | 'DELETE';
+  path: string;
+  summary: string;
+  params?: Params;
+  input?: Input;
+  result: Result;
+  status?: 200 | 201;
+  auth?: boolean;
+}) {
+  return {
+    name: spec.name,
+    method: spec.method,
+    path: spec.path,
+    summary: spec.summary,
+    params: (spec.params ?? {}) as Params,
+    input: (spec.input ?? s.Empty) as Input,
+    result: spec.result,
+    status: spec.status ?? 200,
+    auth: spec.auth ?? true,
+  } satisfies OperationSpec;
+}
+
+export const OPERATIONS = {
+  'health.get': op({ name: 'health.get', method: 'GET', path: '/v1/health', summary: 'Daemon status, version and capabilities', result: s.Health, auth: false }),
+
+  'executable.resolve': op({ name: 'executable.resolve', method: 'POST', path: '/v1/executables/resolve', summary: 'Resolve a command to an executable path', input: s.ResolveRequest, result: s.ResolveResult }),
+
+  'terminal.create': op({ name: 'terminal.create', method: 'POST', path: '/v1/terminals', summary: 'Start a process on a new terminal', input: s.TerminalCreate, result: s.TerminalInfo, status: 201 }),
+  'terminal.list': op({ name: 'terminal.list', method: 'GET', path: '/v1/terminals', summary: "List the owner's terminals", result: s.TerminalList }),
+  'terminal.get': op({ name: 'terminal.get', method: 'GET', path: '/v1/terminals/{id}', summary: 'One terminal', params: id, result: s.TerminalInfo }),
+  'terminal.input': op({ name: 'terminal.input', method: 'POST', path: '/v1/terminals/{id}/input', summary: "Write to a terminal's input", params: id, input: s.TerminalInput, result: s.InputResult }),
+  'terminal.resize': op({ name: 'terminal.resize', method: 'POST', path: '/v1/terminals/{id}/resize', summary: 'Resize a terminal', params: id, input: s.TerminalResize, result: s.TerminalInfo }),
+  'terminal.foreground': op({ name: 'terminal.foreground', method: 'GET', path: '/v1/terminals/{id}/foreground', summary: 'The foreground process group and whether it waits for input', params: id, result: s.Foreground }),
+  'terminal.signal': op({ name: 'terminal.signal', method: 'POST', path: '/v1/terminals/{id}/signal', summary: 'Signal the foreground process group', params: id, input: s.SignalRequest, result: s.SignalResult }),
+  'terminal.output': op({ name: 'terminal.output', method: 'GET', path: '/v1/terminals/{id}/output', summary: "Read a terminal's output from a byte offset (long poll)", params: id, input: s.OutputQuery, result: s.OutputRead }),
+  'terminal.done': op({ name: 'terminal.done', method: 'GET', path: '/v1/terminals/{id}/done', summary: 'How the terminal ended (long poll)', params: id, input: s.WaitRequest.partial(), result: s.DoneResult }),
+  'terminal.terminate': op({ name: 'terminal.terminate', method: 'POST', path: '/v1/terminals/{id}/terminate', summary: 'End the terminal session; answers once nothing of it runs', params: id, result: s.TerminalInfo }),
+  'terminal.delete': op({ name: 'terminal.delete', method: 'DELETE', path: '/v1/terminals/{id}', summary: 'Terminate the terminal if needed and forget it', params: id, result: s.Ok }),
+
+  'process.create': op({ name: 'process.create', method: 'POST', path: '/v1/processes', summary: 'Start a managed process tree', input: s.ProcessCreate, result: s.ProcessInfo, status: 201 }),
+  'process.list': op({ name: 'process.list', method: 'GET', path: '/v1/processes', summary: "List the owner's processes", result: s.ProcessList }),
+  'process.get': op({ name: 'process.get', method: 'GET', path: '/v1/processes/{id}', summary: 'One process', params: id, result: s.ProcessInfo }),
+  'process.stdin': op({ name: 'process.stdin', method: 'POST', path: '/v1/processes/{id}/stdin', summary: "Write to a process's stdin pipe", params: id, input: s.StdinWrite, result: s.InputResult }),
+  'process.closeStdin': op({ name: 'process.closeStdin', method: 'POST', path: '/v1/processes/{id}/stdin/close', summary: "Close a process's stdin pipe", params: id, result: s.Ok }),
+  'process.output': op({ name: 'process.output', method: 'GET', path: '/v1/processes/{id}/output/{stream}', summary: 'Read stdout or stderr bytes from an offset (long poll)', params: stream, input: s.OutputQuery, result: s.OutputRead }),
+  'process.collected': op({ name: 'process.collected', method: 'GET', path: '/v1/processes/{id}/collected/{stream}', summary: "The seam's offset read of a collected stream", params: stream, input: s.CollectedQuery, result: s.CollectedRead }),
+  'process.done': op({ name: 'process.done', method: 'GET', path: '/v1/processes/{id}/done', summary: 'How the process ended (long poll)', params: id, input: s.WaitRequest.partial(), result: s.DoneResult }),
+  'process.wait': op({ name: 'process.wait', method: 'POST', path: '/v1/processes/{id}/wait', summary: 'Wait until the whole process tree is gone', params: id, input: s.WaitRequest, result: s.WaitResult }),
+  'process.terminate': op({ name: 'process.terminate', method: 'POST', path: '/v1/processes/{id}/terminate', summary: 'SIGTERM the tree now, SIGKILL after its grace', params: id, result: s.ProcessInfo }),
+  'process.delete': op({ name: 'process.delete', method: 'DELETE', path: '/v1/processes/{id}', summary: 'Terminate the process tree if needed and forget it', params: id, result: s.Ok }),
+} as const;
+
+export type Operations = typeof OPERATIONS;
+export type OperationName = keyof Operations;
+export type OperationParams<N extends OperationName> = { [K in keyof Operations[N]['params']]: z.infer<Operations[N]['params'][K]> } & z.infer<Operations[N]['input']>;
+export type OperationResult<N extends OperationName> = z.infer<Operations[N]['result']>;
+
+export const OPERATION_LIST: readonly OperationSpec[] = Object.values(OPERATIONS);

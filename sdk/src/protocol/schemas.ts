@@ -1,0 +1,275 @@
+/**
+ * Wire schemas of the REST and WebSocket API. The daemon validates every
+ * request with them, the SDK infers its types from them, and the OpenAPI
+ * document is generated from them.
+ * @module
+ */
+import { z } from 'zod';
+
+/** Largest timer delay Node supports, 2^31-1 ms. */
+export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+/** Largest terminal dimension (`struct winsize` fields are 16-bit). */
+export const MAX_TERMINAL_SIZE = 65_535;
+/** Longest a single long-poll request may wait. */
+export const MAX_WAIT_MS = 60_000;
+/** Largest slice of output one read returns. */
+export const MAX_READ_BYTES = 4 * 1024 * 1024;
+
+const noNul = (value: string): boolean => !value.includes('\0');
+
+export const SessionId = z
+  .string()
+  .regex(/^[a-z]_[A-Za-z0-9_-]{1,64}$/, { error: 'id must look like t_… or p_…' })
+  .meta({ id: 'SessionId', description: 'A terminal (t_…) or process (p_…) id.' });
+
+export const Argv = z
+  .array(z.string().max(128 * 1024).refine(noNul, { error: 'argv entries must not contain a NUL character' }))
+  .min(1, { error: 'argv must contain a program' })
+  .max(4096)
+  .refine((argv) => argv[0] !== '', { error: 'argv[0] must be a non-empty program name' })
+  .meta({ id: 'Argv', description: 'The program and its arguments; argv[0] is the program. Never shell-interpreted.' });
+
+export const Cwd = z
+  .string()
+  .min(1, { error: 'cwd must be a non-empty path' })
+  .max(4096)
+  .refine(noNul, { error: 'cwd must not contain a NUL character' })
+  .meta({ description: 'Working directory in the execution world.' });
+
+const EnvName = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine((name) => !name.includes('=') && noNul(name), { error: 'environment names must not contain = or NUL' });
+const EnvValue = z.string().max(128 * 1024).refine(noNul, { error: 'environment values must not contain a NUL character' });
+
+export const TerminalEnv = z
+  .record(EnvName, EnvValue)
+  .meta({ id: 'TerminalEnv', description: "Entries applied after the daemon's scrub of its own environment." });
+
+export const ProcessEnv = z.record(EnvName, EnvValue.nullable()).meta({
+  id: 'ProcessEnv',
+  description: "Entries applied after the daemon's scrub of its own environment; null removes an inherited entry.",
+});
+
+export const GraceMs = z.int().min(1).max(MAX_TIMER_DELAY_MS).meta({ description: 'Milliseconds between the TERM and KILL tiers of cleanup.' });
+const Dimension = z.int().min(1).max(MAX_TERMINAL_SIZE);
+
+export const Outcome = z
+  .object({ exitCode: z.int().nullable(), signal: z.string().nullable() })
+  .meta({ id: 'Outcome', description: 'How the top-level process ended: a code, or the signal that killed it.' });
+export type Outcome = z.infer<typeof Outcome>;
+
+export const TERMINAL_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'] as const;
+export const TerminalSignal = z.enum(TERMINAL_SIGNALS, { error: `signal must be one of ${TERMINAL_SIGNALS.join(', ')}` });
+
+/** Where a stream stands: retained window [start, end) and whether it has ended. */
+export const StreamState = z
+  .object({
+    start: z.int().min(0).meta({ description: 'Oldest byte offset still retained.' }),
+    end: z.int().min(0).meta({ description: 'Offset of the next byte to be produced: the bytes seen so far.' }),
+    ended: z.boolean(),
+  })
+  .meta({ id: 'StreamState' });
+
+// Terminals
+
+export const TerminalCreate = z
+  .strictObject({
+    argv: Argv,
+    cwd: Cwd,
+    env: TerminalEnv.optional(),
+    rows: Dimension,
+    cols: Dimension,
+    graceMs: GraceMs,
+  })
+  .meta({ id: 'TerminalCreate' });
+export type TerminalCreate = z.infer<typeof TerminalCreate>;
+
+export const TerminalInfo = z
+  .object({
+    id: SessionId,
+    pid: z.int(),
+    argv: z.array(z.string()),
+    cwd: z.string(),
+    rows: z.int(),
+    cols: z.int(),
+    status: z.enum(['running', 'exited']),
+    exit: Outcome.nullable(),
+    /** Cleanup of the whole session finished: nothing of it runs any more. */
+    closed: z.boolean(),
+    createdAt: z.string(),
+    exitedAt: z.string().nullable(),
+    output: StreamState,
+  })
+  .meta({ id: 'TerminalInfo' });
+export type TerminalInfo = z.infer<typeof TerminalInfo>;
+
+export const TerminalList = z.object({ terminals: z.array(TerminalInfo) }).meta({ id: 'TerminalList' });
+
+export const TerminalInput = z
+  .strictObject({
+    data: z.string().max(1024 * 1024),
+    seq: z.int().min(1).max(Number.MAX_SAFE_INTEGER).optional().meta({
+      description: 'Sequence number of this write. A write whose seq is not above the last applied one is a retry and is not applied again.',
+    }),
+  })
+  .meta({ id: 'TerminalInput' });
+
+export const InputResult = z
+  .object({ applied: z.boolean().meta({ description: 'False when the write was a retry of one already applied.' }), seq: z.int().nullable() })
+  .meta({ id: 'InputResult' });
+
+export const TerminalResize = z.strictObject({ rows: Dimension, cols: Dimension }).meta({ id: 'TerminalResize' });
+
+export const Foreground = z
+  .object({
+    foreground: z
+      .object({
+        processGroupId: z.int(),
+        inputWaiting: z.boolean(),
+        inputWaitToken: z.string().optional().meta({ description: 'Names the current input wait; a new wait has a new token.' }),
+      })
+      .nullable(),
+  })
+  .meta({ id: 'Foreground', description: 'The foreground process group, or null when none can be resolved.' });
+
+export const SignalRequest = z.strictObject({ signal: TerminalSignal }).meta({ id: 'SignalRequest' });
+export const SignalResult = z.object({ processGroupId: z.int() }).meta({ id: 'SignalResult' });
+
+// Output reads
+
+export const OutputQuery = z.strictObject({
+  from: z.int().min(0).max(Number.MAX_SAFE_INTEGER).optional().meta({ description: 'Byte offset to read from; default: the oldest retained byte.' }),
+  waitMs: z.int().min(0).max(MAX_WAIT_MS).optional().meta({ description: 'How long to wait for new bytes when there are none yet.' }),
+  maxBytes: z.int().min(1).max(MAX_READ_BYTES).optional(),
+});
+
+export const OutputRead = z
+  .object({
+    from: z.int().meta({ description: 'Offset of the first byte of data.' }),
+    next: z.int().meta({ description: 'Offset to read from next.' }),
+    data: z.string().meta({ description: 'The bytes, base64.' }),
+    gap: z
+      .object({ from: z.int(), to: z.int() })
+      .nullable()
+      .meta({ description: 'Bytes [from, to) are no longer retained; data starts after them.' }),
+    ended: z.boolean().meta({ description: 'The stream ended and next is its end.' }),
+  })
+  .meta({ id: 'OutputRead' });
+export type OutputRead = z.infer<typeof OutputRead>;
+
+// Processes
+
+export const Collect = z
+  .strictObject({
+    maxBytes: z.int().min(1).max(256 * 1024 * 1024),
+    spill: z.strictObject({ maxBytes: z.int().min(1).max(Number.MAX_SAFE_INTEGER) }).optional(),
+  })
+  .meta({ id: 'Collect', description: 'Bounded collection: a tail of maxBytes, and a spill file of the whole stream while it stays within spill.maxBytes.' });
+
+const OutputMode = z.union([z.literal('pipe'), Collect], {
+  error: "must be 'pipe' or { maxBytes, spill? }; 'inherit' has no meaning across the network",
+});
+
+export const StdinMode = z.union([z.literal('ignore'), z.literal('pipe'), z.strictObject({ data: z.string().max(64 * 1024 * 1024) })], {
+  error: "stdin must be 'ignore', 'pipe' or { data: string }",
+});
+
+export const ProcessCreate = z
+  .strictObject({
+    argv: Argv,
+    cwd: Cwd,
+    env: ProcessEnv.optional(),
+    stdio: z.strictObject({ stdin: StdinMode, stdout: OutputMode, stderr: OutputMode }),
+    graceMs: GraceMs,
+  })
+  .meta({ id: 'ProcessCreate' });
+export type ProcessCreate = z.infer<typeof ProcessCreate>;
+
+export const ProcessStreamInfo = z
+  .object({
+    mode: z.enum(['pipe', 'collect']),
+    start: z.int(),
+    end: z.int(),
+    ended: z.boolean(),
+    spillPath: z.string().nullable(),
+  })
+  .meta({ id: 'ProcessStreamInfo' });
+
+export const ProcessInfo = z
+  .object({
+    id: SessionId,
+    pid: z.int().meta({ description: 'Pid of the tree root; -1 when the spawn failed.' }),
+    argv: z.array(z.string()),
+    cwd: z.string(),
+    status: z.enum(['running', 'exited', 'failed']),
+    exit: Outcome.nullable(),
+    error: z.object({ code: z.string(), message: z.string() }).nullable().meta({ description: 'Why the spawn failed.' }),
+    treeExited: z.boolean().meta({ description: 'The whole process tree is gone, not just the root.' }),
+    stdin: z.enum(['ignore', 'pipe', 'data']),
+    stdinOpen: z.boolean(),
+    stdout: ProcessStreamInfo.nullable(),
+    stderr: ProcessStreamInfo.nullable(),
+    createdAt: z.string(),
+    exitedAt: z.string().nullable(),
+  })
+  .meta({ id: 'ProcessInfo' });
+export type ProcessInfo = z.infer<typeof ProcessInfo>;
+
+export const ProcessList = z.object({ processes: z.array(ProcessInfo) }).meta({ id: 'ProcessList' });
+
+export const StdinWrite = z
+  .strictObject({
+    data: z.string().max(16 * 1024 * 1024),
+    encoding: z.enum(['utf8', 'base64']).optional().meta({ description: 'How data is encoded; default utf8.' }),
+    seq: TerminalInput.shape.seq,
+  })
+  .meta({ id: 'StdinWrite' });
+
+export const StreamName = z.enum(['stdout', 'stderr'], { error: 'stream must be stdout or stderr' });
+
+export const CollectedQuery = z.strictObject({ from: z.int().min(0).max(Number.MAX_SAFE_INTEGER) });
+export const CollectedRead = z
+  .object({ text: z.string(), nextOffset: z.int(), lossy: z.boolean(), spillPath: z.string().optional() })
+  .meta({ id: 'CollectedRead', description: "The seam's offset read of a collected stream." });
+
+export const WaitRequest = z.strictObject({
+  timeoutMs: z.int().min(0).max(MAX_WAIT_MS).meta({ description: 'How long to wait for the whole tree to exit.' }),
+});
+export const WaitResult = z.object({ treeExited: z.boolean() }).meta({ id: 'WaitResult' });
+
+export const DoneResult = z
+  .object({
+    settled: z.boolean().meta({ description: 'False when the wait timed out before the end.' }),
+    exit: Outcome.nullable(),
+    error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  })
+  .meta({ id: 'DoneResult', description: 'How the process or terminal ended; error when the spawn itself failed.' });
+
+// Executables
+
+export const ResolveRequest = z.strictObject({ command: z.string().max(4096), env: TerminalEnv.optional() }).meta({ id: 'ResolveRequest' });
+export const ResolveResult = z.object({ path: z.string() }).meta({ id: 'ResolveResult' });
+
+// Health
+
+export const Health = z
+  .object({
+    status: z.literal('ok'),
+    version: z.string(),
+    protocolVersion: z.int(),
+    platform: z.string(),
+    arch: z.string(),
+    capabilities: z.object({
+      terminals: z.boolean(),
+      exactInputWait: z.boolean().meta({ description: 'Terminals prove input waits from /proc.' }),
+      processes: z.boolean(),
+      websocket: z.boolean(),
+    }),
+  })
+  .meta({ id: 'Health' });
+export type Health = z.infer<typeof Health>;
+
+export const Empty = z.strictObject({});
+export const Ok = z.object({ ok: z.literal(true) }).meta({ id: 'Ok' });

@@ -1,0 +1,198 @@
+/**
+ * The daemon's HTTP application: REST routes made from the operation table,
+ * the WebSocket endpoint, auth, and the error mapping. `buildApp` never
+ * listens; `serve` in cli.ts does.
+ * @module
+ */
+import { readFileSync } from 'node:fs';
+import websocket from '@fastify/websocket';
+import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
+import { pino, type Logger } from 'pino';
+import { ERROR_CATALOG, OPERATION_LIST, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
+import { LocalRuntime } from '../provider/local-runtime.ts';
+import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
+import type { Config } from './config.ts';
+import { describeZodError, ServiceError, toServiceError } from './errors.ts';
+import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
+import { SessionRegistry } from './sessions.ts';
+import { WebSocketHub } from './ws.ts';
+
+export const CONNECT_PATH = '/v1/connect';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    owner: string;
+  }
+  interface FastifyContextConfig {
+    /** False for routes that need no token. */
+    auth?: boolean;
+  }
+}
+
+export interface AppOptions {
+  readonly config: Config;
+  readonly tokens: TokenTable;
+  /** @default a pino logger at config.logLevel */
+  readonly logger?: Logger;
+  /** @default a LocalRuntime over this host */
+  readonly runtime?: LocalRuntime;
+  readonly version?: string;
+}
+
+export interface Daemon {
+  readonly app: FastifyInstance;
+  readonly registry: SessionRegistry;
+  readonly hub: WebSocketHub;
+}
+
+/** Per-request lines at debug: a terminal's keystrokes and long polls are requests too. */
+class QuietRequests extends LogController {
+  override incomingRequest(request: FastifyRequest): void {
+    request.log.debug({ req: request }, 'incoming request');
+  }
+  override requestCompleted(error: Error | null, request: FastifyRequest, reply: { elapsedTime: number; statusCode: number }): void {
+    request.log.debug({ statusCode: reply.statusCode, responseTime: reply.elapsedTime, err: error ?? undefined }, 'request completed');
+  }
+}
+
+function packageVersion(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return manifest.version;
+}
+
+/** Query strings are text; integers and booleans are turned into their values before validation. */
+function typedQuery(query: Record<string, unknown>): Record<string, unknown> {
+  const typed: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(query)) {
+    if (typeof value === 'string' && /^-?\d+$/.test(value) && value.length < 17) typed[key] = Number(value);
+    else if (value === 'true' || value === 'false') typed[key] = value === 'true';
+    else typed[key] = value;
+  }
+  return typed;
+}
+
+function errorReply(code: ErrorCode, message: string): { status: number; body: { error: { code: ErrorCode; message: string } } } {
+  return { status: ERROR_CATALOG[code].status, body: { error: { code, message } } };
+}
+
+export function buildApp(options: AppOptions): Daemon {
+  const { config, tokens } = options;
+  const version = options.version ?? packageVersion();
+  const logger =
+    options.logger ??
+    pino({
+      level: config.logLevel,
+      redact: { paths: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'], censor: '[redacted]' },
+    });
+  const https =
+    config.tlsCert !== undefined && config.tlsKey !== undefined ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : null;
+  const app = Fastify({
+    loggerInstance: logger,
+    bodyLimit: config.maxBodyBytes,
+    requestIdHeader: false,
+    // Shutdown must not wait on clients: every session is ended anyway.
+    forceCloseConnections: true,
+    logController: new QuietRequests(),
+    ...(https === null ? {} : { https }),
+  }) as unknown as FastifyInstance;
+
+  const runtime = options.runtime ?? new LocalRuntime();
+  const registry = new SessionRegistry(runtime, config, logger);
+  const hub = new WebSocketHub({ registry, version, windowBytes: config.windowBytes, heartbeatMs: config.heartbeatMs, log: logger });
+
+  app.decorateRequest('owner', '');
+
+  // One JSON parser: an empty body is {}, anything unparsable is a clear 400.
+  app.removeContentTypeParser(['application/json']);
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    const text = body as string;
+    if (text.trim() === '') {
+      done(null, {});
+      return;
+    }
+    try {
+      done(null, JSON.parse(text));
+    } catch (_error) {
+      done(new ServiceError('INVALID_ARGUMENT', 'the request body is not valid JSON'), undefined);
+    }
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    let serviceError: ServiceError;
+    const fastifyCode = (error as { code?: string }).code;
+    if (fastifyCode === 'FST_ERR_CTP_BODY_TOO_LARGE') serviceError = new ServiceError('PAYLOAD_TOO_LARGE', `the request body is larger than ${config.maxBodyBytes} bytes`);
+    else if (fastifyCode === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') serviceError = new ServiceError('UNSUPPORTED_MEDIA_TYPE', 'send the request body as application/json');
+    else if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_ERR_CTP')) serviceError = new ServiceError('INVALID_ARGUMENT', (error as Error).message);
+    else serviceError = toServiceError(error);
+    if (serviceError.status >= 500) request.log.error({ err: error }, 'request failed');
+    else request.log.info({ code: serviceError.code }, 'request refused');
+    const { status, body } = errorReply(serviceError.code, serviceError.message);
+    void reply.code(status).send(body);
+  });
+
+  // Upgraded sockets keep the server open: close them before the server waits for its connections.
+  app.addHook('preClose', async () => {
+    hub.closeAll();
+  });
+  app.addHook('onClose', async () => {
+    await registry.shutdown();
+  });
+
+  void app.register(websocket, {
+    options: {
+      maxPayload: config.maxFrameBytes,
+      handleProtocols: (protocols: Set<string>) => (protocols.has(WS_SUBPROTOCOL) ? WS_SUBPROTOCOL : false),
+    },
+  });
+
+  // Registered after the WebSocket plugin, so its hooks (which close a refused upgrade's socket) run first.
+  void app.register(async (scope) => {
+    scope.setNotFoundHandler((request, reply) => {
+      const { status, body } = errorReply('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
+      void reply.code(status).send(body);
+    });
+
+    // Every route needs a token unless it says otherwise; unknown paths too, so nothing is told to a stranger.
+    scope.addHook('onRequest', async (request: FastifyRequest) => {
+      if (request.routeOptions.config.auth === false) return;
+      const isUpgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+      const token = bearerToken(request.headers.authorization) ?? (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
+      const owner = tokens.ownerOf(token);
+      if (owner === undefined) throw new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
+      request.owner = owner;
+      if (isUpgrade) {
+        const origin = request.headers.origin;
+        if (origin !== undefined && !config.allowedOrigins.includes(origin)) {
+          throw new ServiceError('FORBIDDEN_ORIGIN', `origin ${origin} may not open a WebSocket here`);
+        }
+      }
+    });
+
+    for (const spec of OPERATION_LIST) {
+      const bound = BOUND_OPERATIONS.get(spec.name)!;
+      scope.route({
+        method: spec.method,
+        url: spec.path.replace(/\{(\w+)\}/g, ':$1'),
+        config: { auth: spec.auth },
+        handler: async (request, reply) => {
+          const input = spec.method === 'POST' ? (request.body ?? {}) : typedQuery(request.query as Record<string, unknown>);
+          if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ServiceError('INVALID_ARGUMENT', 'the request body must be a JSON object');
+          const validated = bound.schema.safeParse({ ...(request.params as object), ...input });
+          if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, spec.method === 'GET' ? 'query' : 'body'));
+          const aborted = new AbortController();
+          request.raw.once('close', () => aborted.abort());
+          reply.raw.once('close', () => aborted.abort());
+          const ctx: CallContext = { owner: request.owner, registry, version, signal: aborted.signal, unbounded: false };
+          const result = await bound.handler(ctx, validated.data);
+          return reply.code(spec.status).send(result);
+        },
+      });
+    }
+
+    scope.get(CONNECT_PATH, { websocket: true }, (socket, request) => {
+      hub.accept(socket, request.owner, request.log);
+    });
+  });
+
+  return { app, registry, hub };
+}

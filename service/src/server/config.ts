@@ -1,0 +1,133 @@
+/**
+ * The daemon's configuration, all in one place: one table of settings, each
+ * settable from a JSON file, an environment variable and a flag (in rising
+ * precedence), validated once into a frozen object. Nothing else reads
+ * `process.env` for daemon settings.
+ * @module
+ */
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { describeZodError } from './errors.ts';
+
+const MiB = 1024 * 1024;
+
+/** Where a local daemon's token lives when none is configured: user-only, found by the SDK and CLI. */
+export function defaultTokenFile(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== '' ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
+  return join(base, 'execworld', 'token');
+}
+
+const positiveInt = (max: number) => z.coerce.number().int().min(1).max(max);
+
+/** Every setting: its key, flag, environment variable, schema, default and help. */
+const SETTINGS = {
+  host: { flag: 'host', env: 'EXECWORLD_HOST', schema: z.string().min(1), default: '127.0.0.1', help: 'address to bind' },
+  port: { flag: 'port', env: 'EXECWORLD_PORT', schema: z.coerce.number().int().min(0).max(65535), default: 7878, help: 'port to listen on (0: any free port)' },
+  tokenFile: { flag: 'token-file', env: 'EXECWORLD_TOKEN_FILE', schema: z.string().min(1).optional(), default: undefined, help: 'file holding the token, or lines of "<owner> <token>"; without it a token is generated into ~/.config/execworld/token' },
+  tlsCert: { flag: 'tls-cert', env: 'EXECWORLD_TLS_CERT', schema: z.string().min(1).optional(), default: undefined, help: 'PEM certificate file; serves HTTPS and WSS with --tls-key' },
+  tlsKey: { flag: 'tls-key', env: 'EXECWORLD_TLS_KEY', schema: z.string().min(1).optional(), default: undefined, help: 'PEM private key file' },
+  logLevel: { flag: 'log-level', env: 'EXECWORLD_LOG_LEVEL', schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), default: 'info', help: 'fatal, error, warn, info, debug, trace or silent' },
+  allowedOrigins: { flag: 'allowed-origin', env: 'EXECWORLD_ALLOWED_ORIGINS', schema: z.array(z.string().min(1)), default: [] as string[], help: 'browser origin allowed to open WebSockets (repeatable; env: comma-separated); none by default' },
+  maxBodyBytes: { flag: 'max-body-bytes', env: 'EXECWORLD_MAX_BODY_BYTES', schema: positiveInt(1024 * MiB), default: 32 * MiB, help: 'largest request body' },
+  maxFrameBytes: { flag: 'max-frame-bytes', env: 'EXECWORLD_MAX_FRAME_BYTES', schema: positiveInt(1024 * MiB), default: 32 * MiB, help: 'largest WebSocket message from a client' },
+  maxSessionsPerOwner: { flag: 'max-sessions', env: 'EXECWORLD_MAX_SESSIONS', schema: positiveInt(100_000), default: 256, help: 'running terminals plus processes per owner' },
+  maxRetainedPerOwner: { flag: 'max-retained', env: 'EXECWORLD_MAX_RETAINED', schema: positiveInt(100_000), default: 256, help: 'ended sessions whose facts are kept per owner' },
+  ringBytes: { flag: 'ring-bytes', env: 'EXECWORLD_RING_BYTES', schema: positiveInt(1024 * MiB), default: 1 * MiB, help: 'output kept per stream for replay; a stream with this much unread output pauses its program' },
+  windowBytes: { flag: 'window-bytes', env: 'EXECWORLD_WINDOW_BYTES', schema: positiveInt(64 * MiB), default: 256 * 1024, help: 'default WebSocket credit window per stream' },
+  retentionMs: { flag: 'retention-ms', env: 'EXECWORLD_RETENTION_MS', schema: positiveInt(2 ** 31 - 1), default: 10 * 60_000, help: 'how long an ended session and its output are kept' },
+  heartbeatMs: { flag: 'heartbeat-ms', env: 'EXECWORLD_HEARTBEAT_MS', schema: positiveInt(600_000), default: 15_000, help: 'WebSocket ping interval; a peer silent for two intervals is dropped' },
+  orphanTimeoutMs: { flag: 'orphan-timeout-ms', env: 'EXECWORLD_ORPHAN_TIMEOUT_MS', schema: z.coerce.number().int().min(0).max(2 ** 31 - 1), default: 0, help: 'terminate sessions nobody has touched for this long (0: never)' },
+} as const;
+
+type Settings = typeof SETTINGS;
+export type Config = Readonly<{ [K in keyof Settings]: z.infer<Settings[K]['schema']> }>;
+export type ConfigKey = keyof Settings;
+
+export const DEFAULT_CONFIG: Config = Object.freeze(
+  Object.fromEntries(Object.entries(SETTINGS).map(([key, setting]) => [key, setting.default])) as unknown as Config,
+);
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+/** The `--help` text of `execworld serve`, made from the settings table. */
+export function serveHelp(): string {
+  const lines = Object.values(SETTINGS).map((setting) => {
+    const shown = setting.default === undefined || (Array.isArray(setting.default) && setting.default.length === 0) ? '' : ` (default ${String(setting.default)})`;
+    return `  --${setting.flag.padEnd(20)} ${setting.help}${shown}\n  ${''.padEnd(22)} env ${setting.env}`;
+  });
+  return [
+    'Usage: execworld serve [options]',
+    '',
+    'Runs the execworld daemon: processes and terminals of this host over HTTP and WebSocket.',
+    '',
+    'Options:',
+    '  --config <file>        JSON file of settings (keys as below in camelCase); env EXECWORLD_CONFIG',
+    ...lines,
+    '  --help                 show this help',
+    '',
+  ].join('\n');
+}
+
+/**
+ * Builds the configuration from a file, the environment and flags.
+ * @throws {ConfigError} naming the setting and its source when a value is invalid.
+ */
+export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): { config: Config; help: boolean } {
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = { config: { type: 'string' }, help: { type: 'boolean' } };
+  for (const [key, setting] of Object.entries(SETTINGS)) options[setting.flag] = { type: 'string', ...(key === 'allowedOrigins' ? { multiple: true } : {}) };
+  let flags: Record<string, string | boolean | string[] | undefined>;
+  try {
+    flags = parseArgs({ args: [...argv], options, allowPositionals: false, strict: true }).values as typeof flags;
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  if (flags.help === true) return { config: DEFAULT_CONFIG, help: true };
+
+  const raw: Record<string, unknown> = {};
+  const sources: Record<string, string> = {};
+  const configFile = (flags.config as string | undefined) ?? env.EXECWORLD_CONFIG;
+  if (configFile !== undefined && configFile !== '') {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(configFile, 'utf8'));
+    } catch (error) {
+      throw new ConfigError(`cannot read config file ${configFile}: ${(error as Error).message}`);
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(`config file ${configFile} must hold a JSON object`);
+    for (const [key, value] of Object.entries(parsed)) {
+      if (!Object.hasOwn(SETTINGS, key)) throw new ConfigError(`config file ${configFile}: unknown setting ${key}`);
+      raw[key] = value;
+      sources[key] = `config file ${configFile}`;
+    }
+  }
+  for (const [key, setting] of Object.entries(SETTINGS)) {
+    const fromEnv = env[setting.env];
+    if (fromEnv !== undefined && fromEnv !== '') {
+      raw[key] = key === 'allowedOrigins' ? fromEnv.split(',').map((origin) => origin.trim()).filter(Boolean) : fromEnv;
+      sources[key] = `environment variable ${setting.env}`;
+    }
+    const fromFlag = flags[setting.flag];
+    if (fromFlag !== undefined) {
+      raw[key] = fromFlag;
+      sources[key] = `--${setting.flag}`;
+    }
+  }
+
+  const config: Record<string, unknown> = {};
+  for (const [key, setting] of Object.entries(SETTINGS) as [ConfigKey, Settings[ConfigKey]][]) {
+    const value = Object.hasOwn(raw, key) ? raw[key] : setting.default;
+    const result = (setting.schema as z.ZodType).safeParse(value);
+    if (!result.success) throw new ConfigError(`${sources[key] ?? key}: ${describeZodError(result.error, key)}`);
+    config[key] = result.data;
+  }
+  if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) throw new ConfigError('--tls-cert and --tls-key go together');
+  return { config: Object.freeze(config) as Config, help: false };
+}

@@ -1,0 +1,178 @@
+/**
+ * What each operation of the table does. REST routes and WebSocket calls both
+ * land here, with parameters already validated against the operation's schema.
+ * @module
+ */
+import { OPERATION_LIST, PROTOCOL_VERSION, type OperationName, type OperationParams, type OperationResult, type OperationSpec } from '@execworld/sdk/protocol';
+import { z } from 'zod';
+import type { SessionRegistry } from './sessions.ts';
+import { ServiceError } from './errors.ts';
+import { waitForBytes, type ByteStream } from './streams.ts';
+
+/** Default and largest slice one output read returns. */
+const DEFAULT_READ_BYTES = 1024 * 1024;
+/** A done or wait without a timeout, on REST, waits at most this long. */
+const REST_WAIT_CAP_MS = 60_000;
+
+export interface CallContext {
+  readonly owner: string;
+  readonly registry: SessionRegistry;
+  readonly version: string;
+  /** Aborts when the caller went away. */
+  readonly signal: AbortSignal;
+  /** Whether the call may wait without bound (a WebSocket call). */
+  readonly unbounded: boolean;
+}
+
+type Handler<N extends OperationName> = (ctx: CallContext, params: OperationParams<N>) => Promise<OperationResult<N>> | OperationResult<N>;
+
+function readStream(stream: ByteStream, from: number | undefined, maxBytes: number | undefined) {
+  const start = from ?? stream.start;
+  if (start > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${start} is past the end of the stream (${stream.end})`);
+  // A reader asking from an offset has everything before it.
+  stream.consumed(start);
+  const slice = stream.read(start, maxBytes ?? DEFAULT_READ_BYTES);
+  return {
+    from: slice.from,
+    next: slice.next,
+    data: slice.data.toString('base64'),
+    gap: slice.gap,
+    ended: stream.ended && slice.next === stream.end,
+  };
+}
+
+async function longPollRead(ctx: CallContext, stream: ByteStream, params: { from?: number | undefined; waitMs?: number | undefined; maxBytes?: number | undefined }) {
+  const from = params.from ?? stream.start;
+  if (from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${from} is past the end of the stream (${stream.end})`);
+  await waitForBytes(stream, from, params.waitMs ?? 0, ctx.signal);
+  return readStream(stream, from, params.maxBytes);
+}
+
+/** Resolves with `promise`'s settlement, or false after `ms`. */
+async function within(promise: Promise<unknown>, ms: number | undefined, ctx: CallContext): Promise<boolean> {
+  const limit = ms ?? (ctx.unbounded ? undefined : REST_WAIT_CAP_MS);
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  try {
+    return await Promise.race([
+      promise.then(() => true),
+      ...(limit === undefined ? [] : [new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), limit)))]),
+      new Promise<false>((resolve) => {
+        onAbort = () => resolve(false);
+        ctx.signal.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort !== undefined) ctx.signal.removeEventListener('abort', onAbort);
+  }
+}
+
+export const HANDLERS: { [N in OperationName]: Handler<N> } = {
+  'health.get': (ctx) => ({
+    status: 'ok',
+    version: ctx.version,
+    protocolVersion: PROTOCOL_VERSION,
+    platform: process.platform,
+    arch: process.arch,
+    capabilities: {
+      terminals: ctx.registry.runtime.platform !== 'win32',
+      exactInputWait: ctx.registry.runtime.exactInputWait,
+      processes: true,
+      websocket: true,
+    },
+  }),
+
+  'executable.resolve': async (ctx, params) => ({
+    path: await ctx.registry.runtime.resolveExecutable(params.command, params.env, ctx.signal),
+  }),
+
+  'terminal.create': async (ctx, params) => (await ctx.registry.createTerminal(ctx.owner, params)).info(),
+  'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.owner, 'terminal').map((session) => session.info()) }),
+  'terminal.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').info(),
+  'terminal.input': async (ctx, params) => {
+    const applied = await ctx.registry.get(ctx.owner, params.id, 'terminal').input(params.data, params.seq);
+    return { applied, seq: params.seq ?? null };
+  },
+  'terminal.resize': (ctx, params) => {
+    const session = ctx.registry.get(ctx.owner, params.id, 'terminal');
+    session.resize(params.rows, params.cols);
+    return session.info();
+  },
+  'terminal.foreground': async (ctx, params) => {
+    const facts = await ctx.registry.get(ctx.owner, params.id, 'terminal').handle.inspectForeground();
+    return { foreground: facts ?? null };
+  },
+  'terminal.signal': async (ctx, params) => ({
+    processGroupId: await ctx.registry.get(ctx.owner, params.id, 'terminal').handle.signalForeground(params.signal),
+  }),
+  'terminal.output': (ctx, params) => longPollRead(ctx, ctx.registry.get(ctx.owner, params.id, 'terminal').output, params),
+  'terminal.done': async (ctx, params) => {
+    const session = ctx.registry.get(ctx.owner, params.id, 'terminal');
+    const settled = await within(session.handle.done, params.timeoutMs, ctx);
+    return { settled, exit: session.exit ?? null, error: null };
+  },
+  'terminal.terminate': async (ctx, params) => {
+    const session = ctx.registry.get(ctx.owner, params.id, 'terminal');
+    await session.terminate();
+    return session.info();
+  },
+  'terminal.delete': async (ctx, params) => {
+    await ctx.registry.delete(ctx.owner, params.id, 'terminal');
+    return { ok: true };
+  },
+
+  'process.create': (ctx, params) => ctx.registry.createProcess(ctx.owner, params).info(),
+  'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.owner, 'process').map((session) => session.info()) }),
+  'process.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'process').info(),
+  'process.stdin': async (ctx, params) => {
+    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    const applied = await session.writeStdin(Buffer.from(params.data, params.encoding ?? 'utf8'), params.seq);
+    return { applied, seq: params.seq ?? null };
+  },
+  'process.closeStdin': (ctx, params) => {
+    ctx.registry.get(ctx.owner, params.id, 'process').closeStdin();
+    return { ok: true };
+  },
+  'process.output': (ctx, params) => longPollRead(ctx, ctx.registry.get(ctx.owner, params.id, 'process').stream(params.stream), params),
+  'process.collected': (ctx, params) => {
+    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    const reader = session.handle.collected[params.stream];
+    if (reader === undefined) throw new ServiceError('STREAM_NOT_AVAILABLE', `${params.stream} was not spawned in collect mode`);
+    return reader.readFrom(params.from);
+  },
+  'process.done': async (ctx, params) => {
+    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    // The session recorded the outcome in its own earlier callback on the same promise.
+    const settled = await within(session.handle.done.catch(() => undefined), params.timeoutMs, ctx);
+    return { settled: settled && (session.exit !== undefined || session.failure !== undefined), exit: session.exit ?? null, error: session.failure ?? null };
+  },
+  'process.wait': async (ctx, params) => {
+    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    return { treeExited: await within(session.handle.waitForExit(), params.timeoutMs, ctx) };
+  },
+  'process.terminate': (ctx, params) => {
+    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    session.handle.terminate();
+    return session.info();
+  },
+  'process.delete': async (ctx, params) => {
+    await ctx.registry.delete(ctx.owner, params.id, 'process');
+    return { ok: true };
+  },
+};
+
+/** An operation with the schema that validates its merged parameters. */
+export interface BoundOperation {
+  readonly spec: OperationSpec;
+  readonly schema: z.ZodObject;
+  readonly handler: (ctx: CallContext, params: Record<string, unknown>) => Promise<unknown>;
+}
+
+export const BOUND_OPERATIONS: ReadonlyMap<string, BoundOperation> = new Map(
+  OPERATION_LIST.map((spec) => {
+    const schema = z.strictObject({ ...spec.params, ...spec.input.shape });
+    const handler = HANDLERS[spec.name as OperationName] as (ctx: CallContext, params: Record<string, unknown>) => unknown;
+    return [spec.name, { spec, schema, handler: async (ctx, params) => handler(ctx, params) }];
+  }),
+);

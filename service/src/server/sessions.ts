@@ -1,0 +1,417 @@
+/**
+ * The daemon's sessions: every terminal and process tree it runs, the owner of
+ * each, their output streams, and how long their facts outlive them.
+ *
+ * A session's life is not a connection's: clients come and go, and a session
+ * ends only by its own exit, a terminate, or shutdown. Once it has ended and
+ * nothing of it runs any more, its exit facts and retained output are kept for
+ * the retention period, so a late client still learns them.
+ * @module
+ */
+import { randomBytes } from 'node:crypto';
+import type { Readable, Writable } from 'node:stream';
+import type { FastifyBaseLogger as Logger } from 'fastify';
+import type { schemas } from '@execworld/sdk/protocol';
+import type { SubprocessOutcome, SubprocessOutputMode, SubprocessStdio } from '@execworld/sdk/seam';
+import type { LocalRuntime } from '../provider/local-runtime.ts';
+import type { ManagedProcess } from '../provider/process.ts';
+import type { LocalTerminal } from '../provider/terminal.ts';
+import { ServiceError, toServiceError } from './errors.ts';
+import { CollectorStream, RingStream, type ByteStream } from './streams.ts';
+
+type ProcessCreate = typeof schemas.ProcessCreate._zod.output;
+type TerminalCreate = typeof schemas.TerminalCreate._zod.output;
+type TerminalInfo = typeof schemas.TerminalInfo._zod.output;
+type ProcessInfo = typeof schemas.ProcessInfo._zod.output;
+type StreamInfo = typeof schemas.ProcessStreamInfo._zod.output;
+
+export interface SessionLimits {
+  readonly maxSessionsPerOwner: number;
+  readonly maxRetainedPerOwner: number;
+  readonly ringBytes: number;
+  readonly retentionMs: number;
+  readonly orphanTimeoutMs: number;
+}
+
+/** How a session ended when the spawn itself failed. */
+export interface SpawnFailure {
+  readonly code: string;
+  readonly message: string;
+}
+
+/** Feeds a readable into a ring, pausing it while the ring holds `capacity` unread bytes. */
+function feed(source: Readable, ring: RingStream): void {
+  source.on('data', (chunk: Buffer) => {
+    ring.append(chunk);
+    if (ring.full) source.pause();
+  });
+  ring.onChange(() => {
+    if (!ring.full && source.isPaused() && !ring.ended) source.resume();
+  });
+  source.once('end', () => ring.finish());
+  source.once('close', () => ring.finish());
+  source.on('error', () => ring.finish());
+}
+
+const newId = (prefix: 't' | 'p'): string => `${prefix}_${randomBytes(12).toString('base64url')}`;
+
+abstract class Session {
+  readonly id: string;
+  readonly owner: string;
+  readonly createdAt = new Date();
+  lastTouched = Date.now();
+  /** Nothing of the session runs any more; its facts are only kept. */
+  finishedAt: Date | undefined;
+  /** Last input sequence number applied. */
+  lastSeq = 0;
+  protected readonly log: Logger;
+
+  constructor(prefix: 't' | 'p', owner: string, log: Logger) {
+    this.id = newId(prefix);
+    this.owner = owner;
+    this.log = log.child({ session: this.id });
+  }
+
+  abstract readonly kind: 'terminal' | 'process';
+  /** Ends the session; resolves once nothing of it runs. */
+  abstract terminate(): Promise<void>;
+
+  /** Applies a write unless it is a retry of one already applied. */
+  protected sequenced(seq: number | undefined): boolean {
+    if (seq === undefined) return true;
+    if (seq <= this.lastSeq) return false;
+    this.lastSeq = seq;
+    return true;
+  }
+}
+
+export class TerminalSession extends Session {
+  readonly kind = 'terminal' as const;
+  readonly handle: LocalTerminal;
+  readonly output: RingStream;
+  readonly argv: readonly string[];
+  readonly cwd: string;
+  rows: number;
+  cols: number;
+  exit: SubprocessOutcome | undefined;
+  exitedAt: Date | undefined;
+  /** Settles once the terminal exited and its whole session was swept. */
+  readonly settled: Promise<void>;
+
+  constructor(owner: string, spec: TerminalCreate, handle: LocalTerminal, ringBytes: number, log: Logger, onFinished: () => void) {
+    super('t', owner, log);
+    this.handle = handle;
+    this.argv = spec.argv;
+    this.cwd = spec.cwd;
+    this.rows = spec.rows;
+    this.cols = spec.cols;
+    this.output = new RingStream(ringBytes);
+    feed(handle.output, this.output);
+    this.settled = handle.done.then(async (outcome) => {
+      this.exit = outcome;
+      this.exitedAt = new Date();
+      this.log.info({ exit: outcome }, 'terminal exited');
+      await this.#sweep();
+      onFinished();
+    });
+  }
+
+  async #sweep(): Promise<void> {
+    for (;;) {
+      try {
+        await this.handle.terminate();
+        this.finishedAt = new Date();
+        return;
+      } catch (error) {
+        this.log.error({ err: error }, 'terminal session cleanup failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+    }
+  }
+
+  async terminate(): Promise<void> {
+    await this.handle.terminate();
+    await this.settled;
+  }
+
+  /** Resolves once the kernel took the bytes; false when `seq` shows a retry. */
+  async input(data: string, seq: number | undefined): Promise<boolean> {
+    if (this.exit !== undefined) throw new ServiceError('TERMINAL_EXITED', 'the terminal has exited');
+    if (!this.sequenced(seq)) return false;
+    await this.handle.write(data);
+    return true;
+  }
+
+  resize(rows: number, cols: number): void {
+    this.handle.resize(cols, rows);
+    this.rows = rows;
+    this.cols = cols;
+  }
+
+  info(): TerminalInfo {
+    return {
+      id: this.id,
+      pid: this.handle.pid,
+      argv: [...this.argv],
+      cwd: this.cwd,
+      rows: this.rows,
+      cols: this.cols,
+      status: this.exit === undefined ? 'running' : 'exited',
+      exit: this.exit ?? null,
+      closed: this.finishedAt !== undefined,
+      createdAt: this.createdAt.toISOString(),
+      exitedAt: this.exitedAt?.toISOString() ?? null,
+      output: { start: this.output.start, end: this.output.end, ended: this.output.ended },
+    };
+  }
+}
+
+interface ProcessStream {
+  readonly mode: 'pipe' | 'collect';
+  readonly stream: RingStream | CollectorStream;
+}
+
+export class ProcessSession extends Session {
+  readonly kind = 'process' as const;
+  readonly handle: ManagedProcess;
+  readonly argv: readonly string[];
+  readonly cwd: string;
+  readonly stdinMode: 'ignore' | 'pipe' | 'data';
+  readonly streams: { stdout?: ProcessStream; stderr?: ProcessStream } = {};
+  exit: SubprocessOutcome | undefined;
+  failure: SpawnFailure | undefined;
+  exitedAt: Date | undefined;
+  #stdin: Writable | undefined;
+  #stdinError: Error | undefined;
+  readonly settled: Promise<void>;
+
+  constructor(owner: string, spec: ProcessCreate, runtime: LocalRuntime, ringBytes: number, log: Logger, onFinished: () => void) {
+    super('p', owner, log);
+    this.argv = spec.argv;
+    this.cwd = spec.cwd;
+    const stdin = spec.stdio.stdin;
+    this.stdinMode = typeof stdin === 'object' ? 'data' : stdin;
+    this.handle = runtime.spawn(
+      { argv: spec.argv, cwd: spec.cwd, env: nullToUndefined(spec.env), stdio: seamStdio(spec.stdio), graceMs: spec.graceMs },
+      { onCollected: (stream) => (this.streams[stream]?.stream as CollectorStream | undefined)?.appended() },
+    );
+    for (const name of ['stdout', 'stderr'] as const) {
+      const mode = spec.stdio[name];
+      if (mode === 'pipe') {
+        const ring = new RingStream(ringBytes);
+        const source = this.handle[name];
+        if (source !== undefined) feed(source, ring);
+        else ring.finish();
+        this.streams[name] = { mode: 'pipe', stream: ring };
+      } else {
+        const collector = this.handle.collector(name);
+        if (collector !== undefined) this.streams[name] = { mode: 'collect', stream: new CollectorStream(collector) };
+      }
+    }
+    this.#stdin = this.handle.stdin;
+    this.#stdin?.on('error', (error) => {
+      // EPIPE from a child that stopped reading: later writes are refused, the daemon lives on.
+      this.#stdinError ??= error;
+    });
+    this.settled = this.handle.done.then(
+      (outcome) => {
+        this.exit = outcome;
+      },
+      (error: unknown) => {
+        const code = (error as { code?: unknown }).code;
+        this.failure = { code: typeof code === 'string' ? code : 'SPAWN_FAILED', message: (error as Error).message };
+      },
+    ).then(async () => {
+      this.exitedAt = new Date();
+      for (const entry of Object.values(this.streams)) if (entry.mode === 'collect') (entry.stream as CollectorStream).finish();
+      this.log.info({ exit: this.exit, failure: this.failure }, 'process ended');
+      await this.handle.waitForExit();
+      this.finishedAt = new Date();
+      onFinished();
+    });
+  }
+
+  stream(name: 'stdout' | 'stderr'): ByteStream {
+    const entry = this.streams[name];
+    if (entry === undefined) throw new ServiceError('STREAM_NOT_AVAILABLE', `${name} was not spawned as 'pipe' or collect`);
+    return entry.stream;
+  }
+
+  async writeStdin(data: Buffer, seq: number | undefined): Promise<boolean> {
+    const stdin = this.#stdinOrThrow();
+    if (!this.sequenced(seq)) return false;
+    await new Promise<void>((resolve, reject) => {
+      stdin.write(data, (error) => (error === null || error === undefined ? resolve() : reject(new ServiceError('PROCESS_EXITED', `stdin write failed: ${error.message}`))));
+    });
+    return true;
+  }
+
+  closeStdin(): void {
+    this.#stdinOrThrow().end();
+  }
+
+  #stdinOrThrow(): Writable {
+    const stdin = this.#stdin;
+    if (stdin === undefined) throw new ServiceError('PROCESS_EXITED', `stdin is not a pipe (it was spawned as ${this.stdinMode})`);
+    if (this.#stdinError !== undefined) throw new ServiceError('PROCESS_EXITED', `stdin is closed: ${this.#stdinError.message}`);
+    if (stdin.writableEnded || stdin.destroyed) throw new ServiceError('PROCESS_EXITED', 'stdin is closed');
+    return stdin;
+  }
+
+  async terminate(): Promise<void> {
+    this.handle.terminate();
+    await this.settled;
+  }
+
+  info(): ProcessInfo {
+    const stream = (name: 'stdout' | 'stderr'): StreamInfo | null => {
+      const entry = this.streams[name];
+      if (entry === undefined) return null;
+      const spillPath = entry.mode === 'collect' ? (this.handle.collector(name)?.spillPath ?? null) : null;
+      return { mode: entry.mode, start: entry.stream.start, end: entry.stream.end, ended: entry.stream.ended, spillPath };
+    };
+    const stdin = this.#stdin;
+    return {
+      id: this.id,
+      pid: this.handle.pid,
+      argv: [...this.argv],
+      cwd: this.cwd,
+      status: this.failure !== undefined ? 'failed' : this.exit !== undefined ? 'exited' : 'running',
+      exit: this.exit ?? null,
+      error: this.failure ?? null,
+      treeExited: this.handle.treeExited,
+      stdin: this.stdinMode,
+      stdinOpen: stdin !== undefined && !stdin.writableEnded && !stdin.destroyed && this.#stdinError === undefined,
+      stdout: stream('stdout'),
+      stderr: stream('stderr'),
+      createdAt: this.createdAt.toISOString(),
+      exitedAt: this.exitedAt?.toISOString() ?? null,
+    };
+  }
+}
+
+/** The wire's stdio in the seam's shape (an absent spill is no key at all). */
+function seamStdio(stdio: ProcessCreate['stdio']): SubprocessStdio {
+  const output = (mode: ProcessCreate['stdio']['stdout']): SubprocessOutputMode =>
+    mode === 'pipe' ? 'pipe' : { maxBytes: mode.maxBytes, ...(mode.spill === undefined ? {} : { spill: { maxBytes: mode.spill.maxBytes } }) };
+  return { stdin: stdio.stdin, stdout: output(stdio.stdout), stderr: output(stdio.stderr) };
+}
+
+function nullToUndefined(env: Readonly<Record<string, string | null>> | undefined): NodeJS.ProcessEnv | undefined {
+  if (env === undefined) return undefined;
+  return Object.fromEntries(Object.entries(env).map(([name, value]) => [name, value ?? undefined]));
+}
+
+export type AnySession = TerminalSession | ProcessSession;
+
+export class SessionRegistry {
+  readonly runtime: LocalRuntime;
+  readonly #limits: SessionLimits;
+  readonly #log: Logger;
+  readonly #sessions = new Map<string, AnySession>();
+  readonly #evictions = new Map<string, NodeJS.Timeout>();
+  #orphanSweep: NodeJS.Timeout | undefined;
+  #shuttingDown: Promise<void> | undefined;
+
+  constructor(runtime: LocalRuntime, limits: SessionLimits, log: Logger) {
+    this.runtime = runtime;
+    this.#limits = limits;
+    this.#log = log;
+    if (limits.orphanTimeoutMs > 0) {
+      this.#orphanSweep = setInterval(() => this.#sweepOrphans(), Math.min(60_000, Math.max(100, limits.orphanTimeoutMs / 4)));
+      this.#orphanSweep.unref();
+    }
+  }
+
+  get size(): number {
+    return this.#sessions.size;
+  }
+
+  async createTerminal(owner: string, spec: TerminalCreate): Promise<TerminalSession> {
+    this.#admit(owner);
+    const handle = await this.runtime.spawnTerminal(spec);
+    let session: TerminalSession | undefined;
+    session = new TerminalSession(owner, spec, handle, this.#limits.ringBytes, this.#log, () => this.#finished(session!));
+    this.#sessions.set(session.id, session);
+    this.#log.info({ session: session.id, owner, pid: handle.pid }, 'terminal started');
+    return session;
+  }
+
+  createProcess(owner: string, spec: ProcessCreate): ProcessSession {
+    this.#admit(owner);
+    let session: ProcessSession | undefined;
+    session = new ProcessSession(owner, spec, this.runtime, this.#limits.ringBytes, this.#log, () => this.#finished(session!));
+    this.#sessions.set(session.id, session);
+    this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
+    return session;
+  }
+
+  /** The owner's session `id`; another owner's id is as unknown as a missing one. */
+  get<K extends AnySession['kind']>(owner: string, id: string, kind: K): Extract<AnySession, { kind: K }> {
+    const session = this.#sessions.get(id);
+    if (session === undefined || session.owner !== owner || session.kind !== kind) {
+      throw new ServiceError('NOT_FOUND', `no ${kind} ${id}`);
+    }
+    session.lastTouched = Date.now();
+    return session as Extract<AnySession, { kind: K }>;
+  }
+
+  list<K extends AnySession['kind']>(owner: string, kind: K): Extract<AnySession, { kind: K }>[] {
+    return [...this.#sessions.values()].filter((session): session is Extract<AnySession, { kind: K }> => session.owner === owner && session.kind === kind);
+  }
+
+  /** Terminates the session if it still runs, then forgets it. */
+  async delete(owner: string, id: string, kind: AnySession['kind']): Promise<void> {
+    const session = this.get(owner, id, kind);
+    await session.terminate();
+    this.#forget(session.id);
+  }
+
+  /** Stops taking work, terminates every session and waits until nothing runs. */
+  shutdown(): Promise<void> {
+    this.#shuttingDown ??= (async () => {
+      clearInterval(this.#orphanSweep);
+      const results = await Promise.allSettled([...this.#sessions.values()].map((session) => session.terminate()));
+      for (const result of results) if (result.status === 'rejected') this.#log.error({ err: result.reason }, 'session cleanup failed at shutdown');
+      await this.runtime.dispose().catch((error: unknown) => this.#log.error({ err: error }, 'runtime disposal failed'));
+      for (const timer of this.#evictions.values()) clearTimeout(timer);
+      this.#evictions.clear();
+    })();
+    return this.#shuttingDown;
+  }
+
+  #admit(owner: string): void {
+    if (this.#shuttingDown !== undefined) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
+    const running = [...this.#sessions.values()].filter((session) => session.owner === owner && session.finishedAt === undefined).length;
+    if (running >= this.#limits.maxSessionsPerOwner) {
+      throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already runs ${running} terminals and processes (the limit is ${this.#limits.maxSessionsPerOwner})`);
+    }
+  }
+
+  #finished(session: AnySession): void {
+    if (!this.#sessions.has(session.id) || this.#shuttingDown !== undefined) return;
+    const timer = setTimeout(() => this.#forget(session.id), this.#limits.retentionMs);
+    timer.unref();
+    this.#evictions.set(session.id, timer);
+    const retained = [...this.#sessions.values()]
+      .filter((other) => other.owner === session.owner && other.finishedAt !== undefined)
+      .sort((a, b) => a.finishedAt!.getTime() - b.finishedAt!.getTime());
+    for (const old of retained.slice(0, Math.max(0, retained.length - this.#limits.maxRetainedPerOwner))) this.#forget(old.id);
+  }
+
+  #forget(id: string): void {
+    clearTimeout(this.#evictions.get(id));
+    this.#evictions.delete(id);
+    this.#sessions.delete(id);
+  }
+
+  #sweepOrphans(): void {
+    const cutoff = Date.now() - this.#limits.orphanTimeoutMs;
+    for (const session of this.#sessions.values()) {
+      if (session.finishedAt === undefined && session.lastTouched < cutoff) {
+        this.#log.warn({ session: session.id }, 'terminating a session nobody touched within the orphan timeout');
+        session.terminate().catch((error: unknown) => this.#log.error({ err: toServiceError(error) }, 'orphan cleanup failed'));
+      }
+    }
+  }
+}

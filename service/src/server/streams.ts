@@ -1,0 +1,220 @@
+/**
+ * Output streams addressed by absolute byte offsets, the one mechanism behind
+ * every way output leaves the daemon: REST reads, long polls and WebSocket
+ * subscriptions.
+ *
+ * A {@link RingStream} (terminal output, piped stdout/stderr) never drops a
+ * byte nobody has read: once it holds `capacity` unread bytes it reports
+ * `full`, its owner stops reading the source, and the child blocks. Bytes that
+ * were read stay for replay until newer bytes need the room.
+ *
+ * A {@link CollectorStream} (collected stdout/stderr) is a view of the
+ * provider's bounded tail: it never blocks the child and reports the head it
+ * dropped as a gap, as collect mode promises.
+ * @module
+ */
+import type { OutputCollector } from '../provider/collector.ts';
+
+export interface StreamSlice {
+  /** Offset of the first byte of `data`. */
+  readonly from: number;
+  readonly data: Buffer;
+  /** Offset after the last byte of `data`. */
+  readonly next: number;
+  /** The requested bytes [from, to) that are no longer retained. */
+  readonly gap: { from: number; to: number } | null;
+}
+
+export interface ByteStream {
+  /** Oldest retained offset. */
+  readonly start: number;
+  /** Offset of the next byte to come: the bytes produced so far. */
+  readonly end: number;
+  readonly ended: boolean;
+  /** Up to `maxBytes` retained bytes from `from`. */
+  read(from: number, maxBytes: number): StreamSlice;
+  /** A reader has every byte before `offset`; a blocking stream may free room. */
+  consumed(offset: number): void;
+  /** Calls `listener` after bytes are appended, room is freed, or the stream ends. */
+  onChange(listener: () => void): () => void;
+}
+
+/** An error for a read past the end of a stream. */
+export class OffsetOutOfRangeError extends RangeError {
+  readonly code = 'INVALID_ARGUMENT';
+  constructor(from: number, end: number) {
+    super(`offset ${from} is past the end of the stream (${end})`);
+  }
+}
+
+abstract class ListenedStream {
+  readonly #listeners = new Set<() => void>();
+
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  protected notify(): void {
+    for (const listener of [...this.#listeners]) listener();
+  }
+}
+
+function gather(chunks: readonly Buffer[]): Buffer {
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+}
+
+export class RingStream extends ListenedStream implements ByteStream {
+  readonly capacity: number;
+  #chunks: Buffer[] = [];
+  #start = 0;
+  #end = 0;
+  #consumed = 0;
+  #ended = false;
+
+  constructor(capacity: number) {
+    super();
+    this.capacity = capacity;
+  }
+
+  get start(): number {
+    return this.#start;
+  }
+  get end(): number {
+    return this.#end;
+  }
+  get ended(): boolean {
+    return this.#ended;
+  }
+  /** Bytes appended that no reader has yet. */
+  get unread(): number {
+    return this.#end - Math.max(this.#start, this.#consumed);
+  }
+  /** The source must stop until a reader frees room. */
+  get full(): boolean {
+    return this.unread >= this.capacity;
+  }
+  /** Bytes held in memory. */
+  get retained(): number {
+    return this.#end - this.#start;
+  }
+
+  append(chunk: Buffer): void {
+    if (this.#ended || chunk.length === 0) return;
+    this.#chunks.push(chunk);
+    this.#end += chunk.length;
+    this.#evict();
+    this.notify();
+  }
+
+  finish(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.notify();
+  }
+
+  consumed(offset: number): void {
+    const next = Math.min(offset, this.#end);
+    if (next <= this.#consumed) return;
+    this.#consumed = next;
+    this.#evict();
+    this.notify();
+  }
+
+  read(from: number, maxBytes: number): StreamSlice {
+    if (from > this.#end) throw new OffsetOutOfRangeError(from, this.#end);
+    const gap = from < this.#start ? { from, to: this.#start } : null;
+    const begin = Math.max(from, this.#start);
+    const chunks: Buffer[] = [];
+    let offset = this.#start;
+    let taken = 0;
+    for (const chunk of this.#chunks) {
+      const chunkEnd = offset + chunk.length;
+      if (chunkEnd > begin && taken < maxBytes) {
+        const skip = Math.max(0, begin - offset);
+        const piece = chunk.subarray(skip, skip + maxBytes - taken);
+        chunks.push(piece);
+        taken += piece.length;
+      }
+      offset = chunkEnd;
+      if (taken >= maxBytes) break;
+    }
+    return { from: begin, data: gather(chunks), next: begin + taken, gap };
+  }
+
+  /** Drops read bytes from the head while more than `capacity` is held. */
+  #evict(): void {
+    while (this.#end - this.#start > this.capacity && this.#start < this.#consumed) {
+      const head = this.#chunks[0]!;
+      const droppable = Math.min(head.length, this.#consumed - this.#start, this.#end - this.#start - this.capacity);
+      if (droppable === head.length) this.#chunks.shift();
+      else this.#chunks[0] = head.subarray(droppable);
+      this.#start += droppable;
+    }
+  }
+}
+
+/** A view of a collected stream: the provider's bounded tail, fed live through `push`. */
+export class CollectorStream extends ListenedStream implements ByteStream {
+  readonly #collector: OutputCollector;
+  #ended = false;
+
+  constructor(collector: OutputCollector) {
+    super();
+    this.#collector = collector;
+  }
+
+  get start(): number {
+    return this.#collector.windowStart;
+  }
+  get end(): number {
+    return this.#collector.totalBytes;
+  }
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** Called after the collector took a chunk. */
+  appended(): void {
+    this.notify();
+  }
+
+  finish(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.notify();
+  }
+
+  consumed(): void {
+    // Collection never waits for readers.
+  }
+
+  read(from: number, maxBytes: number): StreamSlice {
+    const end = this.end;
+    if (from > end) throw new OffsetOutOfRangeError(from, end);
+    const { from: begin, chunks } = this.#collector.slice(from, maxBytes);
+    const data = gather(chunks);
+    return { from: begin, data, next: begin + data.length, gap: from < begin ? { from, to: begin } : null };
+  }
+}
+
+/**
+ * Resolves once `stream` has bytes at or after `from`, has ended, or `ms`
+ * passed, or `signal` aborted.
+ */
+export function waitForBytes(stream: ByteStream, from: number, ms: number, signal?: AbortSignal): Promise<void> {
+  if (stream.end > from || stream.ended || ms <= 0 || signal?.aborted === true) return Promise.resolve();
+  return new Promise((resolve) => {
+    const finish = (): void => {
+      clearTimeout(timer);
+      unsubscribe();
+      signal?.removeEventListener('abort', finish);
+      resolve();
+    };
+    const timer = setTimeout(finish, ms);
+    const unsubscribe = stream.onChange(() => {
+      if (stream.end > from || stream.ended) finish();
+    });
+    signal?.addEventListener('abort', finish, { once: true });
+  });
+}

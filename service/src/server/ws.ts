@@ -1,0 +1,260 @@
+/**
+ * The multiplexed WebSocket of `GET /v1/connect`: every operation as a call,
+ * and output streams as subscriptions with credit-based flow control.
+ *
+ * Flow control: a subscription has a window of bytes; the daemon never has
+ * more than that sent beyond the client's last ack. A stream whose readers
+ * stopped acknowledging fills its ring, which pauses its program (see
+ * streams.ts), so a stalled client costs a bounded amount of memory and blocks
+ * only its own streams.
+ * @module
+ */
+import type { WebSocket } from 'ws';
+import type { FastifyBaseLogger as Logger } from 'fastify';
+import { ClientMessage, encodeDataFrame, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
+import type { z } from 'zod';
+import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
+import { describeZodError, ServiceError, toServiceError } from './errors.ts';
+import type { SessionRegistry } from './sessions.ts';
+import type { ByteStream } from './streams.ts';
+
+/** Largest payload of one data frame. */
+const FRAME_BYTES = 64 * 1024;
+/** Bytes queued in the socket beyond which sending waits for the kernel to take some. */
+const SOCKET_HIGH_WATER_BYTES = 1024 * 1024;
+
+export interface HubOptions {
+  readonly registry: SessionRegistry;
+  readonly version: string;
+  readonly windowBytes: number;
+  readonly heartbeatMs: number;
+  readonly log: Logger;
+}
+
+class Subscription {
+  readonly id: number;
+  readonly #connection: Connection;
+  readonly #stream: ByteStream;
+  readonly #window: number;
+  #sent: number;
+  #acked: number;
+  #endSent = false;
+  #closed = false;
+  readonly #unsubscribe: () => void;
+
+  constructor(id: number, connection: Connection, stream: ByteStream, from: number, window: number) {
+    this.id = id;
+    this.#connection = connection;
+    this.#stream = stream;
+    this.#window = window;
+    this.#sent = from;
+    this.#acked = from;
+    this.#unsubscribe = stream.onChange(() => this.pump());
+  }
+
+  ack(offset: number): void {
+    const acked = Math.min(offset, this.#sent);
+    if (acked <= this.#acked) return;
+    this.#acked = acked;
+    this.#stream.consumed(acked);
+    this.pump();
+  }
+
+  /** Sends what the window and the socket allow. */
+  pump(): void {
+    if (this.#closed) return;
+    const stream = this.#stream;
+    if (this.#sent < stream.start) {
+      this.#connection.send({ t: 'gap', sub: this.id, from: this.#sent, to: stream.start });
+      this.#sent = stream.start;
+      this.#acked = Math.max(this.#acked, this.#sent);
+    }
+    while (this.#sent < stream.end && this.#sent - this.#acked < this.#window && this.#connection.writable) {
+      const slice = stream.read(this.#sent, Math.min(FRAME_BYTES, this.#window - (this.#sent - this.#acked)));
+      if (slice.gap !== null) this.#connection.send({ t: 'gap', sub: this.id, from: slice.gap.from, to: slice.gap.to });
+      if (slice.data.length === 0) break;
+      this.#connection.sendData(encodeDataFrame(this.id, slice.from, slice.data));
+      this.#sent = slice.next;
+    }
+    if (stream.ended && this.#sent === stream.end && !this.#endSent) {
+      this.#endSent = true;
+      this.#connection.send({ t: 'end', sub: this.id, offset: this.#sent });
+    }
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#unsubscribe();
+  }
+}
+
+class Connection {
+  readonly #socket: WebSocket;
+  readonly #owner: string;
+  readonly #options: HubOptions;
+  readonly #log: Logger;
+  readonly #subscriptions = new Map<number, Subscription>();
+  readonly #calls = new Set<AbortController>();
+  #nextSub = 1;
+  #alive = true;
+  readonly #heartbeat: NodeJS.Timeout;
+
+  constructor(socket: WebSocket, owner: string, options: HubOptions, log: Logger) {
+    this.#socket = socket;
+    this.#owner = owner;
+    this.#options = options;
+    this.#log = log;
+    socket.on('message', (data, isBinary) => this.#onMessage(data as Buffer, isBinary));
+    socket.on('pong', () => (this.#alive = true));
+    socket.on('close', () => this.#dispose());
+    socket.on('error', (error) => this.#log.debug({ err: error }, 'websocket error'));
+    this.#heartbeat = setInterval(() => {
+      if (!this.#alive) {
+        this.#log.info('websocket peer missed its heartbeat; dropping it');
+        socket.terminate();
+        return;
+      }
+      this.#alive = false;
+      socket.ping();
+    }, options.heartbeatMs);
+  }
+
+  /** Whether more data may be queued on the socket now. */
+  get writable(): boolean {
+    return this.#socket.readyState === this.#socket.OPEN && this.#socket.bufferedAmount < SOCKET_HIGH_WATER_BYTES;
+  }
+
+  send(message: ServerMessage): void {
+    if (this.#socket.readyState === this.#socket.OPEN) this.#socket.send(JSON.stringify(message));
+  }
+
+  sendData(frame: Uint8Array): void {
+    this.#socket.send(frame, { binary: true }, () => {
+      // Once the kernel took bytes, streams held back by a full socket may go on.
+      if (this.writable) for (const subscription of this.#subscriptions.values()) subscription.pump();
+    });
+  }
+
+  #onMessage(data: Buffer, isBinary: boolean): void {
+    if (isBinary) {
+      this.send({ t: 'error', id: null, error: { code: 'INVALID_ARGUMENT', message: 'clients send text messages only' } });
+      return;
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(data.toString('utf8'));
+    } catch (_error) {
+      this.send({ t: 'error', id: null, error: { code: 'INVALID_ARGUMENT', message: 'message is not valid JSON' } });
+      return;
+    }
+    const parsed = ClientMessage.safeParse(json);
+    if (!parsed.success) {
+      const id = typeof (json as { id?: unknown } | null)?.id === 'number' ? (json as { id: number }).id : null;
+      this.send({ t: 'error', id, error: { code: 'INVALID_ARGUMENT', message: describeZodError(parsed.error, 'message') } });
+      return;
+    }
+    const message = parsed.data;
+    switch (message.t) {
+      case 'call':
+        void this.#call(message.id, message.op, message.params ?? {});
+        return;
+      case 'subscribe':
+        this.#subscribe(message.id, message.params);
+        return;
+      case 'unsubscribe':
+        this.#subscriptions.get(message.sub)?.close();
+        this.#subscriptions.delete(message.sub);
+        this.send({ t: 'result', id: message.id, result: { ok: true } });
+        return;
+      case 'ack':
+        this.#subscriptions.get(message.sub)?.ack(message.offset);
+        return;
+    }
+  }
+
+  async #call(id: number, name: string, params: Record<string, unknown>): Promise<void> {
+    const operation = BOUND_OPERATIONS.get(name);
+    if (operation === undefined) {
+      this.send({ t: 'error', id, error: { code: 'NOT_FOUND', message: `unknown operation ${name}` } });
+      return;
+    }
+    const controller = new AbortController();
+    this.#calls.add(controller);
+    try {
+      const validated = operation.schema.safeParse(params);
+      if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, 'params'));
+      const ctx: CallContext = { owner: this.#owner, registry: this.#options.registry, version: this.#options.version, signal: controller.signal, unbounded: true };
+      const result = await operation.handler(ctx, validated.data);
+      this.send({ t: 'result', id, result });
+    } catch (error) {
+      const serviceError = toServiceError(error);
+      if (serviceError.code === 'INTERNAL') this.#log.error({ err: error, op: name }, 'call failed');
+      this.send({ t: 'error', id, error: { code: serviceError.code, message: serviceError.message } });
+    } finally {
+      this.#calls.delete(controller);
+    }
+  }
+
+  #subscribe(id: number, params: z.infer<typeof SubscribeParams>): void {
+    try {
+      const stream = this.#resolveStream(params.target);
+      if (params.from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${params.from} is past the end of the stream (${stream.end})`);
+      const sub = this.#nextSub++;
+      const from = Math.max(params.from, stream.start);
+      stream.consumed(params.from);
+      const subscription = new Subscription(sub, this, stream, from, params.window ?? this.#options.windowBytes);
+      this.#subscriptions.set(sub, subscription);
+      this.send({ t: 'result', id, result: { sub, from, gap: params.from < from ? { from: params.from, to: from } : null } });
+      subscription.pump();
+    } catch (error) {
+      const serviceError = toServiceError(error);
+      this.send({ t: 'error', id, error: { code: serviceError.code, message: serviceError.message } });
+    }
+  }
+
+  #resolveStream(target: z.infer<typeof SubscribeParams>['target']): ByteStream {
+    const registry = this.#options.registry;
+    if (target.kind === 'terminal') {
+      if (target.stream !== 'output') throw new ServiceError('INVALID_ARGUMENT', "a terminal has one stream, 'output'");
+      return registry.get(this.#owner, target.id, 'terminal').output;
+    }
+    if (target.stream === 'output') throw new ServiceError('INVALID_ARGUMENT', "a process has 'stdout' and 'stderr'");
+    return registry.get(this.#owner, target.id, 'process').stream(target.stream);
+  }
+
+  #dispose(): void {
+    clearInterval(this.#heartbeat);
+    for (const subscription of this.#subscriptions.values()) subscription.close();
+    this.#subscriptions.clear();
+    for (const call of this.#calls) call.abort();
+    this.#calls.clear();
+  }
+
+  /** Closes the socket as the daemon goes away. */
+  close(code: number, reason: string): void {
+    this.#socket.close(code, reason);
+  }
+}
+
+export class WebSocketHub {
+  readonly #options: HubOptions;
+  readonly #connections = new Set<Connection>();
+
+  constructor(options: HubOptions) {
+    this.#options = options;
+  }
+
+  get connections(): number {
+    return this.#connections.size;
+  }
+
+  accept(socket: WebSocket, owner: string, log: Logger): void {
+    const connection = new Connection(socket, owner, this.#options, log);
+    this.#connections.add(connection);
+    socket.on('close', () => this.#connections.delete(connection));
+  }
+
+  closeAll(): void {
+    for (const connection of this.#connections) connection.close(1001, 'daemon shutting down');
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * Auth over the whole route table: every route the operation table defines,
+ * plus the WebSocket endpoint, refuses a missing or wrong token. A new route
+ * cannot forget auth, because this test walks the table.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OPERATION_LIST } from '@execworld/sdk/protocol';
+import { ALICE, BOB, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+
+let daemon: TestDaemon;
+beforeAll(async () => {
+  daemon = await startDaemon();
+});
+afterAll(() => daemon.close());
+
+const concrete = (path: string): string => path.replace('{id}', 't_doesnotexist000').replace('{stream}', 'stdout');
+
+describe('auth', () => {
+  it('covers every route of the table', () => {
+    const routes = daemon.daemon.app.printRoutes({ commonPrefix: false });
+    for (const spec of OPERATION_LIST) expect(routes).toContain(spec.path.replace(/\{(\w+)\}/g, ':$1').split('/').pop());
+  });
+
+  it.each(OPERATION_LIST.filter((spec) => spec.auth).map((spec) => [spec.name, spec] as const))('%s refuses a missing or wrong token', async (_name, spec) => {
+    const body = spec.method === 'POST' ? {} : undefined;
+    const missing = await daemon.request(spec.method, concrete(spec.path), { token: null, body });
+    expect(missing.status).toBe(401);
+    expect(missing.body).toEqual({ error: { code: 'UNAUTHORIZED', message: expect.any(String) } });
+    const wrong = await daemon.request(spec.method, concrete(spec.path), { token: 'not-the-token-at-all', body });
+    expect(wrong.status).toBe(401);
+    const malformed = await daemon.request(spec.method, concrete(spec.path), { token: null, body, headers: { authorization: `Basic ${ALICE}` } });
+    expect(malformed.status).toBe(401);
+  });
+
+  it('serves health without a token, and only health', async () => {
+    const open = OPERATION_LIST.filter((spec) => !spec.auth).map((spec) => spec.name);
+    expect(open).toEqual(['health.get']);
+    const health = await daemon.request('GET', '/v1/health', { token: null });
+    expect(health.status).toBe(200);
+    expect(health.body).toMatchObject({ status: 'ok', protocolVersion: 1, capabilities: { terminals: true, exactInputWait: true } });
+  });
+
+  it('tells a stranger nothing about unknown paths', async () => {
+    expect((await daemon.request('GET', '/v1/nothing-here', { token: null })).status).toBe(401);
+    const known = await daemon.request('GET', '/v1/nothing-here');
+    expect(known.status).toBe(404);
+    expect(known.body.error.code).toBe('NOT_FOUND');
+  });
+
+  it('refuses a WebSocket upgrade without a valid token', async () => {
+    await expect(TestSocket.open(daemon.wsUrl)).rejects.toMatchObject({ status: 401 });
+    await expect(TestSocket.open(daemon.wsUrl, { token: 'wrong-token-xxxxxxxxxxxx' })).rejects.toMatchObject({ status: 401 });
+    const socket = await TestSocket.open(daemon.wsUrl, { token: BOB });
+    await expect(socket.call('terminal.list')).resolves.toEqual({ terminals: [] });
+    socket.close();
+  });
+
+  it('accepts the token as a Kubernetes-style subprotocol, and never echoes it', async () => {
+    const encoded = Buffer.from(ALICE).toString('base64url');
+    const socket = await TestSocket.open(daemon.wsUrl, { protocols: ['execworld.v1', `base64url.bearer.authorization.k8s.io.${encoded}`] });
+    expect(socket.socket.protocol).toBe('execworld.v1');
+    await expect(socket.call('terminal.list')).resolves.toEqual({ terminals: [] });
+    socket.close();
+  });
+
+  it('refuses a cross-origin browser upgrade even with a valid token', async () => {
+    await expect(TestSocket.open(daemon.wsUrl, { token: ALICE, headers: { origin: 'http://evil.example' } })).rejects.toMatchObject({ status: 403 });
+  });
+
+  it('admits an origin the configuration allows', async () => {
+    const allowing = await startDaemon({ allowedOrigins: ['http://ide.example'] });
+    const socket = await TestSocket.open(allowing.wsUrl, { token: ALICE, headers: { origin: 'http://ide.example' } });
+    socket.close();
+    await expect(TestSocket.open(allowing.wsUrl, { token: ALICE, headers: { origin: 'http://other.example' } })).rejects.toMatchObject({ status: 403 });
+    await allowing.close();
+  });
+});
+
+describe('owners', () => {
+  it("answers 404 for another owner's terminal and process, and lists only one's own", async () => {
+    const terminal = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
+    expect(terminal.status).toBe(201);
+    const process = await daemon.request('POST', '/v1/processes', {
+      body: { argv: ['/bin/cat'], cwd: '/tmp', stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+    });
+    expect(process.status).toBe(201);
+    for (const path of [`/v1/terminals/${terminal.body.id}`, `/v1/terminals/${terminal.body.id}/output`, `/v1/processes/${process.body.id}`]) {
+      const foreign = await daemon.request('GET', path, { token: BOB });
+      expect(foreign.status).toBe(404);
+      expect(foreign.body.error.code).toBe('NOT_FOUND');
+    }
+    expect((await daemon.request('POST', `/v1/terminals/${terminal.body.id}/input`, { token: BOB, body: { data: 'x' } })).status).toBe(404);
+    expect((await daemon.request('DELETE', `/v1/processes/${process.body.id}`, { token: BOB })).status).toBe(404);
+    expect((await daemon.request('GET', '/v1/terminals', { token: BOB })).body).toEqual({ terminals: [] });
+    expect((await daemon.request('GET', '/v1/terminals')).body.terminals.map((t: { id: string }) => t.id)).toContain(terminal.body.id);
+    const socket = await TestSocket.open(daemon.wsUrl, { token: BOB });
+    await expect(socket.subscribe({ target: { kind: 'terminal', id: terminal.body.id, stream: 'output' }, from: 0 })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    socket.close();
+    expect((await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`)).status).toBe(200);
+    expect((await daemon.request('DELETE', `/v1/processes/${process.body.id}`)).status).toBe(200);
+  });
+});
