@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // Runs the TypeScript sources directly: there is no build step.
+import process from 'node:process';
 import { register } from 'tsx/esm/api';
 
 register();

@@ -118,10 +118,9 @@ export class ManagedProcess implements SubprocessHandle {
       const pipe = child[stream];
       if (!isCollect(mode) || pipe === null) continue;
       const collector = new OutputCollector(mode, host.spill, stream);
-      const onCollected = hooks.onCollected;
       pipe.on('data', (chunk: Buffer) => {
         collector.push(chunk);
-        onCollected?.(stream, chunk);
+        hooks.onCollected?.(stream, chunk);
       });
       pipe.on('error', () => {});
       collected[stream] = collector;

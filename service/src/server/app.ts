@@ -102,6 +102,21 @@ export function buildApp(options: AppOptions): Daemon {
 
   app.decorateRequest('owner', '');
 
+  /** Sets the request's owner from its token, or says why it may not pass. */
+  const authenticate = (request: FastifyRequest): ServiceError | undefined => {
+    if (request.routeOptions.config.auth === false) return undefined;
+    const isUpgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    const token = bearerToken(request.headers.authorization) ?? (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
+    const owner = tokens.ownerOf(token);
+    if (owner === undefined) return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
+    request.owner = owner;
+    const origin = request.headers.origin;
+    if (isUpgrade && origin !== undefined && !config.allowedOrigins.includes(origin)) {
+      return new ServiceError('FORBIDDEN_ORIGIN', `origin ${origin} may not open a WebSocket here`);
+    }
+    return undefined;
+  };
+
   // One JSON parser: an empty body is {}, anything unparsable is a clear 400.
   app.removeContentTypeParser(['application/json']);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
@@ -131,8 +146,9 @@ export function buildApp(options: AppOptions): Daemon {
   });
 
   // Upgraded sockets keep the server open: close them before the server waits for its connections.
-  app.addHook('preClose', async () => {
+  app.addHook('preClose', (done) => {
     hub.closeAll();
+    done();
   });
   app.addHook('onClose', async () => {
     await registry.shutdown();
@@ -146,26 +162,15 @@ export function buildApp(options: AppOptions): Daemon {
   });
 
   // Registered after the WebSocket plugin, so its hooks (which close a refused upgrade's socket) run first.
-  void app.register(async (scope) => {
+  void app.register((scope, _options, registered) => {
     scope.setNotFoundHandler((request, reply) => {
       const { status, body } = errorReply('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}`);
       void reply.code(status).send(body);
     });
 
     // Every route needs a token unless it says otherwise; unknown paths too, so nothing is told to a stranger.
-    scope.addHook('onRequest', async (request: FastifyRequest) => {
-      if (request.routeOptions.config.auth === false) return;
-      const isUpgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
-      const token = bearerToken(request.headers.authorization) ?? (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
-      const owner = tokens.ownerOf(token);
-      if (owner === undefined) throw new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
-      request.owner = owner;
-      if (isUpgrade) {
-        const origin = request.headers.origin;
-        if (origin !== undefined && !config.allowedOrigins.includes(origin)) {
-          throw new ServiceError('FORBIDDEN_ORIGIN', `origin ${origin} may not open a WebSocket here`);
-        }
-      }
+    scope.addHook('onRequest', (request: FastifyRequest, _reply, done) => {
+      done(authenticate(request));
     });
 
     for (const spec of OPERATION_LIST) {
@@ -192,6 +197,7 @@ export function buildApp(options: AppOptions): Daemon {
     scope.get(CONNECT_PATH, { websocket: true }, (socket, request) => {
       hub.accept(socket, request.owner, request.log);
     });
+    registered();
   });
 
   return { app, registry, hub };

@@ -173,6 +173,7 @@ export const BOUND_OPERATIONS: ReadonlyMap<string, BoundOperation> = new Map(
   OPERATION_LIST.map((spec) => {
     const schema = z.strictObject({ ...spec.params, ...spec.input.shape });
     const handler = HANDLERS[spec.name as OperationName] as (ctx: CallContext, params: Record<string, unknown>) => unknown;
-    return [spec.name, { spec, schema, handler: async (ctx, params) => handler(ctx, params) }];
+    // Through a promise, so a synchronous throw is a rejection like any other.
+    return [spec.name, { spec, schema, handler: (ctx, params) => Promise.resolve().then(() => handler(ctx, params)) }];
   }),
 );

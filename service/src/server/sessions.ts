@@ -330,8 +330,7 @@ export class SessionRegistry {
   async createTerminal(owner: string, spec: TerminalCreate): Promise<TerminalSession> {
     this.#admit(owner);
     const handle = await this.runtime.spawnTerminal(spec);
-    let session: TerminalSession | undefined;
-    session = new TerminalSession(owner, spec, handle, this.#limits.ringBytes, this.#log, () => this.#finished(session!));
+    const session: TerminalSession = new TerminalSession(owner, spec, handle, this.#limits.ringBytes, this.#log, () => this.#finished(session));
     this.#sessions.set(session.id, session);
     this.#log.info({ session: session.id, owner, pid: handle.pid }, 'terminal started');
     return session;
@@ -339,8 +338,7 @@ export class SessionRegistry {
 
   createProcess(owner: string, spec: ProcessCreate): ProcessSession {
     this.#admit(owner);
-    let session: ProcessSession | undefined;
-    session = new ProcessSession(owner, spec, this.runtime, this.#limits.ringBytes, this.#log, () => this.#finished(session!));
+    const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits.ringBytes, this.#log, () => this.#finished(session));
     this.#sessions.set(session.id, session);
     this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
     return session;
