@@ -118,7 +118,7 @@ export function buildApp(options: AppOptions): Daemon {
   };
 
   // One JSON parser: an empty body is {}, anything unparsable is a clear 400.
-  app.removeContentTypeParser(['application/json']);
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
     const text = body as string;
     if (text.trim() === '') {

@@ -1,0 +1,147 @@
+/**
+ * The real `execworld serve` in a child process: generated token, a stalled
+ * consumer that blocks the program instead of growing the daemon, and a
+ * SIGTERM that ends every session before the daemon exits 0.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { TestSocket } from '../helpers/daemon.ts';
+import { pidAlive, sleep, waitFor } from '../helpers/wait.ts';
+
+const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+});
+
+interface Running {
+  readonly child: ChildProcess;
+  readonly url: string;
+  readonly token: string;
+  readonly logs: () => string;
+  request(method: string, path: string, body?: unknown): Promise<any>;
+  rssKiB(): number;
+}
+
+async function serve(args: string[], env: Record<string, string> = {}): Promise<Running> {
+  const home = mkdtempSync(join(tmpdir(), 'execworld-cli-'));
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', ...args], {
+    env: { ...process.env, XDG_CONFIG_HOME: home, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let logs = '';
+  child.stdout!.on('data', (chunk: Buffer) => (logs += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (logs += chunk.toString()));
+  await waitFor('the daemon to listen', () => /"address":"http:\/\/[^"]+"/.test(logs), 20_000);
+  const url = /"address":"(http:\/\/[^"]+)"/.exec(logs)![1]!;
+  const tokenFile = /"tokenFile":"([^"]+)"/.exec(logs)![1]!;
+  const token = readFileSync(tokenFile, 'utf8').trim();
+  return {
+    child,
+    url,
+    token,
+    logs: () => logs,
+    async request(method, path, body) {
+      const response = await fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return response.json();
+    },
+    rssKiB() {
+      return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]);
+    },
+  };
+}
+
+describe('execworld serve', () => {
+  it('generates a user-only token file, never logs the token, and answers --help', async () => {
+    const daemon = await serve([]);
+    const tokenFile = /"tokenFile":"([^"]+)"/.exec(daemon.logs())![1]!;
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+    expect(daemon.token.length).toBeGreaterThanOrEqual(32);
+    await daemon.request('GET', '/v1/terminals');
+    expect(daemon.logs()).not.toContain(daemon.token);
+    const help = spawn(process.execPath, [BIN, 'serve', '--help'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    help.stdout!.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    await new Promise((resolve) => help.once('exit', resolve));
+    expect(text).toContain('--token-file');
+    expect(text).toContain('EXECWORLD_PORT');
+  });
+
+  it('refuses bad settings with a message naming them', async () => {
+    const bad = spawn(process.execPath, [BIN, 'serve', '--port', 'eighty'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let text = '';
+    bad.stderr!.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    const code = await new Promise((resolve) => bad.once('exit', resolve));
+    expect(code).toBe(2);
+    expect(text).toMatch(/--port/);
+  });
+
+  it('uses a given token file with owners', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'execworld-tokens-'));
+    const file = join(dir, 'tokens');
+    writeFileSync(file, '# owners\nalice alice-token-0123456789\nbob bob-token-01234567890\n', { mode: 0o600 });
+    const daemon = await serve(['--token-file', file]);
+    const response = await fetch(`${daemon.url}/v1/terminals`, { headers: { authorization: 'Bearer bob-token-01234567890' } });
+    expect(response.status).toBe(200);
+    expect(daemon.logs()).toContain('"owners":["alice","bob"]');
+  });
+
+  it('blocks a program whose consumer stalls, instead of growing', async () => {
+    const daemon = await serve(['--ring-bytes', '1048576']);
+    const terminal = await daemon.request('POST', '/v1/terminals', {
+      argv: ['/bin/sh', '-c', 'head -c 300000000 /dev/zero | base64'],
+      cwd: '/tmp',
+      rows: 24,
+      cols: 80,
+      graceMs: 1000,
+    });
+    const socket = await TestSocket.open(`${daemon.url.replace('http', 'ws')}/v1/connect`, { token: daemon.token });
+    await socket.subscribe({ target: { kind: 'terminal', id: terminal.id, stream: 'output' }, from: 0, window: 64 * 1024 });
+    await sleep(1000);
+    const before = daemon.rssKiB();
+    const first = (await daemon.request('GET', `/v1/terminals/${terminal.id}`)).output.end;
+    await sleep(2000);
+    const second = (await daemon.request('GET', `/v1/terminals/${terminal.id}`)).output.end;
+    const growthKiB = daemon.rssKiB() - before;
+    // The ring holds 1 MiB of unread output; the program is blocked, not writing on.
+    expect(second).toBe(first);
+    expect(second).toBeLessThan(4 * 1024 * 1024);
+    expect(growthKiB).toBeLessThan(16 * 1024);
+    socket.close();
+  });
+
+  it('ends every session on SIGTERM and exits 0, leaving no process behind', async () => {
+    const daemon = await serve([]);
+    const shell = await daemon.request('POST', '/v1/terminals', { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', env: { PS1: '$ ' }, rows: 24, cols: 80, graceMs: 500 });
+    await daemon.request('POST', `/v1/terminals/${shell.id}/input`, { data: 'sleep 300 & echo "job=$!"\r' });
+    const tree = await daemon.request('POST', '/v1/processes', {
+      argv: ['/bin/sh', '-c', 'sleep 300 & echo $!; wait'],
+      cwd: '/tmp',
+      stdio: { stdin: 'ignore', stdout: { maxBytes: 1000 }, stderr: 'pipe' },
+      graceMs: 500,
+    });
+    let job = 0;
+    let grandchild = 0;
+    await waitFor('both children', async () => {
+      const output = await daemon.request('GET', `/v1/terminals/${shell.id}/output?from=0`);
+      job = Number(/job=(\d+)/.exec(Buffer.from(output.data, 'base64').toString())?.[1] ?? 0);
+      grandchild = Number((await daemon.request('GET', `/v1/processes/${tree.id}/collected/stdout?from=0`)).text.trim() || 0);
+      return job > 0 && grandchild > 0;
+    });
+    const pids = [shell.pid as number, job, tree.pid as number, grandchild];
+    expect(pids.every(pidAlive)).toBe(true);
+    daemon.child.kill('SIGTERM');
+    const code = await new Promise((resolve) => daemon.child.once('exit', resolve));
+    expect(code).toBe(0);
+    expect(pids.filter(pidAlive)).toEqual([]);
+  });
+});

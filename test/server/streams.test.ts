@@ -1,0 +1,174 @@
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RingStream } from '../../service/src/server/streams.ts';
+import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+
+describe('RingStream', () => {
+  const bytes = (text: string): Buffer => Buffer.from(text);
+
+  it('reads by absolute offset without consuming', () => {
+    const ring = new RingStream(100);
+    ring.append(bytes('hello '));
+    ring.append(bytes('world'));
+    expect(ring.read(0, 100)).toMatchObject({ from: 0, next: 11, gap: null });
+    expect(ring.read(6, 100).data.toString()).toBe('world');
+    expect(ring.read(3, 4).data.toString()).toBe('lo w');
+    expect(ring.read(11, 100)).toMatchObject({ from: 11, next: 11, gap: null });
+    expect(() => ring.read(12, 1)).toThrow(/past the end/);
+  });
+
+  it('never evicts unread bytes: it reports full instead', () => {
+    const ring = new RingStream(10);
+    ring.append(bytes('0123456789'));
+    expect(ring.full).toBe(true);
+    ring.append(bytes('abc'));
+    expect(ring.retained).toBe(13);
+    expect(ring.read(0, 100).data.toString()).toBe('0123456789abc');
+    ring.consumed(5);
+    expect(ring.full).toBe(false);
+    expect(ring.start).toBe(3);
+    expect(ring.read(0, 100)).toMatchObject({ from: 3, gap: { from: 0, to: 3 } });
+  });
+
+  it('keeps read bytes for replay until newer bytes need the room', () => {
+    const ring = new RingStream(8);
+    ring.append(bytes('aaaa'));
+    ring.consumed(4);
+    expect(ring.start).toBe(0);
+    ring.append(bytes('bbbb'));
+    expect(ring.start).toBe(0);
+    ring.append(bytes('cc'));
+    expect(ring.start).toBe(2);
+    expect(ring.read(2, 100).data.toString()).toBe('aabbbbcc');
+  });
+
+  it('notifies on append, consumption and end', () => {
+    const ring = new RingStream(8);
+    let changes = 0;
+    const off = ring.onChange(() => (changes += 1));
+    ring.append(bytes('x'));
+    ring.consumed(1);
+    ring.finish();
+    off();
+    ring.append(bytes('y'));
+    expect(changes).toBe(3);
+    expect(ring.ended).toBe(true);
+    expect(ring.end).toBe(1);
+  });
+});
+
+describe('WebSocket streams', () => {
+  let daemon: TestDaemon;
+  beforeAll(async () => {
+    daemon = await startDaemon({ ringBytes: 8 * 1024 * 1024 });
+  });
+  afterAll(() => daemon.close());
+
+  const script = 'seq 1 300000';
+  const expected = execFileSync('/bin/sh', ['-c', script], { maxBuffer: 64 * 1024 * 1024 });
+  const sha = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
+
+  it('delivers a piped stream byte-exact, then its end', async () => {
+    const created = await daemon.request('POST', '/v1/processes', {
+      body: { argv: ['/bin/sh', '-c', script], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+    });
+    const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
+    const { sub } = await socket.subscribe({ target: { kind: 'process', id: created.body.id, stream: 'stdout' }, from: 0, window: 256 * 1024 });
+    let acked = 0;
+    const end = await socket.until('end of stream', () => {
+      const received = socket.bytes(sub).length;
+      if (received > acked) {
+        acked = received;
+        socket.send({ t: 'ack', sub, offset: received });
+      }
+      return socket.messages.find((m) => m.t === 'end' && m.sub === sub) as { offset: number } | undefined;
+    });
+    expect(end.offset).toBe(expected.length);
+    expect(sha(socket.bytes(sub))).toBe(sha(expected));
+    socket.close();
+  });
+
+  it('never has more than the window in flight without acks', async () => {
+    const created = await daemon.request('POST', '/v1/processes', {
+      body: { argv: ['/bin/sh', '-c', script], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+    });
+    const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
+    const window = 32 * 1024;
+    const { sub } = await socket.subscribe({ target: { kind: 'process', id: created.body.id, stream: 'stdout' }, from: 0, window });
+    await socket.until('a window of bytes', () => socket.bytes(sub).length >= window || undefined);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(socket.bytes(sub).length).toBe(window);
+    socket.send({ t: 'ack', sub, offset: window });
+    await socket.until('the next window', () => socket.bytes(sub).length >= 2 * window || undefined);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(socket.bytes(sub).length).toBe(2 * window);
+    socket.close();
+    await daemon.request('DELETE', `/v1/processes/${created.body.id}`);
+  });
+
+  it('resumes from the last received offset after a cut connection, with nothing lost or repeated', async () => {
+    const created = await daemon.request('POST', '/v1/processes', {
+      body: { argv: ['/bin/sh', '-c', script], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+    });
+    const target = { kind: 'process', id: created.body.id, stream: 'stdout' };
+    const received: Buffer[] = [];
+    let offset = 0;
+    for (let connection = 0; ; connection += 1) {
+      const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
+      const { sub, from, gap } = await socket.subscribe({ target, from: offset, window: 64 * 1024 });
+      expect(from).toBe(offset);
+      expect(gap).toBeNull();
+      const cutAfter = offset + 200_000;
+      const end = await socket.until('a cut or the end', () => {
+        const bytes = socket.bytes(sub);
+        const ended = socket.messages.find((m) => m.t === 'end' && m.sub === sub);
+        if (ended !== undefined) return 'end';
+        if (offset + bytes.length >= cutAfter) return 'cut';
+        socket.send({ t: 'ack', sub, offset: offset + bytes.length });
+        return undefined;
+      });
+      // Frames must continue exactly where the last connection stopped.
+      const frames = socket.data.get(sub) ?? [];
+      let expectedOffset = offset;
+      for (const frame of frames) {
+        expect(frame.offset).toBe(expectedOffset);
+        expectedOffset += frame.payload.length;
+      }
+      const bytes = socket.bytes(sub);
+      received.push(bytes);
+      offset += bytes.length;
+      socket.socket.terminate();
+      if (end === 'end') break;
+      expect(connection).toBeLessThan(100);
+    }
+    expect(sha(Buffer.concat(received))).toBe(sha(expected));
+  });
+
+  it('replays a terminal from any retained offset over REST, with an explicit gap before the ring', async () => {
+    const small = await startDaemon({ ringBytes: 4096 });
+    const created = await small.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'seq 1 5000'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
+    const id = created.body.id as string;
+    // Read everything, acknowledging as we go, so the ring may drop what was read.
+    let from = 0;
+    const chunks: Buffer[] = [];
+    for (;;) {
+      const read = await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=2000`);
+      expect(read.status).toBe(200);
+      expect(read.body.gap).toBeNull();
+      chunks.push(Buffer.from(read.body.data, 'base64'));
+      from = read.body.next;
+      if (read.body.ended) break;
+    }
+    const all = Buffer.concat(chunks).toString();
+    expect(all).toBe(execFileSync('/bin/sh', ['-c', 'seq 1 5000']).toString().replaceAll('\n', '\r\n'));
+    const info = await small.request('GET', `/v1/terminals/${id}`);
+    expect(info.body.output.end).toBe(from);
+    const replay = await small.request('GET', `/v1/terminals/${id}/output?from=${from - 100}`);
+    expect(Buffer.from(replay.body.data, 'base64').toString()).toBe(all.slice(-100));
+    const old = await small.request('GET', `/v1/terminals/${id}/output?from=0`);
+    expect(old.body.gap).toEqual({ from: 0, to: info.body.output.start });
+    expect(old.body.from).toBe(info.body.output.start);
+    await small.close();
+  });
+});
