@@ -35,8 +35,8 @@ async function serve(args: string[], env: Record<string, string> = {}): Promise<
   });
   children.push(child);
   let logs = '';
-  child.stdout!.on('data', (chunk: Buffer) => (logs += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (logs += chunk.toString()));
+  child.stdout.on('data', (chunk: Buffer) => (logs += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (logs += chunk.toString()));
   await waitFor('the daemon to listen', () => /"address":"http:\/\/[^"]+"/.test(logs), 20_000);
   const url = /"address":"(http:\/\/[^"]+)"/.exec(logs)![1]!;
   const tokenFile = /"tokenFile":"([^"]+)"/.exec(logs)![1]!;
@@ -70,7 +70,7 @@ describe('execworld serve', () => {
     expect(daemon.logs()).not.toContain(daemon.token);
     const help = spawn(process.execPath, [BIN, 'serve', '--help'], { stdio: ['ignore', 'pipe', 'inherit'] });
     let text = '';
-    help.stdout!.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    help.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
     await new Promise((resolve) => help.once('exit', resolve));
     expect(text).toContain('--token-file');
     expect(text).toContain('EXECWORLD_PORT');
@@ -79,7 +79,7 @@ describe('execworld serve', () => {
   it('refuses bad settings with a message naming them', async () => {
     const bad = spawn(process.execPath, [BIN, 'serve', '--port', 'eighty'], { stdio: ['ignore', 'ignore', 'pipe'] });
     let text = '';
-    bad.stderr!.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    bad.stderr.on('data', (chunk: Buffer) => (text += chunk.toString()));
     const code = await new Promise((resolve) => bad.once('exit', resolve));
     expect(code).toBe(2);
     expect(text).toMatch(/--port/);
