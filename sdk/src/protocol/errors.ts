@@ -10,7 +10,6 @@ export const ERROR_CATALOG = {
   UNAUTHORIZED: { status: 401, description: 'The bearer token is missing or wrong.' },
   FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade came from an origin that is not allowed.' },
   NOT_FOUND: { status: 404, description: 'No such route, or no such terminal or process for this owner.' },
-  METHOD_NOT_ALLOWED: { status: 405, description: 'The route exists but not with this method.' },
   TERMINAL_EXITED: { status: 409, description: 'The terminal has exited; it takes no input, resize or signal.' },
   PROCESS_EXITED: { status: 409, description: 'The process has exited, or its stdin is closed or not a pipe.' },
   NO_FOREGROUND_GROUP: { status: 409, description: 'The terminal has no foreground process group to signal.' },

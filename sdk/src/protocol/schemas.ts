@@ -234,9 +234,11 @@ export const CollectedRead = z
   .object({ text: z.string(), nextOffset: z.int(), lossy: z.boolean(), spillPath: z.string().optional() })
   .meta({ id: 'CollectedRead', description: "The seam's offset read of a collected stream." });
 
-export const WaitRequest = z.strictObject({
-  timeoutMs: z.int().min(0).max(MAX_WAIT_MS).meta({ description: 'How long to wait for the whole tree to exit.' }),
-});
+export const WaitRequest = z
+  .strictObject({
+    timeoutMs: z.int().min(0).max(MAX_WAIT_MS).meta({ description: 'How long to wait, in milliseconds.' }),
+  })
+  .meta({ id: 'WaitRequest' });
 export const WaitResult = z.object({ treeExited: z.boolean() }).meta({ id: 'WaitResult' });
 
 export const DoneResult = z

@@ -1,0 +1,206 @@
+/**
+ * The OpenAPI 3.1 document of the daemon, made from the operation table and
+ * the zod schemas. `npm run gen:openapi` writes it to `openapi/`; a test fails
+ * when the committed copy is stale.
+ * @module
+ */
+import { z } from 'zod';
+import { ERROR_CATALOG, ErrorBody } from './errors.ts';
+import { ClientMessage, DATA_HEADER_BYTES, ServerMessage, StreamRef, SubscribeParams, SubscribeResult, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX } from './frames.ts';
+import { OPERATION_LIST, type OperationSpec } from './operations.ts';
+import { PROTOCOL_VERSION } from './version.ts';
+
+type Json = Record<string, unknown>;
+
+const componentUri = (id: string): string => `#/components/schemas/${id}`;
+
+function idOf(schema: z.ZodType): string | undefined {
+  return (z.globalRegistry.get(schema) as { id?: string } | undefined)?.id;
+}
+
+function withoutDialect(schema: Json): Json {
+  const { $schema: _schema, $id: _id, ...rest } = schema;
+  return rest;
+}
+
+/** A schema inline, or a reference to its component when it has an id. */
+function schemaOf(schema: z.ZodType): Json {
+  const id = idOf(schema);
+  if (id !== undefined) return { $ref: componentUri(id) };
+  return withoutDialect(z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }));
+}
+
+/** The error answers an operation can give. */
+function errorStatuses(spec: OperationSpec): number[] {
+  if (!spec.auth) return [400, 500];
+  const statuses = new Set<number>([400, 401, 500, 503]);
+  if (spec.path.includes('{id}')) statuses.add(404);
+  if (spec.method === 'POST') {
+    statuses.add(413);
+    statuses.add(415);
+  }
+  if (spec.name.endsWith('.create')) {
+    statuses.add(422);
+    statuses.add(429);
+  }
+  if (/\.(input|resize|signal|stdin|closeStdin|output|collected)$/.test(spec.name)) statuses.add(409);
+  if (spec.name === 'terminal.create') statuses.add(501);
+  return [...statuses].sort((a, b) => a - b);
+}
+
+function codesWithStatus(status: number): string {
+  return Object.entries(ERROR_CATALOG)
+    .filter(([, entry]) => entry.status === status)
+    .map(([code]) => code)
+    .join(', ');
+}
+
+function operationObject(spec: OperationSpec): Json {
+  const parameters: Json[] = Object.entries(spec.params).map(([name, schema]) => ({
+    name,
+    in: 'path',
+    required: true,
+    schema: schemaOf(schema),
+  }));
+  const shape = spec.input.shape as Record<string, z.ZodType>;
+  if (spec.method !== 'POST') {
+    for (const [name, field] of Object.entries(shape)) {
+      const optional = field instanceof z.ZodOptional;
+      const inner = optional ? (field as z.ZodOptional<z.ZodType>).unwrap() : field;
+      const json = schemaOf(inner);
+      const { description, ...schema } = json as Json & { description?: string };
+      parameters.push({ name, in: 'query', required: !optional, ...(description === undefined ? {} : { description }), schema });
+    }
+  }
+  const responses: Json = {
+    [String(spec.status)]: { description: spec.summary, content: { 'application/json': { schema: schemaOf(spec.result) } } },
+  };
+  for (const status of errorStatuses(spec)) {
+    responses[String(status)] = { description: codesWithStatus(status), content: { 'application/json': { schema: { $ref: componentUri('Error') } } } };
+  }
+  const hasBody = spec.method === 'POST' && Object.keys(shape).length > 0;
+  return {
+    operationId: spec.name,
+    summary: spec.summary,
+    description: `Also available on the WebSocket as the call \`${spec.name}\`.`,
+    tags: [spec.name.split('.')[0]],
+    ...(spec.auth ? {} : { security: [] }),
+    ...(parameters.length === 0 ? {} : { parameters }),
+    ...(hasBody ? { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(spec.input) } } } } : {}),
+    responses,
+  };
+}
+
+const WEBSOCKET_DESCRIPTION = `One multiplexed WebSocket per client (subprotocol \`${WS_SUBPROTOCOL}\`, which the client must offer).
+Authenticate with \`Authorization: Bearer <token>\`, or, from a browser, by also offering the subprotocol
+\`${WS_TOKEN_PROTOCOL_PREFIX}<base64url(token)>\`. A browser's Origin must be in the allowed origins.
+
+Text messages are JSON; their schemas (ClientMessage, ServerMessage, SubscribeParams, SubscribeResult) are in
+\`websocket.schema.json\` beside this document:
+
+- \`{"t":"call","id":1,"op":"terminal.create","params":{...}}\` calls any operation of this document by its
+  operationId; params are its path parameters and body or query fields in one object. The answer is
+  \`{"t":"result","id":1,"result":...}\` or \`{"t":"error","id":1,"error":{"code","message"}}\`. Calls may wait
+  without bound (for example \`terminal.done\`); closing the socket cancels them.
+- \`{"t":"subscribe","id":2,"params":SubscribeParams}\` streams a terminal's output or a process's stdout/stderr
+  from a byte offset; the result (SubscribeResult) names the subscription and reports a gap when the offset is
+  older than the retained output.
+- \`{"t":"ack","sub":1,"offset":N}\` says the client has every byte before N. The daemon never has more than the
+  subscription's window of bytes sent beyond the last ack, and a stream nobody acknowledges fills its ring and
+  pauses its program: flow control reaches the child.
+- \`{"t":"unsubscribe","id":3,"sub":1}\` stops a subscription.
+
+The daemon sends stream bytes as binary frames of a ${DATA_HEADER_BYTES}-byte header and the payload: byte 0 is 1 (data),
+bytes 1-4 the subscription id (uint32 big-endian), bytes 5-12 the byte offset of the payload's first byte
+(uint64 big-endian). \`{"t":"end","sub","offset"}\` follows the last frame of a stream that ended;
+\`{"t":"gap","sub","from","to"}\` reports bytes a collected stream dropped before they could be sent.
+The daemon pings every heartbeat interval and drops a peer that misses two. Closing the socket only detaches:
+terminals and processes run on, and a later connection resumes from any retained offset.`;
+
+/** Schemas of the WebSocket messages only; they live in websocket.schema.json, not among the REST components. */
+const WEBSOCKET_SCHEMAS = [ClientMessage, ServerMessage, SubscribeParams, SubscribeResult, StreamRef];
+
+/** Every schema with an id, as JSON Schema, with references made by `uri`. */
+function registeredSchemas(uri: (id: string) => string): Record<string, Json> {
+  void ErrorBody;
+  const converted = z.toJSONSchema(z.globalRegistry, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any', uri }) as {
+    schemas: Record<string, Json>;
+  };
+  return Object.fromEntries(
+    Object.entries(converted.schemas)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([id, schema]) => [id, withoutDialect(schema)]),
+  );
+}
+
+/** The JSON Schema of the WebSocket messages of `GET /v1/connect`. */
+export function buildWebSocketSchema(): Json {
+  const all = registeredSchemas((id) => `#/$defs/${id}`);
+  const wanted = new Set(WEBSOCKET_SCHEMAS.map((schema) => idOf(schema)!));
+  // Keep the message schemas and whatever they refer to.
+  const keep = new Set<string>();
+  const visit = (id: string): void => {
+    if (keep.has(id) || all[id] === undefined) return;
+    keep.add(id);
+    for (const match of JSON.stringify(all[id]).matchAll(/"#\/\$defs\/([A-Za-z0-9]+)"/g)) visit(match[1]!);
+  };
+  for (const id of wanted) visit(id);
+  return {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    $id: 'https://execworld.dev/schemas/websocket.schema.json',
+    title: 'execworld WebSocket messages',
+    description: `Messages of GET /v1/connect, protocol version ${PROTOCOL_VERSION}. Text messages are JSON; stream bytes are binary data frames (see openapi.json, operation connect).`,
+    $defs: Object.fromEntries([...keep].sort().map((id) => [id, all[id]!])),
+  };
+}
+
+export function buildOpenApiDocument(version: string): Json {
+  const websocketOnly = new Set(WEBSOCKET_SCHEMAS.map((schema) => idOf(schema)));
+  const schemas = Object.fromEntries(Object.entries(registeredSchemas(componentUri)).filter(([id]) => !websocketOnly.has(id)));
+  const paths: Record<string, Json> = {};
+  for (const spec of OPERATION_LIST) {
+    const path = (paths[spec.path] ??= {});
+    path[spec.method.toLowerCase()] = operationObject(spec);
+  }
+  paths['/v1/connect'] = {
+    get: {
+      operationId: 'connect',
+      summary: 'The multiplexed WebSocket',
+      description: WEBSOCKET_DESCRIPTION,
+      tags: ['websocket'],
+      parameters: [
+        { name: 'Upgrade', in: 'header', required: true, schema: { const: 'websocket' } },
+        { name: 'Sec-WebSocket-Protocol', in: 'header', required: true, schema: { type: 'string' }, description: `Must offer ${WS_SUBPROTOCOL}.` },
+      ],
+      responses: {
+        '101': { description: 'Switching protocols' },
+        '401': { description: codesWithStatus(401), content: { 'application/json': { schema: { $ref: componentUri('Error') } } } },
+        '403': { description: codesWithStatus(403), content: { 'application/json': { schema: { $ref: componentUri('Error') } } } },
+      },
+    },
+  };
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'execworld',
+      version,
+      summary: 'Processes and interactive terminals of an execution world, over HTTP and WebSocket.',
+      description: `Wire protocol version ${PROTOCOL_VERSION}. Every answer that is not a success is an Error with a stable code.`,
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
+    servers: [{ url: 'http://127.0.0.1:7878', description: 'a local daemon on its default address' }],
+    security: [{ bearer: [] }],
+    tags: [
+      { name: 'health', description: 'Status and capabilities' },
+      { name: 'executable', description: 'Executable lookup' },
+      { name: 'terminal', description: 'Processes on terminals' },
+      { name: 'process', description: 'Managed process trees' },
+      { name: 'websocket', description: 'The multiplexed connection' },
+    ],
+    paths,
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A token from the daemon token file.' } },
+      schemas,
+    },
+  };
+}
