@@ -5,9 +5,12 @@
  *
  *   npm run bench -- --rounds 5 --only echo,bulk --quick
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { startDaemon } from './lib/daemon.ts';
+import { idleTerminals, isolation, stallDaemon, stallRelay } from './lib/daemon-workloads.ts';
 import { dshLocalPeer, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
+import { daemonRestPeer, daemonWsPeer, relayPeer, startRelay } from './lib/remote-peers.ts';
 import { fmt, median, printTable, RoundTable, spread } from './lib/stats.ts';
 import { bulk, bulkBytes, closeIdle, echo, inspect, promptMs, ptyCeilingMbps, tail } from './lib/terminal-workloads.ts';
 
@@ -15,6 +18,7 @@ const { values: args } = parseArgs({
   options: {
     rounds: { type: 'string', default: '5' },
     only: { type: 'string' },
+    peers: { type: 'string' },
     quick: { type: 'boolean', default: false },
   },
 });
@@ -29,7 +33,22 @@ const PROMPT_RUNS = quick ? 3 : 10;
 const ECHO_MEASURED = quick ? 500 : 2000;
 const CLOSE_RUNS = 2;
 
-const peers: TerminalPeer[] = [localPeer(), await dshLocalPeer(), nodePtyPeer()];
+const daemon = await startDaemon();
+const relay = await startRelay();
+const allPeers: TerminalPeer[] = [localPeer(), await dshLocalPeer(), nodePtyPeer(), relayPeer(relay), await daemonWsPeer(daemon), daemonRestPeer(daemon)];
+const wanted = args.peers === undefined ? undefined : new Set(args.peers.split(','));
+const peers = allPeers.filter((peer) => wanted === undefined || wanted.has(peer.name) || peer.name === 'local');
+/** CPU seconds of the process serving a peer's terminals, for CPU per MB. */
+const serverCpu: Record<string, () => number> = {
+  local: () => process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6,
+  'daemon-ws': () => daemon.cpuSeconds(),
+  'daemon-rest': () => daemon.cpuSeconds(),
+  'ws-relay': () => relayCpuSeconds(),
+};
+function relayCpuSeconds(): number {
+  const fields = readFileSync(`/proc/${relay.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
 const results: Record<string, unknown> = { rounds, quick, date: new Date().toISOString() };
 
 /** The peers in a different order each round, so none always runs first. */
@@ -87,11 +106,15 @@ if (enabled('echo')) {
 
 if (enabled('bulk')) {
   const table = new RoundTable();
+  const cpuPerMb = new RoundTable();
   const complete = new Map<string, number>();
   for (let round = 0; round < rounds; round += 1) {
     table.add('pty-ceiling', ptyCeilingMbps(BULK_INPUT));
     for (const peer of rotation(round)) {
+      const cpu = serverCpu[peer.name];
+      const cpuBefore = cpu?.() ?? 0;
       const figures = await bulk(peer, BULK_INPUT);
+      if (cpu !== undefined) cpuPerMb.add(peer.name, ((cpu() - cpuBefore) * 1000) / (bulkBytes(BULK_INPUT) / 1e6));
       table.add(peer.name, figures.mbps);
       complete.set(peer.name, (complete.get(peer.name) ?? 0) + (figures.complete ? 1 : 0));
     }
@@ -102,8 +125,10 @@ if (enabled('bulk')) {
     ratioCell(table, name),
     name === 'pty-ceiling' ? '' : ratioCell(table, name, 'pty-ceiling'),
     name === 'pty-ceiling' ? '' : `${complete.get(name) ?? 0}/${rounds}`,
+    cpuPerMb.values(name).length === 0 ? '' : spread(cpuPerMb.values(name), 1),
+    cpuPerMb.values(name).length === 0 || name === 'ws-relay' || cpuPerMb.values('ws-relay').length === 0 ? '' : ratioCell(cpuPerMb, name, 'ws-relay'),
   ]);
-  printTable(`B2 bulk: ${(bulkBytes(BULK_INPUT) / 1e6).toFixed(1)} MB through the terminal (MB/s)`, ['peer', 'MB/s', 'ratio vs local', 'ratio vs PTY ceiling', 'complete'], rows);
+  printTable(`B2 bulk: ${(bulkBytes(BULK_INPUT) / 1e6).toFixed(1)} MB through the terminal (MB/s)`, ['peer', 'MB/s', 'ratio vs local', 'ratio vs PTY ceiling', 'complete', 'server CPU ms/MB', 'CPU ratio vs ws-relay'], rows);
   results.bulk = Object.fromEntries([...names, 'pty-ceiling'].map((name) => [name, table.values(name)]));
 }
 
@@ -135,7 +160,58 @@ if (enabled('close')) {
   results.close = Object.fromEntries(names.map((name) => [name, table.values(name)]));
 }
 
-for (const peer of peers) await peer.dispose();
+if (enabled('stall')) {
+  const sessions = 4;
+  const input = quick ? 30_000_000 : 100_000_000;
+  const stallMs = 3000;
+  const figures = { daemon: [] as Awaited<ReturnType<typeof stallDaemon>>[], relay: [] as Awaited<ReturnType<typeof stallRelay>>[] };
+  for (let round = 0; round < Math.min(rounds, 3); round += 1) {
+    figures.daemon.push(await stallDaemon(daemon, sessions, input, stallMs));
+    figures.relay.push(await stallRelay(relay, sessions, input, stallMs));
+  }
+  const row = (name: string, list: { rssGrowthPerSessionMiB: number; rssPeakMiB: number; blocked: boolean; complete: boolean; wallSeconds: number }[]) => [
+    name,
+    spread(list.map((f) => f.rssGrowthPerSessionMiB), 2),
+    spread(list.map((f) => f.rssPeakMiB), 1),
+    list.every((f) => f.blocked) ? 'yes' : 'no',
+    `${list.filter((f) => f.complete).length}/${list.length}`,
+    spread(list.map((f) => f.wallSeconds), 2),
+  ];
+  printTable(`B5 stalled consumers: ${sessions} sessions × ${(bulkBytes(input) / 1e6).toFixed(0)} MB, reading stops after 10 MB for ${stallMs / 1000} s`, ['server', 'RSS growth during the stall per session (MiB)', 'RSS peak (MiB)', 'producer blocked', 'complete', 'wall (s)'], [row('daemon-ws', figures.daemon), row('ws-relay', figures.relay)]);
+  results.stall = figures;
+}
+
+if (enabled('isolation')) {
+  const table: string[][] = [];
+  const trips = quick ? 300 : 1000;
+  const raw: Record<string, unknown> = {};
+  for (const healthy of [1, 10]) {
+    const unloaded: number[] = [];
+    const loaded: number[] = [];
+    for (let round = 0; round < Math.min(rounds, 3); round += 1) {
+      unloaded.push((await isolation(daemon, healthy, false, trips)).p99);
+      loaded.push((await isolation(daemon, healthy, true, trips)).p99);
+    }
+    const ratios = loaded.map((value, index) => value / unloaded[index]!);
+    table.push([String(healthy), spread(unloaded), spread(loaded), `${fmt(median(ratios), 2)}× [${fmt(Math.min(...ratios), 2)}–${fmt(Math.max(...ratios), 2)}]`]);
+    raw[healthy] = { unloaded, loaded };
+  }
+  printTable('B7 isolation: echo p99 of healthy sessions on one connection, without and with a stalled bulk session beside them (ms)', ['healthy sessions', 'p99 unloaded', 'p99 with one stalled', 'ratio'], table);
+  results.isolation = raw;
+}
+
+if (enabled('idle')) {
+  // A fresh daemon: the heap of one that just streamed gigabytes says nothing about idle terminals.
+  const fresh = await startDaemon();
+  const figures = await idleTerminals(fresh, 100);
+  await fresh.stop();
+  printTable('daemon memory with 100 idle bash terminals', ['daemon RSS (MiB)', 'per terminal (KiB)'], [[fmt(figures.totalMiB, 1), fmt(figures.perTerminalKiB, 0)]]);
+  results.idle = figures;
+}
+
+for (const peer of allPeers) await peer.dispose();
+await daemon.stop();
+await relay.stop();
 mkdirSync('.bench', { recursive: true });
 writeFileSync('.bench/latest.json', `${JSON.stringify(results, null, 2)}\n`);
 console.log('\nraw figures: .bench/latest.json');

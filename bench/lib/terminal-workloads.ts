@@ -186,5 +186,6 @@ export async function closeIdle(peer: TerminalPeer): Promise<{ ms: number; lefto
   const started = nowMs();
   await session.close();
   const ms = nowMs() - started;
-  return { ms, leftovers: sessionMembers(session.pid) };
+  // A peer without a pid (the relay's terminal is in another process) cannot be checked here.
+  return { ms, leftovers: session.pid > 0 ? sessionMembers(session.pid) : Number.NaN };
 }
