@@ -184,9 +184,12 @@ export function buildApp(options: AppOptions): Daemon {
           if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ServiceError('INVALID_ARGUMENT', 'the request body must be a JSON object');
           const validated = bound.schema.safeParse({ ...(request.params as object), ...input });
           if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, spec.method === 'GET' ? 'query' : 'body'));
+          // The caller went away when the response closes before it was sent. (A request's own
+          // 'close' only means its body was read.)
           const aborted = new AbortController();
-          request.raw.once('close', () => aborted.abort());
-          reply.raw.once('close', () => aborted.abort());
+          reply.raw.once('close', () => {
+            if (!reply.raw.writableEnded) aborted.abort();
+          });
           const ctx: CallContext = { owner: request.owner, registry, version, signal: aborted.signal, unbounded: false };
           const result = await bound.handler(ctx, validated.data);
           return reply.code(spec.status).send(result);

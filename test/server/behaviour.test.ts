@@ -1,0 +1,195 @@
+/**
+ * The daemon's own behaviour: processes end to end, limits, retention of exit
+ * facts, heartbeats, idempotent retries, and TLS.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { sleep, waitFor } from '../helpers/wait.ts';
+
+let daemon: TestDaemon;
+beforeAll(async () => {
+  daemon = await startDaemon();
+});
+afterAll(() => daemon.close());
+
+const decode = (read: { data: string }): string => Buffer.from(read.data, 'base64').toString('utf8');
+
+describe('processes over REST', () => {
+  it('runs a pipe-mode process: stdin writes and close, stdout from offsets, done, the whole tree', async () => {
+    const created = await daemon.request('POST', '/v1/processes', {
+      body: { argv: ['/bin/sh', '-c', 'tr a-z A-Z; echo done >&2; exit 5'], cwd: '/tmp', stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ status: 'running', stdin: 'pipe', stdinOpen: true, stdout: { mode: 'pipe' } });
+    const id = created.body.id as string;
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', seq: 1 } })).body).toEqual({ applied: true, seq: 1 });
+    // A retried write with the same seq is not applied again.
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', seq: 1 } })).body).toEqual({ applied: false, seq: 1 });
+    await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: Buffer.from('world\n').toString('base64'), encoding: 'base64', seq: 2 } });
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin/close`)).status).toBe(200);
+    const done = await daemon.request('GET', `/v1/processes/${id}/done`);
+    expect(done.body).toEqual({ settled: true, exit: { exitCode: 5, signal: null }, error: null });
+    expect(decode((await daemon.request('GET', `/v1/processes/${id}/output/stdout?from=0`)).body)).toBe('HELLO WORLD\n');
+    expect(decode((await daemon.request('GET', `/v1/processes/${id}/output/stderr?from=0`)).body)).toBe('done\n');
+    expect(decode((await daemon.request('GET', `/v1/processes/${id}/output/stdout?from=6`)).body)).toBe('WORLD\n');
+    expect((await daemon.request('POST', `/v1/processes/${id}/wait`, { body: { timeoutMs: 5000 } })).body).toEqual({ treeExited: true });
+    const info = await daemon.request('GET', `/v1/processes/${id}`);
+    expect(info.body).toMatchObject({ status: 'exited', exit: { exitCode: 5 }, treeExited: true, stdinOpen: false });
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'late' } })).body.error.code).toBe('PROCESS_EXITED');
+  });
+
+  it("serves the seam's collected reads with tail, spill path and the lossy flag", async () => {
+    const created = await daemon.request('POST', '/v1/processes', {
+      body: {
+        argv: ['/bin/sh', '-c', 'i=1; while [ $i -le 200 ]; do printf "line-%04d\\n" $i; i=$((i+1)); done'],
+        cwd: '/tmp',
+        stdio: { stdin: 'ignore', stdout: { maxBytes: 500, spill: { maxBytes: 100000 } }, stderr: { maxBytes: 100 } },
+        graceMs: 1000,
+      },
+    });
+    const id = created.body.id as string;
+    await daemon.request('GET', `/v1/processes/${id}/done`);
+    const read = await daemon.request('GET', `/v1/processes/${id}/collected/stdout?from=0`);
+    expect(read.body).toMatchObject({ nextOffset: 2000, lossy: true, spillPath: expect.stringMatching(/execworld-.*-stdout\.log$/) });
+    expect(read.body.text).toContain('line-0200');
+    expect(read.body.text).not.toContain('line-0001');
+    expect(readFileSync(read.body.spillPath as string, 'utf8')).toContain('line-0001');
+    const bytes = await daemon.request('GET', `/v1/processes/${id}/output/stdout?from=0`);
+    expect(bytes.body.gap).toEqual({ from: 0, to: 1500 });
+    expect((await daemon.request('GET', `/v1/processes/${id}`)).body.stdout).toMatchObject({ mode: 'collect', start: 1500, end: 2000, ended: true, spillPath: read.body.spillPath });
+  });
+
+  it('reports a failed spawn as the process status, not as a request failure', async () => {
+    const created = await daemon.request('POST', '/v1/processes', {
+      body: { argv: ['/definitely/missing/program'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+    });
+    expect(created.status).toBe(201);
+    const done = await daemon.request('GET', `/v1/processes/${created.body.id}/done`);
+    expect(done.body).toMatchObject({ settled: true, exit: null, error: { code: 'ENOENT' } });
+    expect((await daemon.request('GET', `/v1/processes/${created.body.id}`)).body.status).toBe('failed');
+  });
+
+  it('applies env entries and null tombstones over the scrubbed daemon environment', async () => {
+    process.env.EXECWORLD_TEST_AMBIENT = 'ambient';
+    process.env.EXECWORLD_TEST_SECRET = 'hidden';
+    const created = await daemon.request('POST', '/v1/processes', {
+      body: {
+        argv: ['/bin/sh', '-c', 'echo "${EXECWORLD_TEST_AMBIENT:-gone} ${EXECWORLD_TEST_SECRET:-scrubbed} $EXTRA"'],
+        cwd: '/tmp',
+        env: { EXECWORLD_TEST_AMBIENT: null, EXTRA: 'set' },
+        stdio: { stdin: 'ignore', stdout: { maxBytes: 1000 }, stderr: 'pipe' },
+        graceMs: 1000,
+      },
+    });
+    await daemon.request('GET', `/v1/processes/${created.body.id}/done`);
+    expect((await daemon.request('GET', `/v1/processes/${created.body.id}/collected/stdout?from=0`)).body.text).toBe('gone scrubbed set\n');
+  });
+
+  it('resolves executables in the execution world', async () => {
+    expect((await daemon.request('POST', '/v1/executables/resolve', { body: { command: 'sh' } })).body.path).toMatch(/\/sh$/);
+    const missing = await daemon.request('POST', '/v1/executables/resolve', { body: { command: 'definitely-missing' } });
+    expect(missing.status).toBe(422);
+    expect(missing.body.error.code).toBe('EXECUTABLE_NOT_FOUND');
+    expect((await daemon.request('POST', '/v1/executables/resolve', { body: { command: './relative' } })).status).toBe(400);
+  });
+});
+
+describe('terminals over REST', () => {
+  it('applies input once per seq, resizes, and reports its foreground', async () => {
+    const created = await daemon.request('POST', '/v1/terminals', {
+      body: { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', env: { PS1: '$ ' }, rows: 24, cols: 80, graceMs: 1000 },
+    });
+    const id = created.body.id as string;
+    await waitFor('the prompt', async () => (await daemon.request('GET', `/v1/terminals/${id}/foreground`)).body.foreground?.inputWaiting === true);
+    expect((await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'echo one\r', seq: 1 } })).body.applied).toBe(true);
+    expect((await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'echo one\r', seq: 1 } })).body.applied).toBe(false);
+    expect((await daemon.request('POST', `/v1/terminals/${id}/resize`, { body: { rows: 30, cols: 100 } })).body).toMatchObject({ rows: 30, cols: 100 });
+    await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'stty size\r', seq: 2 } });
+    await waitFor('stty', async () => decode((await daemon.request('GET', `/v1/terminals/${id}/output?from=0`)).body).includes('30 100'));
+    const text = decode((await daemon.request('GET', `/v1/terminals/${id}/output?from=0`)).body);
+    expect(text.match(/\r\none\r\n/g)).toHaveLength(1);
+    const terminated = await daemon.request('POST', `/v1/terminals/${id}/terminate`);
+    expect(terminated.body).toMatchObject({ status: 'exited', closed: true, exit: { signal: 'SIGHUP' } });
+  });
+
+  it('long-polls output until bytes arrive', async () => {
+    const created = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'sleep 0.3; echo late'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
+    const started = Date.now();
+    const read = await daemon.request('GET', `/v1/terminals/${created.body.id}/output?from=0&waitMs=5000`);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(200);
+    expect(decode(read.body)).toContain('late');
+  });
+});
+
+describe('limits and retention', () => {
+  it('answers 429 past the per-owner limit, and counts only running sessions', async () => {
+    const limited = await startDaemon({ maxSessionsPerOwner: 2 });
+    const spec = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
+    const a = await limited.request('POST', '/v1/terminals', { body: spec });
+    await limited.request('POST', '/v1/terminals', { body: spec });
+    const third = await limited.request('POST', '/v1/terminals', { body: spec });
+    expect(third.status).toBe(429);
+    expect(third.body.error.code).toBe('LIMIT_EXCEEDED');
+    await limited.request('POST', `/v1/terminals/${a.body.id}/terminate`);
+    expect((await limited.request('POST', '/v1/terminals', { body: spec })).status).toBe(201);
+    await limited.close();
+  });
+
+  it('keeps exit facts for the retention period, then forgets the session', async () => {
+    const short = await startDaemon({ retentionMs: 300 });
+    const created = await short.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
+    await short.request('GET', `/v1/terminals/${created.body.id}/done`);
+    await waitFor('the session to be closed', async () => (await short.request('GET', `/v1/terminals/${created.body.id}`)).body.closed === true);
+    expect((await short.request('GET', `/v1/terminals/${created.body.id}`)).body.exit).toEqual({ exitCode: 9, signal: null });
+    await sleep(600);
+    expect((await short.request('GET', `/v1/terminals/${created.body.id}`)).status).toBe(404);
+    await short.close();
+  });
+
+  it('keeps a session running after its client disconnects', async () => {
+    const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
+    const info = await socket.call('terminal.create', { argv: ['/bin/sh', '-c', 'sleep 0.5; echo survived'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
+    socket.socket.terminate();
+    const done = await daemon.request('GET', `/v1/terminals/${info.id}/done`);
+    expect(done.body.exit).toEqual({ exitCode: 0, signal: null });
+    expect(decode((await daemon.request('GET', `/v1/terminals/${info.id}/output?from=0`)).body)).toContain('survived');
+  });
+});
+
+describe('heartbeats', () => {
+  it('drops a peer that stops answering pings', async () => {
+    const quick = await startDaemon({ heartbeatMs: 100 });
+    const socket = await TestSocket.open(quick.wsUrl, { token: ALICE });
+    // Stop reading: pings go unanswered.
+    (socket.socket as unknown as { _socket: { pause(): void } })._socket.pause();
+    await waitFor('the daemon to drop the connection', () => quick.daemon.hub.connections === 0, 3000);
+    await quick.close();
+  });
+});
+
+describe('TLS', () => {
+  it('serves HTTPS with a given certificate and key', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'execworld-tls-'));
+    const cert = join(dir, 'cert.pem');
+    const key = join(dir, 'key.pem');
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-days', '1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
+    expect(secure.url).toMatch(/^https:/);
+    const body = await new Promise<string>((resolve, reject) => {
+      const request = httpsRequest(`${secure.url}/v1/health`, { ca: readFileSync(cert) }, (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        response.on('end', () => resolve(text));
+      });
+      request.on('error', reject);
+      request.end();
+    });
+    expect(JSON.parse(body)).toMatchObject({ status: 'ok' });
+    await secure.close();
+  });
+});

@@ -1,0 +1,82 @@
+import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadTokens, parseTokenFile, TokenTable } from '../../service/src/server/auth.ts';
+import { ConfigError, DEFAULT_CONFIG, loadConfig, serveHelp } from '../../service/src/server/config.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'execworld-config-'));
+
+describe('loadConfig', () => {
+  it('has finite, loopback defaults', () => {
+    expect(loadConfig([], {}).config).toEqual(DEFAULT_CONFIG);
+    expect(DEFAULT_CONFIG.host).toBe('127.0.0.1');
+    for (const key of ['maxBodyBytes', 'maxFrameBytes', 'maxSessionsPerOwner', 'ringBytes', 'retentionMs'] as const) {
+      expect(Number.isFinite(DEFAULT_CONFIG[key])).toBe(true);
+    }
+  });
+
+  it('takes a file, then the environment, then flags', () => {
+    const file = join(dir, 'config.json');
+    writeFileSync(file, JSON.stringify({ port: 1111, ringBytes: 2048, logLevel: 'debug' }));
+    const { config } = loadConfig(['--config', file, '--port', '3333'], { EXECWORLD_PORT: '2222', EXECWORLD_RING_BYTES: '4096', EXECWORLD_ALLOWED_ORIGINS: 'http://a.example, http://b.example' });
+    expect(config).toMatchObject({ port: 3333, ringBytes: 4096, logLevel: 'debug', allowedOrigins: ['http://a.example', 'http://b.example'] });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(loadConfig(['--allowed-origin', 'http://x.example', '--allowed-origin', 'http://y.example'], {}).config.allowedOrigins).toEqual(['http://x.example', 'http://y.example']);
+  });
+
+  it('names the setting and its source when a value is bad', () => {
+    expect(() => loadConfig(['--port', '70000'], {})).toThrow(/--port/);
+    expect(() => loadConfig([], { EXECWORLD_RING_BYTES: '-1' })).toThrow(/EXECWORLD_RING_BYTES/);
+    expect(() => loadConfig(['--log-level', 'loud'], {})).toThrow(ConfigError);
+    expect(() => loadConfig(['--bogus'], {})).toThrow(/bogus/);
+    expect(() => loadConfig(['--tls-cert', '/x.pem'], {})).toThrow(/go together/);
+    const file = join(dir, 'unknown.json');
+    writeFileSync(file, JSON.stringify({ porttt: 1 }));
+    expect(() => loadConfig(['--config', file], {})).toThrow(/unknown setting porttt/);
+    writeFileSync(file, '{ nope');
+    expect(() => loadConfig(['--config', file], {})).toThrow(/cannot read config file/);
+  });
+
+  it('documents every flag with its environment variable', () => {
+    const help = serveHelp();
+    for (const flag of ['--host', '--port', '--token-file', '--tls-cert', '--log-level', '--max-sessions', '--ring-bytes']) expect(help).toContain(flag);
+    expect(loadConfig(['--help'], {}).help).toBe(true);
+  });
+});
+
+describe('tokens', () => {
+  it('reads a bare token or owner lines, and refuses short tokens and bad lines', () => {
+    expect(parseTokenFile('0123456789abcdefXYZ\n', 'f')).toEqual([{ owner: 'default', token: '0123456789abcdefXYZ' }]);
+    expect(parseTokenFile('# team\n\nalice 0123456789abcdef01\nbob   fedcba9876543210ff\n', 'f')).toEqual([
+      { owner: 'alice', token: '0123456789abcdef01' },
+      { owner: 'bob', token: 'fedcba9876543210ff' },
+    ]);
+    expect(() => parseTokenFile('short', 'f')).toThrow(/shorter than 16/);
+    expect(() => parseTokenFile('a b c', 'f')).toThrow(/line 1/);
+    expect(() => parseTokenFile('\n# nothing\n', 'f')).toThrow(/no token/);
+  });
+
+  it('maps tokens to owners and nothing else to anyone', () => {
+    const table = new TokenTable([{ owner: 'alice', token: 'alice-token-000000000' }, { owner: 'bob', token: 'bob-token-0000000000' }], 'test');
+    expect(table.ownerOf('alice-token-000000000')).toBe('alice');
+    expect(table.ownerOf('bob-token-0000000000')).toBe('bob');
+    expect(table.ownerOf('alice-token-00000000')).toBeUndefined();
+    expect(table.ownerOf('')).toBeUndefined();
+    expect(table.ownerOf(undefined)).toBeUndefined();
+  });
+
+  it('generates a user-only token once, reuses it, and refuses a token file others can read', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'execworld-token-')), 'sub', 'token');
+    const first = loadTokens(undefined, file);
+    expect(first.generated).toBe(true);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(statSync(join(file, '..')).mode & 0o777).toBe(0o700);
+    const second = loadTokens(undefined, file);
+    expect(second.generated).toBe(false);
+    expect(second.table.owners).toEqual(['default']);
+    const open = join(dir, 'open-token');
+    writeFileSync(open, 'alice 0123456789abcdef01\n', { mode: 0o644 });
+    expect(() => loadTokens(open, file)).toThrow(/readable by other users/);
+  });
+});

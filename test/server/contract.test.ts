@@ -1,0 +1,102 @@
+/**
+ * A tour of the operation table with valid calls: each operation, over REST
+ * and over the WebSocket, answers with its success status and a result that
+ * parses with its result schema. A new operation without an entry here fails.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OPERATION_LIST, type OperationSpec } from '@execworld/sdk/protocol';
+import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+
+let daemon: TestDaemon;
+let socket: TestSocket;
+const ids = { terminal: '', process: '' };
+
+beforeAll(async () => {
+  daemon = await startDaemon();
+  socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
+});
+afterAll(async () => {
+  socket.close();
+  await daemon.close();
+});
+
+const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
+const PROCESS = { argv: ['/bin/cat'], cwd: '/tmp', stdio: { stdin: 'pipe', stdout: 'pipe', stderr: { maxBytes: 1000 } }, graceMs: 500 };
+
+/** Valid parameters per operation, made fresh for each call (creates make new sessions). */
+const FIXTURES: Record<string, () => Record<string, unknown>> = {
+  'health.get': () => ({}),
+  'executable.resolve': () => ({ command: 'sh' }),
+  'terminal.create': () => TERMINAL,
+  'terminal.list': () => ({}),
+  'terminal.get': () => ({ id: ids.terminal }),
+  'terminal.input': () => ({ id: ids.terminal, data: 'x' }),
+  'terminal.resize': () => ({ id: ids.terminal, rows: 30, cols: 90 }),
+  'terminal.foreground': () => ({ id: ids.terminal }),
+  'terminal.signal': () => ({ id: ids.terminal, signal: 'SIGTSTP' }),
+  'terminal.output': () => ({ id: ids.terminal, from: 0 }),
+  'terminal.done': () => ({ id: ids.terminal, timeoutMs: 10 }),
+  'terminal.terminate': () => ({ id: ids.terminal }),
+  'terminal.delete': () => ({ id: ids.terminal }),
+  'process.create': () => PROCESS,
+  'process.list': () => ({}),
+  'process.get': () => ({ id: ids.process }),
+  'process.stdin': () => ({ id: ids.process, data: 'x' }),
+  'process.closeStdin': () => ({ id: ids.process }),
+  'process.output': () => ({ id: ids.process, stream: 'stdout', from: 0 }),
+  'process.collected': () => ({ id: ids.process, stream: 'stderr', from: 0 }),
+  'process.done': () => ({ id: ids.process, timeoutMs: 10 }),
+  'process.wait': () => ({ id: ids.process, timeoutMs: 10 }),
+  'process.terminate': () => ({ id: ids.process }),
+  'process.delete': () => ({ id: ids.process }),
+};
+
+/** Runs the operations in table order, so a session exists before it is used and ends last. */
+const ORDER = [...OPERATION_LIST].sort((a, b) => rank(a) - rank(b));
+function rank(spec: OperationSpec): number {
+  if (spec.name.endsWith('.create')) return 0;
+  if (spec.name.endsWith('.closeStdin')) return 2;
+  if (spec.name.endsWith('.terminate')) return 3;
+  if (spec.name.endsWith('.delete')) return 4;
+  return 1;
+}
+
+function restCall(spec: OperationSpec, params: Record<string, unknown>) {
+  let path = spec.path;
+  const rest: Record<string, unknown> = { ...params };
+  for (const name of Object.keys(spec.params)) {
+    path = path.replace(`{${name}}`, String(rest[name]));
+    delete rest[name];
+  }
+  if (spec.method === 'GET') {
+    const query = new URLSearchParams(Object.fromEntries(Object.entries(rest).map(([key, value]) => [key, String(value)])));
+    return daemon.request('GET', `${path}${query.size > 0 ? `?${query.toString()}` : ''}`);
+  }
+  return daemon.request(spec.method, path, spec.method === 'POST' ? { body: rest } : {});
+}
+
+describe('operation contract', () => {
+  it('has a valid call for every operation', () => {
+    expect(Object.keys(FIXTURES).sort()).toEqual(OPERATION_LIST.map((spec) => spec.name).sort());
+  });
+
+  it.each(['rest', 'websocket'] as const)('answers every operation over %s with its result schema', async (transport) => {
+    for (const spec of ORDER) {
+      const params = FIXTURES[spec.name]!();
+      let result: unknown;
+      if (transport === 'rest') {
+        const response = await restCall(spec, params);
+        expect(response.status, `${spec.name}: ${JSON.stringify(response.body)}`).toBe(spec.status);
+        result = response.body;
+      } else {
+        result = await socket.call(spec.name, params).catch((error: Error) => {
+          throw new Error(`${spec.name}: ${error.message}`);
+        });
+      }
+      const parsed = spec.result.safeParse(result);
+      expect(parsed.success, `${spec.name} result ${JSON.stringify(result)}`).toBe(true);
+      if (spec.name === 'terminal.create') ids.terminal = (result as { id: string }).id;
+      if (spec.name === 'process.create') ids.process = (result as { id: string }).id;
+    }
+  });
+});
