@@ -8,6 +8,7 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_SUBSCRIPTIONS } from '../../service/src/server/ws.ts';
 import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { sleep, waitFor } from '../helpers/wait.ts';
 
@@ -158,6 +159,19 @@ describe('limits and retention', () => {
     const done = await daemon.request('GET', `/v1/terminals/${info.id}/done`);
     expect(done.body.exit).toEqual({ exitCode: 0, signal: null });
     expect(decode((await daemon.request('GET', `/v1/terminals/${info.id}/output?from=0`)).body)).toContain('survived');
+  });
+});
+
+describe('connection limits', () => {
+  it('refuses subscriptions beyond the per-connection limit, and keeps the connection', async () => {
+    const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
+    const info = await socket.call('terminal.create', { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
+    const target = { kind: 'terminal', id: info.id, stream: 'output' };
+    for (let index = 0; index < MAX_SUBSCRIPTIONS; index += 1) socket.send({ t: 'subscribe', id: 10_000 + index, params: { target, from: 0 } });
+    await socket.until('every subscription', () => socket.messages.filter((m) => m.t === 'result' && m.id >= 10_000).length === MAX_SUBSCRIPTIONS || undefined);
+    await expect(socket.subscribe({ target, from: 0 })).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED' });
+    await expect(socket.call('terminal.delete', { id: info.id })).resolves.toEqual({ ok: true });
+    socket.close();
   });
 });
 

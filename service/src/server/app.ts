@@ -110,6 +110,9 @@ export function buildApp(options: AppOptions): Daemon {
     const owner = tokens.ownerOf(token);
     if (owner === undefined) return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
     request.owner = owner;
+    // Every line logged for a request on a session names the session.
+    const session = (request.params as { id?: unknown } | undefined)?.id;
+    if (typeof session === 'string') request.log = request.log.child({ session });
     const origin = request.headers.origin;
     if (isUpgrade && origin !== undefined && !config.allowedOrigins.includes(origin)) {
       return new ServiceError('FORBIDDEN_ORIGIN', `origin ${origin} may not open a WebSocket here`);

@@ -22,6 +22,10 @@ import type { ByteStream } from './streams.ts';
 const FRAME_BYTES = 64 * 1024;
 /** Bytes queued in the socket beyond which sending waits for the kernel to take some. */
 const SOCKET_HIGH_WATER_BYTES = 1024 * 1024;
+/** Subscriptions one connection may hold at once. */
+export const MAX_SUBSCRIPTIONS = 1024;
+/** Calls one connection may have in flight at once (a call such as terminal.done may wait long). */
+export const MAX_CALLS_IN_FLIGHT = 4096;
 
 export interface HubOptions {
   readonly registry: SessionRegistry;
@@ -178,6 +182,10 @@ class Connection {
       this.send({ t: 'error', id, error: { code: 'NOT_FOUND', message: `unknown operation ${name}` } });
       return;
     }
+    if (this.#calls.size >= MAX_CALLS_IN_FLIGHT) {
+      this.send({ t: 'error', id, error: { code: 'LIMIT_EXCEEDED', message: `at most ${MAX_CALLS_IN_FLIGHT} calls may be in flight on one connection` } });
+      return;
+    }
     const controller = new AbortController();
     this.#calls.add(controller);
     try {
@@ -197,6 +205,9 @@ class Connection {
 
   #subscribe(id: number, params: z.infer<typeof SubscribeParams>): void {
     try {
+      if (this.#subscriptions.size >= MAX_SUBSCRIPTIONS) {
+        throw new ServiceError('LIMIT_EXCEEDED', `at most ${MAX_SUBSCRIPTIONS} subscriptions may be open on one connection`);
+      }
       const stream = this.#resolveStream(params.target);
       if (params.from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${params.from} is past the end of the stream (${stream.end})`);
       const sub = this.#nextSub++;
