@@ -1,5 +1,6 @@
 /**
- * @execworld/sdk: the subprocess seam shared by every execworld runtime.
+ * @execworld/sdk: the subprocess seam, and a remote runtime that implements it
+ * over an execworld daemon.
  * @module @execworld/sdk
  */
 export { DSH_ENV_PREFIX, SENSITIVE_ENV_PATTERN, mergeEnvironment, scrubEnvironment } from './seam/index.ts';
@@ -13,3 +14,24 @@ export type {
   SubprocessTerminalSignal,
   SubprocessTerminalSpawnSpec,
 } from './seam/index.ts';
+export { connect, DEFAULT_CONNECT_OPTIONS, localToken, RemoteRuntime } from './remote/runtime.ts';
+export type { ConnectOptions } from './remote/runtime.ts';
+export { RemoteProcess } from './remote/process.ts';
+export { RemoteTerminal } from './remote/terminal.ts';
+export type { RemoteTerminalForeground } from './remote/terminal.ts';
+export type { Logger } from './remote/connection.ts';
+export {
+  AuthError,
+  ConnectionError,
+  DaemonError,
+  ExecworldError,
+  InvalidRequestError,
+  isExecworldError,
+  LimitError,
+  NotFoundError,
+  REMOTE_ERROR_CLASSES,
+  RemoteError,
+  SpawnError,
+  StateError,
+} from './errors.ts';
+export type { ClientErrorCode } from './errors.ts';

@@ -1,10 +1,13 @@
-import type { LocalRuntime, LocalTerminal } from '@execworld/service';
+import type { SubprocessRuntime, SubprocessTerminalHandle } from '@execworld/sdk/seam';
 import { collect, waitFor } from './wait.ts';
 
 export const PROMPT = 'ew-prompt> ';
 
-export interface OpenTerminal {
-  readonly terminal: LocalTerminal;
+/** A terminal handle with the foreground token, as both runtimes give it. */
+type Terminal = SubprocessTerminalHandle & { inspectForeground(): Promise<{ processGroupId: number; inputWaiting: boolean; inputWaitToken?: string | undefined } | undefined> };
+
+export interface OpenTerminal<T extends Terminal = Terminal> {
+  readonly terminal: T;
   /** Everything the terminal printed so far, decoded. */
   text(): string;
   bytes(): Buffer;
@@ -14,15 +17,18 @@ export interface OpenTerminal {
   run(line: string): Promise<string>;
 }
 
-export async function openBash(runtime: LocalRuntime, options: { graceMs?: number; env?: Record<string, string> } = {}): Promise<OpenTerminal> {
-  const terminal = await runtime.spawnTerminal({
+export async function openBash<R extends SubprocessRuntime>(
+  runtime: R,
+  options: { graceMs?: number; env?: Record<string, string> } = {},
+): Promise<OpenTerminal<Awaited<ReturnType<R['spawnTerminal']>> & Terminal>> {
+  const terminal = (await runtime.spawnTerminal({
     argv: ['/bin/bash', '--noprofile', '--norc', '-i'],
     cwd: '/tmp',
     env: { PS1: PROMPT, HISTFILE: '/dev/null', ...options.env },
     rows: 40,
     cols: 160,
     graceMs: options.graceMs ?? 2000,
-  });
+  })) as Awaited<ReturnType<R['spawnTerminal']>> & Terminal;
   const output = collect(terminal.output);
   const waitForOutput = async (pattern: RegExp | string, since = 0, timeoutMs = 10_000): Promise<void> => {
     const matches = (): boolean => {
@@ -48,11 +54,11 @@ export async function openBash(runtime: LocalRuntime, options: { graceMs?: numbe
 
 /** Polls inspectForeground until `accept` holds. */
 export async function waitForForeground(
-  terminal: LocalTerminal,
+  terminal: Terminal,
   what: string,
-  accept: (facts: Awaited<ReturnType<LocalTerminal['inspectForeground']>>) => boolean,
-): Promise<NonNullable<Awaited<ReturnType<LocalTerminal['inspectForeground']>>>> {
-  let last: Awaited<ReturnType<LocalTerminal['inspectForeground']>>;
+  accept: (facts: Awaited<ReturnType<Terminal['inspectForeground']>>) => boolean,
+): Promise<NonNullable<Awaited<ReturnType<Terminal['inspectForeground']>>>> {
+  let last: Awaited<ReturnType<Terminal['inspectForeground']>>;
   await waitFor(what, async () => {
     last = await terminal.inspectForeground();
     return accept(last);

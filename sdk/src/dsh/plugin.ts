@@ -16,6 +16,7 @@ import type {
   SubprocessTerminalHandle,
   SubprocessTerminalSpawnSpec,
 } from '../seam/types.ts';
+import { RemoteRuntime, type ConnectOptions } from '../remote/runtime.ts';
 
 /** A runtime the plugin can own: it is disposed when the plugin unloads. */
 export interface OwnedRuntime extends SubprocessRuntime {
@@ -55,3 +56,17 @@ export function createSubprocessPlugin<C>(label: string, create: (config: C) => 
     }
   };
 }
+
+/** Config of the remote plugin: the daemon's URL and the connect options. */
+export interface RemoteSubprocessConfig extends ConnectOptions {
+  readonly url: string;
+}
+
+/**
+ * The DeepSeek harness plugin over a daemon: `ctx.plugin(RemoteSubprocess, { url, token })`
+ * registers `ctx.subprocess`, and every shell, PTY and command of the harness
+ * runs in the daemon's execution world.
+ */
+export const RemoteSubprocess = createSubprocessPlugin<RemoteSubprocessConfig>('execworld remote subprocess', ({ url, ...options }) => new RemoteRuntime(url, options));
+
+export default RemoteSubprocess;

@@ -72,6 +72,12 @@ export const StreamState = z
   })
   .meta({ id: 'StreamState' });
 
+/** A client-chosen id of a create request: a retried create with it returns the session the first one made. */
+export const RequestId = z
+  .string()
+  .regex(/^[A-Za-z0-9._~-]{1,128}$/, { error: 'requestId must be 1 to 128 letters, digits or . _ ~ -' })
+  .meta({ description: 'Makes a retried create idempotent: the same requestId returns the session the first request made.' });
+
 // Terminals
 
 export const TerminalCreate = z
@@ -82,6 +88,7 @@ export const TerminalCreate = z
     rows: Dimension,
     cols: Dimension,
     graceMs: GraceMs,
+    requestId: RequestId.optional(),
   })
   .meta({ id: 'TerminalCreate' });
 export type TerminalCreate = z.infer<typeof TerminalCreate>;
@@ -183,6 +190,7 @@ export const ProcessCreate = z
     env: ProcessEnv.optional(),
     stdio: z.strictObject({ stdin: StdinMode, stdout: OutputMode, stderr: OutputMode }),
     graceMs: GraceMs,
+    requestId: RequestId.optional(),
   })
   .meta({ id: 'ProcessCreate' });
 export type ProcessCreate = z.infer<typeof ProcessCreate>;

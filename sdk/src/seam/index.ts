@@ -24,3 +24,4 @@ export type {
   SubprocessTerminalSpawnSpec,
 } from './types.ts';
 export { SENSITIVE_ENV_PATTERN, isScrubbedName, lookupEnvironment, mergeEnvironment, scrubEnvironment } from './env.ts';
+export { ByteTail } from './byte-tail.ts';

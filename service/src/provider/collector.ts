@@ -7,12 +7,12 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SubprocessCollect, SubprocessOutputRead, SubprocessOutputReader } from '@execworld/sdk/seam';
+import { ByteTail, type SubprocessCollect, type SubprocessOutputRead, type SubprocessOutputReader } from '@execworld/sdk/seam';
 
 /** File-system calls of the spill file; injectable so tests can make them fail. */
 export interface SpillFileSystem {
   open(path: string): number;
-  write(fd: number, chunk: Buffer): void;
+  write(fd: number, chunk: Uint8Array): void;
   close(fd: number): void;
   unlink(path: string): void;
 }
@@ -59,34 +59,33 @@ interface Spill {
 }
 
 export class OutputCollector implements SubprocessOutputReader {
-  readonly #maxBytes: number;
+  readonly #tail: ByteTail;
   readonly #spillMaxBytes: number | undefined;
   readonly #directory: SpillDirectory;
   readonly #stream: 'stdout' | 'stderr';
-  #chunks: Buffer[] = [];
-  /** Bytes retained in `#chunks`. */
-  #bytes = 0;
-  /** Bytes ever pushed. */
-  #total = 0;
-  #dropped = false;
   #spill: Spill | undefined;
   /** Spilling was given up for this stream (too long, or the file failed). */
   #spillOff = false;
 
   constructor(collect: SubprocessCollect, directory: SpillDirectory, stream: 'stdout' | 'stderr') {
-    this.#maxBytes = collect.maxBytes;
+    this.#tail = new ByteTail(collect.maxBytes);
     this.#spillMaxBytes = collect.spill?.maxBytes;
     this.#directory = directory;
     this.#stream = stream;
   }
 
   get totalBytes(): number {
-    return this.#total;
+    return this.#tail.totalBytes;
   }
 
   /** True when bytes were dropped from the head of the tail. */
   get truncated(): boolean {
-    return this.#dropped;
+    return this.#tail.truncated;
+  }
+
+  /** The oldest retained offset. */
+  get windowStart(): number {
+    return this.#tail.windowStart;
   }
 
   /** The spill file while it exists and holds the whole stream. */
@@ -96,62 +95,21 @@ export class OutputCollector implements SubprocessOutputReader {
 
   push(chunk: Buffer): void {
     if (chunk.length === 0) return;
-    this.#total += chunk.length;
-    if (this.#spillMaxBytes !== undefined && !this.#spillOff && (this.#spill !== undefined || this.#bytes + chunk.length > this.#maxBytes)) {
-      this.#spillChunk(chunk);
+    const overflows = this.#tail.retainedBytes + chunk.length > this.#tail.maxBytes;
+    if (this.#spillMaxBytes !== undefined && !this.#spillOff && (this.#spill !== undefined || overflows)) {
+      this.#spillChunk(chunk, this.#tail.totalBytes + chunk.length);
     }
-    this.#chunks.push(chunk);
-    this.#bytes += chunk.length;
-    while (this.#bytes > this.#maxBytes) {
-      this.#dropped = true;
-      const head = this.#chunks[0]!;
-      const excess = this.#bytes - this.#maxBytes;
-      if (head.length <= excess) {
-        this.#chunks.shift();
-        this.#bytes -= head.length;
-      } else {
-        this.#chunks[0] = head.subarray(excess);
-        this.#bytes -= excess;
-      }
-    }
+    this.#tail.push(chunk);
   }
 
-  /** The oldest retained offset. */
-  get windowStart(): number {
-    return this.#total - this.#bytes;
-  }
-
-  /**
-   * Retained bytes from `fromByte` (or from the window start, when `fromByte` is
-   * older), at most `maxBytes` of them. Chunks are shared, not copied.
-   */
+  /** Retained bytes from `fromByte` (or the window start, when older); chunks are shared, not copied. */
   slice(fromByte: number, maxBytes: number): { from: number; chunks: Buffer[] } {
-    let offset = this.windowStart;
-    const from = Math.max(fromByte, offset);
-    const chunks: Buffer[] = [];
-    let taken = 0;
-    for (const chunk of this.#chunks) {
-      const chunkEnd = offset + chunk.length;
-      if (chunkEnd > from && taken < maxBytes) {
-        const piece = chunk.subarray(Math.max(0, from - offset), Math.max(0, from - offset) + maxBytes - taken);
-        chunks.push(piece);
-        taken += piece.length;
-      }
-      offset = chunkEnd;
-    }
-    return { from, chunks };
+    const { from, chunks } = this.#tail.slice(fromByte, maxBytes);
+    return { from, chunks: chunks.map((chunk) => Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)) };
   }
 
   readFrom(fromByte: number): SubprocessOutputRead {
-    if (!Number.isSafeInteger(fromByte) || fromByte < 0) {
-      throw new RangeError(`readFrom expects a non-negative integer byte offset, got ${String(fromByte)}`);
-    }
-    const windowStart = this.#total - this.#bytes;
-    const lossy = fromByte < windowStart;
-    const tail = Buffer.concat(this.#chunks, this.#bytes);
-    const text = (lossy ? tail : tail.subarray(Math.min(fromByte - windowStart, tail.length))).toString('utf8');
-    const spillPath = this.spillPath;
-    return { text, nextOffset: this.#total, lossy, ...(spillPath !== undefined ? { spillPath } : {}) };
+    return this.#tail.readFrom(fromByte, this.spillPath);
   }
 
   /**
@@ -171,8 +129,9 @@ export class OutputCollector implements SubprocessOutputReader {
     }
   }
 
-  #spillChunk(chunk: Buffer): void {
-    if (this.#total > this.#spillMaxBytes!) {
+  /** @param total - the stream's length once `chunk` is in. */
+  #spillChunk(chunk: Buffer, total: number): void {
+    if (total > this.#spillMaxBytes!) {
       this.#discardSpill();
       return;
     }
@@ -181,7 +140,7 @@ export class OutputCollector implements SubprocessOutputReader {
         // Nothing was dropped yet, so the retained chunks are the whole prefix.
         const path = this.#directory.nextPath(this.#stream);
         this.#spill = { path, fd: this.#directory.fs.open(path) };
-        for (const retained of this.#chunks) this.#directory.fs.write(this.#spill.fd!, retained);
+        for (const retained of this.#tail.chunks) this.#directory.fs.write(this.#spill.fd!, retained);
       }
       this.#directory.fs.write(this.#spill.fd!, chunk);
     } catch (_error) {

@@ -122,7 +122,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return { ok: true };
   },
 
-  'process.create': (ctx, params) => ctx.registry.createProcess(ctx.owner, params).info(),
+  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, params)).info(),
   'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.owner, 'process').map((session) => session.info()) }),
   'process.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'process').info(),
   'process.stdin': async (ctx, params) => {

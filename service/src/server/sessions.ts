@@ -309,6 +309,9 @@ export class SessionRegistry {
   readonly #limits: SessionLimits;
   readonly #log: Logger;
   readonly #sessions = new Map<string, AnySession>();
+  /** `owner\0requestId` → the creation it started, so a retried create returns the same session. */
+  readonly #requests = new Map<string, Promise<AnySession>>();
+  readonly #requestOf = new Map<string, string>();
   readonly #evictions = new Map<string, NodeJS.Timeout>();
   #orphanSweep: NodeJS.Timeout | undefined;
   #shuttingDown: Promise<void> | undefined;
@@ -327,21 +330,48 @@ export class SessionRegistry {
     return this.#sessions.size;
   }
 
-  async createTerminal(owner: string, spec: TerminalCreate): Promise<TerminalSession> {
-    this.#admit(owner);
-    const handle = await this.runtime.spawnTerminal(spec);
-    const session: TerminalSession = new TerminalSession(owner, spec, handle, this.#limits.ringBytes, this.#log, () => this.#finished(session));
-    this.#sessions.set(session.id, session);
-    this.#log.info({ session: session.id, owner, pid: handle.pid }, 'terminal started');
-    return session;
+  createTerminal(owner: string, spec: TerminalCreate): Promise<TerminalSession> {
+    return this.#once(owner, spec.requestId, 'terminal', async () => {
+      this.#admit(owner);
+      const handle = await this.runtime.spawnTerminal(spec);
+      const session: TerminalSession = new TerminalSession(owner, spec, handle, this.#limits.ringBytes, this.#log, () => this.#finished(session));
+      this.#sessions.set(session.id, session);
+      this.#log.info({ session: session.id, owner, pid: handle.pid }, 'terminal started');
+      return session;
+    });
   }
 
-  createProcess(owner: string, spec: ProcessCreate): ProcessSession {
-    this.#admit(owner);
-    const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits.ringBytes, this.#log, () => this.#finished(session));
-    this.#sessions.set(session.id, session);
-    this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
-    return session;
+  createProcess(owner: string, spec: ProcessCreate): Promise<ProcessSession> {
+    return this.#once(owner, spec.requestId, 'process', () => {
+      this.#admit(owner);
+      const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits.ringBytes, this.#log, () => this.#finished(session));
+      this.#sessions.set(session.id, session);
+      this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
+      return Promise.resolve(session);
+    });
+  }
+
+  /**
+   * Runs a create once per (owner, requestId): a retry, even one that arrives
+   * while the first is still running, gets the same session. A create that failed
+   * may be retried for real.
+   */
+  async #once<S extends AnySession>(owner: string, requestId: string | undefined, kind: S['kind'], create: () => Promise<S>): Promise<S> {
+    if (requestId === undefined) return create();
+    const key = `${owner}\0${requestId}`;
+    const known = this.#requests.get(key);
+    if (known !== undefined) {
+      const session = await known;
+      if (session.kind !== kind) throw new ServiceError('INVALID_ARGUMENT', `requestId ${requestId} already created a ${session.kind}`);
+      return session as S;
+    }
+    const creation = create();
+    this.#requests.set(key, creation);
+    creation.then(
+      (session) => this.#requestOf.set(session.id, key),
+      () => this.#requests.delete(key),
+    );
+    return creation;
   }
 
   /** The owner's session `id`; another owner's id is as unknown as a missing one. */
@@ -401,6 +431,11 @@ export class SessionRegistry {
     clearTimeout(this.#evictions.get(id));
     this.#evictions.delete(id);
     this.#sessions.delete(id);
+    const request = this.#requestOf.get(id);
+    if (request !== undefined) {
+      this.#requests.delete(request);
+      this.#requestOf.delete(id);
+    }
   }
 
   #sweepOrphans(): void {

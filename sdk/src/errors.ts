@@ -1,0 +1,122 @@
+/**
+ * The SDK's errors. Every one has a stable `code` and keeps what caused it as
+ * `cause`. Prefer `error.code` over `instanceof`: two copies of the SDK in one
+ * process have two sets of classes, and {@link isExecworldError} works across
+ * them.
+ * @module
+ */
+import type { ErrorCode } from './protocol/errors.ts';
+
+const BRAND = Symbol.for('execworld.error');
+
+/** Codes of failures on the client's side of the wire. */
+export type ClientErrorCode =
+  /** The daemon could not be reached, or refused the connection. */
+  | 'CONNECTION_FAILED'
+  /** The connection broke and could not be re-established within the reconnect deadline. */
+  | 'CONNECTION_LOST'
+  /** The connection broke while a call that is not safe to repeat was in flight; it may or may not have taken effect. */
+  | 'OUTCOME_UNKNOWN'
+  /** A call got no answer within its timeout. */
+  | 'REQUEST_TIMEOUT'
+  /** The daemon speaks another protocol version. */
+  | 'PROTOCOL_MISMATCH'
+  /** The runtime was closed. */
+  | 'CLOSED'
+  /** A spec given to the SDK is not valid; the message names the field. */
+  | 'INVALID_ARGUMENT';
+
+export class ExecworldError extends Error {
+  readonly code: ErrorCode | ClientErrorCode;
+  constructor(code: ErrorCode | ClientErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+    this.name = 'ExecworldError';
+    Object.defineProperty(this, BRAND, { value: true });
+  }
+}
+
+/** True for any execworld error, from any copy of the SDK. */
+export function isExecworldError(value: unknown): value is ExecworldError {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+}
+
+/** A failure the daemon reported, with its code and HTTP status. */
+export class RemoteError extends ExecworldError {
+  declare readonly code: ErrorCode;
+  readonly status: number | undefined;
+  constructor(code: ErrorCode, message: string, status?: number, options?: ErrorOptions) {
+    super(code, message, options);
+    this.status = status;
+    this.name = 'RemoteError';
+  }
+}
+
+/** The request was not valid (400, 413, 415). */
+export class InvalidRequestError extends RemoteError {
+  override name = 'InvalidRequestError';
+}
+/** The token was refused (401, 403). */
+export class AuthError extends RemoteError {
+  override name = 'AuthError';
+}
+/** No such terminal or process for this owner, or no such route (404). */
+export class NotFoundError extends RemoteError {
+  override name = 'NotFoundError';
+}
+/** The terminal or process is not in a state that allows this (409). */
+export class StateError extends RemoteError {
+  override name = 'StateError';
+}
+/** The program or its working directory is missing, or the spawn failed (422). */
+export class SpawnError extends RemoteError {
+  override name = 'SpawnError';
+}
+/** A daemon limit was reached (429). */
+export class LimitError extends RemoteError {
+  override name = 'LimitError';
+}
+/** The daemon could not do it (5xx). */
+export class DaemonError extends RemoteError {
+  override name = 'DaemonError';
+}
+
+/** Failures of the connection itself. */
+export class ConnectionError extends ExecworldError {
+  declare readonly code: ClientErrorCode;
+  constructor(code: ClientErrorCode, message: string, options?: ErrorOptions) {
+    super(code, message, options);
+    this.name = 'ConnectionError';
+  }
+}
+
+type RemoteErrorClass = new (code: ErrorCode, message: string, status?: number, options?: ErrorOptions) => RemoteError;
+
+/** The one table from daemon codes to classes. */
+export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
+  INVALID_ARGUMENT: InvalidRequestError,
+  PAYLOAD_TOO_LARGE: InvalidRequestError,
+  UNSUPPORTED_MEDIA_TYPE: InvalidRequestError,
+  UNAUTHORIZED: AuthError,
+  FORBIDDEN_ORIGIN: AuthError,
+  NOT_FOUND: NotFoundError,
+  TERMINAL_EXITED: StateError,
+  PROCESS_EXITED: StateError,
+  NO_FOREGROUND_GROUP: StateError,
+  SIGNAL_REFUSED: StateError,
+  STREAM_NOT_AVAILABLE: StateError,
+  CWD_NOT_FOUND: SpawnError,
+  EXECUTABLE_NOT_FOUND: SpawnError,
+  SPAWN_FAILED: SpawnError,
+  LIMIT_EXCEEDED: LimitError,
+  CLEANUP_FAILED: DaemonError,
+  UNSUPPORTED: DaemonError,
+  SHUTTING_DOWN: DaemonError,
+  INTERNAL: DaemonError,
+};
+
+/** The error for a daemon answer `{ code, message }`. */
+export function remoteError(error: { code: string; message: string }, status?: number): RemoteError {
+  const code = (Object.hasOwn(REMOTE_ERROR_CLASSES, error.code) ? error.code : 'INTERNAL') as ErrorCode;
+  return new REMOTE_ERROR_CLASSES[code](code, error.message, status);
+}

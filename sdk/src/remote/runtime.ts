@@ -1,0 +1,287 @@
+/**
+ * `RemoteRuntime`: the subprocess seam over a daemon, a drop-in for a local
+ * provider. `connect(url)` opens it.
+ * @module
+ */
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { PROTOCOL_VERSION } from '../protocol/version.ts';
+import type { OperationName, OperationResult } from '../protocol/operations.ts';
+import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
+import { randomUUID } from 'node:crypto';
+import { ConnectionError, ExecworldError } from '../errors.ts';
+import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
+import { RemoteProcess } from './process.ts';
+import { RemoteTerminal } from './terminal.ts';
+
+/** Node's largest timer delay, 2^31-1 ms. */
+const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+
+export interface ConnectOptions {
+  /**
+   * The bearer token.
+   * @default the first token in $XDG_CONFIG_HOME/execworld/token (~/.config/execworld/token), where a local daemon writes it
+   */
+  readonly token?: string;
+  /** Longest wait for one connection attempt. @default 10000 */
+  readonly connectTimeoutMs?: number;
+  /** Longest wait for an answer to a call that is not a long wait. @default 30000 */
+  readonly requestTimeoutMs?: number;
+  /** Ping interval; two silent intervals mean the daemon is gone and the connection is remade. @default 10000 */
+  readonly heartbeatMs?: number;
+  /** How long a dropped connection is retried before everything fails with CONNECTION_LOST. @default 60000 */
+  readonly reconnectDeadlineMs?: number;
+  /** First delay between reconnect attempts; it doubles up to reconnectMaxDelayMs. @default 100 */
+  readonly reconnectInitialDelayMs?: number;
+  /** @default 2000 */
+  readonly reconnectMaxDelayMs?: number;
+  /** Bytes of a stream the daemon may send beyond what was consumed. @default 262144 */
+  readonly windowBytes?: number;
+  /** Where the SDK logs reconnects and failures. @default none */
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_CONNECT_OPTIONS = {
+  connectTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  heartbeatMs: 10_000,
+  reconnectDeadlineMs: 60_000,
+  reconnectInitialDelayMs: 100,
+  reconnectMaxDelayMs: 2_000,
+  windowBytes: 256 * 1024,
+} as const;
+
+/** The token a local daemon wrote, if there is one. */
+export function localToken(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== '' ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
+  try {
+    for (const line of readFileSync(join(base, 'execworld', 'token'), 'utf8').split('\n')) {
+      const fields = line.trim().split(/\s+/);
+      if (fields[0] === undefined || fields[0] === '' || fields[0].startsWith('#')) continue;
+      return fields.length === 1 ? fields[0] : fields[1];
+    }
+  } catch (_error) {
+    // No local daemon token.
+  }
+  return undefined;
+}
+
+function resolveOptions(url: string, options: ConnectOptions): ConnectionOptions {
+  if (!/^https?:\/\/[^/]+/.test(url)) throw new ExecworldError('INVALID_ARGUMENT', `url must be http(s)://host:port, got ${url}`);
+  const token = options.token ?? localToken();
+  if (token === undefined) throw new ExecworldError('INVALID_ARGUMENT', 'no token given, and no local daemon token file was found');
+  const resolved = { ...DEFAULT_CONNECT_OPTIONS, ...stripUndefined(options) };
+  for (const key of Object.keys(DEFAULT_CONNECT_OPTIONS) as (keyof typeof DEFAULT_CONNECT_OPTIONS)[]) {
+    const value = resolved[key];
+    if (!Number.isSafeInteger(value) || value <= 0) throw new ExecworldError('INVALID_ARGUMENT', `options.${key} must be a positive integer, got ${String(value)}`);
+  }
+  return { ...resolved, url, token, logger: options.logger };
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>;
+}
+
+/** Throws like the local provider does for specs it cannot start. */
+function assertSpawnSpec(spec: { argv?: unknown; graceMs?: unknown; signal?: AbortSignal | undefined }, programMessage: string): void {
+  const argv = spec?.argv;
+  if (!Array.isArray(argv) || typeof argv[0] !== 'string' || argv[0].length === 0) throw new ExecworldError('INVALID_ARGUMENT', programMessage);
+  const grace = spec.graceMs;
+  if (typeof grace !== 'number' || !Number.isFinite(grace) || grace <= 0 || grace > MAX_TIMER_DELAY_MS) {
+    throw new ExecworldError('INVALID_ARGUMENT', `graceMs must be a positive finite number no greater than ${MAX_TIMER_DELAY_MS}, got ${String(grace)}`);
+  }
+}
+
+function reasonText(reason: unknown): string {
+  if (reason === undefined || reason === null) return 'aborted';
+  if (reason instanceof Error) return reason.message;
+  if (typeof reason === 'object' || typeof reason === 'function' || typeof reason === 'symbol') return Object.prototype.toString.call(reason);
+  return `${reason as string | number | boolean | bigint}`;
+}
+
+/**
+ * The subprocess seam over one daemon. Every handle runs in the daemon's
+ * execution world: paths, PATH lookups and working directories are the
+ * daemon host's.
+ */
+export class RemoteRuntime implements SubprocessRuntime {
+  readonly url: string;
+  readonly #connection: Connection;
+  readonly #options: ConnectionOptions;
+  #started: Promise<void> | undefined;
+  /** Handles this runtime made and has not seen end, for disposal. */
+  readonly #processes = new Set<RemoteProcess>();
+  readonly #terminals = new Set<RemoteTerminal>();
+  #disposing: Promise<void> | undefined;
+
+  /** Prefer {@link connect}; this constructor connects lazily, on the first call. */
+  constructor(url: string, options: ConnectOptions = {}) {
+    this.#options = resolveOptions(url, options);
+    this.url = url;
+    this.#connection = new Connection(this.#options);
+  }
+
+  /** Opens the connection after checking the daemon's protocol version. Idempotent. */
+  start(): Promise<void> {
+    this.#started ??= (async () => {
+      let health: OperationResult<'health.get'>;
+      try {
+        const response = await fetch(`${this.url.replace(/\/+$/, '')}/v1/health`, { signal: AbortSignal.timeout(this.#options.connectTimeoutMs) });
+        health = (await response.json()) as OperationResult<'health.get'>;
+      } catch (error) {
+        throw new ConnectionError('CONNECTION_FAILED', `cannot reach the daemon at ${this.url}: ${(error as Error).message}`, { cause: error });
+      }
+      if (health.protocolVersion !== PROTOCOL_VERSION) {
+        throw new ConnectionError('PROTOCOL_MISMATCH', `the daemon speaks protocol ${health.protocolVersion}; this SDK speaks ${PROTOCOL_VERSION}`);
+      }
+      await this.#connection.start();
+    })();
+    return this.#started;
+  }
+
+  /** Calls an operation by name; for the extensions the seam has no verb for. */
+  async call<N extends keyof OperationResultMap>(op: N, params: Record<string, unknown>, retry: 'safe' | 'unsafe' = 'safe'): Promise<OperationResultMap[N]> {
+    await this.start();
+    return (await this.#connection.call(op, params, { retry })) as OperationResultMap[N];
+  }
+
+  async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
+    signal?.throwIfAborted();
+    const call = this.call('executable.resolve', { command, ...(env === undefined ? {} : { env }) });
+    if (signal === undefined) return (await call).path;
+    // The seam rejects with exactly the signal's reason, whatever it is.
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
+    const aborted = new Promise<never>((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
+    return (await Promise.race([call, aborted])).path;
+  }
+
+  /**
+   * Starts a managed process tree and returns at once. `pid` is -1 until the
+   * daemon acknowledged the spawn (await `handle.started` for the real pid);
+   * streams, `done`, `terminate` and `waitForExit` all wait for that first.
+   */
+  spawn(spec: SubprocessSpawnSpec): RemoteProcess {
+    assertSpawnSpec(spec, 'expected a non-empty program name at argv[0]');
+    if (spec.signal?.aborted === true) {
+      throw new ExecworldError('INVALID_ARGUMENT', `aborted before spawn: ${reasonText(spec.signal.reason)}`, { cause: spec.signal.reason });
+    }
+    this.#assertOpen();
+    void this.start().catch(() => undefined);
+    const handle = new RemoteProcess(this.#connection, spec, this.#options.logger);
+    this.#processes.add(handle);
+    const release = (): void => {
+      this.#processes.delete(handle);
+    };
+    handle.done.then(() => handle.waitForExit()).then(release, release);
+    return handle;
+  }
+
+  async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<RemoteTerminal> {
+    this.#assertOpen();
+    assertSpawnSpec(spec, 'terminal argv must contain a program');
+    spec.signal?.throwIfAborted();
+    const info = await this.call('terminal.create', {
+      argv: [...spec.argv],
+      cwd: spec.cwd,
+      ...(spec.env === undefined ? {} : { env: spec.env }),
+      rows: spec.rows,
+      cols: spec.cols,
+      graceMs: spec.graceMs,
+      requestId: randomUUID(),
+    });
+    const terminal = this.#own(new RemoteTerminal(this.#connection, info));
+    if (spec.signal?.aborted === true) {
+      // Aborted while allocating: the terminal was made, so it is ended, and the caller gets its reason.
+      await terminal.terminate().catch(() => undefined);
+      throw spec.signal.reason;
+    }
+    return terminal;
+  }
+
+  /** The terminals this token's owner has on the daemon. */
+  async listTerminals(): Promise<OperationResult<'terminal.list'>['terminals']> {
+    return (await this.call('terminal.list', {})).terminals;
+  }
+
+  /** The processes this token's owner has on the daemon. */
+  async listProcesses(): Promise<OperationResult<'process.list'>['processes']> {
+    return (await this.call('process.list', {})).processes;
+  }
+
+  /** A handle on a terminal that already runs, from another client or before a restart; output replays from `from`. */
+  async attachTerminal(id: string, options: { from?: number } = {}): Promise<RemoteTerminal> {
+    const info = await this.call('terminal.get', { id });
+    return this.#own(new RemoteTerminal(this.#connection, info, options.from ?? info.output.start));
+  }
+
+  #own(terminal: RemoteTerminal): RemoteTerminal {
+    this.#terminals.add(terminal);
+    // Released once it ended and the daemon swept its session.
+    terminal.done.then(() => terminal.terminate()).then(
+      () => this.#terminals.delete(terminal),
+      () => undefined,
+    );
+    return terminal;
+  }
+
+  #assertOpen(): void {
+    if (this.#disposing !== undefined) throw new ConnectionError('CLOSED', 'the runtime has been disposed');
+  }
+
+  /**
+   * Terminates every process tree and terminal this runtime started and has not
+   * seen end, waits until they are gone, then closes the connection. Several
+   * failures are reported as one AggregateError.
+   */
+  dispose(): Promise<void> {
+    this.#disposing ??= (async () => {
+      const pending: Promise<unknown>[] = [];
+      for (const handle of this.#processes) {
+        handle.terminate();
+        pending.push(handle.done.catch(() => undefined).then(() => handle.waitForExit()));
+      }
+      for (const terminal of this.#terminals) pending.push(terminal.terminate());
+      const failures = (await Promise.allSettled(pending)).flatMap((result) => (result.status === 'rejected' ? [result.reason as unknown] : []));
+      this.#connection.close();
+      if (failures.length === 1) throw failures[0];
+      if (failures.length > 1) throw new AggregateError(failures, 'remote subprocess teardown failed');
+    })();
+    return this.#disposing;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
+  }
+
+  /** Retained output of a terminal from a byte offset, with the gap when that offset is gone. */
+  async readTerminalOutput(id: string, from: number, maxBytes?: number): Promise<{ from: number; next: number; data: Buffer; gap: { from: number; to: number } | null; ended: boolean }> {
+    const read = await this.call('terminal.output', { id, from, ...(maxBytes === undefined ? {} : { maxBytes }) });
+    return { ...read, data: Buffer.from(read.data, 'base64') };
+  }
+
+  /** Closes the connection. Sessions on the daemon run on; calls still owed fail with CLOSED. */
+  close(): void {
+    this.#connection.close();
+  }
+
+  /** @internal The connection, for tests and benchmarks. */
+  get connection(): Connection {
+    return this.#connection;
+  }
+}
+
+type OperationResultMap = { [N in OperationName]: OperationResult<N> };
+
+/**
+ * Connects to a daemon and returns a {@link RemoteRuntime}, a drop-in for a
+ * local subprocess provider.
+ * @param url - the daemon, e.g. `http://127.0.0.1:7878`
+ * @throws {ConnectionError} CONNECTION_FAILED, PROTOCOL_MISMATCH; {@link AuthError} for a refused token
+ */
+export async function connect(url: string, options: ConnectOptions = {}): Promise<RemoteRuntime> {
+  const runtime = new RemoteRuntime(url, options);
+  await runtime.start();
+  return runtime;
+}
+

@@ -1,0 +1,112 @@
+/**
+ * A terminal on the daemon, behind the seam's terminal handle.
+ * @module
+ */
+import type { Readable } from 'node:stream';
+import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '../seam/types.ts';
+import type { OperationResult } from '../protocol/operations.ts';
+import { ConnectionError, ExecworldError } from '../errors.ts';
+import type { Connection } from './connection.ts';
+import { toOutcome } from './process.ts';
+import { SubscribedReadable } from './streams.ts';
+
+type TerminalInfo = OperationResult<'terminal.get'>;
+
+/** Foreground facts, with the identity of the input wait when there is one. */
+export interface RemoteTerminalForeground extends SubprocessTerminalForeground {
+  inputWaitToken?: string | undefined;
+}
+
+export class RemoteTerminal implements SubprocessTerminalHandle {
+  /** The daemon's id of this terminal, for attaching to it again. */
+  readonly id: string;
+  readonly pid: number;
+  readonly output: Readable;
+  readonly done: Promise<SubprocessOutcome>;
+  readonly #connection: Connection;
+  readonly #inFlight = new Set<Promise<unknown>>();
+  #seq = 0;
+  #exited = false;
+  #terminating: Promise<void> | undefined;
+
+  /** @internal Made by RemoteRuntime. */
+  constructor(connection: Connection, info: TerminalInfo, from = 0) {
+    this.#connection = connection;
+    this.id = info.id;
+    this.pid = info.pid;
+    let outputEnded!: () => void;
+    let outputFailed!: (error: ExecworldError) => void;
+    const ended = new Promise<void>((resolve, reject) => {
+      outputEnded = resolve;
+      outputFailed = reject;
+    });
+    this.output = new SubscribedReadable(connection, { kind: 'terminal', id: info.id, stream: 'output' }, from, {
+      onEnd: () => outputEnded(),
+      onError: (error) => outputFailed(error),
+    });
+    const exit = connection.call('terminal.done', { id: this.id }, { retry: 'safe', long: true }) as Promise<OperationResult<'terminal.done'>>;
+    // The outcome comes after the last output byte, as the seam promises; a lost connection rejects it.
+    this.done = Promise.all([exit, ended]).then(([result]) => {
+      this.#exited = true;
+      return toOutcome(result.exit);
+    });
+    this.done.catch(() => undefined);
+    ended.catch(() => undefined);
+  }
+
+  /** Tracks a call, so terminate can join it. */
+  #track<T>(promise: Promise<T>): Promise<T> {
+    this.#inFlight.add(promise);
+    const forget = (): void => {
+      this.#inFlight.delete(promise);
+    };
+    promise.then(forget, forget);
+    return promise;
+  }
+
+  write(data: string): Promise<void> {
+    if (typeof data !== 'string') return Promise.reject(new ExecworldError('INVALID_ARGUMENT', 'terminal input must be a string'));
+    if (this.#exited) return Promise.reject(new ExecworldError('TERMINAL_EXITED', 'the terminal has exited'));
+    // The sequence number makes the write safe to send again after a reconnect.
+    this.#seq += 1;
+    return this.#track(this.#connection.call('terminal.input', { id: this.id, data, seq: this.#seq }, { retry: 'safe' }).then(() => undefined));
+  }
+
+  async inspectForeground(): Promise<RemoteTerminalForeground | undefined> {
+    const result = (await this.#track(this.#connection.call('terminal.foreground', { id: this.id }, { retry: 'safe' }))) as OperationResult<'terminal.foreground'>;
+    return result.foreground ?? undefined;
+  }
+
+  async signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
+    // Not repeated after a reconnect: a second SIGINT is not the same as one.
+    const result = (await this.#track(this.#connection.call('terminal.signal', { id: this.id, signal }, { retry: 'unsafe' }))) as OperationResult<'terminal.signal'>;
+    return result.processGroupId;
+  }
+
+  /** Changes the terminal's size; its foreground program gets SIGWINCH. */
+  async resize(cols: number, rows: number): Promise<void> {
+    await this.#track(this.#connection.call('terminal.resize', { id: this.id, rows, cols }, { retry: 'safe' }));
+  }
+
+  /** The daemon's facts of this terminal. */
+  async info(): Promise<TerminalInfo> {
+    return (await this.#connection.call('terminal.get', { id: this.id }, { retry: 'safe' })) as TerminalInfo;
+  }
+
+  terminate(): Promise<void> {
+    this.#terminating ??= this.#terminateOnce().catch((error: unknown) => {
+      this.#terminating = undefined;
+      throw error;
+    });
+    return this.#terminating;
+  }
+
+  async #terminateOnce(): Promise<void> {
+    await this.#connection.call('terminal.terminate', { id: this.id }, { retry: 'safe', long: true });
+    // After this settles no call of the handle is still in flight.
+    await Promise.allSettled([...this.#inFlight]);
+    await this.done.catch((error: unknown) => {
+      if (!(error instanceof ConnectionError)) throw error;
+    });
+  }
+}

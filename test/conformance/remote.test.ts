@@ -1,0 +1,21 @@
+import { connect, type RemoteProcess, type RemoteTerminal } from '@execworld/sdk';
+import { ALICE, startDaemon } from '../helpers/daemon.ts';
+import { defineRuntimeContract } from './runtime-contract.ts';
+
+defineRuntimeContract(
+  'RemoteRuntime over a daemon on 127.0.0.1',
+  async () => {
+    const daemon = await startDaemon();
+    const runtime = await connect(daemon.url, { token: ALICE });
+    return {
+      runtime,
+      resize: (terminal, cols, rows) => (terminal as RemoteTerminal).resize(cols, rows),
+      started: async (handle) => (await (handle as RemoteProcess).started.catch(() => ({ pid: -1 }))).pid,
+      close: async () => {
+        await runtime.dispose();
+        await daemon.close();
+      },
+    };
+  },
+  { pidAtSpawn: 'after-start' },
+);
