@@ -1,63 +1,10 @@
 /**
- * A daemon in a child process for the benchmarks, and a lean client of its
- * WebSocket protocol that keeps no history (bulk runs push gigabytes through).
+ * A lean client of the daemon's WebSocket protocol that keeps no history, for
+ * the workloads that drive the protocol itself (stalls, isolation).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
+export { startDaemon, type DaemonProcess } from '../../test/helpers/daemon-process.ts';
 import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL, type ServerMessage } from '@execworld/sdk/protocol';
-
-const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
-
-export interface DaemonProcess {
-  readonly url: string;
-  readonly token: string;
-  readonly pid: number;
-  rssKiB(): number;
-  /** CPU seconds the daemon used so far. */
-  cpuSeconds(): number;
-  stop(): Promise<void>;
-}
-
-export async function startDaemon(args: string[] = []): Promise<DaemonProcess> {
-  const home = mkdtempSync(join(tmpdir(), 'execworld-bench-'));
-  const child: ChildProcess = spawn(process.execPath, [BIN, 'serve', '--port', '0', ...args], {
-    env: { ...process.env, XDG_CONFIG_HOME: home },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let logs = '';
-  const onLog = (chunk: Buffer): void => {
-    // Keep only the start of the log: the address line is all that is needed.
-    if (logs.length < 64 * 1024) logs += chunk.toString();
-  };
-  child.stdout!.on('data', onLog);
-  const deadline = Date.now() + 20_000;
-  while (!/"address":"http:\/\/[^"]+"/.test(logs)) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`daemon did not start: ${logs}`);
-    await sleep(20);
-  }
-  const url = /"address":"(http:\/\/[^"]+)"/.exec(logs)![1]!;
-  const token = readFileSync(/"tokenFile":"([^"]+)"/.exec(logs)![1]!, 'utf8').trim();
-  const pid = child.pid!;
-  return {
-    url,
-    token,
-    pid,
-    rssKiB: () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]),
-    cpuSeconds: () => {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      return (Number(fields[11]) + Number(fields[12])) / 100;
-    },
-    stop: async () => {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => child.once('exit', resolve));
-    },
-  };
-}
 
 type Pending = { resolve: (value: any) => void; reject: (error: Error) => void; onResult?: (result: any) => void };
 

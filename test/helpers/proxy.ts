@@ -1,0 +1,86 @@
+/** A TCP proxy on 127.0.0.1 that can cut or stall every connection through it. */
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+
+export class FaultProxy {
+  readonly #server: Server;
+  readonly #pairs = new Set<[Socket, Socket]>();
+  #stalled = false;
+  port = 0;
+
+  private constructor(targetPort: number) {
+    this.#server = createServer((client) => {
+      const upstream = createConnection({ host: '127.0.0.1', port: targetPort });
+      const pair: [Socket, Socket] = [client, upstream];
+      this.#pairs.add(pair);
+      const drop = (): void => {
+        this.#pairs.delete(pair);
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('error', drop).on('close', drop);
+      upstream.on('error', drop).on('close', drop);
+      // A connection made during a stall waits for resume() to be piped.
+      if (!this.#stalled) this.#pipe(pair);
+    });
+  }
+
+  #piped = new WeakSet<[Socket, Socket]>();
+
+  #pipe(pair: [Socket, Socket]): void {
+    if (this.#piped.has(pair)) return;
+    this.#piped.add(pair);
+    const [client, upstream] = pair;
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.resume();
+    upstream.resume();
+  }
+
+  static async start(targetPort: number): Promise<FaultProxy> {
+    const proxy = new FaultProxy(targetPort);
+    await new Promise<void>((resolve) => proxy.#server.listen(0, '127.0.0.1', resolve));
+    const address = proxy.#server.address();
+    proxy.port = typeof address === 'object' && address !== null ? address.port : 0;
+    return proxy;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  get connections(): number {
+    return this.#pairs.size;
+  }
+
+  /** Destroys every connection at once, as a network failure would. */
+  cut(): void {
+    for (const [client, upstream] of this.#pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.#pairs.clear();
+  }
+
+  /** Stops moving bytes in both directions, keeping the connections open. */
+  stall(): void {
+    this.#stalled = true;
+    for (const pair of this.#pairs) {
+      const [client, upstream] = pair;
+      this.#piped.delete(pair);
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    }
+  }
+
+  resume(): void {
+    this.#stalled = false;
+    for (const pair of this.#pairs) this.#pipe(pair);
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
