@@ -1,18 +1,26 @@
 /**
- * `npm run bench`: every workload in interleaved rounds, peers in rotating
- * order inside each round; each figure is the median over rounds [min–max],
- * and each ratio the median of per-round ratios against `local`.
+ * `npm run bench`: the workloads of performance.md Part 3 (B1–B8) and the
+ * harness's own `echo hi`, in interleaved rounds with the peers in rotating
+ * order inside each round. Each figure is the median over rounds [min–max];
+ * each ratio the median of per-round ratios, taken within the round.
  *
- *   npm run bench -- --rounds 5 --only echo,bulk --quick
+ *   npm run bench -- --rounds 5 --only echo,bulk --peers remote,ws-relay --quick
+ *
+ * Peers: local (LocalRuntime in process), dsh-local (@deepseek-ai/dsh-subprocess-local),
+ * node-pty (raw), ws-relay (minimal relay), remote (the SDK over one connection
+ * to the daemon), remote-cold (a connection per terminal), daemon-rest (REST
+ * only), ssh2 and ssh2-cold (OpenSSH on loopback). Servers run in child processes.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { startDaemon } from './lib/daemon.ts';
-import { idleTerminals, isolation, stallDaemon, stallRelay } from './lib/daemon-workloads.ts';
+import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFigures } from './lib/daemon-workloads.ts';
+import { dshEcho } from './lib/dsh-workload.ts';
 import { dshLocalPeer, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
-import { daemonRestPeer, daemonWsPeer, relayPeer, startRelay } from './lib/remote-peers.ts';
+import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } from './lib/remote-peers.ts';
+import { ssh2ColdPeer, ssh2Peer, startSshd } from './lib/ssh-peer.ts';
 import { fmt, median, printTable, RoundTable, spread } from './lib/stats.ts';
-import { bulk, bulkBytes, closeIdle, echo, inspect, promptMs, ptyCeilingMbps, tail } from './lib/terminal-workloads.ts';
+import { bulk, bulkBytes, closeIdle, echo, inspect, interruptLatency, promptMs, ptyCeilingMbps, resizeLatency, tail } from './lib/terminal-workloads.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -35,73 +43,95 @@ const CLOSE_RUNS = 2;
 
 const daemon = await startDaemon();
 const relay = await startRelay();
-const allPeers: TerminalPeer[] = [localPeer(), await dshLocalPeer(), nodePtyPeer(), relayPeer(relay), await daemonWsPeer(daemon), daemonRestPeer(daemon)];
+const sshd = await startSshd();
+const everyPeer: TerminalPeer[] = [
+  localPeer(),
+  await dshLocalPeer(),
+  nodePtyPeer(),
+  relayPeer(relay),
+  await remotePeer(daemon),
+  daemonRestPeer(daemon),
+  ...(sshd === undefined ? [] : [await ssh2Peer(sshd)]),
+];
+const coldPeers: TerminalPeer[] = [remoteColdPeer(daemon), ...(sshd === undefined ? [] : [ssh2ColdPeer(sshd)])];
 const wanted = args.peers === undefined ? undefined : new Set(args.peers.split(','));
-const peers = allPeers.filter((peer) => wanted === undefined || wanted.has(peer.name) || peer.name === 'local');
+const pick = (list: TerminalPeer[]): TerminalPeer[] => list.filter((peer) => wanted === undefined || wanted.has(peer.name) || peer.name === 'local');
+const peers = pick(everyPeer);
+const promptPeers = [...peers, ...pick(coldPeers).filter((peer) => peer.name !== 'local')];
+
 /** CPU seconds of the process serving a peer's terminals, for CPU per MB. */
-const serverCpu: Record<string, () => number> = {
-  local: () => process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6,
-  'daemon-ws': () => daemon.cpuSeconds(),
-  'daemon-rest': () => daemon.cpuSeconds(),
-  'ws-relay': () => relayCpuSeconds(),
-};
-function relayCpuSeconds(): number {
-  const fields = readFileSync(`/proc/${relay.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+const cpuOf = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-const results: Record<string, unknown> = { rounds, quick, date: new Date().toISOString() };
+};
+const serverCpu: Record<string, () => number> = {
+  local: () => (process.cpuUsage().user + process.cpuUsage().system) / 1e6,
+  remote: () => cpuOf(daemon.pid),
+  'daemon-rest': () => cpuOf(daemon.pid),
+  'ws-relay': () => cpuOf(relay.pid),
+};
+const results: Record<string, unknown> = { rounds, quick, date: new Date().toISOString(), peers: promptPeers.map((peer) => peer.name) };
 
 /** The peers in a different order each round, so none always runs first. */
-function rotation(round: number): TerminalPeer[] {
-  return peers.map((_, index) => peers[(index + round) % peers.length]!);
+function rotation(list: TerminalPeer[], round: number): TerminalPeer[] {
+  return list.map((_, index) => list[(index + round) % list.length]!);
 }
 
-async function eachRound(run: (peer: TerminalPeer, round: number) => Promise<void>): Promise<void> {
-  for (let round = 0; round < rounds; round += 1) for (const peer of rotation(round)) await run(peer, round);
+async function eachRound(list: TerminalPeer[], run: (peer: TerminalPeer, round: number) => Promise<void>): Promise<void> {
+  for (let round = 0; round < rounds; round += 1) for (const peer of rotation(list, round)) await run(peer, round);
 }
 
-function ratioCell(table: RoundTable, peer: string, base = 'local'): string {
+function ratioCell(table: RoundTable, peer: string, base: string): string {
   if (peer === base) return '1.00×';
   const ratio = table.ratio(peer, base);
   return ratio === undefined ? 'n/a' : `${fmt(ratio.median, 2)}× [${fmt(ratio.min, 2)}–${fmt(ratio.max, 2)}]`;
 }
 
-const names = peers.map((peer) => peer.name);
-console.log(`execworld benchmarks: ${rounds} rounds${quick ? ' (quick)' : ''}, peers ${names.join(', ')}`);
+function differenceCell(table: RoundTable, peer: string, base: string): string {
+  const a = table.values(peer);
+  const b = table.values(base);
+  const differences = a.flatMap((value, round) => (b[round] === undefined ? [] : [value - b[round]]));
+  if (differences.length === 0) return 'n/a';
+  const difference = median(differences);
+  return `${difference >= 0 ? '+' : ''}${fmt(difference, 2)}`;
+}
+
+const names = (list: TerminalPeer[]): string[] => list.map((peer) => peer.name);
+console.log(`execworld benchmarks: ${rounds} rounds${quick ? ' (quick)' : ''}; peers ${names(promptPeers).join(', ')}`);
 
 if (enabled('prompt')) {
   const table = new RoundTable();
-  await eachRound(async (peer) => {
+  await eachRound(promptPeers, async (peer) => {
     const samples: number[] = [];
     for (let run = 0; run < PROMPT_RUNS + 1; run += 1) samples.push(await promptMs(peer));
     table.add(peer.name, median(samples.slice(1)));
   });
-  printTable('B3 spawnTerminal → first prompt (ms, median of round p50s)', ['peer', 'ms', 'ratio vs local'], names.map((name) => [name, spread(table.values(name), 2), ratioCell(table, name)]));
-  results.prompt = Object.fromEntries(names.map((name) => [name, table.values(name)]));
+  printTable('B3 new terminal → first prompt (ms; warm peers open a terminal on an existing connection)', ['peer', 'ms', 'vs local (ms)', 'ratio vs local'], names(promptPeers).map((name) => [name, spread(table.values(name), 2), differenceCell(table, name, 'local'), ratioCell(table, name, 'local')]));
+  results.prompt = Object.fromEntries(names(promptPeers).map((name) => [name, table.values(name)]));
 }
 
 if (enabled('inspect')) {
   const p50 = new RoundTable();
   const p99 = new RoundTable();
-  await eachRound(async (peer) => {
+  await eachRound(peers, async (peer) => {
     const figures = await inspect(peer);
     p50.add(peer.name, figures?.p50 ?? Number.NaN);
     p99.add(peer.name, figures?.p99 ?? Number.NaN);
   });
-  printTable('inspectForeground on an idle bash (ms per call)', ['peer', 'p50', 'p99', 'p50 ratio vs local'], names.map((name) => [name, spread(p50.values(name)), spread(p99.values(name)), ratioCell(p50, name)]));
-  results.inspect = Object.fromEntries(names.map((name) => [name, { p50: p50.values(name), p99: p99.values(name) }]));
+  printTable('inspectForeground round trip on an idle bash (ms)', ['peer', 'p50', 'p99', 'p50 ratio vs local'], names(peers).map((name) => [name, spread(p50.values(name)), spread(p99.values(name)), ratioCell(p50, name, 'local')]));
+  results.inspect = Object.fromEntries(names(peers).map((name) => [name, { p50: p50.values(name), p99: p99.values(name) }]));
 }
 
 if (enabled('echo')) {
   const p50 = new RoundTable();
   const p99 = new RoundTable();
-  await eachRound(async (peer) => {
+  await eachRound(peers, async (peer) => {
     const figures = await echo(peer, ECHO_MEASURED);
     p50.add(peer.name, figures.p50);
     p99.add(peer.name, figures.p99);
   });
-  printTable(`B1 echo round trip, ${ECHO_MEASURED} × 1 byte (ms)`, ['peer', 'p50', 'p99', 'p50 ratio vs local', 'p99 ratio vs local'], names.map((name) => [name, spread(p50.values(name)), spread(p99.values(name)), ratioCell(p50, name), ratioCell(p99, name)]));
-  results.echo = Object.fromEntries(names.map((name) => [name, { p50: p50.values(name), p99: p99.values(name) }]));
+  printTable(`B1 echo round trip, ${ECHO_MEASURED} × 1 byte (ms)`, ['peer', 'p50', 'p99', 'p50 vs local', 'p50 vs ws-relay', 'p99 vs ws-relay'], names(peers).map((name) => [name, spread(p50.values(name)), spread(p99.values(name)), ratioCell(p50, name, 'local'), ratioCell(p50, name, 'ws-relay'), ratioCell(p99, name, 'ws-relay')]));
+  results.echo = Object.fromEntries(names(peers).map((name) => [name, { p50: p50.values(name), p99: p99.values(name) }]));
 }
 
 if (enabled('bulk')) {
@@ -110,7 +140,7 @@ if (enabled('bulk')) {
   const complete = new Map<string, number>();
   for (let round = 0; round < rounds; round += 1) {
     table.add('pty-ceiling', ptyCeilingMbps(BULK_INPUT));
-    for (const peer of rotation(round)) {
+    for (const peer of rotation(peers, round)) {
       const cpu = serverCpu[peer.name];
       const cpuBefore = cpu?.() ?? 0;
       const figures = await bulk(peer, BULK_INPUT);
@@ -119,35 +149,48 @@ if (enabled('bulk')) {
       complete.set(peer.name, (complete.get(peer.name) ?? 0) + (figures.complete ? 1 : 0));
     }
   }
-  const rows = [...names, 'pty-ceiling'].map((name) => [
+  const rows = [...names(peers), 'pty-ceiling'].map((name) => [
     name,
     spread(table.values(name), 1),
-    ratioCell(table, name),
+    ratioCell(table, name, 'local'),
     name === 'pty-ceiling' ? '' : ratioCell(table, name, 'pty-ceiling'),
     name === 'pty-ceiling' ? '' : `${complete.get(name) ?? 0}/${rounds}`,
     cpuPerMb.values(name).length === 0 ? '' : spread(cpuPerMb.values(name), 1),
-    cpuPerMb.values(name).length === 0 || name === 'ws-relay' || cpuPerMb.values('ws-relay').length === 0 ? '' : ratioCell(cpuPerMb, name, 'ws-relay'),
+    cpuPerMb.values(name).length === 0 || name === 'ws-relay' ? '' : ratioCell(cpuPerMb, name, 'ws-relay'),
   ]);
-  printTable(`B2 bulk: ${(bulkBytes(BULK_INPUT) / 1e6).toFixed(1)} MB through the terminal (MB/s)`, ['peer', 'MB/s', 'ratio vs local', 'ratio vs PTY ceiling', 'complete', 'server CPU ms/MB', 'CPU ratio vs ws-relay'], rows);
-  results.bulk = Object.fromEntries([...names, 'pty-ceiling'].map((name) => [name, table.values(name)]));
+  printTable(`B2 bulk: ${(bulkBytes(BULK_INPUT) / 1e6).toFixed(1)} MB through the terminal (MB/s)`, ['peer', 'MB/s', 'vs local', 'vs PTY ceiling', 'complete', 'server CPU ms/MB', 'CPU vs ws-relay'], rows);
+  results.bulk = Object.fromEntries([...names(peers), 'pty-ceiling'].map((name) => [name, { mbps: table.values(name), cpuMsPerMb: cpuPerMb.values(name) }]));
 }
 
 if (enabled('tail')) {
   const truncated = new Map<string, number>();
   const exitMs = new RoundTable();
-  await eachRound(async (peer) => {
+  await eachRound(peers, async (peer) => {
     const figures = await tail(peer, TAIL_RUNS);
     truncated.set(peer.name, (truncated.get(peer.name) ?? 0) + figures.truncated);
     exitMs.add(peer.name, figures.exitP50);
   });
-  printTable(`B4 tail integrity: 41,054 bytes then exit, ${TAIL_RUNS * rounds} runs per peer`, ['peer', 'truncated runs', 'spawn → exit p50 (ms)'], names.map((name) => [name, `${truncated.get(name) ?? 0}/${TAIL_RUNS * rounds}`, spread(exitMs.values(name), 2)]));
-  results.tail = Object.fromEntries(names.map((name) => [name, { truncated: truncated.get(name), exitP50: exitMs.values(name) }]));
+  printTable(`B4 tail integrity: 41,054 bytes then exit, ${TAIL_RUNS * rounds} runs per peer`, ['peer', 'truncated runs', 'spawn → exit p50 (ms)'], names(peers).map((name) => [name, `${truncated.get(name) ?? 0}/${TAIL_RUNS * rounds}`, spread(exitMs.values(name), 2)]));
+  results.tail = Object.fromEntries(names(peers).map((name) => [name, { truncated: truncated.get(name), exitP50: exitMs.values(name) }]));
+}
+
+if (enabled('control')) {
+  const resize = new RoundTable();
+  const interrupt = new RoundTable();
+  await eachRound(peers, async (peer) => {
+    const resizes = await resizeLatency(peer, quick ? 20 : 50);
+    resize.add(peer.name, resizes === undefined ? Number.NaN : median(resizes));
+    const interrupts = await interruptLatency(peer, quick ? 3 : 10);
+    interrupt.add(peer.name, interrupts === undefined ? Number.NaN : median(interrupts));
+  });
+  printTable('B8 control path: resize → SIGWINCH seen, and SIGINT → exit seen (ms, p50)', ['peer', 'resize', 'resize vs local', 'SIGINT → exit', 'SIGINT vs local'], names(peers).map((name) => [name, spread(resize.values(name)), ratioCell(resize, name, 'local'), spread(interrupt.values(name)), ratioCell(interrupt, name, 'local')]));
+  results.control = Object.fromEntries(names(peers).map((name) => [name, { resize: resize.values(name), interrupt: interrupt.values(name) }]));
 }
 
 if (enabled('close')) {
   const table = new RoundTable();
   const leftovers = new Map<string, number>();
-  await eachRound(async (peer) => {
+  await eachRound(peers, async (peer) => {
     const samples: number[] = [];
     for (let run = 0; run < CLOSE_RUNS; run += 1) {
       const figures = await closeIdle(peer);
@@ -156,28 +199,54 @@ if (enabled('close')) {
     }
     table.add(peer.name, median(samples));
   });
-  printTable('terminate() of an idle interactive bash (ms)', ['peer', 'ms', 'ratio vs local', 'processes left', 'waits for quiescence'], peers.map((peer) => [peer.name, spread(table.values(peer.name), 1), ratioCell(table, peer.name), String(leftovers.get(peer.name) ?? 0), peer.closeIsQuiescence ? 'yes' : 'no (kill + exit event)']));
-  results.close = Object.fromEntries(names.map((name) => [name, table.values(name)]));
+  printTable('terminate() of an idle interactive bash (ms)', ['peer', 'ms', 'ratio vs local', 'processes left', 'waits for quiescence'], peers.map((peer) => [peer.name, spread(table.values(peer.name), 1), ratioCell(table, peer.name, 'local'), Number.isNaN(leftovers.get(peer.name)) ? 'n/a' : String(leftovers.get(peer.name) ?? 0), peer.closeIsQuiescence ? 'yes' : 'no (hang-up only)']));
+  results.close = Object.fromEntries(names(peers).map((name) => [name, table.values(name)]));
+}
+
+if (enabled('dsh')) {
+  const figures = { local: [] as Awaited<ReturnType<typeof dshEcho>>[], remote: [] as Awaited<ReturnType<typeof dshEcho>>[] };
+  for (let round = 0; round < Math.min(rounds, 3); round += 1) {
+    for (const kind of round % 2 === 0 ? (['local', 'remote'] as const) : (['remote', 'local'] as const)) figures[kind].push(await dshEcho(kind, daemon));
+  }
+  const row = (name: 'local' | 'remote') => [
+    `dsh-terminal-bash over ${name}`,
+    spread(figures[name].map((f) => f.startMs), 1),
+    spread(figures[name].map((f) => f.sendMs), 1),
+    name === 'local' ? '' : `+${fmt(median(figures.remote.map((f, index) => f.sendMs - figures.local[index]!.sendMs)), 2)}`,
+    spread(figures[name].map((f) => f.closeMs), 1),
+  ];
+  printTable('the harness: dsh-terminal-bash start, `echo hi` send to stdin_read, close (ms)', ['path', 'start', 'echo hi', 'vs local', 'close'], [row('local'), row('remote')]);
+  results.dsh = figures;
+}
+
+if (enabled('resume')) {
+  const list: Awaited<ReturnType<typeof resume>>[] = [];
+  for (let round = 0; round < Math.min(rounds, 3); round += 1) list.push(await resume(daemon, quick ? 1_000_000 : 3_000_000, 5));
+  printTable('B6 resume: the connection cut mid-bulk and mid-echo', ['cuts', 'bytes lost or repeated', 'byte-exact', 'cut → next byte (ms)', 'echo across a cut (ms)'], [
+    [String(list.reduce((sum, f) => sum + f.cuts, 0)), String(list.reduce((sum, f) => sum + Math.abs(f.byteDifference), 0)), `${list.filter((f) => f.exact).length}/${list.length}`, spread(list.map((f) => f.reattachMs), 2), spread(list.map((f) => f.echoAcrossCutMs), 2)],
+  ]);
+  results.resume = list;
 }
 
 if (enabled('stall')) {
   const sessions = 4;
   const input = quick ? 30_000_000 : 100_000_000;
   const stallMs = 3000;
-  const figures = { daemon: [] as Awaited<ReturnType<typeof stallDaemon>>[], relay: [] as Awaited<ReturnType<typeof stallRelay>>[] };
+  const figures = { remote: [] as StallFigures[], relay: [] as StallFigures[] };
   for (let round = 0; round < Math.min(rounds, 3); round += 1) {
-    figures.daemon.push(await stallDaemon(daemon, sessions, input, stallMs));
+    figures.remote.push(await stallDaemon(daemon, sessions, input, stallMs));
     figures.relay.push(await stallRelay(relay, sessions, input, stallMs));
   }
-  const row = (name: string, list: { rssGrowthPerSessionMiB: number; rssPeakMiB: number; blocked: boolean; complete: boolean; wallSeconds: number }[]) => [
+  const row = (name: string, list: StallFigures[]) => [
     name,
     spread(list.map((f) => f.rssGrowthPerSessionMiB), 2),
     spread(list.map((f) => f.rssPeakMiB), 1),
+    spread(list.map((f) => f.clientGrowthPerSessionMiB), 2),
     list.every((f) => f.blocked) ? 'yes' : 'no',
     `${list.filter((f) => f.complete).length}/${list.length}`,
     spread(list.map((f) => f.wallSeconds), 2),
   ];
-  printTable(`B5 stalled consumers: ${sessions} sessions × ${(bulkBytes(input) / 1e6).toFixed(0)} MB, reading stops after 10 MB for ${stallMs / 1000} s`, ['server', 'RSS growth during the stall per session (MiB)', 'RSS peak (MiB)', 'producer blocked', 'complete', 'wall (s)'], [row('daemon-ws', figures.daemon), row('ws-relay', figures.relay)]);
+  printTable(`B5 stalled consumers: ${sessions} sessions × ${(bulkBytes(input) / 1e6).toFixed(0)} MB, reading stops after 10 MB for ${stallMs / 1000} s`, ['server', 'server RSS growth per stalled session during the stall (MiB)', 'server RSS peak (MiB)', 'client RSS growth per session (MiB)', 'producer blocked', 'complete', 'wall (s)'], [row('remote (daemon)', figures.remote), row('ws-relay', figures.relay)]);
   results.stall = figures;
 }
 
@@ -185,7 +254,7 @@ if (enabled('isolation')) {
   const table: string[][] = [];
   const trips = quick ? 300 : 1000;
   const raw: Record<string, unknown> = {};
-  for (const healthy of [1, 10]) {
+  for (const healthy of [1, 10, 50]) {
     const unloaded: number[] = [];
     const loaded: number[] = [];
     for (let round = 0; round < Math.min(rounds, 3); round += 1) {
@@ -196,7 +265,7 @@ if (enabled('isolation')) {
     table.push([String(healthy), spread(unloaded), spread(loaded), `${fmt(median(ratios), 2)}× [${fmt(Math.min(...ratios), 2)}–${fmt(Math.max(...ratios), 2)}]`]);
     raw[healthy] = { unloaded, loaded };
   }
-  printTable('B7 isolation: echo p99 of healthy sessions on one connection, without and with a stalled bulk session beside them (ms)', ['healthy sessions', 'p99 unloaded', 'p99 with one stalled', 'ratio'], table);
+  printTable('B7 isolation: echo p99 of healthy sessions on one SDK connection, without and with a stalled bulk session beside them (ms)', ['healthy sessions', 'p99 unloaded', 'p99 with one stalled', 'ratio'], table);
   results.isolation = raw;
 }
 
@@ -209,9 +278,10 @@ if (enabled('idle')) {
   results.idle = figures;
 }
 
-for (const peer of allPeers) await peer.dispose();
+for (const peer of [...everyPeer, ...coldPeers]) await peer.dispose();
 await daemon.stop();
 await relay.stop();
+await sshd?.stop();
 mkdirSync('.bench', { recursive: true });
 writeFileSync('.bench/latest.json', `${JSON.stringify(results, null, 2)}\n`);
 console.log('\nraw figures: .bench/latest.json');

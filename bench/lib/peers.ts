@@ -16,6 +16,13 @@ export interface TerminalSession {
   write(data: string): void;
   /** Foreground inspection, where the peer has it. */
   inspect?(): Promise<unknown>;
+  /** Resize, where the peer has it. */
+  resize?(cols: number, rows: number): Promise<void>;
+  /** A SIGINT to the foreground, where the peer has it. */
+  interrupt?(): Promise<void>;
+  /** Stops and resumes reading output, as a slow consumer does. */
+  pause?(): void;
+  resume?(): void;
   /** Ends the session; resolves once the peer says it is closed. */
   close(): Promise<void>;
   /** Resolves when the top-level process has exited (after its output). */
@@ -34,12 +41,17 @@ export const BENCH_ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/tm
 /** Grace of the seam peers' cleanup; the reference harness uses 3000 ms. */
 export const CLOSE_GRACE_MS = 3000;
 
-function seamSession(handle: SubprocessTerminalHandle): TerminalSession {
+/** A seam terminal handle as a session; `resize` where the handle has one. */
+export function seamSession(handle: SubprocessTerminalHandle & { resize?: (cols: number, rows: number) => unknown }): TerminalSession {
   return {
     pid: handle.pid,
     onData: (listener) => handle.output.on('data', (chunk: Buffer | string) => listener(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)),
     write: (data) => void handle.write(data),
     inspect: () => handle.inspectForeground(),
+    ...(handle.resize === undefined ? {} : { resize: async (cols: number, rows: number) => void (await handle.resize!(cols, rows)) }),
+    interrupt: async () => void (await handle.signalForeground('SIGINT')),
+    pause: () => handle.output.pause(),
+    resume: () => handle.output.resume(),
     close: () => handle.terminate(),
     exited: handle.done.then(() => undefined),
   };

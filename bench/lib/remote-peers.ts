@@ -1,15 +1,15 @@
 /**
- * Remote terminal peers: the daemon over its WebSocket and over REST, and the
- * minimal ws relay. All run in child processes; the benchmark process is the client.
+ * Remote terminal peers: the daemon through the SDK (warm and cold) and over
+ * REST, and the minimal ws relay. The servers run in child processes; the
+ * benchmark process is the client, measured at its public API.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
-import { Connection, type DaemonProcess } from './daemon.ts';
-import { BENCH_ENV, CLOSE_GRACE_MS, type TerminalPeer, type TerminalSession } from './peers.ts';
-
-const WINDOW_BYTES = 1024 * 1024;
+import { connect, type RemoteRuntime } from '@execworld/sdk';
+import type { DaemonProcess } from './daemon.ts';
+import { BENCH_ENV, CLOSE_GRACE_MS, seamSession, type TerminalPeer, type TerminalSession } from './peers.ts';
 
 /** Delivers chunks to listeners; what arrives before the first listener is held for it. */
 function fanout(): { push: (chunk: Buffer) => void; onData: (listener: (chunk: Buffer) => void) => void } {
@@ -35,50 +35,35 @@ function spec(argv: readonly string[], env?: Record<string, string>) {
   return { argv, cwd: '/tmp', env: { ...BENCH_ENV, ...env }, rows: 24, cols: 80, graceMs: CLOSE_GRACE_MS };
 }
 
-/** The daemon over one shared WebSocket: a new terminal is a call, its output a subscription. */
-export async function daemonWsPeer(daemon: DaemonProcess): Promise<TerminalPeer & { connection: Connection }> {
-  const connection = await Connection.open(daemon.url, daemon.token);
+/** The SDK's RemoteRuntime over one connection to the daemon: a new terminal is a call on it. */
+export async function remotePeer(daemon: DaemonProcess): Promise<TerminalPeer & { runtime: RemoteRuntime }> {
+  const runtime = await connect(daemon.url, { token: daemon.token });
   return {
-    name: 'daemon-ws',
+    name: 'remote',
     closeIsQuiescence: true,
-    connection,
+    runtime,
+    open: async (argv, env) => seamSession(await runtime.spawnTerminal(spec(argv, env))),
+    dispose: () => runtime.dispose(),
+  };
+}
+
+/** The SDK with a fresh connection per terminal: connect, authenticate, spawn. */
+export function remoteColdPeer(daemon: DaemonProcess): TerminalPeer {
+  return {
+    name: 'remote-cold',
+    closeIsQuiescence: true,
     async open(argv, env) {
-      const info = await connection.call('terminal.create', spec(argv, env));
-      const output = fanout();
-      let resolveExited!: () => void;
-      const exited = new Promise<void>((resolve) => (resolveExited = resolve));
-      let received = 0;
-      let acked = 0;
-      await connection.subscribe(
-        { kind: 'terminal', id: info.id, stream: 'output' },
-        0,
-        WINDOW_BYTES,
-        (_offset, payload, sub) => {
-          received += payload.length;
-          output.push(payload);
-          // Acknowledge in quarter windows, as a streaming client would.
-          if (received - acked >= WINDOW_BYTES / 4) {
-            acked = received;
-            connection.ack(sub, acked);
-          }
-        },
-        () => resolveExited(),
-      );
+      const runtime = await connect(daemon.url, { token: daemon.token });
+      const session = seamSession(await runtime.spawnTerminal(spec(argv, env)));
       return {
-        pid: info.pid,
-        onData: output.onData,
-        write: (data) => void connection.call('terminal.input', { id: info.id, data }),
-        inspect: () => connection.call('terminal.foreground', { id: info.id }),
+        ...session,
         close: async () => {
-          await connection.call('terminal.delete', { id: info.id });
+          await session.close();
+          runtime.close();
         },
-        exited,
-      } satisfies TerminalSession;
+      };
     },
-    dispose: () => {
-      connection.close();
-      return Promise.resolve();
-    },
+    dispose: () => Promise.resolve(),
   };
 }
 

@@ -189,3 +189,51 @@ export async function closeIdle(peer: TerminalPeer): Promise<{ ms: number; lefto
   // A peer without a pid (the relay's terminal is in another process) cannot be checked here.
   return { ms, leftovers: session.pid > 0 ? sessionMembers(session.pid) : Number.NaN };
 }
+
+/** B8: resize until the child's SIGWINCH trap prints, ms per resize; undefined for a peer without resize. */
+export async function resizeLatency(peer: TerminalPeer, count = 50): Promise<number[] | undefined> {
+  const session = await peer.open(['/bin/sh', '-c', "trap 'printf W' WINCH; printf READY; while :; do sleep 1 & wait; done"]);
+  if (session.resize === undefined) {
+    await session.close();
+    return undefined;
+  }
+  let text = '';
+  let notify: (() => void) | undefined;
+  session.onData((chunk) => {
+    text += chunk.toString('latin1');
+    notify?.();
+  });
+  while (!text.includes('READY')) await sleep(5);
+  await sleep(100);
+  const samples: number[] = [];
+  for (let index = 0; index < count; index += 1) {
+    const seen = text.split('W').length;
+    const arrived = new Promise<void>((resolve) => (notify = () => text.split('W').length > seen && resolve()));
+    const started = nowMs();
+    await session.resize(80 + (index % 2), 24);
+    await arrived;
+    samples.push(nowMs() - started);
+  }
+  await session.close();
+  return samples;
+}
+
+/** B8: SIGINT to a foreground sleep until its exit is seen, ms; undefined for a peer without signals. */
+export async function interruptLatency(peer: TerminalPeer, runs = 10): Promise<number[] | undefined> {
+  const samples: number[] = [];
+  for (let run = 0; run < runs; run += 1) {
+    const session = await peer.open(['/bin/sh', '-c', 'printf READY; exec sleep 30']);
+    if (session.interrupt === undefined) {
+      await session.close();
+      return undefined;
+    }
+    await watch(session, (text) => text.includes('READY'));
+    await sleep(20);
+    const started = nowMs();
+    await session.interrupt();
+    await session.exited;
+    samples.push(nowMs() - started);
+    await session.close();
+  }
+  return samples;
+}

@@ -21,9 +21,9 @@ export interface DaemonProcess {
   stop(): Promise<void>;
 }
 
-export async function startDaemon(args: string[] = []): Promise<DaemonProcess> {
+export async function startDaemon(args: string[] = [], nodeArgs: string[] = []): Promise<DaemonProcess> {
   const home = mkdtempSync(join(tmpdir(), 'execworld-bench-'));
-  const child: ChildProcess = spawn(process.execPath, [BIN, 'serve', '--port', '0', ...args], {
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, BIN, 'serve', '--port', '0', ...args], {
     env: { ...process.env, XDG_CONFIG_HOME: home },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

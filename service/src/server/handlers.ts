@@ -44,6 +44,8 @@ function readStream(stream: ByteStream, from: number | undefined, maxBytes: numb
 async function longPollRead(ctx: CallContext, stream: ByteStream, params: { from?: number | undefined; waitMs?: number | undefined; maxBytes?: number | undefined }) {
   const from = params.from ?? stream.start;
   if (from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${from} is past the end of the stream (${stream.end})`);
+  // Acknowledge before waiting: a ring held full by these very bytes would otherwise keep its program paused.
+  stream.consumed(from);
   await waitForBytes(stream, from, params.waitMs ?? 0, ctx.signal);
   return readStream(stream, from, params.maxBytes);
 }
@@ -173,7 +175,14 @@ export const BOUND_OPERATIONS: ReadonlyMap<string, BoundOperation> = new Map(
   OPERATION_LIST.map((spec) => {
     const schema = z.strictObject({ ...spec.params, ...spec.input.shape });
     const handler = HANDLERS[spec.name as OperationName] as (ctx: CallContext, params: Record<string, unknown>) => unknown;
-    // Through a promise, so a synchronous throw is a rejection like any other.
-    return [spec.name, { spec, schema, handler: (ctx, params) => Promise.resolve().then(() => handler(ctx, params)) }];
+    // A synchronous throw becomes a rejection like any other, without a deferral on the hot path.
+    const call = (ctx: CallContext, params: Record<string, unknown>): Promise<unknown> => {
+      try {
+        return Promise.resolve(handler(ctx, params));
+      } catch (error) {
+        return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    };
+    return [spec.name, { spec, schema, handler: call }];
   }),
 );

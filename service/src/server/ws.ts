@@ -22,6 +22,10 @@ import type { ByteStream } from './streams.ts';
 const FRAME_BYTES = 64 * 1024;
 /** Bytes queued in the socket beyond which sending waits for the kernel to take some. */
 const SOCKET_HIGH_WATER_BYTES = 1024 * 1024;
+/** Operations that may wait for an event, and so must stop waiting when their caller leaves. */
+const WAITING_OPERATIONS = new Set(['terminal.done', 'process.done', 'process.wait', 'terminal.output', 'process.output', 'executable.resolve', 'terminal.terminate', 'terminal.delete', 'process.delete']);
+const NEVER_ABORTED = new AbortController().signal;
+
 /** Subscriptions one connection may hold at once. */
 export const MAX_SUBSCRIPTIONS = 1024;
 /** Calls one connection may have in flight at once (a call such as terminal.done may wait long). */
@@ -186,12 +190,13 @@ class Connection {
       this.send({ t: 'error', id, error: { code: 'LIMIT_EXCEEDED', message: `at most ${MAX_CALLS_IN_FLIGHT} calls may be in flight on one connection` } });
       return;
     }
-    const controller = new AbortController();
-    this.#calls.add(controller);
+    // Only a call that may wait needs to learn that its caller went away (an AbortController costs microseconds).
+    const controller = WAITING_OPERATIONS.has(name) ? new AbortController() : undefined;
+    if (controller !== undefined) this.#calls.add(controller);
     try {
       const validated = operation.schema.safeParse(params);
       if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, 'params'));
-      const ctx: CallContext = { owner: this.#owner, registry: this.#options.registry, version: this.#options.version, signal: controller.signal, unbounded: true };
+      const ctx: CallContext = { owner: this.#owner, registry: this.#options.registry, version: this.#options.version, signal: controller?.signal ?? NEVER_ABORTED, unbounded: true };
       const result = await operation.handler(ctx, validated.data);
       this.send({ t: 'result', id, result });
     } catch (error) {
@@ -199,7 +204,7 @@ class Connection {
       if (serviceError.code === 'INTERNAL') this.#log.error({ err: error, op: name }, 'call failed');
       this.send({ t: 'error', id, error: { code: serviceError.code, message: serviceError.message } });
     } finally {
-      this.#calls.delete(controller);
+      if (controller !== undefined) this.#calls.delete(controller);
     }
   }
 
