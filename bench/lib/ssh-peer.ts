@@ -124,8 +124,11 @@ function channelSession(channel: ClientChannel, onClose?: () => void): TerminalS
     pause: () => channel.pause(),
     resume: () => channel.resume(),
     close: async () => {
+      // A terminal hang-up, as a real disconnect would give the remote shell.
+      // sshd does not report the channel closed while the shell lives; like node-pty's kill, this does not wait.
+      channel.signal('HUP');
       channel.close();
-      await exited;
+      await Promise.race([exited, sleep(100)]);
       onClose?.();
     },
     exited,
