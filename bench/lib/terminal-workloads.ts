@@ -30,6 +30,17 @@ function watch(session: TerminalSession, done: (text: string) => boolean, timeou
   });
 }
 
+/** A wait that fails the workload instead of hanging the whole run. */
+async function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => (timer = setTimeout(() => reject(new Error(`${what} within ${timeoutMs} ms`)), timeoutMs)));
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 const atPrompt = (text: string): boolean => text.replace(ESCAPES, '').endsWith('$ ');
 
 /** B3: spawn call to the first prompt's bytes, ms. */
@@ -210,8 +221,9 @@ export async function resizeLatency(peer: TerminalPeer, count = 50): Promise<num
     const seen = text.split('W').length;
     const arrived = new Promise<void>((resolve) => (notify = () => text.split('W').length > seen && resolve()));
     const started = nowMs();
-    await session.resize(80 + (index % 2), 24);
-    await arrived;
+    // Never the opening 80 columns: a resize to the current size sends no SIGWINCH.
+    await session.resize(81 + (index % 2), 24);
+    await withTimeout(arrived, 5000, `${peer.name}: no SIGWINCH after a resize`);
     samples.push(nowMs() - started);
   }
   await session.close();
@@ -231,7 +243,7 @@ export async function interruptLatency(peer: TerminalPeer, runs = 10): Promise<n
     await sleep(20);
     const started = nowMs();
     await session.interrupt();
-    await session.exited;
+    await withTimeout(session.exited, 5000, `${peer.name}: no exit after SIGINT`);
     samples.push(nowMs() - started);
     await session.close();
   }

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalHandle } from '@execworld/sdk/seam';
-import { openBash, waitForForeground } from '../helpers/terminal.ts';
+import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
 import { collect, pidAlive, sleep, waitFor } from '../helpers/wait.ts';
 
 export interface RuntimeTraits {
@@ -266,6 +266,8 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         await shell.terminal.write('sleep 30\r');
         const facts = await waitForForeground(shell.terminal, 'sleep', (f) => f !== undefined && f.processGroupId !== shell.terminal.pid);
         await expect(shell.terminal.signalForeground('SIGINT')).resolves.toBe(facts.processGroupId);
+        // The prompt bash prints after the interrupted job, before the next command is typed.
+        await waitFor('the prompt after SIGINT', () => shell.text().endsWith(PROMPT));
         expect(await shell.run('echo "status=$?"')).toContain('status=130');
         expect(pidAlive(facts.processGroupId)).toBe(false);
         expect(pidAlive(shell.terminal.pid)).toBe(true);
@@ -364,6 +366,19 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         const members = sessionPids(shell.terminal.pid);
         await shell.terminal.terminate();
         expect(members.filter(pidAlive)).toEqual([]);
+      });
+
+      it('closes a shell that keeps forking children while they are stopped', async () => {
+        // A loop forks a new child each time the last one is killed: the shell itself must be stopped too.
+        const looping = await runtime.spawnTerminal({ ...TERMINAL, argv: ['/bin/sh', '-c', 'printf READY; while :; do sleep 1 & wait; done'], graceMs: 300 });
+        const shell = await openBash(runtime, { graceMs: 300 });
+        await shell.terminal.write('while :; do sleep 0.2; done\r');
+        await waitFor('both loops to fork', () => sessionPids(looping.pid).length >= 2 && sessionPids(shell.terminal.pid).length >= 2);
+        await looping.terminate();
+        await shell.terminal.terminate();
+        expect(sessionPids(looping.pid)).toEqual([]);
+        expect(sessionPids(shell.terminal.pid)).toEqual([]);
+        expect(pidAlive(looping.pid) || pidAlive(shell.terminal.pid)).toBe(false);
       });
 
       it('sweeps a subshell that outlives the shell, never observed before the exit', async () => {

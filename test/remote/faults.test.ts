@@ -127,6 +127,26 @@ describe('the remote runtime under faults', () => {
     runtime.close();
   });
 
+  it('closing the runtime detaches: live streams close without an error event, and the terminal lives on', async () => {
+    const runtime = await connect(proxy.url, { token: daemon.token });
+    const terminal = await runtime.spawnTerminal({ argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
+    const piped = runtime.spawn({ argv: ['/bin/sleep', '30'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 });
+    await piped.started;
+    // No 'error' listener of the caller's own: an error event here would be an uncaught exception.
+    const closed = [terminal.output, piped.stdout!, piped.stderr!].map((stream) => new Promise<void>((resolve) => stream.once('close', () => resolve())));
+    runtime.close();
+    await Promise.all(closed);
+    await expect(terminal.done).rejects.toMatchObject({ code: 'CLOSED' });
+    const admin = await connect(proxy.url, { token: daemon.token });
+    const attached = await admin.attachTerminal(terminal.id);
+    expect((await attached.info()).status).toBe('running');
+    await admin.dispose();
+    const check = await connect(proxy.url, { token: daemon.token });
+    expect((await check.listProcesses()).find((entry) => entry.id === piped.id)?.status).toBe('running');
+    await check.call('process.terminate', { id: piped.id });
+    check.close();
+  });
+
   it('reports a child killed with SIGKILL as exactly that', async () => {
     const runtime = await connect(proxy.url, { token: daemon.token });
     const handle = runtime.spawn({ argv: ['/bin/sleep', '30'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 });

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RingStream } from '../../service/src/server/streams.ts';
 import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
@@ -41,6 +42,43 @@ describe('RingStream', () => {
     ring.append(bytes('cc'));
     expect(ring.start).toBe(2);
     expect(ring.read(2, 100).data.toString()).toBe('aabbbbcc');
+  });
+
+  it('agrees with a model of every byte ever appended, across many chunks and evictions', () => {
+    const step = fc.oneof(
+      fc.record({ kind: fc.constant('append' as const), size: fc.integer({ min: 0, max: 40 }) }),
+      fc.record({ kind: fc.constant('consume' as const), upTo: fc.nat() }),
+      fc.record({ kind: fc.constant('read' as const), from: fc.nat(), maxBytes: fc.integer({ min: 1, max: 120 }) }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 100 }), fc.array(step, { maxLength: 200 }), (capacity, steps) => {
+        const ring = new RingStream(capacity);
+        let all = Buffer.alloc(0);
+        let consumed = 0;
+        for (const item of steps) {
+          if (item.kind === 'append') {
+            const chunk = Buffer.from(Array.from({ length: item.size }, (_, index) => (all.length + index) % 251));
+            ring.append(chunk);
+            all = Buffer.concat([all, chunk]);
+          } else if (item.kind === 'consume') {
+            consumed = Math.max(consumed, Math.min(item.upTo, all.length));
+            ring.consumed(item.upTo);
+          } else if (item.from <= all.length) {
+            const slice = ring.read(item.from, item.maxBytes);
+            const begin = Math.max(item.from, ring.start);
+            expect(slice.from).toBe(begin);
+            expect(slice.gap).toEqual(item.from < ring.start ? { from: item.from, to: ring.start } : null);
+            expect(slice.data.equals(all.subarray(begin, Math.min(all.length, begin + item.maxBytes)))).toBe(true);
+            expect(slice.next).toBe(begin + slice.data.length);
+          }
+          // Nothing unread is ever dropped, and read bytes are kept up to the capacity.
+          expect(ring.start).toBeLessThanOrEqual(consumed);
+          expect(ring.end).toBe(all.length);
+          expect(ring.retained).toBeGreaterThanOrEqual(Math.min(all.length, capacity));
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('notifies on append, consumption and end', () => {

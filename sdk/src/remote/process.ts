@@ -127,6 +127,10 @@ export class RemoteProcess implements SubprocessHandle {
       (info) => {
         const source = new SubscribedReadable(this.#connection, { kind: 'process', id: info.id, stream: name }, 0);
         source.on('error', (error) => stream.destroy(error));
+        // Closed without its end (the runtime was closed): close the handed-out stream too, quietly.
+        source.once('close', () => {
+          if (!source.readableEnded && !source.errored) stream.destroy();
+        });
         source.pipe(stream);
       },
       () => stream.end(),

@@ -48,7 +48,10 @@ export class SubscribedReadable extends Readable {
       },
       onError: (error) => {
         events.onError?.(error);
-        this.destroy(error);
+        // The caller's own close detaches the stream: it closes quietly, as a socket destroyed by its owner
+        // does. A lost connection is a transport failure, reported as 'error'.
+        if (error.code === 'CLOSED') this.destroy();
+        else this.destroy(error);
       },
     };
     this.#subscription = connection.subscribe(target, from, handlers);
@@ -60,8 +63,10 @@ export class SubscribedReadable extends Readable {
   }
 
   override _read(): void {
-    // The reader has room again: what was delivered is consumed as far as credits go.
-    if (this.#waiting || this.#delivered > this.#subscription.acked) {
+    // The reader has room again after a full buffer: what was delivered is consumed.
+    // A reader that keeps up is acknowledged every quarter window from onData instead,
+    // so an interactive echo costs no extra message (the daemon keeps 3/4 of its window).
+    if (this.#waiting) {
       this.#waiting = false;
       this.#subscription.ack(this.#delivered);
     }

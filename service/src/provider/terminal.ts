@@ -39,6 +39,8 @@ export const MAX_TERMINAL_SIZE = 65_535;
 
 /** Poll interval while cleanup waits for processes to go. */
 const CLEANUP_POLL_MS = 5;
+/** SIGKILL rounds against members forked while earlier ones died. */
+const KILL_ROUNDS = 8;
 
 /** Output buffered for a slow reader before the terminal is paused. */
 const OUTPUT_HIGH_WATER_BYTES = 64 * 1024;
@@ -228,7 +230,10 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   }
 
   async #terminateOnce(): Promise<void> {
-    await this.#stopDescendants();
+    // Members forked by the living shell while its children die (a loop) are not
+    // survivors: they are swept once the shell is gone. One that outlived SIGKILL is.
+    const unkillable = await this.#stopDescendants();
+    if (unkillable.length > 0) throw survivorsError(unkillable);
     if (!this.#exited) {
       // A real terminal close: the controlling process gets SIGHUP, which ends an
       // interactive shell at once (it ignores SIGTERM). TERM is for programs that
@@ -244,7 +249,9 @@ export class LocalTerminal implements SubprocessTerminalHandle {
       }
     }
     // Children forked while the shell handled its signals, and members that outlived it.
-    await this.#stopDescendants();
+    const survivors = await this.#stopDescendants();
+    const left = union(survivors, this.#refresh());
+    if (left.length > 0) throw survivorsError(left);
     this.#pty.close();
   }
 
@@ -258,23 +265,27 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     }
   }
 
-  /** TERM, grace, KILL, grace for every tracked member; throws naming the survivors. */
-  async #stopDescendants(): Promise<void> {
+  /**
+   * TERM, grace, then rounds of KILL to every tracked member, each round taking
+   * in the members forked meanwhile. Returns the members that outlived a SIGKILL
+   * and its grace; members still being forked by a living ancestor outside the
+   * targets (the shell) after the last round are not waited for.
+   */
+  async #stopDescendants(): Promise<ProcessIdentity[]> {
     const first = this.#refresh();
     for (const target of first) {
       this.#inspector.signalProcess(target, 'SIGTERM');
       this.#inspector.signalProcess(target, 'SIGCONT');
     }
-    const termSurvivors = first.length > 0 ? await this.#survivorsAfter(first, this.#graceMs) : [];
-    const second = union(termSurvivors, this.#refresh());
-    if (second.length === 0) return;
-    for (const target of second) this.#inspector.signalProcess(target, 'SIGKILL');
-    const killSurvivors = await this.#survivorsAfter(second, this.#graceMs);
-    const last = union(killSurvivors, this.#refresh()).filter((target) => this.#inspector.isAlive(target));
-    if (last.length > 0) {
-      const pids = last.map((target) => target.pid);
-      throw new CleanupError(`terminal cleanup failed; surviving pids: ${pids.join(', ')}`, pids);
+    let survivors = first.length > 0 ? await this.#survivorsAfter(first, this.#graceMs) : [];
+    for (let round = 0; round < KILL_ROUNDS; round += 1) {
+      const targets = union(survivors, this.#refresh());
+      if (targets.length === 0) return [];
+      for (const target of targets) this.#inspector.signalProcess(target, 'SIGKILL');
+      survivors = await this.#survivorsAfter(targets, this.#graceMs);
+      if (survivors.length > 0) return survivors;
     }
+    return [];
   }
 
   async #survivorsAfter(targets: readonly ProcessIdentity[], ms: number): Promise<ProcessIdentity[]> {
@@ -295,6 +306,11 @@ function promised<T>(call: () => T): Promise<T> {
   } catch (error) {
     return Promise.reject(error instanceof Error ? error : new Error(String(error)));
   }
+}
+
+function survivorsError(survivors: readonly ProcessIdentity[]): CleanupError {
+  const pids = survivors.map((target) => target.pid);
+  return new CleanupError(`terminal cleanup failed; surviving pids: ${pids.join(', ')}`, pids);
 }
 
 function union(a: readonly ProcessIdentity[], b: readonly ProcessIdentity[]): ProcessIdentity[] {

@@ -66,7 +66,10 @@ function gather(chunks: readonly Buffer[]): Buffer {
 
 export class RingStream extends ListenedStream implements ByteStream {
   readonly capacity: number;
+  /** Retained chunks from index `#head` on, and the offset of each one's first byte. */
   #chunks: Buffer[] = [];
+  #starts: number[] = [];
+  #head = 0;
   #start = 0;
   #end = 0;
   #consumed = 0;
@@ -102,6 +105,7 @@ export class RingStream extends ListenedStream implements ByteStream {
   append(chunk: Buffer): void {
     if (this.#ended || chunk.length === 0) return;
     this.#chunks.push(chunk);
+    this.#starts.push(this.#end);
     this.#end += chunk.length;
     this.#evict();
     this.notify();
@@ -125,34 +129,55 @@ export class RingStream extends ListenedStream implements ByteStream {
     if (from > this.#end) throw new OffsetOutOfRangeError(from, this.#end);
     const gap = from < this.#start ? { from, to: this.#start } : null;
     const begin = Math.max(from, this.#start);
-    const chunks: Buffer[] = [];
-    let offset = this.#start;
+    const pieces: Buffer[] = [];
     let taken = 0;
-    for (const chunk of this.#chunks) {
-      const chunkEnd = offset + chunk.length;
-      if (chunkEnd > begin && taken < maxBytes) {
-        const skip = Math.max(0, begin - offset);
-        const piece = chunk.subarray(skip, skip + maxBytes - taken);
-        chunks.push(piece);
-        taken += piece.length;
-      }
-      offset = chunkEnd;
-      if (taken >= maxBytes) break;
+    for (let index = this.#chunkAt(begin); index < this.#chunks.length && taken < maxBytes; index += 1) {
+      const chunk = this.#chunks[index]!;
+      // Chunks are never trimmed: a partly dropped head still holds its first bytes, and begin >= #start skips them.
+      const skip = Math.max(0, begin - this.#starts[index]!);
+      const piece = chunk.subarray(skip, skip + maxBytes - taken);
+      pieces.push(piece);
+      taken += piece.length;
     }
-    return { from: begin, data: gather(chunks), next: begin + taken, gap };
+    return { from: begin, data: gather(pieces), next: begin + taken, gap };
+  }
+
+  /** Index of the retained chunk holding `offset` (the chunk count when it is the end). */
+  #chunkAt(offset: number): number {
+    // Readers mostly follow the end: binary search over the retained chunks.
+    let low = this.#head;
+    let high = this.#chunks.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if (this.#starts[middle]! + this.#chunks[middle]!.length <= offset) low = middle + 1;
+      else high = middle;
+    }
+    return low;
   }
 
   /** Drops read bytes from the head while more than `capacity` is held. */
   #evict(): void {
     while (this.#end - this.#start > this.capacity && this.#start < this.#consumed) {
-      const head = this.#chunks[0]!;
-      const droppable = Math.min(head.length, this.#consumed - this.#start, this.#end - this.#start - this.capacity);
-      if (droppable === head.length) this.#chunks.shift();
-      else this.#chunks[0] = head.subarray(droppable);
+      const head = this.#chunks[this.#head]!;
+      const headStart = this.#start;
+      const headEnd = this.#starts[this.#head]! + head.length;
+      const droppable = Math.min(headEnd - headStart, this.#consumed - this.#start, this.#end - this.#start - this.capacity);
       this.#start += droppable;
+      if (this.#start === headEnd) {
+        this.#chunks[this.#head] = EMPTY;
+        this.#head += 1;
+      }
+    }
+    // Compact once the dropped slots outnumber the retained ones, so both arrays stay proportional to what is held.
+    if (this.#head > 64 && this.#head * 2 > this.#chunks.length) {
+      this.#chunks = this.#chunks.slice(this.#head);
+      this.#starts = this.#starts.slice(this.#head);
+      this.#head = 0;
     }
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /** A view of a collected stream: the provider's bounded tail, fed live through `push`. */
 export class CollectorStream extends ListenedStream implements ByteStream {
