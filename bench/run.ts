@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import { startDaemon } from './lib/daemon.ts';
 import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFigures } from './lib/daemon-workloads.ts';
 import { dshEcho } from './lib/dsh-workload.ts';
-import { dshLocalPeer, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
+import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
 import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } from './lib/remote-peers.ts';
 import { ssh2ColdPeer, ssh2Peer, startSshd } from './lib/ssh-peer.ts';
 import { fmt, median, printTable, RoundTable, spread } from './lib/stats.ts';
@@ -44,6 +44,17 @@ const CLOSE_RUNS = 2;
 const daemon = await startDaemon();
 const relay = await startRelay();
 const sshd = await startSshd();
+// The servers go down with the run, even when a workload throws: SIGTERM makes the daemon close its sessions.
+process.on('exit', () => {
+  for (const pid of [daemon.pid, relay.pid, sshd?.pid]) {
+    try {
+      if (pid !== undefined) process.kill(pid, 'SIGTERM');
+    } catch (_error) {
+      // Already stopped.
+    }
+  }
+});
+// A peer whose close fails is reported at the end (guardClose); the run goes on.
 const everyPeer: TerminalPeer[] = [
   localPeer(),
   await dshLocalPeer(),
@@ -52,8 +63,8 @@ const everyPeer: TerminalPeer[] = [
   await remotePeer(daemon),
   daemonRestPeer(daemon),
   ...(sshd === undefined ? [] : [await ssh2Peer(sshd)]),
-];
-const coldPeers: TerminalPeer[] = [remoteColdPeer(daemon), ...(sshd === undefined ? [] : [ssh2ColdPeer(sshd)])];
+].map(guardClose);
+const coldPeers: TerminalPeer[] = [remoteColdPeer(daemon), ...(sshd === undefined ? [] : [ssh2ColdPeer(sshd)])].map(guardClose);
 const wanted = args.peers === undefined ? undefined : new Set(args.peers.split(','));
 const pick = (list: TerminalPeer[]): TerminalPeer[] => list.filter((peer) => wanted === undefined || wanted.has(peer.name) || peer.name === 'local');
 const peers = pick(everyPeer);
@@ -282,6 +293,10 @@ for (const peer of [...everyPeer, ...coldPeers]) await peer.dispose();
 await daemon.stop();
 await relay.stop();
 await sshd?.stop();
+if (closeFailures.size > 0) {
+  printTable('close() that failed (the survivors were killed by the benchmark)', ['peer', 'failures', 'first message'], [...closeFailures].map(([name, messages]) => [name, String(messages.length), messages[0]!]));
+}
+results.closeFailures = Object.fromEntries(closeFailures);
 mkdirSync('.bench', { recursive: true });
 writeFileSync('.bench/latest.json', `${JSON.stringify(results, null, 2)}\n`);
 console.log('\nraw figures: .bench/latest.json');

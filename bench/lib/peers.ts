@@ -4,6 +4,7 @@
  * same code against every peer.
  */
 import '../../test/helpers/with-resolvers.ts';
+import { readdirSync, readFileSync } from 'node:fs';
 import { Context } from '@deepseek-ai/cordis';
 import LocalSubprocessRuntime from '@deepseek-ai/dsh-subprocess-local';
 import * as nodePty from 'node-pty';
@@ -115,4 +116,46 @@ export function nodePtyPeer(): TerminalPeer {
     },
     dispose: () => Promise.resolve(),
   };
+}
+
+/** Close failures seen per peer, each with the peer's message: a failed close is a finding, not a crash of the run. */
+export const closeFailures = new Map<string, string[]>();
+
+/**
+ * The peer with a close that never throws: a failure is recorded in
+ * {@link closeFailures}, and whatever of the session survived is killed so
+ * that it cannot disturb the workloads after it.
+ */
+export function guardClose(peer: TerminalPeer): TerminalPeer {
+  return {
+    ...peer,
+    open: async (argv, env) => {
+      const session = await peer.open(argv, env);
+      return {
+        ...session,
+        close: async () => {
+          try {
+            await session.close();
+          } catch (error) {
+            closeFailures.set(peer.name, [...(closeFailures.get(peer.name) ?? []), (error as Error).message]);
+            if (session.pid > 0) killSession(session.pid);
+          }
+        },
+      };
+    },
+    dispose: () => peer.dispose(),
+  };
+}
+
+/** SIGKILL to every process of POSIX session `sid`. */
+function killSession(sid: number): void {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3]) === sid) process.kill(Number(entry), 'SIGKILL');
+    } catch (_error) {
+      // Gone meanwhile.
+    }
+  }
 }

@@ -17,6 +17,7 @@ const SSHD = '/usr/sbin/sshd';
 
 export interface Sshd {
   readonly port: number;
+  readonly pid: number;
   readonly privateKey: Buffer;
   stop(): Promise<void>;
 }
@@ -88,6 +89,7 @@ export async function startSshd(): Promise<Sshd | undefined> {
   }
   return {
     port,
+    pid: child.pid!,
     privateKey,
     stop: async () => {
       child.kill('SIGTERM');

@@ -119,6 +119,17 @@ describe('execworld serve', () => {
     socket.close();
   });
 
+  it('keeps serving and still exits on SIGTERM after the reader of its log went away', async () => {
+    const daemon = await serve([]);
+    // The log pipe's reader is gone: every log line now meets EPIPE.
+    daemon.child.stdout!.destroy();
+    await sleep(100);
+    for (let call = 0; call < 3; call += 1) expect((await daemon.request('GET', '/v1/terminals')).terminals).toEqual([]);
+    const exited = new Promise((resolve) => daemon.child.once('exit', resolve));
+    daemon.child.kill('SIGTERM');
+    await expect(Promise.race([exited, sleep(15_000).then(() => 'still running 15 s after SIGTERM')])).resolves.toBe(0);
+  });
+
   it('ends every session on SIGTERM and exits 0, leaving no process behind', async () => {
     const daemon = await serve([]);
     const shell = await daemon.request('POST', '/v1/terminals', { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', env: { PS1: '$ ' }, rows: 24, cols: 80, graceMs: 500 });

@@ -13,6 +13,7 @@ import { LocalRuntime } from '../provider/local-runtime.ts';
 import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import type { Config } from './config.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
+import { LogSink } from './log-sink.ts';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
 import { SessionRegistry } from './sessions.ts';
 import { WebSocketHub } from './ws.ts';
@@ -80,10 +81,13 @@ export function buildApp(options: AppOptions): Daemon {
   const version = options.version ?? packageVersion();
   const logger =
     options.logger ??
-    pino({
-      level: config.logLevel,
-      redact: { paths: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'], censor: '[redacted]' },
-    });
+    pino(
+      {
+        level: config.logLevel,
+        redact: { paths: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'], censor: '[redacted]' },
+      },
+      new LogSink(),
+    );
   const https =
     config.tlsCert !== undefined && config.tlsKey !== undefined ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : null;
   const app = Fastify({
