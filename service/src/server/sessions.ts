@@ -111,6 +111,8 @@ export class TerminalSession extends Session {
       this.exit = outcome;
       this.exitedAt = new Date();
       this.log.info({ exit: outcome }, 'terminal exited');
+      // The callers waiting for the exit are answered first: the sweep scans the process table.
+      await new Promise((resolve) => setImmediate(resolve));
       await this.#sweep();
       onFinished();
     });
