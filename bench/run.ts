@@ -88,8 +88,29 @@ function rotation(list: TerminalPeer[], round: number): TerminalPeer[] {
   return list.map((_, index) => list[(index + round) % list.length]!);
 }
 
+/** Workloads that threw, per peer: reported at the end; the run goes on without that peer's figure. */
+const workloadFailures = new Map<string, string[]>();
+
 async function eachRound(list: TerminalPeer[], run: (peer: TerminalPeer, round: number) => Promise<void>): Promise<void> {
-  for (let round = 0; round < rounds; round += 1) for (const peer of rotation(list, round)) await run(peer, round);
+  for (let round = 0; round < rounds; round += 1) {
+    for (const peer of rotation(list, round)) {
+      try {
+        await run(peer, round);
+      } catch (error) {
+        workloadFailures.set(peer.name, [...(workloadFailures.get(peer.name) ?? []), (error as Error).message]);
+      }
+    }
+  }
+}
+
+/** The workload's figures, or undefined (and the failure recorded) when it threw. */
+async function attempt<T>(peer: TerminalPeer, workload: Promise<T>): Promise<T | undefined> {
+  try {
+    return await workload;
+  } catch (error) {
+    workloadFailures.set(peer.name, [...(workloadFailures.get(peer.name) ?? []), (error as Error).message]);
+    return undefined;
+  }
 }
 
 function ratioCell(table: RoundTable, peer: string, base: string): string {
@@ -189,9 +210,10 @@ if (enabled('control')) {
   const resize = new RoundTable();
   const interrupt = new RoundTable();
   await eachRound(peers, async (peer) => {
-    const resizes = await resizeLatency(peer, quick ? 20 : 50);
+    // Each half fails on its own, so the other keeps its figure for the round.
+    const resizes = await attempt(peer, resizeLatency(peer, quick ? 20 : 50));
     resize.add(peer.name, resizes === undefined ? Number.NaN : median(resizes));
-    const interrupts = await interruptLatency(peer, quick ? 3 : 10);
+    const interrupts = await attempt(peer, interruptLatency(peer, quick ? 3 : 10));
     interrupt.add(peer.name, interrupts === undefined ? Number.NaN : median(interrupts));
   });
   printTable('B8 control path: resize → SIGWINCH seen, and SIGINT → exit seen (ms, p50)', ['peer', 'resize', 'resize vs local', 'SIGINT → exit', 'SIGINT vs local'], names(peers).map((name) => [name, spread(resize.values(name)), ratioCell(resize, name, 'local'), spread(interrupt.values(name)), ratioCell(interrupt, name, 'local')]));
@@ -297,6 +319,10 @@ if (closeFailures.size > 0) {
   printTable('close() that failed (the survivors were killed by the benchmark)', ['peer', 'failures', 'first message'], [...closeFailures].map(([name, messages]) => [name, String(messages.length), messages[0]!]));
 }
 results.closeFailures = Object.fromEntries(closeFailures);
+if (workloadFailures.size > 0) {
+  printTable('workloads that failed (that round has no figure for the peer)', ['peer', 'failures', 'first message'], [...workloadFailures].map(([name, messages]) => [name, String(messages.length), messages[0]!]));
+}
+results.workloadFailures = Object.fromEntries(workloadFailures);
 mkdirSync('.bench', { recursive: true });
 writeFileSync('.bench/latest.json', `${JSON.stringify(results, null, 2)}\n`);
 console.log('\nraw figures: .bench/latest.json');

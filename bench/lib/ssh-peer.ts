@@ -101,7 +101,11 @@ export async function startSshd(): Promise<Sshd | undefined> {
 function connectSsh(port: number, privateKey: Buffer): Promise<Client> {
   return new Promise((resolve, reject) => {
     const client = new Client();
-    client.once('ready', () => resolve(client));
+    client.once('ready', () => {
+      // As OpenSSH's own client does for an interactive session: no Nagle delay on small packets.
+      client.setNoDelay(true);
+      resolve(client);
+    });
     client.once('error', reject);
     client.connect({ host: '127.0.0.1', port, username: process.env.USER ?? 'root', privateKey, readyTimeout: 5000 });
   });
@@ -120,7 +124,8 @@ function channelSession(channel: ClientChannel, onClose?: () => void): TerminalS
       return Promise.resolve();
     },
     interrupt: () => {
-      channel.signal('INT');
+      // Ctrl-C on the terminal, as an ssh user interrupts: sshd refuses signal requests for root's sessions.
+      channel.write('\x03');
       return Promise.resolve();
     },
     pause: () => channel.pause(),
