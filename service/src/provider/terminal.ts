@@ -132,15 +132,16 @@ export class LocalTerminal implements SubprocessTerminalHandle {
       if (!TERMINAL_SIGNALS.includes(signal)) {
         throw new ProviderError('INVALID_ARGUMENT', `signal must be one of ${TERMINAL_SIGNALS.join(', ')}, got ${String(signal)}`);
       }
-      const foreground = this.#foreground();
-      if (foreground === undefined) {
+      // Only the group is needed: no process-table scan and no input-wait probe on the way to the signal.
+      const pgid = this.#exited ? undefined : this.#inspector.foregroundGroup(this.pid);
+      if (pgid === undefined) {
         throw new ProviderError('NO_FOREGROUND_GROUP', "cannot resolve the terminal's foreground process group");
       }
-      if (signal === 'SIGKILL' && foreground.processGroupId === this.pid) {
+      if (signal === 'SIGKILL' && pgid === this.pid) {
         throw new ProviderError('SIGNAL_REFUSED', "refusing SIGKILL to the terminal's own shell group; terminate the terminal session instead");
       }
-      this.#inspector.signalGroup(foreground.processGroupId, signal);
-      return foreground.processGroupId;
+      this.#inspector.signalGroup(pgid, signal);
+      return pgid;
     });
   }
 
