@@ -112,7 +112,8 @@ Text messages are JSON; their schemas (ClientMessage, ServerMessage, SubscribePa
 
 The daemon sends stream bytes as binary frames of a ${DATA_HEADER_BYTES}-byte header and the payload: byte 0 is 1 (data),
 bytes 1-4 the subscription id (uint32 big-endian), bytes 5-12 the byte offset of the payload's first byte
-(uint64 big-endian). \`{"t":"end","sub","offset"}\` follows the last frame of a stream that ended;
+(uint64 big-endian). Frame boundaries mean nothing: a frame holds up to 64 KiB, and output that streams in bulk
+is gathered for up to 1 ms into fewer, larger frames. \`{"t":"end","sub","offset"}\` follows the last frame of a stream that ended;
 \`{"t":"gap","sub","from","to"}\` reports bytes a collected stream dropped before they could be sent.
 The daemon pings every heartbeat interval and drops a peer that misses two. Closing the socket only detaches:
 terminals and processes run on, and a later connection resumes from any retained offset.`;
