@@ -325,6 +325,22 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         await terminal.terminate();
       });
 
+      it('terminates a program whose reader is paused: done settles without the reader, the rest still ends', async () => {
+        const terminal = await runtime.spawnTerminal({ ...TERMINAL, argv: ['/bin/sh', '-c', 'head -c 100000000 /dev/zero | base64'] });
+        terminal.output.pause();
+        // Every buffer on the way fills and the program blocks on its next write.
+        await sleep(500);
+        const settled = Promise.all([terminal.terminate(), terminal.done]);
+        await expect(Promise.race([settled.then(() => 'settled'), sleep(10_000).then(() => 'stuck')])).resolves.toBe('settled');
+        // Killed, or the shell reporting its killed pipeline (128 + signal).
+        const outcome = await terminal.done;
+        expect(outcome.signal !== null || (outcome.exitCode ?? 0) > 128).toBe(true);
+        // The reader comes back: what was queued arrives, then the end.
+        const ended = new Promise<void>((resolve) => terminal.output.once('end', resolve));
+        terminal.output.resume();
+        await expect(Promise.race([ended.then(() => 'ended'), sleep(10_000).then(() => 'no end')])).resolves.toBe('ended');
+      });
+
       it('resizes', async () => {
         const shell = await openBash(runtime);
         await subject.resize(shell.terminal, 100, 30);

@@ -27,6 +27,8 @@ export class SubscribedReadable extends Readable {
   /** Bytes handed to the stream's buffer: acknowledged once the reader has room. */
   #delivered: number;
   #waiting = false;
+  /** Acknowledges on arrival, whatever the reader does (see release). */
+  #released = false;
 
   constructor(connection: Connection, target: StreamRef, from: number, events: StreamEvents = {}) {
     super({ highWaterMark: READABLE_HIGH_WATER_BYTES });
@@ -36,7 +38,7 @@ export class SubscribedReadable extends Readable {
         this.#delivered += chunk.length;
         // A Buffer view of the frame, not a copy.
         const pushed = this.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-        if (!pushed) this.#waiting = true;
+        if (!pushed && !this.#released) this.#waiting = true;
         else if (this.#delivered - this.#subscription.acked >= this.#subscription.window / 4) this.#subscription.ack(this.#delivered);
       },
       onGap: (_from, to) => {
@@ -55,6 +57,19 @@ export class SubscribedReadable extends Readable {
       },
     };
     this.#subscription = connection.subscribe(target, from, handlers);
+  }
+
+  /**
+   * From now on the stream takes what the daemon sends even while its reader
+   * waits: for a stream whose program has exited, the rest is bounded by the
+   * daemon's ring, and taking it lets the stream end as a local one does (its
+   * end is queued behind the data, not behind the reader).
+   */
+  release(): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#waiting = false;
+    this.#subscription.ack(this.#delivered);
   }
 
   /** The offset of the next byte this stream will deliver. */

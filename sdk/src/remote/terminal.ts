@@ -22,6 +22,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
   readonly id: string;
   readonly pid: number;
   readonly output: Readable;
+  readonly #output: SubscribedReadable;
   readonly done: Promise<SubprocessOutcome>;
   readonly #connection: Connection;
   readonly #inFlight = new Set<Promise<unknown>>();
@@ -40,11 +41,15 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
       outputEnded = resolve;
       outputFailed = reject;
     });
-    this.output = new SubscribedReadable(connection, { kind: 'terminal', id: info.id, stream: 'output' }, from, {
+    this.output = this.#output = new SubscribedReadable(connection, { kind: 'terminal', id: info.id, stream: 'output' }, from, {
       onEnd: () => outputEnded(),
       onError: (error) => outputFailed(error),
     });
-    const exit = connection.call('terminal.done', { id: this.id }, { retry: 'safe', long: true }) as Promise<OperationResult<'terminal.done'>>;
+    const exit = (connection.call('terminal.done', { id: this.id }, { retry: 'safe', long: true }) as Promise<OperationResult<'terminal.done'>>).then((result) => {
+      // The program is gone: what is left of its output is finite, so a paused reader no longer holds up done.
+      this.#output.release();
+      return result;
+    });
     // The outcome comes after the last output byte, as the seam promises; a lost connection rejects it.
     this.done = Promise.all([exit, ended]).then(([result]) => {
       this.#exited = true;
