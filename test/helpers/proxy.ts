@@ -10,6 +10,9 @@ export class FaultProxy {
   private constructor(targetPort: number) {
     this.#server = createServer((client) => {
       const upstream = createConnection({ host: '127.0.0.1', port: targetPort });
+      // Like the endpoints themselves: a proxy must not add Nagle delays to small messages.
+      client.setNoDelay(true);
+      upstream.setNoDelay(true);
       const pair: [Socket, Socket] = [client, upstream];
       this.#pairs.add(pair);
       const drop = (): void => {
