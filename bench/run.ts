@@ -92,15 +92,7 @@ function rotation(list: TerminalPeer[], round: number): TerminalPeer[] {
 const workloadFailures = new Map<string, string[]>();
 
 async function eachRound(list: TerminalPeer[], run: (peer: TerminalPeer, round: number) => Promise<void>): Promise<void> {
-  for (let round = 0; round < rounds; round += 1) {
-    for (const peer of rotation(list, round)) {
-      try {
-        await run(peer, round);
-      } catch (error) {
-        workloadFailures.set(peer.name, [...(workloadFailures.get(peer.name) ?? []), (error as Error).message]);
-      }
-    }
-  }
+  for (let round = 0; round < rounds; round += 1) for (const peer of rotation(list, round)) await attempt(peer, run(peer, round));
 }
 
 /** The workload's figures, or undefined (and the failure recorded) when it threw. */
@@ -315,13 +307,13 @@ for (const peer of [...everyPeer, ...coldPeers]) await peer.dispose();
 await daemon.stop();
 await relay.stop();
 await sshd?.stop();
-if (closeFailures.size > 0) {
-  printTable('close() that failed (the survivors were killed by the benchmark)', ['peer', 'failures', 'first message'], [...closeFailures].map(([name, messages]) => [name, String(messages.length), messages[0]!]));
+for (const [title, failures] of [
+  ['close() that failed (the survivors were killed by the benchmark)', closeFailures],
+  ['workloads that failed (that round has no figure for the peer)', workloadFailures],
+] as const) {
+  if (failures.size > 0) printTable(title, ['peer', 'failures', 'first message'], [...failures].map(([name, messages]) => [name, String(messages.length), messages[0]!]));
 }
 results.closeFailures = Object.fromEntries(closeFailures);
-if (workloadFailures.size > 0) {
-  printTable('workloads that failed (that round has no figure for the peer)', ['peer', 'failures', 'first message'], [...workloadFailures].map(([name, messages]) => [name, String(messages.length), messages[0]!]));
-}
 results.workloadFailures = Object.fromEntries(workloadFailures);
 mkdirSync('.bench', { recursive: true });
 writeFileSync('.bench/latest.json', `${JSON.stringify(results, null, 2)}\n`);

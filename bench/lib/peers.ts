@@ -4,7 +4,7 @@
  * same code against every peer.
  */
 import '../../test/helpers/with-resolvers.ts';
-import { readdirSync, readFileSync } from 'node:fs';
+import { sessionPids } from '../../test/helpers/proc.ts';
 import { Context } from '@deepseek-ai/cordis';
 import LocalSubprocessRuntime from '@deepseek-ai/dsh-subprocess-local';
 import * as nodePty from 'node-pty';
@@ -138,24 +138,17 @@ export function guardClose(peer: TerminalPeer): TerminalPeer {
             await session.close();
           } catch (error) {
             closeFailures.set(peer.name, [...(closeFailures.get(peer.name) ?? []), (error as Error).message]);
-            if (session.pid > 0) killSession(session.pid);
+            for (const pid of session.pid > 0 ? sessionPids(session.pid) : []) {
+              try {
+                process.kill(pid, 'SIGKILL');
+              } catch (_killError) {
+                // Gone meanwhile.
+              }
+            }
           }
         },
       };
     },
     dispose: () => peer.dispose(),
   };
-}
-
-/** SIGKILL to every process of POSIX session `sid`. */
-function killSession(sid: number): void {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3]) === sid) process.kill(Number(entry), 'SIGKILL');
-    } catch (_error) {
-      // Gone meanwhile.
-    }
-  }
 }

@@ -4,8 +4,8 @@
  * a peer and returns its figures for one round.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sessionPids } from '../../test/helpers/proc.ts';
 import { percentile } from './stats.ts';
 import type { TerminalPeer, TerminalSession } from './peers.ts';
 
@@ -174,21 +174,6 @@ export async function inspect(peer: TerminalPeer, calls = 200): Promise<{ p50: n
   return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
 }
 
-function sessionMembers(sid: number): number {
-  let count = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[3]) === sid && fields[0] !== 'Z') count += 1;
-    } catch (_error) {
-      // Gone meanwhile.
-    }
-  }
-  return count;
-}
-
 /** close() of an idle interactive bash at its prompt, ms; and whether anything of its session was left. */
 export async function closeIdle(peer: TerminalPeer): Promise<{ ms: number; leftovers: number }> {
   const session = await peer.open(BASH, { PS1: '$ ' });
@@ -198,7 +183,7 @@ export async function closeIdle(peer: TerminalPeer): Promise<{ ms: number; lefto
   await session.close();
   const ms = nowMs() - started;
   // A peer without a pid (the relay's terminal is in another process) cannot be checked here.
-  return { ms, leftovers: session.pid > 0 ? sessionMembers(session.pid) : Number.NaN };
+  return { ms, leftovers: session.pid > 0 ? sessionPids(session.pid).length : Number.NaN };
 }
 
 /** B8: resize until the child's SIGWINCH trap prints, ms per resize; undefined for a peer without resize. */

@@ -3,9 +3,10 @@
  * §7), run against each runtime. Where runtimes differ on purpose the
  * difference is declared in {@link RuntimeTraits}, never skipped in a body.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalHandle } from '@execworld/sdk/seam';
+import { sessionPids } from '../helpers/proc.ts';
 import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
 import { collect, pidAlive, sleep, waitFor } from '../helpers/wait.ts';
 
@@ -24,22 +25,6 @@ export interface RuntimeUnderTest {
   /** Waits until a handle's pid is known. */
   started(handle: SubprocessHandle): Promise<number>;
   close(): Promise<void>;
-}
-
-/** Live pids whose session is `sid`, read from /proc of this host. */
-export function sessionPids(sid: number): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[3]) === sid && fields[0] !== 'Z') pids.push(Number(entry));
-    } catch (_error) {
-      // Gone while reading.
-    }
-  }
-  return pids;
 }
 
 const collectBoth: SubprocessStdio = { stdin: 'ignore', stdout: { maxBytes: 1 << 20 }, stderr: { maxBytes: 1 << 20 } };

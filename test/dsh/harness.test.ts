@@ -13,7 +13,7 @@ import * as toolBashPersistent from '@deepseek-ai/dsh-tool-bash-persistent';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RemoteSubprocess } from '@execworld/sdk/dsh';
 import { LocalSubprocess } from '@execworld/service/dsh';
-import { sessionPids } from '../conformance/runtime-contract.ts';
+import { sessionPids } from '../helpers/proc.ts';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 interface Tool {

@@ -3,32 +3,17 @@
  * through our cordis plugin as ctx.subprocess.
  */
 import '../helpers/with-resolvers.ts';
-import { readdirSync, readFileSync } from 'node:fs';
 import { Context } from '@deepseek-ai/cordis';
 import { BashTerminalBackend, Config } from '@deepseek-ai/dsh-terminal-bash';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalSubprocess } from '@execworld/service/dsh';
+import { sessionPids } from '../helpers/proc.ts';
 
 type BackendConfig = ConstructorParameters<typeof BashTerminalBackend>[1];
 type BackendSpec = Parameters<BashTerminalBackend['spawn']>[0];
 
 const root = new Context();
 let backend: BashTerminalBackend;
-
-function sessionMembers(sid: number): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((entry) => {
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        return Number(fields[3]) === sid && fields[0] !== 'Z';
-      } catch (_error) {
-        return false;
-      }
-    })
-    .map(Number);
-}
 
 function spec(sessionId: string): BackendSpec {
   const owner = { id: 'agent-under-test', ctx: root, session: { events: [] } };
@@ -61,7 +46,7 @@ describe('dsh-terminal-bash over LocalRuntime', () => {
     const session = await backend.spawn(spec('pty-1'));
     expect(session.motd).toContain('dsh> ');
     const pid = session.pid;
-    expect(sessionMembers(pid)).toContain(pid);
+    expect(sessionPids(pid)).toContain(pid);
 
     const echo = await session.startSend({ text: 'echo hi', submit: true }).done;
     expect(echo.waitReason).toBe('stdin_read');
@@ -72,7 +57,7 @@ describe('dsh-terminal-bash over LocalRuntime', () => {
 
     await session.close('test done');
     expect(session.status()).toMatchObject({ kind: 'exited' });
-    expect(sessionMembers(pid)).toEqual([]);
+    expect(sessionPids(pid)).toEqual([]);
   });
 
   it('interrupts a foreground command with a real SIGINT and keeps the shell', async () => {
@@ -86,7 +71,7 @@ describe('dsh-terminal-bash over LocalRuntime', () => {
     expect(next.viewport).toContain('after=130');
     const pid = session.pid;
     await session.close('test done');
-    expect(sessionMembers(pid)).toEqual([]);
+    expect(sessionPids(pid)).toEqual([]);
   });
 
   it('reports an exit with its code', async () => {

@@ -16,23 +16,13 @@ export class LogSink {
   #broken = false;
   /** The last line was cut short: the next one starts on a new line. */
   #cut = false;
-  /** Lines that were lost in part or whole. */
-  dropped = 0;
 
   constructor(fd = 1) {
     this.#fd = fd;
   }
 
-  /** False once the reader went away. */
-  get open(): boolean {
-    return !this.#broken;
-  }
-
   write(line: string): void {
-    if (this.#broken) {
-      this.dropped += 1;
-      return;
-    }
+    if (this.#broken) return;
     let bytes = Buffer.from(this.#cut ? `\n${line}` : line, 'utf8');
     this.#cut = false;
     while (bytes.length > 0) {
@@ -40,7 +30,6 @@ export class LogSink {
       try {
         written = writeSync(this.#fd, bytes);
       } catch (error) {
-        this.dropped += 1;
         if ((error as NodeJS.ErrnoException).code === 'EAGAIN') this.#cut = true;
         else this.#broken = true;
         return;
