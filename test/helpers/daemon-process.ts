@@ -11,6 +11,18 @@ import { fileURLToPath } from 'node:url';
 
 const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
 
+/** The V8 flags of the bin's `#!/usr/bin/env -S node …` line, which are part of how the daemon runs. */
+export const DAEMON_NODE_FLAGS: readonly string[] = /^#!\S*env -S node((?: --?[\w-]+)*)\s*$/m
+  .exec(readFileSync(BIN, 'utf8').split('\n')[0]!)![1]!
+  .trim()
+  .split(' ')
+  .filter(Boolean);
+
+/** Node's arguments that start the daemon as its bin would: the bin's flags, `nodeArgs`, the bin, then `args`. */
+export function daemonArgv(args: readonly string[], nodeArgs: readonly string[] = []): string[] {
+  return [...DAEMON_NODE_FLAGS, ...nodeArgs, BIN, ...args];
+}
+
 export interface DaemonProcess {
   readonly url: string;
   readonly token: string;
@@ -23,7 +35,7 @@ export interface DaemonProcess {
 
 export async function startDaemon(args: string[] = [], nodeArgs: string[] = []): Promise<DaemonProcess> {
   const home = mkdtempSync(join(tmpdir(), 'execworld-bench-'));
-  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, BIN, 'serve', '--port', '0', ...args], {
+  const child: ChildProcess = spawn(process.execPath, daemonArgv(['serve', '--port', '0', ...args], nodeArgs), {
     env: { ...process.env, XDG_CONFIG_HOME: home },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

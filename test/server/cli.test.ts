@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestSocket } from '../helpers/daemon.ts';
+import { DAEMON_NODE_FLAGS, daemonArgv } from '../helpers/daemon-process.ts';
 import { pidAlive, sleep, waitFor } from '../helpers/wait.ts';
 
 const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
@@ -29,7 +30,8 @@ interface Running {
 
 async function serve(args: string[], env: Record<string, string> = {}): Promise<Running> {
   const home = mkdtempSync(join(tmpdir(), 'execworld-cli-'));
-  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', ...args], {
+  // Started as a program, the way `npm start` and an installed `execworld` start it: its first line picks node and its flags.
+  const child = spawn(BIN, ['serve', '--port', '0', ...args], {
     env: { ...process.env, XDG_CONFIG_HOME: home, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -68,7 +70,7 @@ describe('execworld serve', () => {
     expect(daemon.token.length).toBeGreaterThanOrEqual(32);
     await daemon.request('GET', '/v1/terminals');
     expect(daemon.logs()).not.toContain(daemon.token);
-    const help = spawn(process.execPath, [BIN, 'serve', '--help'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const help = spawn(process.execPath, daemonArgv(['serve', '--help']), { stdio: ['ignore', 'pipe', 'inherit'] });
     let text = '';
     help.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
     await new Promise((resolve) => help.once('exit', resolve));
@@ -76,8 +78,17 @@ describe('execworld serve', () => {
     expect(text).toContain('EXECWORLD_PORT');
   });
 
+  it("runs under node with the bin's V8 flags", async () => {
+    const daemon = await serve([]);
+    const argv = readFileSync(`/proc/${daemon.child.pid}/cmdline`, 'utf8').split('\0');
+    expect(DAEMON_NODE_FLAGS).toContain('--single-threaded-gc');
+    expect(argv[0]).toMatch(/(^|\/)node$/);
+    expect(argv.slice(1, 1 + DAEMON_NODE_FLAGS.length)).toEqual(DAEMON_NODE_FLAGS);
+    expect(argv[1 + DAEMON_NODE_FLAGS.length]).toBe(BIN);
+  });
+
   it('refuses bad settings with a message naming them', async () => {
-    const bad = spawn(process.execPath, [BIN, 'serve', '--port', 'eighty'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const bad = spawn(process.execPath, daemonArgv(['serve', '--port', 'eighty']), { stdio: ['ignore', 'ignore', 'pipe'] });
     let text = '';
     bad.stderr.on('data', (chunk: Buffer) => (text += chunk.toString()));
     const code = await new Promise((resolve) => bad.once('exit', resolve));
