@@ -9,12 +9,12 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
-const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
+/** The daemon's bin, `execworld`. */
+export const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
 
 /** The V8 flags of the bin's `#!/usr/bin/env -S node …` line, which are part of how the daemon runs. */
-export const DAEMON_NODE_FLAGS: readonly string[] = /^#!\S*env -S node((?: --?[\w-]+)*)\s*$/m
+export const DAEMON_NODE_FLAGS: readonly string[] = /^#!\S*env -S node((?: --?[\w-]+)*)$/
   .exec(readFileSync(BIN, 'utf8').split('\n')[0]!)![1]!
-  .trim()
   .split(' ')
   .filter(Boolean);
 

@@ -7,13 +7,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestSocket } from '../helpers/daemon.ts';
-import { DAEMON_NODE_FLAGS, daemonArgv } from '../helpers/daemon-process.ts';
+import { BIN, DAEMON_NODE_FLAGS, daemonArgv } from '../helpers/daemon-process.ts';
 import { pidAlive, sleep, waitFor } from '../helpers/wait.ts';
 
-const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
 const children: ChildProcess[] = [];
 afterEach(() => {
   for (const child of children.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
