@@ -12,5 +12,5 @@ defineRuntimeContract(
       close: () => runtime.dispose(),
     });
   },
-  { pidAtSpawn: 'immediate' },
+  { pidAtSpawn: 'immediate', spawnFailure: 'errno' },
 );

@@ -17,5 +17,5 @@ defineRuntimeContract(
       },
     };
   },
-  { pidAtSpawn: 'after-start' },
+  { pidAtSpawn: 'after-start', spawnFailure: 'catalog' },
 );

@@ -31,13 +31,20 @@ export type ErrorCode = keyof typeof ERROR_CATALOG;
 
 export const ERROR_CODES = Object.keys(ERROR_CATALOG) as ErrorCode[];
 
-export const ErrorBody = z
+/** What went wrong: a code of the catalog, a message for people, and the errno when the operating system gave one. */
+export const ErrorDetail = z
   .object({
-    error: z.object({
-      code: z.enum(ERROR_CODES as [ErrorCode, ...ErrorCode[]]),
-      message: z.string(),
-    }),
+    code: z.enum(ERROR_CODES as [ErrorCode, ...ErrorCode[]]),
+    message: z.string(),
+    errno: z
+      .string()
+      .optional()
+      .meta({ description: "The operating system's name for the failure (ENOENT, EACCES, E2BIG, ...) when it reported one; spawn failures carry it." }),
   })
+  .meta({ id: 'ErrorDetail', description: 'A stable code from the error catalog, a message for people, and the errno when the operating system reported one.' });
+
+export const ErrorBody = z
+  .object({ error: ErrorDetail })
   .meta({ id: 'Error', description: 'Every error answer: a stable code and a message for people.' });
 
 export type ErrorBody = z.infer<typeof ErrorBody>;

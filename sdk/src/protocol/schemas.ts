@@ -5,6 +5,7 @@
  * @module
  */
 import { z } from 'zod';
+import { ErrorBody } from './errors.ts';
 
 /** Largest timer delay Node supports, 2^31-1 ms. */
 export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
@@ -213,7 +214,7 @@ export const ProcessInfo = z
     cwd: z.string(),
     status: z.enum(['running', 'exited', 'failed']),
     exit: Outcome.nullable(),
-    error: z.object({ code: z.string(), message: z.string() }).nullable().meta({ description: 'Why the spawn failed.' }),
+    error: ErrorBody.shape.error.nullable().meta({ description: 'Why the spawn failed.' }),
     treeExited: z.boolean().meta({ description: 'The whole process tree is gone, not just the root.' }),
     stdin: z.enum(['ignore', 'pipe', 'data']),
     stdinOpen: z.boolean(),
@@ -253,7 +254,7 @@ export const DoneResult = z
   .object({
     settled: z.boolean().meta({ description: 'False when the wait timed out before the end.' }),
     exit: Outcome.nullable(),
-    error: z.object({ code: z.string(), message: z.string() }).nullable(),
+    error: ErrorBody.shape.error.nullable(),
   })
   .meta({ id: 'DoneResult', description: 'How the process or terminal ended; error when the spawn itself failed.' });
 

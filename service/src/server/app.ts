@@ -148,8 +148,7 @@ export function buildApp(options: AppOptions): Daemon {
     else serviceError = toServiceError(error);
     if (serviceError.status >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.info({ code: serviceError.code }, 'request refused');
-    const { status, body } = errorReply(serviceError.code, serviceError.message);
-    void reply.code(status).send(body);
+    void reply.code(serviceError.status).send({ error: serviceError.body() });
   });
 
   // Upgraded sockets keep the server open: close them before the server waits for its connections.

@@ -33,11 +33,8 @@ export interface SessionLimits {
   readonly orphanTimeoutMs: number;
 }
 
-/** How a session ended when the spawn itself failed. */
-export interface SpawnFailure {
-  readonly code: string;
-  readonly message: string;
-}
+/** How a session ended when the spawn itself failed, as the client sees it. */
+export type SpawnFailure = ReturnType<ServiceError['body']>;
 
 /** Feeds a readable into a ring, pausing it while the ring holds `capacity` unread bytes. */
 function feed(source: Readable, ring: RingStream): void {
@@ -220,8 +217,7 @@ export class ProcessSession extends Session {
         this.exit = outcome;
       },
       (error: unknown) => {
-        const code = (error as { code?: unknown }).code;
-        this.failure = { code: typeof code === 'string' ? code : 'SPAWN_FAILED', message: (error as Error).message };
+        this.failure = toServiceError(error).body();
       },
     ).then(async () => {
       this.exitedAt = new Date();
@@ -344,12 +340,14 @@ export class SessionRegistry {
   }
 
   createProcess(owner: string, spec: ProcessCreate): Promise<ProcessSession> {
-    return this.#once(owner, spec.requestId, 'process', () => {
+    return this.#once(owner, spec.requestId, 'process', async () => {
       this.#admit(owner);
       const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits.ringBytes, this.#log, () => this.#finished(session));
+      // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
+      await session.handle.spawned;
       this.#sessions.set(session.id, session);
       this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
-      return Promise.resolve(session);
+      return session;
     });
   }
 
