@@ -60,7 +60,7 @@ export class RemoteError extends ExecworldError {
   }
 }
 
-/** The request was not valid (400, 413, 415). */
+/** The request was not valid (400, 408, 413, 414, 415, 426, 431). */
 export class InvalidRequestError extends RemoteError {
   override name = 'InvalidRequestError';
 }
@@ -121,6 +121,10 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   UNSUPPORTED: DaemonError,
   SHUTTING_DOWN: DaemonError,
   INTERNAL: DaemonError,
+  URI_TOO_LONG: InvalidRequestError,
+  HEADERS_TOO_LARGE: InvalidRequestError,
+  CLIENT_TIMEOUT: InvalidRequestError,
+  UPGRADE_REQUIRED: InvalidRequestError,
 };
 
 /** The error for a daemon answer `{ code, message, errno? }`. */

@@ -25,6 +25,13 @@ export const ERROR_CATALOG = {
   UNSUPPORTED: { status: 501, description: 'This platform cannot do what was asked.' },
   SHUTTING_DOWN: { status: 503, description: 'The daemon is shutting down and takes no new work.' },
   INTERNAL: { status: 500, description: 'A fault in the daemon itself.' },
+  URI_TOO_LONG: { status: 414, description: 'A path segment (an id, say) is longer than 100 characters.' },
+  HEADERS_TOO_LARGE: {
+    status: 431,
+    description: "The request line and headers together exceed Node's limit of 16 KiB; a URL that long is answered so too, as Node's parser counts it with the headers.",
+  },
+  CLIENT_TIMEOUT: { status: 408, description: "The request's headers did not all arrive within Node's headers timeout (60 s)." },
+  UPGRADE_REQUIRED: { status: 426, description: 'GET /v1/connect without a WebSocket upgrade.' },
 } as const satisfies Record<string, { status: number; description: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;

@@ -25,8 +25,8 @@ export interface OperationSpec {
   readonly auth: boolean;
 }
 
-const id = { id: s.SessionId };
-const stream = { id: s.SessionId, stream: s.StreamName };
+const id = { id: s.SessionRef };
+const stream = { id: s.SessionRef, stream: s.StreamName };
 
 function op<const Name extends string, Input extends z.ZodObject, Result extends z.ZodType, Params extends Record<string, z.ZodType>>(spec: {
   name: Name;

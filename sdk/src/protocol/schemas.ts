@@ -23,6 +23,12 @@ export const SessionId = z
   .regex(/^[a-z]_[A-Za-z0-9_-]{1,64}$/, { error: 'id must look like t_… or p_…' })
   .meta({ id: 'SessionId', description: 'A terminal (t_…) or process (p_…) id.' });
 
+/**
+ * A session id as a request names it. Ids are opaque to clients: one of any
+ * other shape is as unknown as a missing one (404), never a validation error.
+ */
+export const SessionRef = z.string().meta({ description: 'A terminal (t_…) or process (p_…) id; one that names nothing of this owner, whatever its shape, answers 404.' });
+
 export const Argv = z
   .array(z.string().max(128 * 1024).refine(noNul, { error: 'argv entries must not contain a NUL character' }))
   .min(1, { error: 'argv must contain a program' })
