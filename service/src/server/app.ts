@@ -58,7 +58,7 @@ class QuietRequests extends LogController {
   }
 }
 
-function packageVersion(): string {
+export function packageVersion(): string {
   const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   return manifest.version;
 }
