@@ -14,6 +14,7 @@
 import { WebSocket } from 'ws';
 import { DATA_HEADER_BYTES, WS_SUBPROTOCOL, decodeDataFrame, type ServerMessage, type StreamRef } from '../protocol/frames.ts';
 import { ConnectionError, remoteError, type ExecworldError } from '../errors.ts';
+import { describeUnreachable, type CertificateAuthority } from './reach.ts';
 
 /** What the SDK logs through, when given a logger. */
 export interface Logger {
@@ -40,6 +41,8 @@ export interface ConnectionOptions {
   /** Credit window per stream. */
   readonly windowBytes: number;
   readonly logger: Logger | undefined;
+  /** PEM certificates to trust for an https:// daemon. */
+  readonly ca?: CertificateAuthority | undefined;
 }
 
 export interface CallOptions {
@@ -175,6 +178,7 @@ export class Connection {
         headers: { authorization: `Bearer ${this.options.token}` },
         handshakeTimeout: this.options.connectTimeoutMs,
         maxPayload: 256 * 1024 * 1024,
+        ...(this.options.ca === undefined ? {} : { ca: this.options.ca as string | Buffer | (string | Buffer)[] }),
       });
       const fail = (error: Error): void => {
         socket.removeAllListeners();
@@ -203,7 +207,7 @@ export class Connection {
           fail(new ConnectionError('CONNECTION_FAILED', `the daemon answered the upgrade with ${response.statusCode ?? 0} and broke off: ${error.message}`, { cause: error }));
         });
       });
-      socket.once('error', (error) => fail(new ConnectionError('CONNECTION_FAILED', `cannot connect to ${this.options.url}: ${error.message}`, { cause: error })));
+      socket.once('error', (error) => fail(new ConnectionError('CONNECTION_FAILED', describeUnreachable(this.options.url, error), { cause: error })));
     });
   }
 
