@@ -36,8 +36,22 @@ function schemaOf(schema: z.ZodType): Json {
  */
 export const CONNECT_ERRORS: readonly ErrorCode[] = ['INVALID_ARGUMENT', 'UNAUTHORIZED', 'FORBIDDEN_ORIGIN', 'INTERNAL', 'HEADERS_TOO_LARGE', 'CLIENT_TIMEOUT', 'UPGRADE_REQUIRED'];
 
-/** One response per status among `codes`, each naming its codes and allowing only them. */
-function errorResponses(codes: readonly ErrorCode[]): Json {
+/** The error response of one group of codes of a status, named by its codes, kept once in components.responses. */
+function errorResponse(group: readonly ErrorCode[]): Json {
+  return {
+    description: group.map((code) => `${code}: ${ERROR_CATALOG[code].description}`).join('\n\n'),
+    content: {
+      'application/json': {
+        schema: {
+          allOf: [{ $ref: componentUri('Error') }, { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: group } } } } }],
+        },
+      },
+    },
+  };
+}
+
+/** One response per status among `codes`, each allowing only its codes; the responses themselves go into `shared`. */
+function errorResponses(codes: readonly ErrorCode[], shared: Map<string, Json>): Json {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) {
     const status = ERROR_CATALOG[code].status;
@@ -45,24 +59,14 @@ function errorResponses(codes: readonly ErrorCode[]): Json {
   }
   const responses: Json = {};
   for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
-    responses[String(status)] = {
-      description: group.map((code) => `${code}: ${ERROR_CATALOG[code].description}`).join('\n\n'),
-      content: {
-        'application/json': {
-          schema: {
-            allOf: [
-              { $ref: componentUri('Error') },
-              { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: group } } } } },
-            ],
-          },
-        },
-      },
-    };
+    const name = group.join('.');
+    if (!shared.has(name)) shared.set(name, errorResponse(group));
+    responses[String(status)] = { $ref: `#/components/responses/${name}` };
   }
   return responses;
 }
 
-function operationObject(spec: OperationSpec): Json {
+function operationObject(spec: OperationSpec, shared: Map<string, Json>): Json {
   const parameters: Json[] = Object.entries(spec.params).map(([name, schema]) => ({
     name,
     in: 'path',
@@ -81,7 +85,7 @@ function operationObject(spec: OperationSpec): Json {
   }
   const responses: Json = {
     [String(spec.status)]: { description: spec.summary, content: { 'application/json': { schema: schemaOf(spec.result) } } },
-    ...errorResponses(spec.errors),
+    ...errorResponses(spec.errors, shared),
   };
   const hasBody = spec.method === 'POST' && Object.keys(shape).length > 0;
   return {
@@ -165,9 +169,10 @@ export function buildOpenApiDocument(version: string): Json {
   const websocketOnly = new Set(WEBSOCKET_SCHEMAS.map((schema) => idOf(schema)));
   const schemas = Object.fromEntries(Object.entries(registeredSchemas(componentUri)).filter(([id]) => !websocketOnly.has(id)));
   const paths: Record<string, Json> = {};
+  const responses = new Map<string, Json>();
   for (const spec of OPERATION_LIST) {
     const path = (paths[spec.path] ??= {});
-    path[spec.method.toLowerCase()] = operationObject(spec);
+    path[spec.method.toLowerCase()] = operationObject(spec, responses);
   }
   paths['/v1/connect'] = {
     get: {
@@ -181,7 +186,7 @@ export function buildOpenApiDocument(version: string): Json {
       ],
       responses: {
         '101': { description: 'Switching protocols' },
-        ...errorResponses(CONNECT_ERRORS),
+        ...errorResponses(CONNECT_ERRORS, responses),
       },
     },
   };
@@ -207,6 +212,7 @@ export function buildOpenApiDocument(version: string): Json {
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A token from the daemon token file.' } },
       schemas,
+      responses: Object.fromEntries([...responses].sort(([a], [b]) => a.localeCompare(b))),
     },
   };
 }
