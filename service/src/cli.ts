@@ -60,7 +60,7 @@ function isLoopback(host: string): boolean {
 
 /** Whether `host` is the any-address of IPv4 or IPv6: every interface. */
 function isUnspecified(host: string): boolean {
-  return host === '0.0.0.0' || host === '::' || host === '[::]';
+  return host === '0.0.0.0' || host === '::';
 }
 
 /** The URLs the daemon can be reached at: each interface address for an any-address bind, else the bound ones. */
@@ -70,9 +70,8 @@ function reachableAt(bound: readonly AddressInfo[], scheme: string): string[] {
     const addresses = isUnspecified(address)
       ? Object.values(networkInterfaces())
           .flat()
-          // An IPv6 any-address takes IPv4 connections too (dual stack); an IPv4 one only IPv4.
-          .filter((entry) => entry !== undefined && (family === 'IPv6' || entry.family === 'IPv4') && !entry.address.startsWith('fe80:'))
-          .map((entry) => entry!.address)
+          // An IPv6 any-address takes IPv4 connections too (dual stack); an IPv4 one only IPv4. Link-local needs a zone, left out.
+          .flatMap((entry) => (entry !== undefined && (family === 'IPv6' || entry.family === 'IPv4') && !entry.address.startsWith('fe80:') ? [entry.address] : []))
       : [address];
     for (const each of addresses) urls.add(`${scheme}://${each.includes(':') ? `[${each}]` : each}:${port}`);
   }

@@ -75,34 +75,33 @@ function firstToken(text: string): string | undefined {
   return undefined;
 }
 
-/** The token a local daemon wrote, if there is one. */
-export function localToken(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  try {
-    return firstToken(readFileSync(localTokenFile(env), 'utf8'));
-  } catch (_error) {
-    // No local daemon token.
-    return undefined;
-  }
-}
-
-/** Why no token was found: which file was looked for, and what was wrong with it. */
-function missingToken(env: NodeJS.ProcessEnv = process.env): string {
+/** The token a local daemon wrote, or why there is none: the file looked for, and what was wrong with it. */
+function readLocalToken(env: NodeJS.ProcessEnv): { token: string } | { missing: string } {
   const file = localTokenFile(env);
-  let why: string;
+  let text: string;
   try {
-    readFileSync(file, 'utf8');
-    why = `${file} holds no token`;
+    text = readFileSync(file, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    why = code === 'ENOENT' ? `there is no ${file}` : `${file} cannot be read (${code ?? (error as Error).message})`;
+    return { missing: code === 'ENOENT' ? `there is no ${file}` : `${file} cannot be read (${code ?? (error as Error).message})` };
   }
-  return `no token given, and ${why} (the file a daemon on this machine writes): pass connect(url, { token })`;
+  const token = firstToken(text);
+  return token === undefined ? { missing: `${file} holds no token` } : { token };
+}
+
+/** The token a local daemon wrote, if there is one. */
+export function localToken(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const local = readLocalToken(env);
+  return 'token' in local ? local.token : undefined;
 }
 
 function resolveOptions(url: string, options: ConnectOptions): ConnectionOptions {
   if (!/^https?:\/\/[^/]+/.test(url)) throw new ExecworldError('INVALID_ARGUMENT', `url must be http(s)://host:port, got ${url}`);
-  const token = options.token ?? localToken();
-  if (token === undefined) throw new ExecworldError('INVALID_ARGUMENT', missingToken());
+  const local = options.token === undefined ? readLocalToken(process.env) : { token: options.token };
+  if ('missing' in local) {
+    throw new ExecworldError('INVALID_ARGUMENT', `no token given, and ${local.missing} (the file a daemon on this machine writes): pass connect(url, { token })`);
+  }
+  const token = local.token;
   const resolved = { ...DEFAULT_CONNECT_OPTIONS, ...stripUndefined(options) };
   for (const key of Object.keys(DEFAULT_CONNECT_OPTIONS) as (keyof typeof DEFAULT_CONNECT_OPTIONS)[]) {
     const value = resolved[key];
