@@ -86,7 +86,8 @@ describe('README examples', () => {
     expect(result.code, result.out).toBe(0);
     if (code.includes("write('echo hi\\r')")) expect(result.out).toContain('hi');
     expect(await running()).toEqual([]);
-  });
+    // Each example starts tsx, which compiles it first: slow on a loaded machine.
+  }, 120_000);
 
   it('runs the curl block, which exits 0, answers each call and leaves nothing running', async () => {
     const { host } = new URL(daemon.url);

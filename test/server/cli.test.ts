@@ -119,6 +119,7 @@ describe('execworld serve', () => {
   it('on --host 0.0.0.0 logs the addresses it is reachable at and warns that the network reaches it', async () => {
     const daemon = await serve(['--host', '0.0.0.0']);
     const port = new URL(daemon.url).port;
+    await waitFor('the warning', () => /reachable from the network/.test(daemon.logs()));
     const lines = daemon
       .logs()
       .split('\n')
