@@ -294,6 +294,28 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         expect(failures).toEqual([]);
       });
 
+      it('proves an input wait only after the output printed before it was delivered (200 runs)', async () => {
+        // `seq` prints, exits, and `cat` blocks: at the first proof of cat's wait,
+        // the delivered output must already end with seq's last line.
+        const bash = await openBash(runtime);
+        const early: string[] = [];
+        for (let run = 0; run < 200; run += 1) {
+          const since = bash.bytes().length;
+          await bash.terminal.write('seq 1 3000; cat\r');
+          const facts = await waitForForeground(
+            bash.terminal,
+            'cat waiting',
+            (foreground) => foreground?.inputWaiting === true && foreground.processGroupId !== bash.terminal.pid,
+          );
+          const delivered = bash.bytes().subarray(since).toString('latin1');
+          if (!delivered.includes('\n3000\r\n')) early.push(`run ${run}: group ${facts.processGroupId}, ${delivered.length} bytes, ends ${JSON.stringify(delivered.slice(-20))}`);
+          await bash.terminal.write('\x04');
+          await bash.waitForOutput(new RegExp(`\\n${PROMPT.replace('>', '\\>')}$`), since);
+        }
+        expect(early).toEqual([]);
+        await bash.terminal.terminate();
+      });
+
       it('applies backpressure: a paused reader blocks the program, and nothing is lost', async () => {
         const terminal = await runtime.spawnTerminal({ ...TERMINAL, argv: ['/bin/sh', '-c', 'head -c 3000000 /dev/zero | base64'] });
         terminal.output.pause();

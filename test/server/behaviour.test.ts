@@ -28,10 +28,10 @@ describe('processes over REST', () => {
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ status: 'running', stdin: 'pipe', stdinOpen: true, stdout: { mode: 'pipe' } });
     const id = created.body.id as string;
-    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', seq: 1 } })).body).toEqual({ applied: true, seq: 1 });
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', writer: 'w1', seq: 1 } })).body).toEqual({ applied: true, seq: 1 });
     // A retried write with the same seq is not applied again.
-    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', seq: 1 } })).body).toEqual({ applied: false, seq: 1 });
-    await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: Buffer.from('world\n').toString('base64'), encoding: 'base64', seq: 2 } });
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', writer: 'w1', seq: 1 } })).body).toEqual({ applied: false, seq: 1 });
+    await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: Buffer.from('world\n').toString('base64'), encoding: 'base64', writer: 'w1', seq: 2 } });
     expect((await daemon.request('POST', `/v1/processes/${id}/stdin/close`)).status).toBe(200);
     const done = await daemon.request('GET', `/v1/processes/${id}/done`);
     expect(done.body).toEqual({ settled: true, exit: { exitCode: 5, signal: null }, error: null });
@@ -107,13 +107,18 @@ describe('terminals over REST', () => {
     });
     const id = created.body.id as string;
     await waitFor('the prompt', async () => (await daemon.request('GET', `/v1/terminals/${id}/foreground`)).body.foreground?.inputWaiting === true);
-    expect((await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'echo one\r', seq: 1 } })).body.applied).toBe(true);
-    expect((await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'echo one\r', seq: 1 } })).body.applied).toBe(false);
+    const input = (body: Record<string, unknown>) => daemon.request('POST', `/v1/terminals/${id}/input`, { body });
+    expect((await input({ data: 'echo one\r', writer: 'first', seq: 1 })).body.applied).toBe(true);
+    expect((await input({ data: 'echo one\r', writer: 'first', seq: 1 })).body.applied).toBe(false);
+    // Another writer counts its own numbers: its first write is applied, not taken for a retry.
+    expect((await input({ data: 'echo two\r', writer: 'second', seq: 1 })).body.applied).toBe(true);
+    expect(await input({ data: 'x', seq: 3 })).toMatchObject({ status: 400, body: { error: { code: 'INVALID_ARGUMENT', message: expect.stringMatching(/seq needs a writer/) as string } } });
     expect((await daemon.request('POST', `/v1/terminals/${id}/resize`, { body: { rows: 30, cols: 100 } })).body).toMatchObject({ rows: 30, cols: 100 });
-    await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'stty size\r', seq: 2 } });
+    await input({ data: 'stty size\r', writer: 'first', seq: 2 });
     await waitFor('stty', async () => decode((await daemon.request('GET', `/v1/terminals/${id}/output?from=0`)).body).includes('30 100'));
     const text = decode((await daemon.request('GET', `/v1/terminals/${id}/output?from=0`)).body);
     expect(text.match(/\r\none\r\n/g)).toHaveLength(1);
+    expect(text.match(/\r\ntwo\r\n/g)).toHaveLength(1);
     const terminated = await daemon.request('POST', `/v1/terminals/${id}/terminate`);
     expect(terminated.body).toMatchObject({ status: 'exited', closed: true, exit: { signal: 'SIGHUP' } });
   });

@@ -11,6 +11,7 @@ export const ERROR_CATALOG = {
   FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade came from an origin that is not allowed.' },
   NOT_FOUND: { status: 404, description: 'No such route, or no such terminal or process for this owner.' },
   TERMINAL_EXITED: { status: 409, description: 'The terminal has exited; it takes no input, resize or signal.' },
+  TERMINAL_CLOSED: { status: 409, description: "The terminal's program closed the terminal (its master is released); it takes no input or resize, though the program may still run." },
   PROCESS_EXITED: { status: 409, description: 'The process has exited, or its stdin is closed or not a pipe.' },
   NO_FOREGROUND_GROUP: { status: 409, description: 'The terminal has no foreground process group to signal.' },
   SIGNAL_REFUSED: { status: 409, description: "SIGKILL to a terminal's own shell group; terminate the terminal instead." },
@@ -20,7 +21,11 @@ export const ERROR_CATALOG = {
   SPAWN_FAILED: { status: 422, description: 'The operating system refused to start the process.' },
   PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body or a frame is larger than the configured limit.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The request body is not JSON.' },
-  LIMIT_EXCEEDED: { status: 429, description: 'The owner has as many terminals and processes as the daemon allows.' },
+  LIMIT_EXCEEDED: {
+    status: 429,
+    description:
+      'A configured bound was reached; the message names which: sessions, connections or subscriptions per owner, the daemon-wide collect budget, or input waiting for a program that does not read (retry once it reads).',
+  },
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
   UNSUPPORTED: { status: 501, description: 'This platform cannot do what was asked.' },
   SHUTTING_DOWN: { status: 503, description: 'The daemon is shutting down and takes no new work.' },

@@ -93,6 +93,8 @@ export function buildApp(options: AppOptions): Daemon {
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: config.maxBodyBytes,
+    // A client has this long to send a whole request: a body that never ends is not held forever.
+    requestTimeout: config.requestTimeoutMs,
     requestIdHeader: false,
     // Shutdown must not wait on clients: every session is ended anyway.
     forceCloseConnections: true,
@@ -100,9 +102,18 @@ export function buildApp(options: AppOptions): Daemon {
     ...(https === null ? {} : { https }),
   }) as unknown as FastifyInstance;
 
-  const runtime = options.runtime ?? new LocalRuntime();
+  const runtime = options.runtime ?? new LocalRuntime({ inputBacklogBytes: config.inputBacklogBytes });
   const registry = new SessionRegistry(runtime, config, logger);
-  const hub = new WebSocketHub({ registry, version, windowBytes: config.windowBytes, heartbeatMs: config.heartbeatMs, log: logger });
+  const hub = new WebSocketHub({
+    registry,
+    version,
+    windowBytes: config.windowBytes,
+    heartbeatMs: config.heartbeatMs,
+    connectionBufferBytes: config.connectionBufferBytes,
+    maxConnectionsPerOwner: config.maxConnectionsPerOwner,
+    maxSubscriptionsPerOwner: config.maxSubscriptionsPerOwner,
+    log: logger,
+  });
 
   app.decorateRequest('owner', '');
 
@@ -149,6 +160,9 @@ export function buildApp(options: AppOptions): Daemon {
     if (serviceError.status >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.info({ code: serviceError.code }, 'request refused');
     const { status, body } = errorReply(serviceError.code, serviceError.message);
+    // A request refused before its body was read (no token, too large): the connection
+    // closes after the answer instead of reading on, perhaps forever, to reuse it.
+    if (!request.raw.complete) void reply.header('connection', 'close');
     void reply.code(status).send(body);
   });
 
@@ -177,7 +191,8 @@ export function buildApp(options: AppOptions): Daemon {
 
     // Every route needs a token unless it says otherwise; unknown paths too, so nothing is told to a stranger.
     scope.addHook('onRequest', (request: FastifyRequest, _reply, done) => {
-      done(authenticate(request));
+      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : undefined);
+      done(refusal);
     });
 
     for (const spec of OPERATION_LIST) {
