@@ -13,7 +13,7 @@ import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon({ maxSessionsPerOwner: 5, maxConnectionsPerOwner: 4, maxSubscriptionsPerOwner: 3, connectionBufferBytes: 256 * 1024, inputBacklogBytes: 64 * 1024 });
+  daemon = await startDaemon({ maxSessionsPerOwner: 5, maxConnectionsPerOwner: 4, maxSubscriptionsPerOwner: 3, connectionBufferBytes: 256 * 1024, inputBacklogBytes: 64 * 1024, heartbeatMs: 1000 });
 });
 afterAll(() => daemon.close());
 
@@ -27,6 +27,8 @@ describe('a WebSocket client that sends calls and never reads', () => {
     socket.on('close', () => (closed = true));
     // The client stops reading: every answer stays queued on the daemon's side.
     (socket as unknown as { _socket: { pause(): void } })._socket.pause();
+    // Answers of a kilobyte or more each: a listing of a few terminals.
+    const terminals = await Promise.all([1, 2, 3].map(() => daemon.request('POST', '/v1/terminals', { body: TERMINAL })));
     const call = JSON.stringify({ t: 'call', id: 1, op: 'terminal.list', params: {} });
     let peak = 0;
     const sent = async (): Promise<void> => {
@@ -45,6 +47,7 @@ describe('a WebSocket client that sends calls and never reads', () => {
     // Terminated by the heartbeat or the hard bound, whichever comes first; never left queueing.
     await waitFor('the daemon to drop the client', () => daemon.daemon.hub.connections === 0, 60_000);
     socket.terminate();
+    for (const terminal of terminals) await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);
   }, 90_000);
 });
 
@@ -61,6 +64,7 @@ describe('per-owner bounds', () => {
     expect(replies.filter((reply) => reply.t === 'error' && reply.error.code === 'LIMIT_EXCEEDED')).toHaveLength(15);
     for (const reply of created) await client.call('terminal.delete', { id: (reply as { result: { id: string } }).result.id });
     client.close();
+    await waitFor('the connection to close', () => daemon.daemon.hub.connections === 0);
   });
 
   it('refuses connections and subscriptions past the owner\'s limits with 429 / LIMIT_EXCEEDED', async () => {
@@ -80,23 +84,25 @@ describe('per-owner bounds', () => {
 });
 
 describe('input for a program that does not read', () => {
-  it('is refused past the backlog with 429, for terminals and stdin pipes', async () => {
+  it('is refused past the backlog with 429 for a stdin pipe (terminals: test/provider/terminal-isolation.test.ts)', async () => {
     const runtime = await connect(daemon.url, { token: ALICE });
     try {
       const sleeper = runtime.spawn({ argv: ['sleep', '300'], cwd: '/tmp', stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' }, graceMs: 500 });
       await sleeper.started;
-      const chunk = Buffer.alloc(32 * 1024, 120);
-      let refused: unknown;
-      for (let index = 0; index < 40 && refused === undefined; index += 1) {
-        await daemon
-          .request('POST', `/v1/processes/${sleeper.id}/stdin`, { body: { data: chunk.toString('base64'), encoding: 'base64' } })
-          .then((answer) => {
-            if (answer.status !== 200) refused = answer;
-          });
-      }
-      expect(refused).toMatchObject({ status: 429, body: { error: { code: 'LIMIT_EXCEEDED' } } });
+      const chunk = Buffer.alloc(32 * 1024, 120).toString('base64');
+      // Each write answers once the pipe took it, which a program that does not read never does:
+      // they are sent together, and those past the backlog are refused at once.
+      const answers: { status: number; body: any }[] = [];
+      const writes = Array.from({ length: 12 }, () =>
+        daemon.request('POST', `/v1/processes/${sleeper.id}/stdin`, { body: { data: chunk, encoding: 'base64' } }).then((answer) => answers.push(answer)),
+      );
+      await waitFor('a refused write', () => answers.some((answer) => answer.status === 429));
+      expect(answers.find((answer) => answer.status === 429)).toMatchObject({ body: { error: { code: 'LIMIT_EXCEEDED', message: expect.stringMatching(/not reading its stdin/) as string } } });
       sleeper.terminate();
       await sleeper.done;
+      // Writes accepted but not taken by the pipe fail once the program is gone.
+      await Promise.all(writes);
+      expect(answers.filter((answer) => answer.status === 409)).not.toHaveLength(0);
     } finally {
       await runtime.dispose();
     }
