@@ -5,6 +5,7 @@
  *   execworld token-file        print where a local daemon keeps its token
  * @module
  */
+import { makeNonDumpable } from './provider/libc.ts';
 import { buildApp } from './server/app.ts';
 import { loadTokens } from './server/auth.ts';
 import { ConfigError, defaultTokenFile, loadConfig, serveHelp } from './server/config.ts';
@@ -23,10 +24,13 @@ export async function serve(argv: readonly string[]): Promise<void> {
     process.stdout.write(serveHelp());
     return;
   }
+  // Before anything secret is read: processes of this uid (the daemon's own children) cannot
+  // read a non-dumpable process's environment or memory through /proc.
+  const nonDumpable = makeNonDumpable();
   const { table, generated } = loadTokens(config.tokenFile, defaultTokenFile());
   const { app } = buildApp({ config, tokens: table });
   const address = await app.listen({ host: config.host, port: config.port });
-  app.log.info({ address, tokenFile: table.source, owners: table.owners }, generated ? 'listening; a new token was written to the token file' : 'listening');
+  app.log.info({ address, tokenFile: table.source, owners: table.owners, nonDumpable }, generated ? 'listening; a new token was written to the token file' : 'listening');
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return;

@@ -4,14 +4,16 @@
  * listens; `serve` in cli.ts does.
  * @module
  */
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { ERROR_CATALOG, OPERATION_LIST, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
+import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
-import type { Config } from './config.ts';
+import { defaultStateDir, type Config } from './config.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import { LogSink } from './log-sink.ts';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
@@ -76,6 +78,27 @@ function errorReply(code: ErrorCode, message: string): { status: number; body: {
   return { status: ERROR_CATALOG[code].status, body: { error: { code, message } } };
 }
 
+/**
+ * The daemon's spill directory, made if missing, after the spill files of
+ * daemons that died without cleaning up (crashed, SIGKILLed) were removed.
+ */
+function spillDirectory(config: Config, log: Logger): string {
+  const directory = join(config.stateDir ?? defaultStateDir(), 'spill');
+  mkdirSync(directory, { recursive: true, mode: 0o700 });
+  const removed = sweepStaleSpillDirectories(directory, processExists);
+  if (removed.length > 0) log.info({ removed }, 'removed spill files a previous daemon left');
+  return directory;
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 export function buildApp(options: AppOptions): Daemon {
   const { config, tokens } = options;
   const version = options.version ?? packageVersion();
@@ -102,7 +125,7 @@ export function buildApp(options: AppOptions): Daemon {
     ...(https === null ? {} : { https }),
   }) as unknown as FastifyInstance;
 
-  const runtime = options.runtime ?? new LocalRuntime({ inputBacklogBytes: config.inputBacklogBytes });
+  const runtime = options.runtime ?? new LocalRuntime({ inputBacklogBytes: config.inputBacklogBytes, spillParent: spillDirectory(config, logger) });
   const registry = new SessionRegistry(runtime, config, logger);
   const hub = new WebSocketHub({
     registry,

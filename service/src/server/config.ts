@@ -20,6 +20,12 @@ export function defaultTokenFile(env: NodeJS.ProcessEnv = process.env): string {
   return join(base, 'execworld', 'token');
 }
 
+/** Where the daemon keeps what must outlive a crash (spill files, and what a restart cleans up). */
+export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== '' ? env.XDG_STATE_HOME : join(homedir(), '.local', 'state');
+  return join(base, 'execworld');
+}
+
 const positiveInt = (max: number) => z.coerce.number().int().min(1).max(max);
 
 /** Every setting: its key, flag, environment variable, schema, default and help. */
@@ -27,6 +33,7 @@ const SETTINGS = {
   host: { flag: 'host', env: 'EXECWORLD_HOST', schema: z.string().min(1), default: '127.0.0.1', help: 'address to bind' },
   port: { flag: 'port', env: 'EXECWORLD_PORT', schema: z.coerce.number().int().min(0).max(65535), default: 7878, help: 'port to listen on (0: any free port)' },
   tokenFile: { flag: 'token-file', env: 'EXECWORLD_TOKEN_FILE', schema: z.string().min(1).optional(), default: undefined, help: 'file holding the token, or lines of "<owner> <token>"; without it a token is generated into ~/.config/execworld/token' },
+  stateDir: { flag: 'state-dir', env: 'EXECWORLD_STATE_DIR', schema: z.string().min(1).optional(), default: undefined, help: 'directory for spill files and crash recovery (default $XDG_STATE_HOME/execworld, ~/.local/state/execworld)' },
   tlsCert: { flag: 'tls-cert', env: 'EXECWORLD_TLS_CERT', schema: z.string().min(1).optional(), default: undefined, help: 'PEM certificate file; serves HTTPS and WSS with --tls-key' },
   tlsKey: { flag: 'tls-key', env: 'EXECWORLD_TLS_KEY', schema: z.string().min(1).optional(), default: undefined, help: 'PEM private key file' },
   logLevel: { flag: 'log-level', env: 'EXECWORLD_LOG_LEVEL', schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), default: 'info', help: 'fatal, error, warn, info, debug, trace or silent' },

@@ -30,6 +30,8 @@ export interface SessionLimits {
   readonly maxSessionsPerOwner: number;
   /** Bytes a process's stdin pipe holds for a program that does not read, before writes are refused. */
   readonly inputBacklogBytes: number;
+  /** Collect-mode tails of every held process together, at most. */
+  readonly collectBudgetBytes: number;
   readonly maxRetainedPerOwner: number;
   readonly ringBytes: number;
   readonly retentionMs: number;
@@ -78,6 +80,11 @@ abstract class Session {
   abstract readonly kind: 'terminal' | 'process';
   /** Ends the session; resolves once nothing of it runs. */
   abstract terminate(): Promise<void>;
+
+  /** Releases what the session holds outside memory once it is forgotten (spill files). */
+  dispose(): void {
+    // Nothing by default.
+  }
 }
 
 export class TerminalSession extends Session {
@@ -183,6 +190,8 @@ export class ProcessSession extends Session {
   readonly settled: Promise<void>;
 
   readonly #inputBacklogBytes: number;
+  /** Bytes of the daemon-wide collect budget this session's collected tails hold. */
+  readonly collectBytes: number;
 
   constructor(owner: string, spec: ProcessCreate, runtime: LocalRuntime, limits: SessionLimits, log: Logger, onFinished: () => void) {
     super('p', owner, log);
@@ -192,6 +201,7 @@ export class ProcessSession extends Session {
     this.cwd = spec.cwd;
     const stdin = spec.stdio.stdin;
     this.stdinMode = typeof stdin === 'object' ? 'data' : stdin;
+    this.collectBytes = collectBytesOf(spec);
     this.handle = runtime.spawn(
       { argv: spec.argv, cwd: spec.cwd, env: nullToUndefined(spec.env), stdio: seamStdio(spec.stdio), graceMs: spec.graceMs },
       { onCollected: (stream) => (this.streams[stream]?.stream as CollectorStream | undefined)?.appended() },
@@ -269,6 +279,10 @@ export class ProcessSession extends Session {
     await this.settled;
   }
 
+  override dispose(): void {
+    for (const name of ['stdout', 'stderr'] as const) this.handle.collector(name)?.discard();
+  }
+
   info(): ProcessInfo {
     const stream = (name: 'stdout' | 'stderr'): StreamInfo | null => {
       const entry = this.streams[name];
@@ -296,6 +310,12 @@ export class ProcessSession extends Session {
   }
 }
 
+/** The memory a process's collected tails may take: their maxBytes together. */
+function collectBytesOf(spec: ProcessCreate): number {
+  const of = (mode: ProcessCreate['stdio']['stdout']): number => (mode === 'pipe' ? 0 : mode.maxBytes);
+  return of(spec.stdio.stdout) + of(spec.stdio.stderr);
+}
+
 /** The wire's stdio in the seam's shape (an absent spill is no key at all). */
 function seamStdio(stdio: ProcessCreate['stdio']): SubprocessStdio {
   const output = (mode: ProcessCreate['stdio']['stdout']): SubprocessOutputMode =>
@@ -319,6 +339,8 @@ export class SessionRegistry {
   readonly #requests = new Map<string, Promise<AnySession>>();
   readonly #requestOf = new Map<string, string>();
   readonly #evictions = new Map<string, NodeJS.Timeout>();
+  /** Collect-mode bytes (maxBytes) of the processes held, against collectBudgetBytes. */
+  #collectReserved = 0;
   /** Per owner, creates under way: they hold a slot before their session exists. */
   readonly #reserved = new Map<string, number>();
   #orphanSweep: NodeJS.Timeout | undefined;
@@ -359,7 +381,15 @@ export class SessionRegistry {
     return this.#once(owner, spec.requestId, 'process', () => {
       const release = this.#admit(owner);
       try {
+        const wanted = collectBytesOf(spec);
+        if (wanted > 0 && this.#collectReserved + wanted > this.#limits.collectBudgetBytes) {
+          throw new ServiceError(
+            'LIMIT_EXCEEDED',
+            `collected output of running and retained processes already holds ${this.#collectReserved} of the daemon's ${this.#limits.collectBudgetBytes} bytes; this process asks for ${wanted}`,
+          );
+        }
         const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits, this.#log, () => this.#finished(session));
+        this.#collectReserved += session.collectBytes;
         this.#sessions.set(session.id, session);
         this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
         return Promise.resolve(session);
@@ -420,8 +450,8 @@ export class SessionRegistry {
       const results = await Promise.allSettled([...this.#sessions.values()].map((session) => session.terminate()));
       for (const result of results) if (result.status === 'rejected') this.#log.error({ err: result.reason }, 'session cleanup failed at shutdown');
       await this.runtime.dispose().catch((error: unknown) => this.#log.error({ err: error }, 'runtime disposal failed'));
-      for (const timer of this.#evictions.values()) clearTimeout(timer);
-      this.#evictions.clear();
+      // Nothing is kept past the daemon's life: spill files go with their sessions.
+      for (const id of [...this.#sessions.keys()]) this.#forget(id);
     })();
     return this.#shuttingDown;
   }
@@ -459,7 +489,11 @@ export class SessionRegistry {
   #forget(id: string): void {
     clearTimeout(this.#evictions.get(id));
     this.#evictions.delete(id);
+    const session = this.#sessions.get(id);
+    if (session === undefined) return;
     this.#sessions.delete(id);
+    if (session.kind === 'process') this.#collectReserved -= session.collectBytes;
+    session.dispose();
     const request = this.#requestOf.get(id);
     if (request !== undefined) {
       this.#requests.delete(request);
