@@ -13,6 +13,7 @@ import { ERROR_CATALOG, OPERATION_LIST, WS_SUBPROTOCOL, type ErrorCode } from '@
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
+import { allowedEnvironment } from './child-env.ts';
 import { defaultStateDir, type Config } from './config.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import { LogSink } from './log-sink.ts';
@@ -125,7 +126,14 @@ export function buildApp(options: AppOptions): Daemon {
     ...(https === null ? {} : { https }),
   }) as unknown as FastifyInstance;
 
-  const runtime = options.runtime ?? new LocalRuntime({ inputBacklogBytes: config.inputBacklogBytes, spillParent: spillDirectory(config, logger) });
+  const runtime =
+    options.runtime ??
+    new LocalRuntime({
+      // Read once: children start from the allowlisted part of the daemon's environment as it started.
+      ambientEnv: allowedEnvironment(process.env, config.passEnv),
+      inputBacklogBytes: config.inputBacklogBytes,
+      spillParent: spillDirectory(config, logger),
+    });
   const registry = new SessionRegistry(runtime, config, logger);
   const hub = new WebSocketHub({
     registry,

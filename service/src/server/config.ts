@@ -10,6 +10,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { DEFAULT_PASS_ENV } from './child-env.ts';
 import { describeZodError } from './errors.ts';
 
 const MiB = 1024 * 1024;
@@ -38,6 +39,7 @@ const SETTINGS = {
   tlsKey: { flag: 'tls-key', env: 'EXECWORLD_TLS_KEY', schema: z.string().min(1).optional(), default: undefined, help: 'PEM private key file' },
   logLevel: { flag: 'log-level', env: 'EXECWORLD_LOG_LEVEL', schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), default: 'info', help: 'fatal, error, warn, info, debug, trace or silent' },
   allowedOrigins: { flag: 'allowed-origin', env: 'EXECWORLD_ALLOWED_ORIGINS', schema: z.array(z.string().min(1)), default: [] as string[], help: 'browser origin allowed to open WebSockets (repeatable; env: comma-separated); none by default' },
+  passEnv: { flag: 'pass-env', env: 'EXECWORLD_PASS_ENV', schema: z.array(z.string().regex(/^(\*|[A-Za-z_][A-Za-z0-9_]*\*?)$/, { error: 'pass-env entries are names, prefixes ending in *, or * alone' })), default: [...DEFAULT_PASS_ENV], help: `name of the daemon's environment children get (repeatable; env: comma-separated; NAME_* a prefix, * all but credential-shaped names)` },
   maxBodyBytes: { flag: 'max-body-bytes', env: 'EXECWORLD_MAX_BODY_BYTES', schema: positiveInt(1024 * MiB), default: 32 * MiB, help: 'largest request body' },
   maxFrameBytes: { flag: 'max-frame-bytes', env: 'EXECWORLD_MAX_FRAME_BYTES', schema: positiveInt(1024 * MiB), default: 32 * MiB, help: 'largest WebSocket message from a client' },
   maxSessionsPerOwner: { flag: 'max-sessions', env: 'EXECWORLD_MAX_SESSIONS', schema: positiveInt(100_000), default: 256, help: 'running terminals plus processes per owner' },
@@ -54,6 +56,9 @@ const SETTINGS = {
   requestTimeoutMs: { flag: 'request-timeout-ms', env: 'EXECWORLD_REQUEST_TIMEOUT_MS', schema: positiveInt(2 ** 31 - 1), default: 120_000, help: 'longest time a client may take to send one HTTP request, body included' },
   orphanTimeoutMs: { flag: 'orphan-timeout-ms', env: 'EXECWORLD_ORPHAN_TIMEOUT_MS', schema: z.coerce.number().int().min(0).max(2 ** 31 - 1), default: 0, help: 'terminate sessions nobody has touched for this long (0: never)' },
 } as const;
+
+/** Settings that take several values: a repeatable flag, a comma-separated variable. */
+const LIST_SETTINGS = new Set(['allowedOrigins', 'passEnv']);
 
 type Settings = typeof SETTINGS;
 export type Config = Readonly<{ [K in keyof Settings]: z.infer<Settings[K]['schema']> }>;
@@ -95,7 +100,7 @@ export function serveHelp(): string {
  */
 export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): { config: Config; help: boolean } {
   const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = { config: { type: 'string' }, help: { type: 'boolean' } };
-  for (const [key, setting] of Object.entries(SETTINGS)) options[setting.flag] = { type: 'string', ...(key === 'allowedOrigins' ? { multiple: true } : {}) };
+  for (const [key, setting] of Object.entries(SETTINGS)) options[setting.flag] = { type: 'string', ...(LIST_SETTINGS.has(key) ? { multiple: true } : {}) };
   let flags: Record<string, string | boolean | string[] | undefined>;
   try {
     flags = parseArgs({ args: [...argv], options, allowPositionals: false, strict: true }).values as typeof flags;
@@ -124,7 +129,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   for (const [key, setting] of Object.entries(SETTINGS)) {
     const fromEnv = env[setting.env];
     if (fromEnv !== undefined && fromEnv !== '') {
-      raw[key] = key === 'allowedOrigins' ? fromEnv.split(',').map((origin) => origin.trim()).filter(Boolean) : fromEnv;
+      raw[key] = LIST_SETTINGS.has(key) ? fromEnv.split(',').map((entry) => entry.trim()).filter(Boolean) : fromEnv;
       sources[key] = `environment variable ${setting.env}`;
     }
     const fromFlag = flags[setting.flag];
