@@ -82,7 +82,10 @@ describe('spawn: Windows rules (injected platform)', () => {
     const handle = windows.spawn(sh('sleep 30', { graceMs: 100 }));
     handle.terminate();
     expect(killed).toEqual([handle.pid]);
+    // A fixed wait is right here: with an inert taskkill the tree must not be seen gone.
     await expect(handle.waitForExit(AbortSignal.timeout(300))).resolves.toBe(false);
+    // The forced taskkill follows the 100 ms grace, on a timer a loaded machine may run late.
+    await waitFor('the forced taskkill', () => killed.length > 1);
     expect(killed).toEqual([handle.pid, handle.pid]);
     // Not detached on Windows: the child is no group leader.
     process.kill(handle.pid, 'SIGKILL');
