@@ -124,11 +124,17 @@ describe('terminals over REST', () => {
   });
 
   it('long-polls output until bytes arrive', async () => {
-    const created = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'sleep 0.3; echo late'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
-    const started = Date.now();
-    const read = await daemon.request('GET', `/v1/terminals/${created.body.id}/output?from=0&waitMs=5000`);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(200);
-    expect(decode(read.body)).toContain('late');
+    // The program prints only after input the test sends while the poll is open, however slow its start.
+    const created = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'stty -echo; read line; echo late'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
+    const id = created.body.id as string;
+    await waitFor('the read', async () => (await daemon.request('GET', `/v1/terminals/${id}/foreground`)).body.foreground?.inputWaiting === true);
+    let answered = false;
+    const read = daemon.request('GET', `/v1/terminals/${id}/output?from=0&waitMs=30000`).finally(() => (answered = true));
+    // A fixed pause is right here: it checks that the poll does not answer while there is nothing.
+    await sleep(200);
+    expect(answered).toBe(false);
+    await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'go\r' } });
+    expect(decode((await read).body)).toContain('late');
   });
 });
 
@@ -147,20 +153,27 @@ describe('limits and retention', () => {
   });
 
   it('keeps exit facts for the retention period, then forgets the session', async () => {
+    // Two daemons, so that no step depends on how fast the test runs: the shared
+    // one keeps ended sessions for ten minutes, the short one for 300 ms.
+    const kept = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
+    await daemon.request('GET', `/v1/terminals/${kept.body.id}/done`);
+    await waitFor('the session to be closed', async () => (await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.closed === true);
+    expect((await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.exit).toEqual({ exitCode: 9, signal: null });
     const short = await startDaemon({ retentionMs: 300 });
     const created = await short.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
     await short.request('GET', `/v1/terminals/${created.body.id}/done`);
-    await waitFor('the session to be closed', async () => (await short.request('GET', `/v1/terminals/${created.body.id}`)).body.closed === true);
-    expect((await short.request('GET', `/v1/terminals/${created.body.id}`)).body.exit).toEqual({ exitCode: 9, signal: null });
-    await sleep(600);
-    expect((await short.request('GET', `/v1/terminals/${created.body.id}`)).status).toBe(404);
+    await waitFor('the session to be forgotten', async () => (await short.request('GET', `/v1/terminals/${created.body.id}`)).status === 404, 20_000);
     await short.close();
   });
 
   it('keeps a session running after its client disconnects', async () => {
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
-    const info = await socket.call('terminal.create', { argv: ['/bin/sh', '-c', 'sleep 0.5; echo survived'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
+    const connected = daemon.daemon.hub.connections;
+    // The program ends only on input sent after the daemon has seen the client go.
+    const info = await socket.call('terminal.create', { argv: ['/bin/sh', '-c', 'stty -echo; read line; echo survived'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
     socket.socket.terminate();
+    await waitFor('the daemon to see the client go', () => daemon.daemon.hub.connections < connected);
+    await daemon.request('POST', `/v1/terminals/${info.id}/input`, { body: { data: 'go\r' } });
     const done = await daemon.request('GET', `/v1/terminals/${info.id}/done`);
     expect(done.body.exit).toEqual({ exitCode: 0, signal: null });
     expect(decode((await daemon.request('GET', `/v1/terminals/${info.id}/output?from=0`)).body)).toContain('survived');
@@ -186,7 +199,7 @@ describe('heartbeats', () => {
     const socket = await TestSocket.open(quick.wsUrl, { token: ALICE });
     // Stop reading: pings go unanswered.
     (socket.socket as unknown as { _socket: { pause(): void } })._socket.pause();
-    await waitFor('the daemon to drop the connection', () => quick.daemon.hub.connections === 0, 3000);
+    await waitFor('the daemon to drop the connection', () => quick.daemon.hub.connections === 0, 20_000);
     await quick.close();
   });
 });
