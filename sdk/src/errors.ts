@@ -5,7 +5,7 @@
  * them.
  * @module
  */
-import type { ErrorCode } from './protocol/errors.ts';
+import { ERROR_CATALOG, type ErrorCode } from './protocol/errors.ts';
 
 const BRAND = Symbol.for('execworld.error');
 
@@ -41,18 +41,26 @@ export function isExecworldError(value: unknown): value is ExecworldError {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
 }
 
+export interface RemoteErrorOptions extends ErrorOptions {
+  /** The operating system's name for the failure (ENOENT, E2BIG, ...), when the daemon reported one. */
+  readonly errno?: string | undefined;
+}
+
 /** A failure the daemon reported, with its code and HTTP status. */
 export class RemoteError extends ExecworldError {
   declare readonly code: ErrorCode;
   readonly status: number | undefined;
-  constructor(code: ErrorCode, message: string, status?: number, options?: ErrorOptions) {
+  /** The operating system's name for the failure, e.g. ENOENT for a program that is not there. */
+  readonly errno: string | undefined;
+  constructor(code: ErrorCode, message: string, status?: number, options?: RemoteErrorOptions) {
     super(code, message, options);
     this.status = status;
+    this.errno = options?.errno;
     this.name = 'RemoteError';
   }
 }
 
-/** The request was not valid (400, 413, 415). */
+/** The request was not valid (400, 408, 413, 414, 415, 426, 431). */
 export class InvalidRequestError extends RemoteError {
   override name = 'InvalidRequestError';
 }
@@ -90,7 +98,7 @@ export class ConnectionError extends ExecworldError {
   }
 }
 
-type RemoteErrorClass = new (code: ErrorCode, message: string, status?: number, options?: ErrorOptions) => RemoteError;
+type RemoteErrorClass = new (code: ErrorCode, message: string, status?: number, options?: RemoteErrorOptions) => RemoteError;
 
 /** The one table from daemon codes to classes. */
 export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
@@ -114,10 +122,14 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   UNSUPPORTED: DaemonError,
   SHUTTING_DOWN: DaemonError,
   INTERNAL: DaemonError,
+  URI_TOO_LONG: InvalidRequestError,
+  HEADERS_TOO_LARGE: InvalidRequestError,
+  CLIENT_TIMEOUT: InvalidRequestError,
+  UPGRADE_REQUIRED: InvalidRequestError,
 };
 
-/** The error for a daemon answer `{ code, message }`. */
-export function remoteError(error: { code: string; message: string }, status?: number): RemoteError {
+/** The error for a daemon answer `{ code, message, errno? }`. */
+export function remoteError(error: { code: string; message: string; errno?: string | undefined }, status?: number): RemoteError {
   const code = (Object.hasOwn(REMOTE_ERROR_CLASSES, error.code) ? error.code : 'INTERNAL') as ErrorCode;
-  return new REMOTE_ERROR_CLASSES[code](code, error.message, status);
+  return new REMOTE_ERROR_CLASSES[code](code, error.message, status ?? ERROR_CATALOG[code].status, { errno: error.errno });
 }

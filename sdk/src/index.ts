@@ -14,7 +14,8 @@ export type {
   SubprocessTerminalSignal,
   SubprocessTerminalSpawnSpec,
 } from './seam/index.ts';
-export { connect, DEFAULT_CONNECT_OPTIONS, localToken, RemoteRuntime } from './remote/runtime.ts';
+export { connect, DEFAULT_CONNECT_OPTIONS, localToken, localTokenFile, RemoteRuntime } from './remote/runtime.ts';
+export type { CertificateAuthority } from './remote/reach.ts';
 export type { ConnectOptions } from './remote/runtime.ts';
 export { RemoteProcess } from './remote/process.ts';
 export { RemoteTerminal } from './remote/terminal.ts';

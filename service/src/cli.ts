@@ -3,19 +3,82 @@
  *
  *   execworld serve [options]   run the daemon (see `execworld serve --help`)
  *   execworld token-file        print where a local daemon keeps its token
+ *   execworld --version         print the version
+ *
+ * Exit status: 0 on success (and after SIGTERM or SIGINT once every session
+ * ended); 2 for a usage error (an unknown command or option, a bad setting),
+ * with a pointer to --help; 1 when the daemon cannot start or stop (a port in
+ * use, an unreadable file), with a message and no stack trace.
  * @module
  */
+import type { AddressInfo } from 'node:net';
+import { networkInterfaces, userInfo } from 'node:os';
 import { makeNonDumpable } from './provider/libc.ts';
-import { buildApp } from './server/app.ts';
+import { buildApp, packageVersion } from './server/app.ts';
 import { loadTokens } from './server/auth.ts';
-import { ConfigError, defaultTokenFile, loadConfig, serveHelp } from './server/config.ts';
+import { ConfigError, defaultTokenFile, loadConfig, serveHelp, type Config } from './server/config.ts';
 
 const USAGE = `Usage: execworld <command>
 
 Commands:
   serve        run the daemon (execworld serve --help for its options)
   token-file   print the path of the token file a local daemon uses by default
+
+Options:
+  --version    print the version
+  --help       show this help
+
+Exit status: 0 on success, 2 for a usage error, 1 when the daemon cannot start.
 `;
+
+/** A failure an operator can act on: said in one line, exit status 1, no stack trace. */
+class StartError extends Error {
+  override name = 'StartError';
+}
+
+/** The operator's words for an operating-system failure to listen on `host:port`. */
+function listenFailure(error: NodeJS.ErrnoException, config: Config): StartError {
+  const where = `${config.host}:${config.port}`;
+  switch (error.code) {
+    case 'EADDRINUSE':
+      return new StartError(`port ${config.port} on ${config.host} is already in use (EADDRINUSE): stop what listens there, or choose another port with --port`);
+    case 'EACCES':
+      return new StartError(`not allowed to listen on ${where} (EACCES): ports below 1024 need privileges; choose another with --port`);
+    case 'EADDRNOTAVAIL':
+      return new StartError(`${config.host} is not an address of this machine (EADDRNOTAVAIL); choose another with --host`);
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return new StartError(`cannot resolve --host ${config.host} (${error.code})`);
+    default:
+      return new StartError(`cannot listen on ${where}: ${error.message}`);
+  }
+}
+
+/** Whether `host` binds only this machine's loopback interface. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+/** Whether `host` is the any-address of IPv4 or IPv6: every interface. */
+function isUnspecified(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]';
+}
+
+/** The URLs the daemon can be reached at: each interface address for an any-address bind, else the bound ones. */
+function reachableAt(bound: readonly AddressInfo[], scheme: string): string[] {
+  const urls = new Set<string>();
+  for (const { address, family, port } of bound) {
+    const addresses = isUnspecified(address)
+      ? Object.values(networkInterfaces())
+          .flat()
+          // An IPv6 any-address takes IPv4 connections too (dual stack); an IPv4 one only IPv4.
+          .filter((entry) => entry !== undefined && (family === 'IPv6' || entry.family === 'IPv4') && !entry.address.startsWith('fe80:'))
+          .map((entry) => entry!.address)
+      : [address];
+    for (const each of addresses) urls.add(`${scheme}://${each.includes(':') ? `[${each}]` : each}:${port}`);
+  }
+  return [...urls];
+}
 
 /** Runs the daemon until SIGTERM or SIGINT, then ends every session and exits 0. */
 export async function serve(argv: readonly string[]): Promise<void> {
@@ -28,9 +91,35 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // read a non-dumpable process's environment or memory through /proc.
   const nonDumpable = makeNonDumpable();
   const { table, generated } = loadTokens(config.tokenFile, defaultTokenFile());
-  const { app } = buildApp({ config, tokens: table });
-  const address = await app.listen({ host: config.host, port: config.port });
-  app.log.info({ address, tokenFile: table.source, owners: table.owners, nonDumpable }, generated ? 'listening; a new token was written to the token file' : 'listening');
+  let daemon: ReturnType<typeof buildApp>;
+  try {
+    daemon = buildApp({ config, tokens: table });
+  } catch (error) {
+    const { code, path } = error as NodeJS.ErrnoException;
+    // The TLS certificate and key are read here.
+    if (typeof code === 'string' && typeof path === 'string') throw new StartError(`cannot read ${path} (${code})`);
+    throw error;
+  }
+  const { app } = daemon;
+  let address: string;
+  try {
+    address = await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    await app.close();
+    if (typeof (error as NodeJS.ErrnoException).code === 'string') throw listenFailure(error as NodeJS.ErrnoException, config);
+    throw error;
+  }
+  // A string is a Unix socket path, which the daemon never binds.
+  const bound = app.addresses().flatMap((entry) => (typeof entry === 'string' ? [] : [entry]));
+  const addresses = reachableAt(bound, config.tlsCert === undefined ? 'http' : 'https');
+  app.log.info({ address, addresses, tokenFile: table.source, owners: table.owners, nonDumpable }, generated ? 'listening; a new token was written to the token file' : 'listening');
+  if (!isLoopback(config.host)) {
+    app.log.warn(
+      { host: config.host, addresses, tls: config.tlsCert !== undefined },
+      `the daemon is reachable from the network on ${addresses.join(', ')}: anyone with a token can run programs as ${userInfo().username}` +
+        (config.tlsCert === undefined ? '; tokens and output cross the network unencrypted (serve TLS with --tls-cert and --tls-key)' : ''),
+    );
+  }
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return;
@@ -61,21 +150,35 @@ export async function main(argv: readonly string[]): Promise<void> {
       case 'token-file':
         process.stdout.write(`${defaultTokenFile()}\n`);
         return;
+      case '--version':
+      case 'version':
+        process.stdout.write(`${packageVersion()}\n`);
+        return;
       case undefined:
       case '--help':
+      case '-h':
       case 'help':
         process.stdout.write(USAGE);
         return;
       default:
-        process.stderr.write(`execworld: unknown command ${command}\n\n${USAGE}`);
-        process.exitCode = 2;
+        usageError(`${command.startsWith('-') ? 'unknown option' : 'unknown command'} ${command}`, 'execworld --help');
     }
   } catch (error) {
     if (error instanceof ConfigError) {
+      usageError(error.message, `execworld ${command ?? ''} --help`);
+      return;
+    }
+    if (error instanceof StartError) {
       process.stderr.write(`execworld: ${error.message}\n`);
-      process.exitCode = 2;
+      process.exitCode = 1;
       return;
     }
     throw error;
   }
+}
+
+/** A usage error: what was wrong, where the help is, exit status 2. */
+function usageError(message: string, help: string): void {
+  process.stderr.write(`execworld: ${message}\nRun '${help.replace(/ {2,}/g, ' ')}' for the usage.\n`);
+  process.exitCode = 2;
 }

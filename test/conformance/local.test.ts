@@ -13,7 +13,7 @@ defineRuntimeContract(
       close: () => runtime.dispose(),
     });
   },
-  { pidAtSpawn: 'immediate' },
+  { pidAtSpawn: 'immediate', spawnFailure: 'errno' },
 );
 
 definePagerContract('LocalRuntime', () => Promise.resolve(new LocalRuntime()).then((runtime) => ({ runtime, close: () => runtime.dispose() })));

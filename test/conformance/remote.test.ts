@@ -18,7 +18,7 @@ defineRuntimeContract(
       },
     };
   },
-  { pidAtSpawn: 'after-start' },
+  { pidAtSpawn: 'after-start', spawnFailure: 'catalog' },
 );
 
 definePagerContract('RemoteRuntime over a daemon on 127.0.0.1', async () => {

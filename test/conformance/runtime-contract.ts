@@ -16,6 +16,12 @@ export interface RuntimeTraits {
    * -1 until the provider acknowledged the spawn (a remote runtime), then real.
    */
   readonly pidAtSpawn: 'immediate' | 'after-start';
+  /**
+   * How `done` names a spawn that failed. 'errno': its `code` is the operating
+   * system's (ENOENT), as Node's own error. 'catalog': its `code` is the daemon
+   * catalog's (EXECUTABLE_NOT_FOUND, CWD_NOT_FOUND) and the errno is in `errno`.
+   */
+  readonly spawnFailure: 'errno' | 'catalog';
 }
 
 export interface RuntimeUnderTest {
@@ -100,9 +106,10 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
 
       it('rejects done for a missing program and a missing cwd; waitForExit is true at once', async () => {
         const missing = runtime.spawn(sh('', { argv: ['/definitely/missing/program'] }));
-        await expect(missing.done).rejects.toMatchObject({ code: 'ENOENT' });
+        await expect(missing.done).rejects.toMatchObject(traits.spawnFailure === 'errno' ? { code: 'ENOENT' } : { code: 'EXECUTABLE_NOT_FOUND', errno: 'ENOENT' });
         const badCwd = runtime.spawn(sh('true', { cwd: '/definitely/missing/dir' }));
         await expect(badCwd.done).rejects.toThrow(/ENOENT/);
+        await expect(badCwd.done).rejects.toMatchObject({ code: 'CWD_NOT_FOUND' });
         await expect(badCwd.waitForExit()).resolves.toBe(true);
         expect(badCwd.pid).toBe(-1);
       });

@@ -65,16 +65,6 @@ describe('processes over REST', () => {
     expect((await daemon.request('GET', `/v1/processes/${id}`)).body.stdout).toMatchObject({ mode: 'collect', start: 1500, end: 2000, ended: true, spillPath: read.body.spillPath });
   });
 
-  it('reports a failed spawn as the process status, not as a request failure', async () => {
-    const created = await daemon.request('POST', '/v1/processes', {
-      body: { argv: ['/definitely/missing/program'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
-    });
-    expect(created.status).toBe(201);
-    const done = await daemon.request('GET', `/v1/processes/${created.body.id}/done`);
-    expect(done.body).toMatchObject({ settled: true, exit: null, error: { code: 'ENOENT' } });
-    expect((await daemon.request('GET', `/v1/processes/${created.body.id}`)).body.status).toBe('failed');
-  });
-
   it('applies env entries and null tombstones over the scrubbed daemon environment', async () => {
     process.env.EXECWORLD_TEST_AMBIENT = 'ambient';
     process.env.EXECWORLD_TEST_SECRET = 'hidden';

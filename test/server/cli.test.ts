@@ -60,6 +60,19 @@ async function serve(args: string[], env: Record<string, string> = {}): Promise<
   };
 }
 
+/** Runs the bin to its end: exit status and output. */
+async function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const home = mkdtempSync(join(tmpdir(), 'execworld-cli-'));
+  const child = spawn(BIN, args, { env: { ...process.env, XDG_CONFIG_HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  return { code, stdout, stderr };
+}
+
 describe('execworld serve', () => {
   it('generates a user-only token file, never logs the token, and answers --help', async () => {
     const daemon = await serve([]);
@@ -92,6 +105,52 @@ describe('execworld serve', () => {
     const code = await new Promise((resolve) => bad.once('exit', resolve));
     expect(code).toBe(2);
     expect(text).toMatch(/--port/);
+  });
+
+  it('says a taken port is taken and exits 1, without a stack trace', async () => {
+    const first = await serve([]);
+    const port = new URL(first.url).port;
+    const second = await run(['serve', '--port', port]);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toBe(`execworld: port ${port} on 127.0.0.1 is already in use (EADDRINUSE): stop what listens there, or choose another port with --port\n`);
+    expect(second.stdout).not.toMatch(/\n\s+at /);
+  });
+
+  it('on --host 0.0.0.0 logs the addresses it is reachable at and warns that the network reaches it', async () => {
+    const daemon = await serve(['--host', '0.0.0.0']);
+    const port = new URL(daemon.url).port;
+    const lines = daemon
+      .logs()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line));
+    const listening = lines.find((line) => line.address !== undefined);
+    expect(listening.addresses).toContain(`http://127.0.0.1:${port}`);
+    expect(listening.addresses.every((address: string) => !address.includes('0.0.0.0'))).toBe(true);
+    const warning = lines.find((line) => line.level === 40);
+    expect(warning.msg).toMatch(/reachable from the network/);
+    expect(warning.msg).toMatch(/unencrypted/);
+    expect(warning.addresses).toEqual(listening.addresses);
+    // On loopback there is nothing to warn about.
+    const local = await serve([]);
+    expect(local.logs()).not.toMatch(/reachable from the network/);
+  });
+
+  it.each([
+    [['serve', '--bogus'], 'unknown option --bogus', 'execworld serve --help'],
+    [['serve', '--port'], 'option --port needs a value', 'execworld serve --help'],
+    [['--bogus'], 'unknown option --bogus', 'execworld --help'],
+    [['bogus'], 'unknown command bogus', 'execworld --help'],
+  ])('answers %j with an error pointing to --help and exit status 2', async (args, message, help) => {
+    const result = await run(args);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(`execworld: ${message}\nRun '${help}' for the usage.\n`);
+  });
+
+  it('prints its version for --version and exits 0', async () => {
+    const { version } = JSON.parse(readFileSync(new URL('../../service/package.json', import.meta.url), 'utf8')) as { version: string };
+    const result = await run(['--version']);
+    expect(result).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
   });
 
   it('uses a given token file with owners', async () => {

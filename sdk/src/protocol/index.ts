@@ -3,7 +3,7 @@
  * Runtime-neutral: no node: imports.
  * @module @execworld/sdk/protocol
  */
-export { ERROR_CATALOG, ERROR_CODES, ErrorBody } from './errors.ts';
+export { ERROR_CATALOG, ERROR_CODES, ErrorBody, ErrorDetail } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
 export { OPERATION_LIST, OPERATIONS } from './operations.ts';
 export type { OperationName, OperationParams, OperationResult, OperationSpec, Operations } from './operations.ts';

@@ -5,7 +5,7 @@
  * @module
  */
 import { z } from 'zod';
-import { ERROR_CATALOG, ErrorBody } from './errors.ts';
+import { ERROR_CATALOG, ErrorBody, type ErrorCode } from './errors.ts';
 import { ClientMessage, DATA_HEADER_BYTES, ServerMessage, StreamRef, SubscribeParams, SubscribeResult, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX } from './frames.ts';
 import { OPERATION_LIST, type OperationSpec } from './operations.ts';
 import { PROTOCOL_VERSION } from './version.ts';
@@ -30,29 +30,36 @@ function schemaOf(schema: z.ZodType): Json {
   return withoutDialect(z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }));
 }
 
-/** The error answers an operation can give. */
-function errorStatuses(spec: OperationSpec): number[] {
-  if (!spec.auth) return [400, 500];
-  const statuses = new Set<number>([400, 401, 500, 503]);
-  if (spec.path.includes('{id}')) statuses.add(404);
-  if (spec.method === 'POST') {
-    statuses.add(413);
-    statuses.add(415);
-  }
-  if (spec.name.endsWith('.create')) {
-    statuses.add(422);
-    statuses.add(429);
-  }
-  if (/\.(input|resize|signal|stdin|closeStdin|output|collected)$/.test(spec.name)) statuses.add(409);
-  if (spec.name === 'terminal.create') statuses.add(501);
-  return [...statuses].sort((a, b) => a - b);
-}
+/**
+ * The error codes of `GET /v1/connect`: a refused token or origin, a handshake
+ * ws refuses, a plain GET, and what any request can get.
+ */
+export const CONNECT_ERRORS: readonly ErrorCode[] = ['INVALID_ARGUMENT', 'UNAUTHORIZED', 'FORBIDDEN_ORIGIN', 'INTERNAL', 'HEADERS_TOO_LARGE', 'CLIENT_TIMEOUT', 'UPGRADE_REQUIRED'];
 
-function codesWithStatus(status: number): string {
-  return Object.entries(ERROR_CATALOG)
-    .filter(([, entry]) => entry.status === status)
-    .map(([code]) => code)
-    .join(', ');
+/** One response per status among `codes`, each naming its codes and allowing only them. */
+function errorResponses(codes: readonly ErrorCode[]): Json {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of codes) {
+    const status = ERROR_CATALOG[code].status;
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  const responses: Json = {};
+  for (const [status, group] of [...byStatus].sort(([a], [b]) => a - b)) {
+    responses[String(status)] = {
+      description: group.map((code) => `${code}: ${ERROR_CATALOG[code].description}`).join('\n\n'),
+      content: {
+        'application/json': {
+          schema: {
+            allOf: [
+              { $ref: componentUri('Error') },
+              { type: 'object', properties: { error: { type: 'object', properties: { code: { enum: group } } } } },
+            ],
+          },
+        },
+      },
+    };
+  }
+  return responses;
 }
 
 function operationObject(spec: OperationSpec): Json {
@@ -74,10 +81,8 @@ function operationObject(spec: OperationSpec): Json {
   }
   const responses: Json = {
     [String(spec.status)]: { description: spec.summary, content: { 'application/json': { schema: schemaOf(spec.result) } } },
+    ...errorResponses(spec.errors),
   };
-  for (const status of errorStatuses(spec)) {
-    responses[String(status)] = { description: codesWithStatus(status), content: { 'application/json': { schema: { $ref: componentUri('Error') } } } };
-  }
   const hasBody = spec.method === 'POST' && Object.keys(shape).length > 0;
   return {
     operationId: spec.name,
@@ -100,8 +105,9 @@ Text messages are JSON; their schemas (ClientMessage, ServerMessage, SubscribePa
 
 - \`{"t":"call","id":1,"op":"terminal.create","params":{...}}\` calls any operation of this document by its
   operationId; params are its path parameters and body or query fields in one object. The answer is
-  \`{"t":"result","id":1,"result":...}\` or \`{"t":"error","id":1,"error":{"code","message"}}\`. Calls may wait
-  without bound (for example \`terminal.done\`); closing the socket cancels them.
+  \`{"t":"result","id":1,"result":...}\` or \`{"t":"error","id":1,"error":{"code","message"}}\`, with the codes the operation
+  lists over REST, plus NOT_FOUND for an unknown operation and LIMIT_EXCEEDED when too many calls are in flight on the
+  connection. Calls may wait without bound (for example \`terminal.done\`); closing the socket cancels them.
 - \`{"t":"subscribe","id":2,"params":SubscribeParams}\` streams a terminal's output or a process's stdout/stderr
   from a byte offset; the result (SubscribeResult) names the subscription and reports a gap when the offset is
   older than the retained output.
@@ -175,8 +181,7 @@ export function buildOpenApiDocument(version: string): Json {
       ],
       responses: {
         '101': { description: 'Switching protocols' },
-        '401': { description: codesWithStatus(401), content: { 'application/json': { schema: { $ref: componentUri('Error') } } } },
-        '403': { description: codesWithStatus(403), content: { 'application/json': { schema: { $ref: componentUri('Error') } } } },
+        ...errorResponses(CONNECT_ERRORS),
       },
     },
   };

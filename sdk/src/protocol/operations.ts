@@ -5,6 +5,7 @@
  * @module
  */
 import type { z } from 'zod';
+import { ERROR_CODES, type ErrorCode } from './errors.ts';
 import * as s from './schemas.ts';
 
 export interface OperationSpec {
@@ -23,10 +24,35 @@ export interface OperationSpec {
   readonly status: 200 | 201;
   /** False only for health. */
   readonly auth: boolean;
+  /**
+   * Every error code the operation can answer over REST, in catalog order:
+   * the ones its own work can give and the ones any request of its shape can
+   * get (a bad token, an unknown id, a body too large, headers past Node's limit).
+   */
+  readonly errors: readonly ErrorCode[];
 }
 
-const id = { id: s.SessionId };
-const stream = { id: s.SessionId, stream: s.StreamName };
+/** Any request can be malformed, have headers past Node's limit or too slow, or meet a fault. */
+const EVERY_REQUEST = ['INVALID_ARGUMENT', 'HEADERS_TOO_LARGE', 'CLIENT_TIMEOUT', 'INTERNAL'] as const satisfies readonly ErrorCode[];
+
+/** The codes any request with this method, path and auth can get, whatever the operation does. */
+function requestErrors(method: OperationSpec['method'], path: string, auth: boolean): ErrorCode[] {
+  const codes: ErrorCode[] = [...EVERY_REQUEST];
+  if (auth) codes.push('UNAUTHORIZED');
+  // An id that names nothing of this owner, or a segment past the router's limit.
+  if (path.includes('{')) codes.push('NOT_FOUND', 'URI_TOO_LONG');
+  // fastify reads a body on POST and DELETE (the DELETE routes ignore it, but it must parse).
+  if (method !== 'GET') codes.push('PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE');
+  return codes;
+}
+
+/** `codes` without repeats, in the catalog's order, so documents and tests read the same. */
+function catalogOrder(codes: readonly ErrorCode[], order: readonly ErrorCode[]): ErrorCode[] {
+  return order.filter((code) => codes.includes(code));
+}
+
+const id = { id: s.SessionRef };
+const stream = { id: s.SessionRef, stream: s.StreamName };
 
 function op<const Name extends string, Input extends z.ZodObject, Result extends z.ZodType, Params extends Record<string, z.ZodType>>(spec: {
   name: Name;
@@ -38,7 +64,10 @@ function op<const Name extends string, Input extends z.ZodObject, Result extends
   result: Result;
   status?: 200 | 201;
   auth?: boolean;
+  /** The codes the operation's own work can answer; the request's are added. */
+  errors?: readonly ErrorCode[];
 }) {
+  const auth = spec.auth ?? true;
   return {
     name: spec.name,
     method: spec.method,
@@ -48,34 +77,35 @@ function op<const Name extends string, Input extends z.ZodObject, Result extends
     input: (spec.input ?? s.Empty) as Input,
     result: spec.result,
     status: spec.status ?? 200,
-    auth: spec.auth ?? true,
+    auth,
+    errors: catalogOrder([...requestErrors(spec.method, spec.path, auth), ...(spec.errors ?? [])], ERROR_CODES),
   } satisfies OperationSpec;
 }
 
 export const OPERATIONS = {
   'health.get': op({ name: 'health.get', method: 'GET', path: '/v1/health', summary: 'Daemon status, version and capabilities', result: s.Health, auth: false }),
 
-  'executable.resolve': op({ name: 'executable.resolve', method: 'POST', path: '/v1/executables/resolve', summary: 'Resolve a command to an executable path', input: s.ResolveRequest, result: s.ResolveResult }),
+  'executable.resolve': op({ name: 'executable.resolve', method: 'POST', path: '/v1/executables/resolve', summary: 'Resolve a command to an executable path', input: s.ResolveRequest, result: s.ResolveResult, errors: ['EXECUTABLE_NOT_FOUND'] }),
 
-  'terminal.create': op({ name: 'terminal.create', method: 'POST', path: '/v1/terminals', summary: 'Start a process on a new terminal', input: s.TerminalCreate, result: s.TerminalInfo, status: 201 }),
+  'terminal.create': op({ name: 'terminal.create', method: 'POST', path: '/v1/terminals', summary: 'Start a process on a new terminal', input: s.TerminalCreate, result: s.TerminalInfo, status: 201, errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN', 'UNSUPPORTED'] }),
   'terminal.list': op({ name: 'terminal.list', method: 'GET', path: '/v1/terminals', summary: "List the owner's terminals", result: s.TerminalList }),
   'terminal.get': op({ name: 'terminal.get', method: 'GET', path: '/v1/terminals/{id}', summary: 'One terminal', params: id, result: s.TerminalInfo }),
-  'terminal.input': op({ name: 'terminal.input', method: 'POST', path: '/v1/terminals/{id}/input', summary: "Write to a terminal's input", params: id, input: s.TerminalInput, result: s.InputResult }),
-  'terminal.resize': op({ name: 'terminal.resize', method: 'POST', path: '/v1/terminals/{id}/resize', summary: 'Resize a terminal', params: id, input: s.TerminalResize, result: s.TerminalInfo }),
-  'terminal.foreground': op({ name: 'terminal.foreground', method: 'GET', path: '/v1/terminals/{id}/foreground', summary: 'The foreground process group and whether it waits for input', params: id, result: s.Foreground }),
-  'terminal.signal': op({ name: 'terminal.signal', method: 'POST', path: '/v1/terminals/{id}/signal', summary: 'Signal the foreground process group', params: id, input: s.SignalRequest, result: s.SignalResult }),
+  'terminal.input': op({ name: 'terminal.input', method: 'POST', path: '/v1/terminals/{id}/input', summary: "Write to a terminal's input", params: id, input: s.TerminalInput, result: s.InputResult, errors: ['TERMINAL_EXITED', 'TERMINAL_CLOSED', 'LIMIT_EXCEEDED'] }),
+  'terminal.resize': op({ name: 'terminal.resize', method: 'POST', path: '/v1/terminals/{id}/resize', summary: 'Resize a terminal', params: id, input: s.TerminalResize, result: s.TerminalInfo, errors: ['TERMINAL_EXITED', 'TERMINAL_CLOSED'] }),
+  'terminal.foreground': op({ name: 'terminal.foreground', method: 'GET', path: '/v1/terminals/{id}/foreground', summary: 'The foreground process group and whether it waits for input', params: id, result: s.Foreground, errors: ['UNSUPPORTED'] }),
+  'terminal.signal': op({ name: 'terminal.signal', method: 'POST', path: '/v1/terminals/{id}/signal', summary: 'Signal the foreground process group', params: id, input: s.SignalRequest, result: s.SignalResult, errors: ['NO_FOREGROUND_GROUP', 'SIGNAL_REFUSED', 'UNSUPPORTED'] }),
   'terminal.output': op({ name: 'terminal.output', method: 'GET', path: '/v1/terminals/{id}/output', summary: "Read a terminal's output from a byte offset (long poll)", params: id, input: s.OutputQuery, result: s.OutputRead }),
   'terminal.done': op({ name: 'terminal.done', method: 'GET', path: '/v1/terminals/{id}/done', summary: 'How the terminal ended (long poll)', params: id, input: s.WaitRequest.partial(), result: s.DoneResult }),
-  'terminal.terminate': op({ name: 'terminal.terminate', method: 'POST', path: '/v1/terminals/{id}/terminate', summary: 'End the terminal session; answers once nothing of it runs', params: id, result: s.TerminalInfo }),
-  'terminal.delete': op({ name: 'terminal.delete', method: 'DELETE', path: '/v1/terminals/{id}', summary: 'Terminate the terminal if needed and forget it', params: id, result: s.Ok }),
+  'terminal.terminate': op({ name: 'terminal.terminate', method: 'POST', path: '/v1/terminals/{id}/terminate', summary: 'End the terminal session; answers once nothing of it runs', params: id, result: s.TerminalInfo, errors: ['CLEANUP_FAILED'] }),
+  'terminal.delete': op({ name: 'terminal.delete', method: 'DELETE', path: '/v1/terminals/{id}', summary: 'Terminate the terminal if needed and forget it', params: id, result: s.Ok, errors: ['CLEANUP_FAILED'] }),
 
-  'process.create': op({ name: 'process.create', method: 'POST', path: '/v1/processes', summary: 'Start a managed process tree', input: s.ProcessCreate, result: s.ProcessInfo, status: 201 }),
+  'process.create': op({ name: 'process.create', method: 'POST', path: '/v1/processes', summary: 'Start a managed process tree', input: s.ProcessCreate, result: s.ProcessInfo, status: 201, errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'SPAWN_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN'] }),
   'process.list': op({ name: 'process.list', method: 'GET', path: '/v1/processes', summary: "List the owner's processes", result: s.ProcessList }),
   'process.get': op({ name: 'process.get', method: 'GET', path: '/v1/processes/{id}', summary: 'One process', params: id, result: s.ProcessInfo }),
-  'process.stdin': op({ name: 'process.stdin', method: 'POST', path: '/v1/processes/{id}/stdin', summary: "Write to a process's stdin pipe", params: id, input: s.StdinWrite, result: s.InputResult }),
-  'process.closeStdin': op({ name: 'process.closeStdin', method: 'POST', path: '/v1/processes/{id}/stdin/close', summary: "Close a process's stdin pipe", params: id, result: s.Ok }),
+  'process.stdin': op({ name: 'process.stdin', method: 'POST', path: '/v1/processes/{id}/stdin', summary: "Write to a process's stdin pipe", params: id, input: s.StdinWrite, result: s.InputResult, errors: ['PROCESS_EXITED', 'LIMIT_EXCEEDED'] }),
+  'process.closeStdin': op({ name: 'process.closeStdin', method: 'POST', path: '/v1/processes/{id}/stdin/close', summary: "Close a process's stdin pipe", params: id, result: s.Ok, errors: ['PROCESS_EXITED'] }),
   'process.output': op({ name: 'process.output', method: 'GET', path: '/v1/processes/{id}/output/{stream}', summary: 'Read stdout or stderr bytes from an offset (long poll)', params: stream, input: s.OutputQuery, result: s.OutputRead }),
-  'process.collected': op({ name: 'process.collected', method: 'GET', path: '/v1/processes/{id}/collected/{stream}', summary: "The seam's offset read of a collected stream", params: stream, input: s.CollectedQuery, result: s.CollectedRead }),
+  'process.collected': op({ name: 'process.collected', method: 'GET', path: '/v1/processes/{id}/collected/{stream}', summary: "The seam's offset read of a collected stream", params: stream, input: s.CollectedQuery, result: s.CollectedRead, errors: ['STREAM_NOT_AVAILABLE'] }),
   'process.done': op({ name: 'process.done', method: 'GET', path: '/v1/processes/{id}/done', summary: 'How the process ended (long poll)', params: id, input: s.WaitRequest.partial(), result: s.DoneResult }),
   'process.wait': op({ name: 'process.wait', method: 'POST', path: '/v1/processes/{id}/wait', summary: 'Wait until the whole process tree is gone', params: id, input: s.WaitRequest, result: s.WaitResult }),
   'process.terminate': op({ name: 'process.terminate', method: 'POST', path: '/v1/processes/{id}/terminate', summary: 'SIGTERM the tree now, SIGKILL after its grace', params: id, result: s.ProcessInfo }),

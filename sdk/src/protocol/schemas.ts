@@ -5,6 +5,7 @@
  * @module
  */
 import { z } from 'zod';
+import { ErrorBody } from './errors.ts';
 
 /** Largest timer delay Node supports, 2^31-1 ms. */
 export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
@@ -21,6 +22,12 @@ export const SessionId = z
   .string()
   .regex(/^[a-z]_[A-Za-z0-9_-]{1,64}$/, { error: 'id must look like t_… or p_…' })
   .meta({ id: 'SessionId', description: 'A terminal (t_…) or process (p_…) id.' });
+
+/**
+ * A session id as a request names it. Ids are opaque to clients: one of any
+ * other shape is as unknown as a missing one (404), never a validation error.
+ */
+export const SessionRef = z.string().meta({ description: 'A terminal (t_…) or process (p_…) id; one that names nothing of this owner, whatever its shape, answers 404.' });
 
 export const Argv = z
   .array(z.string().max(128 * 1024).refine(noNul, { error: 'argv entries must not contain a NUL character' }))
@@ -228,7 +235,7 @@ export const ProcessInfo = z
     cwd: z.string(),
     status: z.enum(['running', 'exited', 'failed']),
     exit: Outcome.nullable(),
-    error: z.object({ code: z.string(), message: z.string() }).nullable().meta({ description: 'Why the spawn failed.' }),
+    error: ErrorBody.shape.error.nullable().meta({ description: 'Why the spawn failed.' }),
     treeExited: z.boolean().meta({ description: 'The whole process tree is gone, not just the root.' }),
     stdin: z.enum(['ignore', 'pipe', 'data']),
     stdinOpen: z.boolean(),
@@ -269,7 +276,7 @@ export const DoneResult = z
   .object({
     settled: z.boolean().meta({ description: 'False when the wait timed out before the end.' }),
     exit: Outcome.nullable(),
-    error: z.object({ code: z.string(), message: z.string() }).nullable(),
+    error: ErrorBody.shape.error.nullable(),
   })
   .meta({ id: 'DoneResult', description: 'How the process or terminal ended; error when the spawn itself failed.' });
 

@@ -14,6 +14,7 @@
 import { WebSocket } from 'ws';
 import { DATA_HEADER_BYTES, WS_SUBPROTOCOL, decodeDataFrame, type ServerMessage, type StreamRef } from '../protocol/frames.ts';
 import { ConnectionError, remoteError, type ExecworldError } from '../errors.ts';
+import { describeUnreachable, type CertificateAuthority } from './reach.ts';
 
 /** What the SDK logs through, when given a logger. */
 export interface Logger {
@@ -40,6 +41,8 @@ export interface ConnectionOptions {
   /** Credit window per stream. */
   readonly windowBytes: number;
   readonly logger: Logger | undefined;
+  /** PEM certificates to trust for an https:// daemon. */
+  readonly ca?: CertificateAuthority | undefined;
 }
 
 export interface CallOptions {
@@ -109,6 +112,25 @@ export class Subscription {
   }
 }
 
+/** The most of a refused upgrade's answer that is read: an error body is small. */
+const MAX_REFUSAL_BYTES = 64 * 1024;
+
+/** The error for an upgrade the daemon answered with `status` and `body` instead of switching protocols. */
+function upgradeRefusal(status: number, body: string): ExecworldError {
+  let parsed: { error?: { code?: unknown; message?: unknown; errno?: unknown } } | undefined;
+  try {
+    parsed = JSON.parse(body) as typeof parsed;
+  } catch (_error) {
+    // Not a daemon's answer: a proxy's page, say.
+  }
+  const error = parsed?.error;
+  if (typeof error?.code === 'string' && typeof error.message === 'string') {
+    return remoteError({ code: error.code, message: error.message, errno: typeof error.errno === 'string' ? error.errno : undefined }, status);
+  }
+  if (status === 401) return remoteError({ code: 'UNAUTHORIZED', message: 'the daemon refused the token' }, status);
+  return new ConnectionError('CONNECTION_FAILED', `the daemon answered the upgrade with ${status}`);
+}
+
 const wsUrl = (url: string): string => `${url.replace(/^http/, 'ws').replace(/\/+$/, '')}/v1/connect`;
 
 export class Connection {
@@ -156,6 +178,7 @@ export class Connection {
         headers: { authorization: `Bearer ${this.options.token}` },
         handshakeTimeout: this.options.connectTimeoutMs,
         maxPayload: 256 * 1024 * 1024,
+        ...(this.options.ca === undefined ? {} : { ca: this.options.ca as string | Buffer | (string | Buffer)[] }),
       });
       const fail = (error: Error): void => {
         socket.removeAllListeners();
@@ -168,21 +191,23 @@ export class Connection {
         resolve(socket);
       });
       socket.once('unexpected-response', (request, response) => {
-        request.destroy();
-        let body = '';
-        response.on('data', (chunk: Buffer) => (body += chunk.toString()));
-        response.on('end', () => {
-          let parsed: { error?: { code: string; message: string } } = {};
-          try {
-            parsed = JSON.parse(body) as typeof parsed;
-          } catch (_error) {
-            // Not a daemon answer.
-          }
-          const status = response.statusCode ?? 0;
-          fail(parsed.error === undefined ? new ConnectionError('CONNECTION_FAILED', `the daemon answered the upgrade with ${status}`) : remoteError(parsed.error, status));
+        // The body names the refusal; closing the request first would drop it unread.
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size <= MAX_REFUSAL_BYTES) chunks.push(chunk);
+        });
+        response.once('end', () => {
+          request.destroy();
+          fail(upgradeRefusal(response.statusCode ?? 0, Buffer.concat(chunks).toString('utf8')));
+        });
+        response.once('error', (error) => {
+          request.destroy();
+          fail(new ConnectionError('CONNECTION_FAILED', `the daemon answered the upgrade with ${response.statusCode ?? 0} and broke off: ${error.message}`, { cause: error }));
         });
       });
-      socket.once('error', (error) => fail(new ConnectionError('CONNECTION_FAILED', `cannot connect to ${this.options.url}: ${error.message}`, { cause: error })));
+      socket.once('error', (error) => fail(new ConnectionError('CONNECTION_FAILED', describeUnreachable(this.options.url, error), { cause: error })));
     });
   }
 

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { SubprocessCollectedOutputs, SubprocessHandle, SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } from '../seam/types.ts';
 import type { OperationResult } from '../protocol/operations.ts';
-import { ExecworldError } from '../errors.ts';
+import { remoteError } from '../errors.ts';
 import type { Connection, Logger } from './connection.ts';
 import { RemoteCollector, RemoteStdin, SubscribedReadable } from './streams.ts';
 
@@ -155,10 +155,8 @@ export class RemoteProcess implements SubprocessHandle {
       const final = (await this.#connection.call('process.get', { id: info.id }, { retry: 'safe' })) as ProcessInfo;
       for (const [name, replica] of replicas) replica.spillPath = final[name]?.spillPath ?? undefined;
     }
-    if (result.error !== null) {
-      // A spawn that failed on the daemon (a missing program, say): its own error code, as locally.
-      throw Object.assign(new ExecworldError('SPAWN_FAILED', result.error.message), { code: result.error.code });
-    }
+    // The daemon refuses a failed spawn at create, so `started` rejected already; a daemon that reports it here instead gets the same class.
+    if (result.error !== null) throw remoteError(result.error);
     return toOutcome(result.exit);
   }
 

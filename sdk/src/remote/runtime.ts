@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { ConnectionError, ExecworldError } from '../errors.ts';
 import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
 import { RemoteProcess } from './process.ts';
+import { describeUnreachable, getJson, type CertificateAuthority } from './reach.ts';
 import { RemoteTerminal } from './terminal.ts';
 
 /** Node's largest timer delay, 2^31-1 ms. */
@@ -40,6 +41,12 @@ export interface ConnectOptions {
   readonly windowBytes?: number;
   /** Where the SDK logs reconnects and failures. @default none */
   readonly logger?: Logger;
+  /**
+   * PEM certificates to trust for an https:// daemon with its own certificate:
+   * the CA that signed it, or a self-signed daemon's own certificate.
+   * @default Node's bundled CAs
+   */
+  readonly ca?: CertificateAuthority;
 }
 
 export const DEFAULT_CONNECT_OPTIONS = {
@@ -52,31 +59,56 @@ export const DEFAULT_CONNECT_OPTIONS = {
   windowBytes: 256 * 1024,
 } as const;
 
-/** The token a local daemon wrote, if there is one. */
-export function localToken(env: NodeJS.ProcessEnv = process.env): string | undefined {
+/** Where a local daemon writes its token: $XDG_CONFIG_HOME/execworld/token, or ~/.config/execworld/token. */
+export function localTokenFile(env: NodeJS.ProcessEnv = process.env): string {
   const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== '' ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
-  try {
-    for (const line of readFileSync(join(base, 'execworld', 'token'), 'utf8').split('\n')) {
-      const fields = line.trim().split(/\s+/);
-      if (fields[0] === undefined || fields[0] === '' || fields[0].startsWith('#')) continue;
-      return fields.length === 1 ? fields[0] : fields[1];
-    }
-  } catch (_error) {
-    // No local daemon token.
+  return join(base, 'execworld', 'token');
+}
+
+/** The first token of a token file's text: a bare token, or the token of an `<owner> <token>` line. */
+function firstToken(text: string): string | undefined {
+  for (const line of text.split('\n')) {
+    const fields = line.trim().split(/\s+/);
+    if (fields[0] === undefined || fields[0] === '' || fields[0].startsWith('#')) continue;
+    return fields.length === 1 ? fields[0] : fields[1];
   }
   return undefined;
+}
+
+/** The token a local daemon wrote, if there is one. */
+export function localToken(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  try {
+    return firstToken(readFileSync(localTokenFile(env), 'utf8'));
+  } catch (_error) {
+    // No local daemon token.
+    return undefined;
+  }
+}
+
+/** Why no token was found: which file was looked for, and what was wrong with it. */
+function missingToken(env: NodeJS.ProcessEnv = process.env): string {
+  const file = localTokenFile(env);
+  let why: string;
+  try {
+    readFileSync(file, 'utf8');
+    why = `${file} holds no token`;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    why = code === 'ENOENT' ? `there is no ${file}` : `${file} cannot be read (${code ?? (error as Error).message})`;
+  }
+  return `no token given, and ${why} (the file a daemon on this machine writes): pass connect(url, { token })`;
 }
 
 function resolveOptions(url: string, options: ConnectOptions): ConnectionOptions {
   if (!/^https?:\/\/[^/]+/.test(url)) throw new ExecworldError('INVALID_ARGUMENT', `url must be http(s)://host:port, got ${url}`);
   const token = options.token ?? localToken();
-  if (token === undefined) throw new ExecworldError('INVALID_ARGUMENT', 'no token given, and no local daemon token file was found');
+  if (token === undefined) throw new ExecworldError('INVALID_ARGUMENT', missingToken());
   const resolved = { ...DEFAULT_CONNECT_OPTIONS, ...stripUndefined(options) };
   for (const key of Object.keys(DEFAULT_CONNECT_OPTIONS) as (keyof typeof DEFAULT_CONNECT_OPTIONS)[]) {
     const value = resolved[key];
     if (!Number.isSafeInteger(value) || value <= 0) throw new ExecworldError('INVALID_ARGUMENT', `options.${key} must be a positive integer, got ${String(value)}`);
   }
-  return { ...resolved, url, token, logger: options.logger };
+  return { ...resolved, url, token, logger: options.logger, ca: options.ca };
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {
@@ -127,10 +159,9 @@ export class RemoteRuntime implements SubprocessRuntime {
     this.#started ??= (async () => {
       let health: OperationResult<'health.get'>;
       try {
-        const response = await fetch(`${this.url.replace(/\/+$/, '')}/v1/health`, { signal: AbortSignal.timeout(this.#options.connectTimeoutMs) });
-        health = (await response.json()) as OperationResult<'health.get'>;
+        health = (await getJson(`${this.url.replace(/\/+$/, '')}/v1/health`, { ca: this.#options.ca, timeoutMs: this.#options.connectTimeoutMs })) as OperationResult<'health.get'>;
       } catch (error) {
-        throw new ConnectionError('CONNECTION_FAILED', `cannot reach the daemon at ${this.url}: ${(error as Error).message}`, { cause: error });
+        throw new ConnectionError('CONNECTION_FAILED', describeUnreachable(this.url, error), { cause: error });
       }
       if (health.protocolVersion !== PROTOCOL_VERSION) {
         throw new ConnectionError('PROTOCOL_MISMATCH', `the daemon speaks protocol ${health.protocolVersion}; this SDK speaks ${PROTOCOL_VERSION}`);

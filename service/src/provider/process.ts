@@ -59,6 +59,12 @@ export class ManagedProcess implements SubprocessHandle {
   readonly stderr: Readable | undefined;
   readonly collected: SubprocessCollectedOutputs;
   readonly done: Promise<SubprocessOutcome>;
+  /**
+   * Beyond the seam: resolves once the operating system started the program
+   * (child_process 'spawn'), rejects with what `done` rejects with when it
+   * could not. The daemon answers a create only once this settled.
+   */
+  readonly spawned: Promise<void>;
 
   readonly #host: ProcessHost;
   readonly #graceMs: number;
@@ -91,6 +97,8 @@ export class ManagedProcess implements SubprocessHandle {
       this.#settled = true;
       this.#gone = true;
       this.#reject(cwdFailure);
+      this.spawned = this.done.then(() => undefined);
+      this.spawned.catch(() => undefined);
       return;
     }
     const child = spawnChild(spec.argv[0]!, spec.argv.slice(1), {
@@ -102,6 +110,9 @@ export class ManagedProcess implements SubprocessHandle {
     });
     this.#child = child;
     this.pid = child.pid ?? -1;
+    // 'spawn' comes before any 'exit'; a spawn that failed rejects done, and this with it.
+    this.spawned = Promise.race([new Promise<void>((resolve) => child.once('spawn', resolve)), this.done.then(() => undefined)]);
+    this.spawned.catch(() => undefined);
 
     const stdin = spec.stdio.stdin;
     if (typeof stdin === 'object') {

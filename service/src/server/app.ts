@@ -6,6 +6,7 @@
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
@@ -16,6 +17,7 @@ import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import { allowedEnvironment } from './child-env.ts';
 import { defaultStateDir, type Config } from './config.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
+import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
 import { SessionRegistry } from './sessions.ts';
@@ -59,7 +61,7 @@ class QuietRequests extends LogController {
   }
 }
 
-function packageVersion(): string {
+export function packageVersion(): string {
   const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   return manifest.version;
 }
@@ -112,8 +114,10 @@ export function buildApp(options: AppOptions): Daemon {
       },
       new LogSink(),
     );
+  // Node would answer a missing Host itself, with an empty body: the onRequest hook answers it in the catalog's shape.
+  const server = { requireHostHeader: false };
   const https =
-    config.tlsCert !== undefined && config.tlsKey !== undefined ? { cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : null;
+    config.tlsCert !== undefined && config.tlsKey !== undefined ? { ...server, cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : null;
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: config.maxBodyBytes,
@@ -122,8 +126,12 @@ export function buildApp(options: AppOptions): Daemon {
     requestIdHeader: false,
     // Shutdown must not wait on clients: every session is ended anyway.
     forceCloseConnections: true,
+    // A request that still arrives while closing goes through the routes (creates answer SHUTTING_DOWN) instead of fastify's own 503 body.
+    return503OnClosing: false,
+    clientErrorHandler: answerClientError,
+    frameworkErrors: answerFrameworkError,
     logController: new QuietRequests(),
-    ...(https === null ? {} : { https }),
+    ...(https === null ? { http: server } : { https }),
   }) as unknown as FastifyInstance;
 
   const runtime =
@@ -182,19 +190,13 @@ export function buildApp(options: AppOptions): Daemon {
   });
 
   app.setErrorHandler((error, request, reply) => {
-    let serviceError: ServiceError;
-    const fastifyCode = (error as { code?: string }).code;
-    if (fastifyCode === 'FST_ERR_CTP_BODY_TOO_LARGE') serviceError = new ServiceError('PAYLOAD_TOO_LARGE', `the request body is larger than ${config.maxBodyBytes} bytes`);
-    else if (fastifyCode === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') serviceError = new ServiceError('UNSUPPORTED_MEDIA_TYPE', 'send the request body as application/json');
-    else if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_ERR_CTP')) serviceError = new ServiceError('INVALID_ARGUMENT', (error as Error).message);
-    else serviceError = toServiceError(error);
+    const serviceError = fastifyError(error, config.maxBodyBytes) ?? toServiceError(error);
     if (serviceError.status >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.info({ code: serviceError.code }, 'request refused');
-    const { status, body } = errorReply(serviceError.code, serviceError.message);
     // A request refused before its body was read (no token, too large): the connection
     // closes after the answer instead of reading on, perhaps forever, to reuse it.
     if (!request.raw.complete) void reply.header('connection', 'close');
-    void reply.code(status).send(body);
+    void reply.code(serviceError.status).send({ error: serviceError.body() });
   });
 
   // Upgraded sockets keep the server open: close them before the server waits for its connections.
@@ -222,6 +224,11 @@ export function buildApp(options: AppOptions): Daemon {
 
     // Every route needs a token unless it says otherwise; unknown paths too, so nothing is told to a stranger.
     scope.addHook('onRequest', (request: FastifyRequest, _reply, done) => {
+      // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own check answers without a body, so it is made here.
+      if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+        done(new ServiceError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header'));
+        return;
+      }
       const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : undefined);
       done(refusal);
     });
@@ -250,8 +257,22 @@ export function buildApp(options: AppOptions): Daemon {
       });
     }
 
-    scope.get(CONNECT_PATH, { websocket: true }, (socket, request) => {
-      hub.accept(socket, request.owner, request.log);
+    scope.route({
+      method: 'GET',
+      url: CONNECT_PATH,
+      wsHandler: (socket, request) => {
+        hub.accept(socket, request.owner, request.log);
+      },
+      // Without the upgrade headers the plugin's default would be an empty 404.
+      handler: (_request, reply) => {
+        void reply.header('upgrade', 'websocket');
+        throw new ServiceError('UPGRADE_REQUIRED', `${CONNECT_PATH} is a WebSocket: send an upgrade offering the subprotocol ${WS_SUBPROTOCOL}`);
+      },
+    });
+    // A handshake ws refuses (a bad Sec-WebSocket-Key or -Version, say) is answered in the catalog's shape, not ws's text/html.
+    scope.websocketServer.on('wsClientError', (error: Error, socket: Duplex) => {
+      if (socket.writable) socket.write(rawErrorResponse(new ServiceError('INVALID_ARGUMENT', `WebSocket handshake refused: ${error.message}`)));
+      socket.destroy();
     });
     registered();
   });

@@ -94,6 +94,21 @@ export function serveHelp(): string {
   ].join('\n');
 }
 
+/** parseArgs's complaint in a line: its own texts suggest positionals, which serve takes none of. */
+function argumentError(error: Error & { code?: string }): string {
+  const quoted = /'([^']+)'/.exec(error.message)?.[1] ?? '';
+  switch (error.code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+      return `unknown option ${quoted}`;
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
+      return `option ${quoted.split(' ')[0]} needs a value`;
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+      return `unexpected argument ${quoted}`;
+    default:
+      return error.message;
+  }
+}
+
 /**
  * Builds the configuration from a file, the environment and flags.
  * @throws {ConfigError} naming the setting and its source when a value is invalid.
@@ -105,7 +120,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   try {
     flags = parseArgs({ args: [...argv], options, allowPositionals: false, strict: true }).values as typeof flags;
   } catch (error) {
-    throw new ConfigError((error as Error).message);
+    throw new ConfigError(argumentError(error as Error & { code?: string }));
   }
   if (flags.help === true) return { config: DEFAULT_CONFIG, help: true };
 

@@ -3,20 +3,34 @@
  * mapping from anything thrown inside to what a client sees.
  * @module
  */
+import { getSystemErrorMap } from 'node:util';
 import { ZodError } from 'zod';
-import { ERROR_CATALOG, type ErrorCode } from '@execworld/sdk/protocol';
+import { ERROR_CATALOG, type ErrorBody, type ErrorCode } from '@execworld/sdk/protocol';
+import { InspectionUnsupportedError } from '../provider/inspect/inspector.ts';
 import { ProviderError, type ProviderErrorCode } from '../provider/errors.ts';
+
+export interface ServiceErrorOptions extends ErrorOptions {
+  /** The operating system's name for the failure, e.g. ENOENT. */
+  readonly errno?: string | undefined;
+}
 
 export class ServiceError extends Error {
   readonly code: ErrorCode;
-  constructor(code: ErrorCode, message: string, options?: ErrorOptions) {
+  readonly errno: string | undefined;
+  constructor(code: ErrorCode, message: string, options?: ServiceErrorOptions) {
     super(message, options);
     this.code = code;
+    this.errno = options?.errno;
     this.name = 'ServiceError';
   }
 
   get status(): number {
     return ERROR_CATALOG[this.code].status;
+  }
+
+  /** What the client gets, over REST and the WebSocket alike. */
+  body(): ErrorBody['error'] {
+    return this.errno === undefined ? { code: this.code, message: this.message } : { code: this.code, message: this.message, errno: this.errno };
   }
 }
 
@@ -43,15 +57,40 @@ export function describeZodError(error: ZodError, where: string): string {
   return `${where}${path === '' ? '' : `.${path}`}: ${issue.message}`;
 }
 
+/** An errno name such as ENOENT or E2BIG, as Node puts it in `error.code`. */
+const ERRNO_NAME = /^E[A-Z0-9]+$/;
+
+function errnoOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && ERRNO_NAME.test(code) ? code : undefined;
+}
+
+/**
+ * A failure of `child_process.spawn` (reported later, like ENOENT, or thrown at
+ * once, like E2BIG) in the catalog's terms, with the errno beside the code.
+ */
+function spawnFailure(error: NodeJS.ErrnoException, errno: string): ServiceError {
+  // Node's text for the errno, e.g. "argument list too long" for E2BIG.
+  const text = typeof error.errno === 'number' ? getSystemErrorMap().get(error.errno)?.[1] : undefined;
+  // A file without execute permission is not an executable, as terminal.create says of it too.
+  const code = errno === 'ENOENT' || errno === 'EACCES' ? 'EXECUTABLE_NOT_FOUND' : 'SPAWN_FAILED';
+  return new ServiceError(code, `cannot start ${error.path ?? 'the program'}: ${text ?? 'refused by the operating system'} (${errno})`, { cause: error, errno });
+}
+
 /** What a client sees of an error; anything unknown is INTERNAL. */
 export function toServiceError(error: unknown): ServiceError {
   if (error instanceof ServiceError) return error;
-  if (error instanceof ProviderError) return new ServiceError(PROVIDER_CODES[error.code], error.message, { cause: error });
+  if (error instanceof ProviderError) return new ServiceError(PROVIDER_CODES[error.code], error.message, { cause: error, errno: errnoOf(error.cause) });
+  if (error instanceof InspectionUnsupportedError) return new ServiceError('UNSUPPORTED', error.message, { cause: error });
   if (error instanceof ZodError) return new ServiceError('INVALID_ARGUMENT', describeZodError(error, 'request'), { cause: error });
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'INVALID_ARGUMENT' && error instanceof Error) return new ServiceError('INVALID_ARGUMENT', error.message, { cause: error });
-  if (typeof code === 'string' && /^E[A-Z]+$/.test(code) && error instanceof Error) {
-    return new ServiceError(code === 'ENOENT' ? 'EXECUTABLE_NOT_FOUND' : 'SPAWN_FAILED', error.message, { cause: error });
+  const errno = errnoOf(error);
+  if (errno !== undefined && error instanceof Error) {
+    const syscall = (error as NodeJS.ErrnoException).syscall ?? '';
+    if (syscall.startsWith('spawn')) return spawnFailure(error, errno);
+    // The foreground group exited between its lookup and the signal.
+    if (syscall === 'kill' && errno === 'ESRCH') return new ServiceError('NO_FOREGROUND_GROUP', 'the foreground process group exited before the signal reached it', { cause: error, errno });
   }
   return new ServiceError('INTERNAL', 'internal error', { cause: error });
 }

@@ -38,11 +38,8 @@ export interface SessionLimits {
   readonly orphanTimeoutMs: number;
 }
 
-/** How a session ended when the spawn itself failed. */
-export interface SpawnFailure {
-  readonly code: string;
-  readonly message: string;
-}
+/** How a session ended when the spawn itself failed, as the client sees it. */
+export type SpawnFailure = ReturnType<ServiceError['body']>;
 
 /** Feeds a readable into a ring, pausing it while the ring holds `capacity` unread bytes. */
 function feed(source: Readable, ring: RingStream): void {
@@ -229,8 +226,7 @@ export class ProcessSession extends Session {
         this.exit = outcome;
       },
       (error: unknown) => {
-        const code = (error as { code?: unknown }).code;
-        this.failure = { code: typeof code === 'string' ? code : 'SPAWN_FAILED', message: (error as Error).message };
+        this.failure = toServiceError(error).body();
       },
     ).then(async () => {
       this.exitedAt = new Date();
@@ -378,23 +374,30 @@ export class SessionRegistry {
   }
 
   createProcess(owner: string, spec: ProcessCreate): Promise<ProcessSession> {
-    return this.#once(owner, spec.requestId, 'process', () => {
+    return this.#once(owner, spec.requestId, 'process', async () => {
       const release = this.#admit(owner);
+      const wanted = collectBytesOf(spec);
+      if (wanted > 0 && this.#collectReserved + wanted > this.#limits.collectBudgetBytes) {
+        release();
+        throw new ServiceError(
+          'LIMIT_EXCEEDED',
+          `collected output of running and retained processes already holds ${this.#collectReserved} of the daemon's ${this.#limits.collectBudgetBytes} bytes; this process asks for ${wanted}`,
+        );
+      }
+      // Held from before the spawn's await, like the session slot: concurrent creates cannot all pass the budget.
+      this.#collectReserved += wanted;
+      let registered = false;
       try {
-        const wanted = collectBytesOf(spec);
-        if (wanted > 0 && this.#collectReserved + wanted > this.#limits.collectBudgetBytes) {
-          throw new ServiceError(
-            'LIMIT_EXCEEDED',
-            `collected output of running and retained processes already holds ${this.#collectReserved} of the daemon's ${this.#limits.collectBudgetBytes} bytes; this process asks for ${wanted}`,
-          );
-        }
         const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits, this.#log, () => this.#finished(session));
-        this.#collectReserved += session.collectBytes;
+        // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
+        await session.handle.spawned;
         this.#sessions.set(session.id, session);
+        registered = true;
         this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
-        return Promise.resolve(session);
+        return session;
       } finally {
         release();
+        if (!registered) this.#collectReserved -= wanted;
       }
     });
   }

@@ -312,7 +312,7 @@ class Connection {
     } catch (error) {
       const serviceError = toServiceError(error);
       if (serviceError.code === 'INTERNAL') this.#log.error({ err: error, op: name }, 'call failed');
-      this.send({ t: 'error', id, error: { code: serviceError.code, message: serviceError.message } });
+      this.send({ t: 'error', id, error: serviceError.body() });
     } finally {
       if (controller !== undefined) this.#calls.delete(controller);
     }
@@ -338,7 +338,7 @@ class Connection {
       subscription.pump();
     } catch (error) {
       const serviceError = toServiceError(error);
-      this.send({ t: 'error', id, error: { code: serviceError.code, message: serviceError.message } });
+      this.send({ t: 'error', id, error: serviceError.body() });
     }
   }
 

@@ -1,0 +1,297 @@
+/**
+ * Each operation's documented errors are the truth: every error path of every
+ * operation is driven over REST against a real daemon, and each answer must
+ * carry a code the operation lists (`errors` in the operation table, which the
+ * OpenAPI document is made from), with that code's status and the documented
+ * shape. Every listed code is driven here, or named below with the reason it
+ * cannot be, so a list cannot claim more than the daemon does either.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERROR_CATALOG, OPERATION_LIST, type ErrorCode, type OperationSpec } from '@execworld/sdk/protocol';
+import { LocalRuntime } from '@execworld/service';
+import { CONNECT_ERRORS } from '../../sdk/src/protocol/openapi.ts';
+import { InspectionUnsupportedError, type ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
+import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+/** Codes no test can bring about, with the reason. */
+const UNDRIVEN: Partial<Record<ErrorCode, string>> = {
+  CLIENT_TIMEOUT: "Node's headers timeout is 60 s, checked every 30 s; http-errors.test.ts checks its mapping",
+  INTERNAL: 'a fault in the daemon itself',
+};
+
+/** A Linux inspector that can be told to lack input-wait and signal support, or to send no signal at all. */
+class SwitchableInspector extends LinuxInspector {
+  unsupported = false;
+  stubborn = false;
+
+  override inputWait(...args: Parameters<LinuxInspector['inputWait']>): ReturnType<LinuxInspector['inputWait']> {
+    if (this.unsupported) throw new InspectionUnsupportedError('input-wait inspection is unsupported here');
+    return super.inputWait(...args);
+  }
+
+  override signalGroup(pgid: number, signal: NodeJS.Signals): void {
+    if (this.unsupported) throw new InspectionUnsupportedError('signals are unsupported here');
+    super.signalGroup(pgid, signal);
+  }
+
+  override signalProcess(identity: ProcessIdentity, signal: NodeJS.Signals): boolean {
+    // Pretends the signal went out: the process lives on, as one that cannot be killed.
+    return this.stubborn ? true : super.signalProcess(identity, signal);
+  }
+}
+
+const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 300 };
+const PROCESS = { argv: ['/bin/sleep', '30'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 300 };
+/** Valid bodies and queries, so that only what a scenario breaks is wrong. */
+const BODIES: Record<string, Record<string, unknown>> = {
+  'executable.resolve': { command: 'sh' },
+  'terminal.create': TERMINAL,
+  'terminal.input': { data: 'x' },
+  'terminal.resize': { rows: 10, cols: 10 },
+  'terminal.signal': { signal: 'SIGINT' },
+  'process.create': PROCESS,
+  'process.stdin': { data: 'x' },
+  'process.wait': { timeoutMs: 0 },
+};
+const QUERIES: Record<string, string> = { 'process.collected': 'from=0' };
+
+let daemon: TestDaemon;
+/** A daemon over the switchable inspector. */
+let limited: TestDaemon;
+let inspector: SwitchableInspector;
+const ids = { exitedTerminal: '', shell: '', limitedTerminal: '', sleeper: '', closedTerminal: '', stuckTerminal: '', stuckProcess: '' };
+
+/**
+ * Sends writes to a program that does not read its input until one is refused
+ * (each accepted write waits for the kernel, which never takes it): the answer
+ * of the first refused write.
+ */
+async function pastBacklog(name: string, id: string, body: Record<string, unknown>): Promise<{ status: number; body: any }> {
+  const answers: { status: number; body: any }[] = [];
+  for (let index = 0; index < 200; index += 1) {
+    // Writes still waiting when the daemon closes fail with the connection: that is not their answer here.
+    send(daemon, op(name), id, { body }).then(
+      (answer) => answers.push(answer),
+      () => undefined,
+    );
+    const refused = answers.find((answer) => answer.status !== 200);
+    if (refused !== undefined) return refused;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await waitFor('a refused write', () => answers.some((answer) => answer.status !== 200));
+  return answers.find((answer) => answer.status !== 200)!;
+}
+
+beforeAll(async () => {
+  daemon = await startDaemon({ maxBodyBytes: 256 * 1024 });
+  inspector = new SwitchableInspector();
+  limited = await startDaemon({}, { runtime: new LocalRuntime({ inspector }) });
+  const exited = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
+  ids.exitedTerminal = exited.body.id;
+  await daemon.request('GET', `/v1/terminals/${ids.exitedTerminal}/done?timeoutMs=20000`);
+  ids.shell = (await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh'] } })).body.id;
+  ids.sleeper = (await daemon.request('POST', '/v1/processes', { body: PROCESS })).body.id;
+  ids.limitedTerminal = (await limited.request('POST', '/v1/terminals', { body: TERMINAL })).body.id;
+  // A program that closes its terminal and runs on.
+  ids.closedTerminal = (await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'trap "" HUP; exec 0<&- 1>&- 2>&-; sleep 30'] } })).body.id;
+  await waitFor('the program to close its terminal', async () => (await daemon.request('POST', `/v1/terminals/${ids.closedTerminal}/input`, { body: { data: 'x' } })).status === 409);
+  // Programs that never read their input: raw mode so the terminal's own queue fills at once.
+  ids.stuckTerminal = (await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'stty raw -echo; exec sleep 30'] } })).body.id;
+  ids.stuckProcess = (await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' } } })).body.id;
+});
+afterAll(async () => {
+  inspector.stubborn = false;
+  inspector.unsupported = false;
+  await limited.close();
+  await daemon.close();
+});
+
+interface Scenario {
+  readonly what: string;
+  readonly code: ErrorCode;
+  send(): Promise<{ status: number; body: any }>;
+}
+
+function concrete(spec: OperationSpec, id: string): string {
+  const path = spec.path.replace('{id}', encodeURIComponent(id)).replace('{stream}', 'stdout');
+  const query = QUERIES[spec.name];
+  return query === undefined ? path : `${path}?${query}`;
+}
+
+/** Sends a valid request of `spec` to `target`, with `id` and whatever `change` alters. */
+function send(
+  target: TestDaemon,
+  spec: OperationSpec,
+  id: string,
+  change: { body?: Record<string, unknown>; query?: string; token?: string | null; headers?: Record<string, string>; raw?: string } = {},
+): Promise<{ status: number; body: any }> {
+  let path = concrete(spec, id);
+  if (change.query !== undefined) path += `${path.includes('?') ? '&' : '?'}${change.query}`;
+  const options: Parameters<TestDaemon['request']>[2] = {
+    ...(change.token === undefined ? {} : { token: change.token }),
+    ...(change.headers === undefined ? {} : { headers: change.headers }),
+  };
+  if (change.raw !== undefined) return target.request(spec.method, path, { ...options, raw: change.raw });
+  if (spec.method === 'POST') return target.request(spec.method, path, { ...options, body: change.body ?? BODIES[spec.name] ?? {} });
+  return target.request(spec.method, path, options);
+}
+
+const op = (name: string): OperationSpec => OPERATION_LIST.find((spec) => spec.name === name)!;
+
+/** What any request of the operation's shape can meet. */
+function shapeScenarios(spec: OperationSpec): Scenario[] {
+  const unknown = spec.path.includes('/terminals/') ? 't_unknown0000' : 'p_unknown0000';
+  const scenarios: Scenario[] = [
+    {
+      what: 'a malformed request',
+      code: 'INVALID_ARGUMENT',
+      send: () => (spec.method === 'POST' ? send(daemon, spec, unknown, { body: { ...BODIES[spec.name], bogus: 1 } }) : send(daemon, spec, unknown, { query: 'bogus=1' })),
+    },
+    { what: 'headers past 16 KiB', code: 'HEADERS_TOO_LARGE', send: () => send(daemon, spec, unknown, { headers: { 'x-padding': 'p'.repeat(20_000) } }) },
+  ];
+  if (spec.auth) scenarios.push({ what: 'no token', code: 'UNAUTHORIZED', send: () => send(daemon, spec, unknown, { token: null }) });
+  if (spec.path.includes('{id}')) {
+    scenarios.push({ what: 'an unknown id', code: 'NOT_FOUND', send: () => send(daemon, spec, unknown) });
+    scenarios.push({ what: 'a malformed id', code: 'NOT_FOUND', send: () => send(daemon, spec, 'xyz') });
+    scenarios.push({ what: 'an id past 100 characters', code: 'URI_TOO_LONG', send: () => send(daemon, spec, `t_${'x'.repeat(200)}`) });
+  }
+  if (spec.method !== 'GET') {
+    scenarios.push({
+      what: 'a body past the limit',
+      code: 'PAYLOAD_TOO_LARGE',
+      send: () => send(daemon, spec, unknown, { raw: JSON.stringify({ pad: 'x'.repeat(300 * 1024) }), headers: { 'content-type': 'application/json' } }),
+    });
+    scenarios.push({ what: 'a body that is not JSON', code: 'UNSUPPORTED_MEDIA_TYPE', send: () => send(daemon, spec, unknown, { raw: 'x', headers: { 'content-type': 'text/plain' } }) });
+  }
+  return scenarios;
+}
+
+/** A daemon that holds one running session of `kind` and allows no more. */
+async function fullDaemon(kind: 'terminal' | 'process'): Promise<TestDaemon> {
+  const full = await startDaemon({ maxSessionsPerOwner: 1 });
+  const created = kind === 'terminal' ? await full.request('POST', '/v1/terminals', { body: TERMINAL }) : await full.request('POST', '/v1/processes', { body: PROCESS });
+  expect(created.status).toBe(201);
+  return full;
+}
+
+/** Runs `send` against a daemon made for it, then closes that daemon. */
+async function against(make: () => Promise<TestDaemon>, sendTo: (target: TestDaemon) => Promise<{ status: number; body: any }>): Promise<{ status: number; body: any }> {
+  const target = await make();
+  try {
+    return await sendTo(target);
+  } finally {
+    await target.close();
+  }
+}
+
+async function shuttingDown(): Promise<TestDaemon> {
+  const target = await startDaemon();
+  await target.daemon.registry.shutdown();
+  return target;
+}
+
+/** What each operation's own work can answer. */
+const OWN: Record<string, Scenario[]> = {
+  'executable.resolve': [{ what: 'a missing program', code: 'EXECUTABLE_NOT_FOUND', send: () => send(daemon, op('executable.resolve'), '', { body: { command: '/definitely/missing' } }) }],
+  'terminal.create': [
+    { what: 'a missing cwd', code: 'CWD_NOT_FOUND', send: () => send(daemon, op('terminal.create'), '', { body: { ...TERMINAL, cwd: '/definitely/missing' } }) },
+    { what: 'a missing program', code: 'EXECUTABLE_NOT_FOUND', send: () => send(daemon, op('terminal.create'), '', { body: { ...TERMINAL, argv: ['/definitely/missing'] } }) },
+    { what: 'the owner at its limit', code: 'LIMIT_EXCEEDED', send: () => against(() => fullDaemon('process'), (full) => send(full, op('terminal.create'), '')) },
+    { what: 'a daemon shutting down', code: 'SHUTTING_DOWN', send: () => against(shuttingDown, (closing) => send(closing, op('terminal.create'), '')) },
+    {
+      what: 'a platform without terminals',
+      code: 'UNSUPPORTED',
+      send: () => against(() => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }), (windows) => send(windows, op('terminal.create'), '')),
+    },
+  ],
+  'terminal.input': [
+    { what: 'an exited terminal', code: 'TERMINAL_EXITED', send: () => send(daemon, op('terminal.input'), ids.exitedTerminal) },
+    { what: 'a terminal its program closed', code: 'TERMINAL_CLOSED', send: () => send(daemon, op('terminal.input'), ids.closedTerminal) },
+    { what: 'input past the backlog of a program that does not read', code: 'LIMIT_EXCEEDED', send: () => pastBacklog('terminal.input', ids.stuckTerminal, { data: 'x'.repeat(64 * 1024) }) },
+  ],
+  'terminal.resize': [
+    { what: 'an exited terminal', code: 'TERMINAL_EXITED', send: () => send(daemon, op('terminal.resize'), ids.exitedTerminal) },
+    { what: 'a terminal its program closed', code: 'TERMINAL_CLOSED', send: () => send(daemon, op('terminal.resize'), ids.closedTerminal) },
+  ],
+  'terminal.foreground': [
+    {
+      what: 'a host without input-wait inspection',
+      code: 'UNSUPPORTED',
+      send: async () => {
+        inspector.unsupported = true;
+        try {
+          return await send(limited, op('terminal.foreground'), ids.limitedTerminal);
+        } finally {
+          inspector.unsupported = false;
+        }
+      },
+    },
+  ],
+  'terminal.signal': [
+    { what: 'an exited terminal', code: 'NO_FOREGROUND_GROUP', send: () => send(daemon, op('terminal.signal'), ids.exitedTerminal) },
+    { what: "SIGKILL to the terminal's shell", code: 'SIGNAL_REFUSED', send: () => send(daemon, op('terminal.signal'), ids.shell, { body: { signal: 'SIGKILL' } }) },
+    {
+      what: 'a host without signals',
+      code: 'UNSUPPORTED',
+      send: async () => {
+        inspector.unsupported = true;
+        try {
+          return await send(limited, op('terminal.signal'), ids.limitedTerminal);
+        } finally {
+          inspector.unsupported = false;
+        }
+      },
+    },
+  ],
+  'terminal.terminate': [{ what: 'a terminal that survives its cleanup', code: 'CLEANUP_FAILED', send: () => stubbornly(op('terminal.terminate')) }],
+  'terminal.delete': [{ what: 'a terminal that survives its cleanup', code: 'CLEANUP_FAILED', send: () => stubbornly(op('terminal.delete')) }],
+  'process.create': [
+    { what: 'a missing cwd', code: 'CWD_NOT_FOUND', send: () => send(daemon, op('process.create'), '', { body: { ...PROCESS, cwd: '/definitely/missing' } }) },
+    { what: 'a missing program', code: 'EXECUTABLE_NOT_FOUND', send: () => send(daemon, op('process.create'), '', { body: { ...PROCESS, argv: ['/definitely/missing'] } }) },
+    { what: 'arguments too large for exec', code: 'SPAWN_FAILED', send: () => send(daemon, op('process.create'), '', { body: { ...PROCESS, argv: ['/bin/true', 'x'.repeat(128 * 1024)] } }) },
+    { what: 'the owner at its limit', code: 'LIMIT_EXCEEDED', send: () => against(() => fullDaemon('terminal'), (full) => send(full, op('process.create'), '')) },
+    { what: 'a daemon shutting down', code: 'SHUTTING_DOWN', send: () => against(shuttingDown, (closing) => send(closing, op('process.create'), '')) },
+  ],
+  'process.stdin': [
+    { what: 'stdin that is not a pipe', code: 'PROCESS_EXITED', send: () => send(daemon, op('process.stdin'), ids.sleeper) },
+    { what: 'input past the backlog of a program that does not read', code: 'LIMIT_EXCEEDED', send: () => pastBacklog('process.stdin', ids.stuckProcess, { data: 'x'.repeat(64 * 1024) }) },
+  ],
+  'process.closeStdin': [{ what: 'stdin that is not a pipe', code: 'PROCESS_EXITED', send: () => send(daemon, op('process.closeStdin'), ids.sleeper) }],
+  'process.collected': [{ what: 'a stream that is not collected', code: 'STREAM_NOT_AVAILABLE', send: () => send(daemon, op('process.collected'), ids.sleeper) }],
+};
+
+/** Terminate or delete a terminal whose processes ignore every signal, then let them go. */
+async function stubbornly(spec: OperationSpec): Promise<{ status: number; body: any }> {
+  const created = await limited.request('POST', '/v1/terminals', { body: TERMINAL });
+  inspector.stubborn = true;
+  try {
+    return await send(limited, spec, created.body.id);
+  } finally {
+    inspector.stubborn = false;
+    expect((await limited.request('DELETE', `/v1/terminals/${created.body.id}`)).status).toBe(200);
+  }
+}
+
+describe('documented errors', () => {
+  it.each(OPERATION_LIST.map((spec) => [spec.name, spec] as const))('%s answers only codes it documents, and each of them', async (_name, spec) => {
+    const driven = new Set<ErrorCode>();
+    for (const scenario of [...shapeScenarios(spec), ...(OWN[spec.name] ?? [])]) {
+      const answer = await scenario.send();
+      const context = `${spec.name}, ${scenario.what}: ${answer.status} ${JSON.stringify(answer.body).slice(0, 300)}`;
+      const code = answer.body?.error?.code as ErrorCode;
+      expect(spec.errors, context).toContain(code);
+      expect(answer.status, context).toBe(ERROR_CATALOG[code].status);
+      expect(answer.body, context).toEqual({ error: { code, message: expect.any(String), ...(answer.body.error.errno === undefined ? {} : { errno: expect.stringMatching(/^E[A-Z0-9]+$/) }) } });
+      expect(code, context).toBe(scenario.code);
+      driven.add(code);
+    }
+    const claimedOnly = spec.errors.filter((code) => !driven.has(code) && UNDRIVEN[code] === undefined);
+    expect(claimedOnly, `${spec.name} documents codes no scenario brings about`).toEqual([]);
+  });
+
+  it('documents GET /v1/connect with the codes it answers', () => {
+    expect(CONNECT_ERRORS).toEqual(expect.arrayContaining(['UNAUTHORIZED', 'FORBIDDEN_ORIGIN', 'UPGRADE_REQUIRED', 'INVALID_ARGUMENT']));
+  });
+});
