@@ -15,6 +15,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { startDaemon } from './lib/daemon.ts';
 import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFigures } from './lib/daemon-workloads.ts';
+import { chunkCounts, dshBulkMs, type BulkProvider } from './lib/dsh-bulk.ts';
 import { dshEcho } from './lib/dsh-workload.ts';
 import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
 import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } from './lib/remote-peers.ts';
@@ -242,6 +243,34 @@ if (enabled('dsh')) {
   ];
   printTable('the harness: dsh-terminal-bash start, `echo hi` send to stdin_read, close (ms)', ['path', 'start', 'echo hi', 'vs local', 'close'], [row('local'), row('remote')]);
   results.dsh = figures;
+}
+
+if (enabled('dsh-bulk')) {
+  const providers: BulkProvider[] = ['reference', 'local', 'remote'];
+  const table = new RoundTable();
+  const incomplete = new Map<string, number>();
+  for (let round = 0; round < Math.min(rounds, 3); round += 1) {
+    // Rotated so no provider always runs first.
+    for (const provider of [...providers.slice(round % 3), ...providers.slice(0, round % 3)]) {
+      const figure = await dshBulkMs(provider, daemon);
+      table.add(provider, figure.ms);
+      if (!figure.complete) incomplete.set(provider, (incomplete.get(provider) ?? 0) + 1);
+    }
+  }
+  const chunks = await chunkCounts(daemon);
+  printTable(
+    'the harness: 5 MB (`seq 1 660000`) through dsh-tool-bash-persistent, and the chunks a terminal consumer gets for it',
+    ['provider', 'tool call (ms)', 'ratio vs reference', 'answers cut short', 'chunks', 'bytes per chunk'],
+    providers.map((name) => [
+      name,
+      spread(table.values(name), 0),
+      name === 'reference' ? '' : ratioCell(table, name, 'reference'),
+      `${incomplete.get(name) ?? 0}/${table.values(name).length}`,
+      String(chunks[name].chunks),
+      fmt(chunks[name].bytes / chunks[name].chunks, 0),
+    ]),
+  );
+  results.dshBulk = { ms: Object.fromEntries(providers.map((name) => [name, table.values(name)])), chunks };
 }
 
 if (enabled('resume')) {

@@ -109,6 +109,7 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   FORBIDDEN_ORIGIN: AuthError,
   NOT_FOUND: NotFoundError,
   TERMINAL_EXITED: StateError,
+  TERMINAL_CLOSED: StateError,
   PROCESS_EXITED: StateError,
   NO_FOREGROUND_GROUP: StateError,
   SIGNAL_REFUSED: StateError,

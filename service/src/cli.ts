@@ -13,6 +13,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces, userInfo } from 'node:os';
+import { makeNonDumpable } from './provider/libc.ts';
 import { buildApp, packageVersion } from './server/app.ts';
 import { loadTokens } from './server/auth.ts';
 import { ConfigError, defaultTokenFile, loadConfig, serveHelp, type Config } from './server/config.ts';
@@ -85,6 +86,9 @@ export async function serve(argv: readonly string[]): Promise<void> {
     process.stdout.write(serveHelp());
     return;
   }
+  // Before anything secret is read: processes of this uid (the daemon's own children) cannot
+  // read a non-dumpable process's environment or memory through /proc.
+  const nonDumpable = makeNonDumpable();
   const { table, generated } = loadTokens(config.tokenFile, defaultTokenFile());
   let daemon: ReturnType<typeof buildApp>;
   try {
@@ -107,7 +111,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // A string is a Unix socket path, which the daemon never binds.
   const bound = app.addresses().flatMap((entry) => (typeof entry === 'string' ? [] : [entry]));
   const addresses = reachableAt(bound, config.tlsCert === undefined ? 'http' : 'https');
-  app.log.info({ address, addresses, tokenFile: table.source, owners: table.owners }, generated ? 'listening; a new token was written to the token file' : 'listening');
+  app.log.info({ address, addresses, tokenFile: table.source, owners: table.owners, nonDumpable }, generated ? 'listening; a new token was written to the token file' : 'listening');
   if (!isLoopback(config.host)) {
     app.log.warn(
       { host: config.host, addresses, tls: config.tlsCert !== undefined },

@@ -1,4 +1,5 @@
 import { LocalRuntime, type LocalTerminal } from '@execworld/service';
+import { definePagerContract } from './pager-contract.ts';
 import { defineRuntimeContract } from './runtime-contract.ts';
 
 defineRuntimeContract(
@@ -14,3 +15,5 @@ defineRuntimeContract(
   },
   { pidAtSpawn: 'immediate', spawnFailure: 'errno' },
 );
+
+definePagerContract('LocalRuntime', () => Promise.resolve(new LocalRuntime()).then((runtime) => ({ runtime, close: () => runtime.dispose() })));

@@ -1,5 +1,6 @@
 import { connect, type RemoteProcess, type RemoteTerminal } from '@execworld/sdk';
 import { ALICE, startDaemon } from '../helpers/daemon.ts';
+import { definePagerContract } from './pager-contract.ts';
 import { defineRuntimeContract } from './runtime-contract.ts';
 
 defineRuntimeContract(
@@ -19,3 +20,9 @@ defineRuntimeContract(
   },
   { pidAtSpawn: 'after-start', spawnFailure: 'catalog' },
 );
+
+definePagerContract('RemoteRuntime over a daemon on 127.0.0.1', async () => {
+  const daemon = await startDaemon();
+  const runtime = await connect(daemon.url, { token: ALICE });
+  return { runtime, close: () => runtime.dispose().then(() => daemon.close()) };
+});

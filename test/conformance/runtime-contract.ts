@@ -6,7 +6,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalHandle } from '@execworld/sdk/seam';
-import { sessionPids } from '../helpers/proc.ts';
+import { asleepInForeground, sessionPids } from '../helpers/proc.ts';
 import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
 import { collect, pidAlive, sleep, waitFor } from '../helpers/wait.ts';
 
@@ -179,8 +179,10 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         const started = Date.now();
         const handle = runtime.spawn(sh('sleep 30 & echo started', { graceMs: 300 }));
         await expect(handle.done).resolves.toEqual({ exitCode: 0, signal: null });
-        expect(Date.now() - started).toBeLessThan(5000);
+        // Far below the descendant's 30 s, which done would wait out without the grace; far above any start.
+        expect(Date.now() - started).toBeLessThan(20_000);
         expect(stdoutOf(handle)).toBe('started\n');
+        // A fixed wait is right here: the tree must not be seen gone while sleep 30 lives.
         await expect(handle.waitForExit(AbortSignal.timeout(100))).resolves.toBe(false);
         handle.terminate();
         await expect(handle.waitForExit()).resolves.toBe(true);
@@ -248,7 +250,7 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         await shell.terminal.write('\r');
         await shell.terminal.write('sleep 30\r');
         const sleeping = await waitForForeground(shell.terminal, 'sleep', (f) => f !== undefined && f.processGroupId !== shell.terminal.pid);
-        await sleep(100);
+        await waitFor('sleep to be asleep', () => asleepInForeground(shell.terminal.pid, 'sleep'));
         expect(await shell.terminal.inspectForeground()).toMatchObject({ processGroupId: sleeping.processGroupId, inputWaiting: false });
         await shell.terminal.terminate();
       });
@@ -278,8 +280,11 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
       });
 
       it('passes bytes through unchanged: a character split across chunks survives, LF becomes CRLF', async () => {
-        const terminal = await runtime.spawnTerminal({ ...TERMINAL, argv: ['/bin/sh', '-c', "printf '\\342\\202'; sleep 0.2; printf '\\254 done\\n'"] });
+        // The rest of the character is printed only after its first two bytes arrived, so they always arrive apart.
+        const terminal = await runtime.spawnTerminal({ ...TERMINAL, argv: ['/bin/sh', '-c', "stty -echo; printf '\\342\\202'; read line; printf '\\254 done\\n'"] });
         const output = collect(terminal.output);
+        await waitFor('the first two bytes', () => output.bytes().length === 2);
+        await terminal.write('\r');
         await terminal.done;
         expect(output.text()).toBe('€ done\r\n');
         await terminal.terminate();
@@ -294,16 +299,39 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
           terminal.output.on('data', (chunk: Buffer) => (bytes += chunk.length));
           terminal.output.on('end', () => (ended = true));
           const outcome = await terminal.done;
-          await waitFor('output end', () => ended, 2000);
+          await waitFor('output end', () => ended);
           if (bytes !== 41_054 || outcome.exitCode !== 3) failures.push(`run ${run}: ${bytes} bytes, exit ${String(outcome.exitCode)}`);
           await terminal.terminate();
         }
         expect(failures).toEqual([]);
       });
 
+      it('proves an input wait only after the output printed before it was delivered (200 runs)', async () => {
+        // `seq` prints, exits, and `cat` blocks: at the first proof of cat's wait,
+        // the delivered output must already end with seq's last line.
+        const bash = await openBash(runtime);
+        const early: string[] = [];
+        for (let run = 0; run < 200; run += 1) {
+          const since = bash.bytes().length;
+          await bash.terminal.write('seq 1 3000; cat\r');
+          const facts = await waitForForeground(
+            bash.terminal,
+            'cat waiting',
+            (foreground) => foreground?.inputWaiting === true && foreground.processGroupId !== bash.terminal.pid,
+          );
+          const delivered = bash.bytes().subarray(since).toString('latin1');
+          if (!delivered.includes('\n3000\r\n')) early.push(`run ${run}: group ${facts.processGroupId}, ${delivered.length} bytes, ends ${JSON.stringify(delivered.slice(-20))}`);
+          await bash.terminal.write('\x04');
+          await bash.waitForOutput(new RegExp(`\\n${PROMPT.replace('>', '\\>')}$`), since);
+        }
+        expect(early).toEqual([]);
+        await bash.terminal.terminate();
+      });
+
       it('applies backpressure: a paused reader blocks the program, and nothing is lost', async () => {
         const terminal = await runtime.spawnTerminal({ ...TERMINAL, argv: ['/bin/sh', '-c', 'head -c 3000000 /dev/zero | base64'] });
         terminal.output.pause();
+        // Fixed waits are right here: they check that the program does not finish while nothing reads.
         await sleep(700);
         let exited = false;
         void terminal.done.then(() => (exited = true));
@@ -350,16 +378,18 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         const controller = new AbortController();
         const terminal = await runtime.spawnTerminal({ ...spec, argv: ['/bin/cat'], signal: controller.signal });
         controller.abort('late');
+        // A fixed wait is right here: it checks that a late abort does not end the terminal.
         await sleep(50);
         expect(pidAlive(terminal.pid)).toBe(true);
         await terminal.terminate();
       });
 
       it('closes an idle interactive bash without waiting out the grace', async () => {
-        const { terminal } = await openBash(runtime, { graceMs: 10_000 });
+        const { terminal } = await openBash(runtime, { graceMs: 20_000 });
         const started = Date.now();
         await terminal.terminate();
-        expect(Date.now() - started).toBeLessThan(5000);
+        // Below the grace, which waiting it out would take; far above a close.
+        expect(Date.now() - started).toBeLessThan(15_000);
         expect(await terminal.done).toEqual({ exitCode: null, signal: 'SIGHUP' });
         expect(sessionPids(terminal.pid)).toEqual([]);
       });

@@ -7,7 +7,8 @@ import { Context } from '@deepseek-ai/cordis';
 import { BashTerminalBackend, Config } from '@deepseek-ai/dsh-terminal-bash';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalSubprocess } from '@execworld/service/dsh';
-import { sessionPids } from '../helpers/proc.ts';
+import { asleepInForeground, sessionPids } from '../helpers/proc.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 type BackendConfig = ConstructorParameters<typeof BashTerminalBackend>[1];
 type BackendSpec = Parameters<BashTerminalBackend['spawn']>[0];
@@ -64,7 +65,9 @@ describe('dsh-terminal-bash over LocalRuntime', () => {
     const session = await backend.spawn(spec('pty-2'));
     const controller = new AbortController();
     const operation = session.startSend({ text: 'sleep 30', submit: true, signal: controller.signal });
-    setTimeout(() => controller.abort(), 300);
+    // Aborted once sleep runs, not after a guess at how long typing and starting it take.
+    await waitFor('sleep in the foreground', () => asleepInForeground(session.pid, 'sleep'));
+    controller.abort();
     const interrupted = await operation.done;
     expect(interrupted.waitReason).toBe('stdin_read');
     const next = await session.startSend({ text: 'echo "after=$?"', submit: true }).done;

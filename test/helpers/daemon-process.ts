@@ -3,7 +3,7 @@
  * benchmarks that measure it apart from the client.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { chownSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -33,10 +33,16 @@ export interface DaemonProcess {
   stop(): Promise<void>;
 }
 
-export async function startDaemon(args: string[] = [], nodeArgs: string[] = []): Promise<DaemonProcess> {
+export async function startDaemon(args: string[] = [], nodeArgs: string[] = [], options: { uid?: number } = {}): Promise<DaemonProcess> {
   const home = mkdtempSync(join(tmpdir(), 'execworld-bench-'));
-  const child: ChildProcess = spawn(process.execPath, daemonArgv(['serve', '--port', '0', ...args], nodeArgs), {
-    env: { ...process.env, XDG_CONFIG_HOME: home },
+  const argv = [process.execPath, ...daemonArgv(['serve', '--port', '0', ...args], nodeArgs)];
+  if (options.uid !== undefined) {
+    // Another user runs it: its home is theirs, and setpriv drops every privilege of this process.
+    chownSync(home, options.uid, options.uid);
+    argv.unshift('setpriv', `--reuid=${options.uid}`, `--regid=${options.uid}`, '--clear-groups', '--');
+  }
+  const child: ChildProcess = spawn(argv[0]!, argv.slice(1), {
+    env: { ...process.env, XDG_CONFIG_HOME: home, XDG_STATE_HOME: home },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let logs = '';

@@ -1,20 +1,47 @@
 /** Facts of this host's process table, read from /proc, for tests and benchmarks. */
 import { readdirSync, readFileSync } from 'node:fs';
 
-/** Live (not zombie) pids whose POSIX session is `sid`. */
-export function sessionPids(sid: number): number[] {
-  const pids: number[] = [];
+/** One process of a session, from its `/proc/<pid>/stat`. */
+export interface SessionProcess {
+  readonly pid: number;
+  /** The command name, as `ps -o comm` shows it. */
+  readonly comm: string;
+  readonly state: string;
+  readonly pgrp: number;
+  /** The foreground group of its controlling terminal, -1 without one. */
+  readonly tpgid: number;
+}
+
+/** Live (not zombie) processes whose POSIX session is `sid`. */
+export function sessionProcesses(sid: number): SessionProcess[] {
+  const found: SessionProcess[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[3]) === sid && fields[0] !== 'Z') pids.push(Number(entry));
+      const close = stat.lastIndexOf(')');
+      const fields = stat.slice(close + 2).split(' ');
+      if (Number(fields[3]) !== sid || fields[0] === 'Z') continue;
+      found.push({ pid: Number(entry), comm: stat.slice(stat.indexOf('(') + 1, close), state: fields[0]!, pgrp: Number(fields[2]), tpgid: Number(fields[5]) });
     } catch (_error) {
       // Gone while reading.
     }
   }
-  return pids;
+  return found;
+}
+
+/** Live (not zombie) pids whose POSIX session is `sid`. */
+export function sessionPids(sid: number): number[] {
+  return sessionProcesses(sid).map((process) => process.pid);
+}
+
+/**
+ * True once a process named `comm` is asleep (state S) in the foreground group
+ * of session `sid`'s terminal: it started and blocked where it blocks, which a
+ * test can wait for instead of guessing how long a start takes.
+ */
+export function asleepInForeground(sid: number, comm: string): boolean {
+  return sessionProcesses(sid).some((process) => process.comm === comm && process.state === 'S' && process.pgrp === process.tpgid);
 }
 
 /** Live (not zombie) descendants of `root`, found through each process's parent, and `root` itself if it lives. */

@@ -44,16 +44,18 @@ describe('spawn: termination', () => {
   it('sees a group left with only zombies as gone', async () => {
     // A member forks a child, moves itself to another group and never reaps:
     // the child stays a zombie of the original group after the leader exits.
+    // The leader takes the pids through a pipe the member closes only once it
+    // has moved, so the leader never exits first, however slowly perl starts.
     const script = [
-      'import os, time',
-      'child = os.fork()',
-      'if child == 0: os._exit(0)',
-      'os.setpgid(0, 0)',
-      'print(os.getpid(), child, flush=True)',
-      'time.sleep(30)',
+      'my $child = fork() // die "fork: $!";',
+      'exit 0 if $child == 0;',
+      'setpgrp(0, 0) or die "setpgrp: $!";',
+      'print "$$ $child\\n";',
+      'close STDOUT;',
+      'sleep 30;',
     ].join('\n');
     const handle = runtime.spawn({
-      argv: ['/bin/sh', '-c', 'python3 -c "$0" & sleep 0.3; exit 0', script],
+      argv: ['/bin/sh', '-c', 'pids=$(perl -e "$0" &); echo "$pids"', script],
       cwd: '/tmp',
       stdio: { stdin: 'ignore', stdout: { maxBytes: 100 }, stderr: 'inherit' },
       graceMs: 100,
@@ -65,7 +67,8 @@ describe('spawn: termination', () => {
       await handle.done;
       // kill(-pgid, 0) still succeeds: the group has a member, a zombie.
       expect(() => process.kill(-handle.pid, 0)).not.toThrow();
-      await expect(handle.waitForExit(AbortSignal.timeout(5000))).resolves.toBe(true);
+      // A deadline only to fail with a clear outcome instead of the test timeout: the wait must end by itself.
+      await expect(handle.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
     } finally {
       process.kill(parent, 'SIGKILL');
     }
@@ -79,7 +82,10 @@ describe('spawn: Windows rules (injected platform)', () => {
     const handle = windows.spawn(sh('sleep 30', { graceMs: 100 }));
     handle.terminate();
     expect(killed).toEqual([handle.pid]);
+    // A fixed wait is right here: with an inert taskkill the tree must not be seen gone.
     await expect(handle.waitForExit(AbortSignal.timeout(300))).resolves.toBe(false);
+    // The forced taskkill follows the 100 ms grace, on a timer a loaded machine may run late.
+    await waitFor('the forced taskkill', () => killed.length > 1);
     expect(killed).toEqual([handle.pid, handle.pid]);
     // Not detached on Windows: the child is no group leader.
     process.kill(handle.pid, 'SIGKILL');

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalRuntime } from '@execworld/service';
+import { asleepInForeground } from '../helpers/proc.ts';
 import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
 import { pidAlive, sleep, waitFor } from '../helpers/wait.ts';
 
@@ -11,14 +12,15 @@ describe('terminal: input-wait proof', () => {
     const shell = await openBash(runtime);
     await shell.terminal.write('sleep 30\r');
     const sleeping = await waitForForeground(shell.terminal, 'sleep in the foreground', (f) => f !== undefined && f.processGroupId !== shell.terminal.pid);
-    await sleep(100);
+    // Not proven waiting once sleep is where it stays: asleep in nanosleep.
+    await waitFor('sleep to be asleep', () => asleepInForeground(shell.terminal.pid, 'sleep'));
     expect(await shell.terminal.inspectForeground()).toEqual({ processGroupId: sleeping.processGroupId, inputWaiting: false });
     await shell.terminal.signalForeground('SIGINT');
     await shell.waitForOutput(PROMPT, shell.text().length - PROMPT.length + 1);
     // cat reads fd 0, but fd 0 is a pipe: no terminal input is awaited.
     await shell.terminal.write('sleep 30 | cat\r');
     const piped = await waitForForeground(shell.terminal, 'pipeline in the foreground', (f) => f !== undefined && f.processGroupId !== shell.terminal.pid);
-    await sleep(100);
+    await waitFor('cat to block reading the pipe', () => asleepInForeground(shell.terminal.pid, 'cat'));
     expect(await shell.terminal.inspectForeground()).toEqual({ processGroupId: piped.processGroupId, inputWaiting: false });
     await shell.terminal.terminate();
   });
@@ -26,6 +28,7 @@ describe('terminal: input-wait proof', () => {
   it('tells a wait that existed before a write from a new one in the same group', async () => {
     const shell = await openBash(runtime);
     const before = await waitForForeground(shell.terminal, 'prompt wait', (f) => f?.inputWaiting === true);
+    // A fixed pause is right here: it checks that the token does not change without input.
     await sleep(50);
     const still = await shell.terminal.inspectForeground();
     expect(still?.inputWaitToken).toBe(before.inputWaitToken);

@@ -28,10 +28,10 @@ describe('processes over REST', () => {
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ status: 'running', stdin: 'pipe', stdinOpen: true, stdout: { mode: 'pipe' } });
     const id = created.body.id as string;
-    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', seq: 1 } })).body).toEqual({ applied: true, seq: 1 });
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', writer: 'w1', seq: 1 } })).body).toEqual({ applied: true, seq: 1 });
     // A retried write with the same seq is not applied again.
-    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', seq: 1 } })).body).toEqual({ applied: false, seq: 1 });
-    await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: Buffer.from('world\n').toString('base64'), encoding: 'base64', seq: 2 } });
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', writer: 'w1', seq: 1 } })).body).toEqual({ applied: false, seq: 1 });
+    await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: Buffer.from('world\n').toString('base64'), encoding: 'base64', writer: 'w1', seq: 2 } });
     expect((await daemon.request('POST', `/v1/processes/${id}/stdin/close`)).status).toBe(200);
     const done = await daemon.request('GET', `/v1/processes/${id}/done`);
     expect(done.body).toEqual({ settled: true, exit: { exitCode: 5, signal: null }, error: null });
@@ -97,23 +97,34 @@ describe('terminals over REST', () => {
     });
     const id = created.body.id as string;
     await waitFor('the prompt', async () => (await daemon.request('GET', `/v1/terminals/${id}/foreground`)).body.foreground?.inputWaiting === true);
-    expect((await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'echo one\r', seq: 1 } })).body.applied).toBe(true);
-    expect((await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'echo one\r', seq: 1 } })).body.applied).toBe(false);
+    const input = (body: Record<string, unknown>) => daemon.request('POST', `/v1/terminals/${id}/input`, { body });
+    expect((await input({ data: 'echo one\r', writer: 'first', seq: 1 })).body.applied).toBe(true);
+    expect((await input({ data: 'echo one\r', writer: 'first', seq: 1 })).body.applied).toBe(false);
+    // Another writer counts its own numbers: its first write is applied, not taken for a retry.
+    expect((await input({ data: 'echo two\r', writer: 'second', seq: 1 })).body.applied).toBe(true);
+    expect(await input({ data: 'x', seq: 3 })).toMatchObject({ status: 400, body: { error: { code: 'INVALID_ARGUMENT', message: expect.stringMatching(/seq needs a writer/) as string } } });
     expect((await daemon.request('POST', `/v1/terminals/${id}/resize`, { body: { rows: 30, cols: 100 } })).body).toMatchObject({ rows: 30, cols: 100 });
-    await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'stty size\r', seq: 2 } });
+    await input({ data: 'stty size\r', writer: 'first', seq: 2 });
     await waitFor('stty', async () => decode((await daemon.request('GET', `/v1/terminals/${id}/output?from=0`)).body).includes('30 100'));
     const text = decode((await daemon.request('GET', `/v1/terminals/${id}/output?from=0`)).body);
     expect(text.match(/\r\none\r\n/g)).toHaveLength(1);
+    expect(text.match(/\r\ntwo\r\n/g)).toHaveLength(1);
     const terminated = await daemon.request('POST', `/v1/terminals/${id}/terminate`);
     expect(terminated.body).toMatchObject({ status: 'exited', closed: true, exit: { signal: 'SIGHUP' } });
   });
 
   it('long-polls output until bytes arrive', async () => {
-    const created = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'sleep 0.3; echo late'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
-    const started = Date.now();
-    const read = await daemon.request('GET', `/v1/terminals/${created.body.id}/output?from=0&waitMs=5000`);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(200);
-    expect(decode(read.body)).toContain('late');
+    // The program prints only after input the test sends while the poll is open, however slow its start.
+    const created = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'stty -echo; read line; echo late'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
+    const id = created.body.id as string;
+    await waitFor('the read', async () => (await daemon.request('GET', `/v1/terminals/${id}/foreground`)).body.foreground?.inputWaiting === true);
+    let answered = false;
+    const read = daemon.request('GET', `/v1/terminals/${id}/output?from=0&waitMs=30000`).finally(() => (answered = true));
+    // A fixed pause is right here: it checks that the poll does not answer while there is nothing.
+    await sleep(200);
+    expect(answered).toBe(false);
+    await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'go\r' } });
+    expect(decode((await read).body)).toContain('late');
   });
 });
 
@@ -132,20 +143,27 @@ describe('limits and retention', () => {
   });
 
   it('keeps exit facts for the retention period, then forgets the session', async () => {
+    // Two daemons, so that no step depends on how fast the test runs: the shared
+    // one keeps ended sessions for ten minutes, the short one for 300 ms.
+    const kept = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
+    await daemon.request('GET', `/v1/terminals/${kept.body.id}/done`);
+    await waitFor('the session to be closed', async () => (await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.closed === true);
+    expect((await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.exit).toEqual({ exitCode: 9, signal: null });
     const short = await startDaemon({ retentionMs: 300 });
     const created = await short.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
     await short.request('GET', `/v1/terminals/${created.body.id}/done`);
-    await waitFor('the session to be closed', async () => (await short.request('GET', `/v1/terminals/${created.body.id}`)).body.closed === true);
-    expect((await short.request('GET', `/v1/terminals/${created.body.id}`)).body.exit).toEqual({ exitCode: 9, signal: null });
-    await sleep(600);
-    expect((await short.request('GET', `/v1/terminals/${created.body.id}`)).status).toBe(404);
+    await waitFor('the session to be forgotten', async () => (await short.request('GET', `/v1/terminals/${created.body.id}`)).status === 404, 20_000);
     await short.close();
   });
 
   it('keeps a session running after its client disconnects', async () => {
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
-    const info = await socket.call('terminal.create', { argv: ['/bin/sh', '-c', 'sleep 0.5; echo survived'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
+    const connected = daemon.daemon.hub.connections;
+    // The program ends only on input sent after the daemon has seen the client go.
+    const info = await socket.call('terminal.create', { argv: ['/bin/sh', '-c', 'stty -echo; read line; echo survived'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
     socket.socket.terminate();
+    await waitFor('the daemon to see the client go', () => daemon.daemon.hub.connections < connected);
+    await daemon.request('POST', `/v1/terminals/${info.id}/input`, { body: { data: 'go\r' } });
     const done = await daemon.request('GET', `/v1/terminals/${info.id}/done`);
     expect(done.body.exit).toEqual({ exitCode: 0, signal: null });
     expect(decode((await daemon.request('GET', `/v1/terminals/${info.id}/output?from=0`)).body)).toContain('survived');
@@ -171,7 +189,7 @@ describe('heartbeats', () => {
     const socket = await TestSocket.open(quick.wsUrl, { token: ALICE });
     // Stop reading: pings go unanswered.
     (socket.socket as unknown as { _socket: { pause(): void } })._socket.pause();
-    await waitFor('the daemon to drop the connection', () => quick.daemon.hub.connections === 0, 3000);
+    await waitFor('the daemon to drop the connection', () => quick.daemon.hub.connections === 0, 20_000);
     await quick.close();
   });
 });

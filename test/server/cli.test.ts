@@ -175,9 +175,11 @@ describe('execworld serve', () => {
     });
     const socket = await TestSocket.open(`${daemon.url.replace('http', 'ws')}/v1/connect`, { token: daemon.token });
     await socket.subscribe({ target: { kind: 'terminal', id: terminal.id, stream: 'output' }, from: 0, window: 64 * 1024 });
-    await sleep(1000);
+    // The ring takes bytes until it holds 1 MiB unread, then pauses the terminal.
+    let first = 0;
+    await waitFor('the ring to fill', async () => (first = (await daemon.request('GET', `/v1/terminals/${terminal.id}`)).output.end as number) >= 1024 * 1024, 20_000);
     const before = daemon.rssKiB();
-    const first = (await daemon.request('GET', `/v1/terminals/${terminal.id}`)).output.end;
+    // A fixed pause is right here: it checks that nothing more is written meanwhile.
     await sleep(2000);
     const second = (await daemon.request('GET', `/v1/terminals/${terminal.id}`)).output.end;
     const growthKiB = daemon.rssKiB() - before;
@@ -191,8 +193,9 @@ describe('execworld serve', () => {
   it('keeps serving and still exits on SIGTERM after the reader of its log went away', async () => {
     const daemon = await serve([]);
     // The log pipe's reader is gone: every log line now meets EPIPE.
+    const closed = new Promise((resolve) => daemon.child.stdout!.once('close', resolve));
     daemon.child.stdout!.destroy();
-    await sleep(100);
+    await closed;
     for (let call = 0; call < 3; call += 1) expect((await daemon.request('GET', '/v1/terminals')).terminals).toEqual([]);
     const exited = new Promise((resolve) => daemon.child.once('exit', resolve));
     daemon.child.kill('SIGTERM');

@@ -13,6 +13,7 @@ import { CONNECT_ERRORS } from '../../sdk/src/protocol/openapi.ts';
 import { InspectionUnsupportedError, type ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 /** Codes no test can bring about, with the reason. */
 const UNDRIVEN: Partial<Record<ErrorCode, string>> = {
@@ -60,7 +61,28 @@ let daemon: TestDaemon;
 /** A daemon over the switchable inspector. */
 let limited: TestDaemon;
 let inspector: SwitchableInspector;
-const ids = { exitedTerminal: '', shell: '', limitedTerminal: '', sleeper: '' };
+const ids = { exitedTerminal: '', shell: '', limitedTerminal: '', sleeper: '', closedTerminal: '', stuckTerminal: '', stuckProcess: '' };
+
+/**
+ * Sends writes to a program that does not read its input until one is refused
+ * (each accepted write waits for the kernel, which never takes it): the answer
+ * of the first refused write.
+ */
+async function pastBacklog(name: string, id: string, body: Record<string, unknown>): Promise<{ status: number; body: any }> {
+  const answers: { status: number; body: any }[] = [];
+  for (let index = 0; index < 200; index += 1) {
+    // Writes still waiting when the daemon closes fail with the connection: that is not their answer here.
+    send(daemon, op(name), id, { body }).then(
+      (answer) => answers.push(answer),
+      () => undefined,
+    );
+    const refused = answers.find((answer) => answer.status !== 200);
+    if (refused !== undefined) return refused;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await waitFor('a refused write', () => answers.some((answer) => answer.status !== 200));
+  return answers.find((answer) => answer.status !== 200)!;
+}
 
 beforeAll(async () => {
   daemon = await startDaemon({ maxBodyBytes: 256 * 1024 });
@@ -72,6 +94,12 @@ beforeAll(async () => {
   ids.shell = (await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh'] } })).body.id;
   ids.sleeper = (await daemon.request('POST', '/v1/processes', { body: PROCESS })).body.id;
   ids.limitedTerminal = (await limited.request('POST', '/v1/terminals', { body: TERMINAL })).body.id;
+  // A program that closes its terminal and runs on.
+  ids.closedTerminal = (await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'trap "" HUP; exec 0<&- 1>&- 2>&-; sleep 30'] } })).body.id;
+  await waitFor('the program to close its terminal', async () => (await daemon.request('POST', `/v1/terminals/${ids.closedTerminal}/input`, { body: { data: 'x' } })).status === 409);
+  // Programs that never read their input: raw mode so the terminal's own queue fills at once.
+  ids.stuckTerminal = (await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'stty raw -echo; exec sleep 30'] } })).body.id;
+  ids.stuckProcess = (await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' } } })).body.id;
 });
 afterAll(async () => {
   inspector.stubborn = false;
@@ -178,8 +206,15 @@ const OWN: Record<string, Scenario[]> = {
       send: () => against(() => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }), (windows) => send(windows, op('terminal.create'), '')),
     },
   ],
-  'terminal.input': [{ what: 'an exited terminal', code: 'TERMINAL_EXITED', send: () => send(daemon, op('terminal.input'), ids.exitedTerminal) }],
-  'terminal.resize': [{ what: 'an exited terminal', code: 'TERMINAL_EXITED', send: () => send(daemon, op('terminal.resize'), ids.exitedTerminal) }],
+  'terminal.input': [
+    { what: 'an exited terminal', code: 'TERMINAL_EXITED', send: () => send(daemon, op('terminal.input'), ids.exitedTerminal) },
+    { what: 'a terminal its program closed', code: 'TERMINAL_CLOSED', send: () => send(daemon, op('terminal.input'), ids.closedTerminal) },
+    { what: 'input past the backlog of a program that does not read', code: 'LIMIT_EXCEEDED', send: () => pastBacklog('terminal.input', ids.stuckTerminal, { data: 'x'.repeat(64 * 1024) }) },
+  ],
+  'terminal.resize': [
+    { what: 'an exited terminal', code: 'TERMINAL_EXITED', send: () => send(daemon, op('terminal.resize'), ids.exitedTerminal) },
+    { what: 'a terminal its program closed', code: 'TERMINAL_CLOSED', send: () => send(daemon, op('terminal.resize'), ids.closedTerminal) },
+  ],
   'terminal.foreground': [
     {
       what: 'a host without input-wait inspection',
@@ -219,7 +254,10 @@ const OWN: Record<string, Scenario[]> = {
     { what: 'the owner at its limit', code: 'LIMIT_EXCEEDED', send: () => against(() => fullDaemon('terminal'), (full) => send(full, op('process.create'), '')) },
     { what: 'a daemon shutting down', code: 'SHUTTING_DOWN', send: () => against(shuttingDown, (closing) => send(closing, op('process.create'), '')) },
   ],
-  'process.stdin': [{ what: 'stdin that is not a pipe', code: 'PROCESS_EXITED', send: () => send(daemon, op('process.stdin'), ids.sleeper) }],
+  'process.stdin': [
+    { what: 'stdin that is not a pipe', code: 'PROCESS_EXITED', send: () => send(daemon, op('process.stdin'), ids.sleeper) },
+    { what: 'input past the backlog of a program that does not read', code: 'LIMIT_EXCEEDED', send: () => pastBacklog('process.stdin', ids.stuckProcess, { data: 'x'.repeat(64 * 1024) }) },
+  ],
   'process.closeStdin': [{ what: 'stdin that is not a pipe', code: 'PROCESS_EXITED', send: () => send(daemon, op('process.closeStdin'), ids.sleeper) }],
   'process.collected': [{ what: 'a stream that is not collected', code: 'STREAM_NOT_AVAILABLE', send: () => send(daemon, op('process.collected'), ids.sleeper) }],
 };

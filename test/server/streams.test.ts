@@ -135,6 +135,7 @@ describe('WebSocket streams', () => {
     const window = 32 * 1024;
     const { sub } = await socket.subscribe({ target: { kind: 'process', id: created.body.id, stream: 'stdout' }, from: 0, window });
     await socket.until('a window of bytes', () => socket.bytes(sub).length >= window || undefined);
+    // Fixed pauses are right here: they check that nothing beyond the window arrives.
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(socket.bytes(sub).length).toBe(window);
     socket.send({ t: 'ack', sub, offset: window });
@@ -191,7 +192,8 @@ describe('WebSocket streams', () => {
     let from = 0;
     const chunks: Buffer[] = [];
     for (;;) {
-      const read = await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=2000`);
+      // Long enough that only a stall, not a slow machine, answers without bytes.
+      const read = await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=10000`);
       expect(read.status).toBe(200);
       expect(read.body.gap).toBeNull();
       // A long poll answers with bytes: a ring held full by unread bytes must not stall it.

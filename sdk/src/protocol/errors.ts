@@ -14,6 +14,7 @@ export const ERROR_CATALOG = {
   FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade came from an origin that is not allowed.' },
   NOT_FOUND: { status: 404, description: 'No such route or operation, or no terminal or process of this owner by that id, whatever its shape.' },
   TERMINAL_EXITED: { status: 409, description: 'The terminal has exited; it takes no input, resize or signal.' },
+  TERMINAL_CLOSED: { status: 409, description: "The terminal's program closed the terminal (its master is released); it takes no input or resize, though the program may still run." },
   PROCESS_EXITED: { status: 409, description: 'The process has exited, or its stdin is closed or not a pipe.' },
   NO_FOREGROUND_GROUP: { status: 409, description: 'The terminal has no foreground process group to signal, or it exited before the signal reached it.' },
   SIGNAL_REFUSED: { status: 409, description: "SIGKILL to a terminal's own shell group; terminate the terminal instead." },
@@ -23,7 +24,11 @@ export const ERROR_CATALOG = {
   SPAWN_FAILED: { status: 422, description: 'The operating system refused to start the process; errno says why (E2BIG: argv and environment too large for exec).' },
   PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body or a frame is larger than the configured limit.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The request body is not JSON.' },
-  LIMIT_EXCEEDED: { status: 429, description: 'The owner runs as many terminals and processes as the daemon allows, or a WebSocket connection has as many calls in flight or subscriptions as it may.' },
+  LIMIT_EXCEEDED: {
+    status: 429,
+    description:
+      'A configured bound was reached; the message names which: sessions, connections or subscriptions per owner, calls in flight or subscriptions on one connection, the daemon-wide collect budget, or input waiting for a program that does not read (retry once it reads).',
+  },
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
   UNSUPPORTED: { status: 501, description: 'This platform cannot do what was asked: terminals on Windows, or an inspection the host cannot make.' },
   SHUTTING_DOWN: { status: 503, description: 'The daemon is shutting down and takes no new work.' },
@@ -33,7 +38,7 @@ export const ERROR_CATALOG = {
     status: 431,
     description: "The request line and headers together exceed Node's limit of 16 KiB; a URL that long is answered so too, as Node's parser counts it with the headers.",
   },
-  CLIENT_TIMEOUT: { status: 408, description: "The request's headers did not all arrive within Node's headers timeout (60 s)." },
+  CLIENT_TIMEOUT: { status: 408, description: "The request's headers did not all arrive within Node's headers timeout (60 s), or the whole request not within the request timeout (--request-timeout-ms)." },
   UPGRADE_REQUIRED: { status: 426, description: 'GET /v1/connect without a WebSocket upgrade.' },
 } as const satisfies Record<string, { status: number; description: string }>;
 

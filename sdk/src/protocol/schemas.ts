@@ -121,17 +121,28 @@ export type TerminalInfo = z.infer<typeof TerminalInfo>;
 
 export const TerminalList = z.object({ terminals: z.array(TerminalInfo) }).meta({ id: 'TerminalList' });
 
+/** Names one writer of a session's input, so that its sequence numbers are its own. */
+export const WriterId = z
+  .string()
+  .regex(/^[A-Za-z0-9._~-]{1,64}$/, { error: 'writer must be 1 to 64 letters, digits or . _ ~ -' })
+  .meta({ description: 'Names the writer whose sequence numbers seq counts; each client handle picks its own (a random id).' });
+
 export const TerminalInput = z
   .strictObject({
     data: z.string().max(1024 * 1024),
     seq: z.int().min(1).max(Number.MAX_SAFE_INTEGER).optional().meta({
-      description: 'Sequence number of this write. A write whose seq is not above the last applied one is a retry and is not applied again.',
+      description:
+        "Sequence number of this write among the writer's writes; needs writer. A write whose seq is not above the writer's last applied one is a retry: it is not applied again, and it answers as the first did.",
     }),
+    writer: WriterId.optional(),
   })
   .meta({ id: 'TerminalInput' });
 
 export const InputResult = z
-  .object({ applied: z.boolean().meta({ description: 'False when the write was a retry of one already applied.' }), seq: z.int().nullable() })
+  .object({
+    applied: z.boolean().meta({ description: 'False when the write was a retry of one already applied (successfully: a retry of a failed write fails as it did).' }),
+    seq: z.int().nullable(),
+  })
   .meta({ id: 'InputResult' });
 
 export const TerminalResize = z.strictObject({ rows: Dimension, cols: Dimension }).meta({ id: 'TerminalResize' });
@@ -145,6 +156,10 @@ export const Foreground = z
         inputWaitToken: z.string().optional().meta({ description: 'Names the current input wait; a new wait has a new token.' }),
       })
       .nullable(),
+    outputEnd: z.int().min(0).meta({
+      description:
+        "The terminal output's end offset when the facts were read. A proven input wait is answered only once every byte the terminal produced before it is in the output, so a client that has read the output up to outputEnd has everything the waiting program printed.",
+    }),
   })
   .meta({ id: 'Foreground', description: 'The foreground process group, or null when none can be resolved.' });
 
@@ -239,6 +254,7 @@ export const StdinWrite = z
     data: z.string().max(16 * 1024 * 1024),
     encoding: z.enum(['utf8', 'base64']).optional().meta({ description: 'How data is encoded; default utf8.' }),
     seq: TerminalInput.shape.seq,
+    writer: WriterId.optional(),
   })
   .meta({ id: 'StdinWrite' });
 

@@ -43,6 +43,8 @@ export class RemoteProcess implements SubprocessHandle {
   readonly #connection: Connection;
   readonly #log: Logger | undefined;
   #info: ProcessInfo | undefined;
+  /** Names this handle's writes: sequence numbers are counted per writer. */
+  readonly #writer = randomUUID();
   #seq = 0;
   #treeExited = false;
   #terminateRequested = false;
@@ -73,7 +75,7 @@ export class RemoteProcess implements SubprocessHandle {
             async (chunk) => {
               const { id } = await this.started;
               this.#seq += 1;
-              await connection.call('process.stdin', { id, data: chunk.toString('base64'), encoding: 'base64', seq: this.#seq }, { retry: 'safe' });
+              await connection.call('process.stdin', { id, data: chunk.toString('base64'), encoding: 'base64', writer: this.#writer, seq: this.#seq }, { retry: 'safe' });
             },
             async () => {
               const { id } = await this.started;

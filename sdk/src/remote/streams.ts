@@ -29,6 +29,8 @@ export class SubscribedReadable extends Readable {
   #waiting = false;
   /** Acknowledges on arrival, whatever the reader does (see release). */
   #released = false;
+  /** Called after each delivery, end or failure: waiters of whenEmitted. */
+  readonly #progress = new Set<() => void>();
 
   constructor(connection: Connection, target: StreamRef, from: number, events: StreamEvents = {}) {
     super({ highWaterMark: READABLE_HIGH_WATER_BYTES });
@@ -40,15 +42,19 @@ export class SubscribedReadable extends Readable {
         const pushed = this.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
         if (!pushed && !this.#released) this.#waiting = true;
         else if (this.#delivered - this.#subscription.acked >= this.#subscription.window / 4) this.#subscription.ack(this.#delivered);
+        this.#notifyProgress();
       },
       onGap: (_from, to) => {
         this.#delivered = to;
+        this.#notifyProgress();
       },
       onEnd: (offset) => {
         this.push(null);
         events.onEnd?.(offset);
+        this.#notifyProgress();
       },
       onError: (error) => {
+        queueMicrotask(() => this.#notifyProgress());
         events.onError?.(error);
         // The caller's own close detaches the stream: it closes quietly, as a socket destroyed by its owner
         // does. A lost connection is a transport failure, reported as 'error'.
@@ -75,6 +81,37 @@ export class SubscribedReadable extends Readable {
   /** The offset of the next byte this stream will deliver. */
   get offset(): number {
     return this.#delivered;
+  }
+
+  /**
+   * Resolves true once every byte before `offset` was emitted to the reader
+   * (handed on and not left in this stream's buffer), false when the reader
+   * holds bytes back, the stream ends or fails first, or `timeoutMs` passes.
+   */
+  whenEmitted(offset: number, timeoutMs: number): Promise<boolean> {
+    const check = (): boolean | undefined => {
+      if (this.readableLength > 0 || this.destroyed || this.readableEnded) return false;
+      return this.#delivered >= offset ? true : undefined;
+    };
+    const now = check();
+    if (now !== undefined) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      const settle = (value: boolean): void => {
+        clearTimeout(timer);
+        this.#progress.delete(onProgress);
+        resolve(value);
+      };
+      const onProgress = (): void => {
+        const answer = check();
+        if (answer !== undefined) settle(answer);
+      };
+      const timer = setTimeout(() => settle(false), timeoutMs);
+      this.#progress.add(onProgress);
+    });
+  }
+
+  #notifyProgress(): void {
+    for (const waiter of [...this.#progress]) waiter();
   }
 
   override _read(): void {

@@ -2,6 +2,7 @@
  * A terminal on the daemon, behind the seam's terminal handle.
  * @module
  */
+import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '../seam/types.ts';
 import type { OperationResult } from '../protocol/operations.ts';
@@ -26,6 +27,11 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
   readonly done: Promise<SubprocessOutcome>;
   readonly #connection: Connection;
   readonly #inFlight = new Set<Promise<unknown>>();
+  /**
+   * Names this handle's writes: the daemon counts sequence numbers per writer,
+   * so another handle on the same terminal never makes a write look like a retry.
+   */
+  readonly #writer = randomUUID();
   #seq = 0;
   #exited = false;
   #terminating: Promise<void> | undefined;
@@ -75,12 +81,23 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
     if (this.#exited) return Promise.reject(remoteError({ code: 'TERMINAL_EXITED', message: 'the terminal has exited' }));
     // The sequence number makes the write safe to send again after a reconnect.
     this.#seq += 1;
-    return this.#track(this.#connection.call('terminal.input', { id: this.id, data, seq: this.#seq }, { retry: 'safe' }).then(() => undefined));
+    // applied: false can only answer a retry of this very write that succeeded: the daemon fails a retry of a failed one.
+    return this.#track(this.#connection.call('terminal.input', { id: this.id, data, writer: this.#writer, seq: this.#seq }, { retry: 'safe' }).then(() => undefined));
   }
 
+  /**
+   * The daemon's foreground facts. A proven input wait is reported only once
+   * this handle's `output` has emitted every byte the terminal produced before
+   * the proof (up to the daemon's `outputEnd`), as the local provider does: a
+   * caller that sees the wait has already seen what the program printed. While
+   * the reader holds output back, the answer is "not waiting yet".
+   */
   async inspectForeground(): Promise<RemoteTerminalForeground | undefined> {
     const result = (await this.#track(this.#connection.call('terminal.foreground', { id: this.id }, { retry: 'safe' }))) as OperationResult<'terminal.foreground'>;
-    return result.foreground ?? undefined;
+    const facts = result.foreground ?? undefined;
+    if (facts?.inputWaiting !== true) return facts;
+    const delivered = await this.#output.whenEmitted(result.outputEnd, this.#connection.options.requestTimeoutMs);
+    return delivered ? facts : { processGroupId: facts.processGroupId, inputWaiting: false };
   }
 
   async signalForeground(signal: SubprocessTerminalSignal): Promise<number> {

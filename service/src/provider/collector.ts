@@ -4,7 +4,7 @@
  * @module
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ByteTail, type SubprocessCollect, type SubprocessOutputRead, type SubprocessOutputReader } from '@execworld/sdk/seam';
@@ -30,8 +30,11 @@ const hostFileSystem: SpillFileSystem = {
 
 /**
  * Where spill files go: one private (0700) directory, made on first use in the
- * OS temp dir. Files are named `execworld-<hostPid>-<n>-<12 hex>-<stream>.log`
- * and created 0600. Spill files are the caller's; they are never deleted here.
+ * OS temp dir (or `parent`) and named `execworld-<hostPid>-<random>`. Files are
+ * named `execworld-<hostPid>-<n>-<12 hex>-<stream>.log` and created 0600.
+ * Spill files are the caller's: the seam never deletes them; the daemon
+ * discards them with their session (see {@link OutputCollector.discard}) and
+ * sweeps directories a dead daemon left (see {@link sweepStaleSpillDirectories}).
  */
 export class SpillDirectory {
   readonly fs: SpillFileSystem;
@@ -46,11 +49,37 @@ export class SpillDirectory {
 
   /** A fresh file path for one stream; makes the directory on first use. */
   nextPath(stream: 'stdout' | 'stderr'): string {
-    this.#path ??= mkdtempSync(join(this.#parent, 'execworld-'));
+    this.#path ??= mkdtempSync(join(this.#parent, `execworld-${process.pid}-`));
     this.#counter += 1;
     const name = `execworld-${process.pid}-${this.#counter}-${randomBytes(6).toString('hex')}-${stream}.log`;
     return join(this.#path, name);
   }
+}
+
+/**
+ * Removes the spill directories under `parent` whose host process is gone (a
+ * daemon that crashed or was killed): named `execworld-<pid>-…`, with no live
+ * process of that pid. Returns the directories removed.
+ */
+export function sweepStaleSpillDirectories(parent: string, isAlive: (pid: number) => boolean): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch (_error) {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const pid = /^execworld-(\d+)-[A-Za-z0-9]{6}$/.exec(name)?.[1];
+    if (pid === undefined || isAlive(Number(pid))) continue;
+    try {
+      rmSync(join(parent, name), { recursive: true, force: true });
+      removed.push(join(parent, name));
+    } catch (_error) {
+      // Another daemon's, or not ours to remove: left alone.
+    }
+  }
+  return removed;
 }
 
 interface Spill {
@@ -127,6 +156,14 @@ export class OutputCollector implements SubprocessOutputReader {
       this.#spill = undefined;
       this.#spillOff = true;
     }
+  }
+
+  /**
+   * Closes and removes the spill file, for an owner that is done with the
+   * stream (the daemon, when it forgets the session). The tail stays readable.
+   */
+  discard(): void {
+    this.#discardSpill();
   }
 
   /** @param total - the stream's length once `chunk` is in. */

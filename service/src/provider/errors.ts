@@ -16,6 +16,10 @@ export type ProviderErrorCode =
   | 'EXECUTABLE_NOT_FOUND'
   /** The terminal's top-level process has exited. */
   | 'TERMINAL_EXITED'
+  /** The terminal's master is closed (its program closed the terminal) though the program may run on. */
+  | 'TERMINAL_CLOSED'
+  /** A configured bound was reached, e.g. input waiting for a program that does not read. */
+  | 'LIMIT_EXCEEDED'
   /** The terminal has no foreground process group to act on. */
   | 'NO_FOREGROUND_GROUP'
   /** The signal would end the terminal's own shell; terminate the terminal instead. */

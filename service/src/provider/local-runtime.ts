@@ -13,6 +13,7 @@ import type {
 } from '@execworld/sdk/seam';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import { ProviderError } from './errors.ts';
+import { closeInheritedDescriptorsOnExec } from './libc.ts';
 import { createInspector } from './inspect/index.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
 import { assertStdio, ManagedProcess, type ProcessHost, type SpawnHooks } from './process.ts';
@@ -38,6 +39,12 @@ export interface LocalRuntimeOptions {
    * @default the OS temp dir
    */
   readonly spillParent?: string;
+  /**
+   * Input bytes a terminal accepts for a program that does not read them before
+   * further writes are refused with LIMIT_EXCEEDED.
+   * @default 4 MiB
+   */
+  readonly inputBacklogBytes?: number;
   /** Test hook: the spill file calls. */
   readonly spillFileSystem?: SpillFileSystem;
   /** Test hook: the process inspector; by default the host platform's. */
@@ -104,6 +111,7 @@ export class LocalRuntime implements SubprocessRuntime {
     assertCwdString(spec.cwd);
     assertStdio(spec.stdio);
     const env = this.childEnvironment(spec.env);
+    this.#sealDescriptors();
     const handle = new ManagedProcess(spec, env, this.#processHost(), hooks);
     this.#own(this.#processes, handle, async () => {
       await handle.done.catch(() => undefined);
@@ -137,6 +145,7 @@ export class LocalRuntime implements SubprocessRuntime {
       const where = file.includes('/') ? 'is not an executable file' : 'was not found on PATH';
       throw new ProviderError('EXECUTABLE_NOT_FOUND', `terminal program ${file} ${where}`);
     }
+    this.#sealDescriptors();
     const terminal = new LocalTerminal({
       file,
       args: spec.argv.slice(1),
@@ -146,6 +155,7 @@ export class LocalRuntime implements SubprocessRuntime {
       cols: spec.cols,
       graceMs: spec.graceMs,
       inspector,
+      ...(this.#options.inputBacklogBytes === undefined ? {} : { inputBacklogBytes: this.#options.inputBacklogBytes }),
     });
     // A published terminal is released only once it exited and its session was swept.
     this.#own(this.#terminals, terminal, async () => {
@@ -194,6 +204,17 @@ export class LocalRuntime implements SubprocessRuntime {
 
   #assertActive(): void {
     if (this.#disposing !== undefined) throw new ProviderError('UNSUPPORTED', 'the runtime has been disposed');
+  }
+
+  /**
+   * Children get exactly fds 0-2: every other descriptor of this process is made
+   * close-on-exec before each spawn, those it inherited from whatever started it
+   * and those a native module opened without the flag. (node-pty's masters are
+   * marked right after their fork, before anything else can start.)
+   */
+  #sealDescriptors(): void {
+    if (this.platform === 'win32' || process.platform === 'win32') return;
+    closeInheritedDescriptorsOnExec();
   }
 
   #getInspector(): ProcessInspector {

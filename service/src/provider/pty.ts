@@ -17,10 +17,11 @@
  * the child is reaped and the drain is delivered: no timer.
  * @module
  */
-import { chmodSync, readSync, statSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, readSync, statSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { ReadStream } from 'node:tty';
+import { setCloseOnExec } from './libc.ts';
 
 interface NativePty {
   fork(
@@ -101,6 +102,16 @@ export interface PtyEvents {
 
 /** Largest amount read synchronously at exit, against a descendant that keeps writing. */
 const MAX_EXIT_DRAIN_BYTES = 1024 * 1024;
+/**
+ * A read at least this large means the program is writing in bulk: the master
+ * is read on synchronously, up to COALESCE_BYTES, so a consumer gets one large
+ * chunk instead of one per read (a pty hands out at most 4 KiB a read).
+ * Interactive output (an echo, a prompt) is smaller and is delivered at once.
+ */
+const BULK_READ_BYTES = 2048;
+const COALESCE_BYTES = 64 * 1024;
+/** Largest amount a flush reads before an input-wait proof is reported. */
+const MAX_FLUSH_BYTES = 256 * 1024;
 /** Retry delay of a write the terminal's input queue could not take. */
 const WRITE_RETRY_MS = 5;
 
@@ -116,6 +127,7 @@ export class UnixPty {
   #eof = false;
   #exit: PtyExit | undefined;
   #exitReported = false;
+  #pendingBytes = 0;
   #writes: { data: Buffer; resolve: () => void; reject: (error: Error) => void }[] = [];
   #writeTimer: NodeJS.Timeout | undefined;
   #closed = false;
@@ -140,10 +152,20 @@ export class UnixPty {
     this.pid = term.pid;
     this.device = term.pty;
     this.#fd = term.fd;
+    try {
+      // Before any other child is started (spawns are synchronous on this thread):
+      // no later shell or process may inherit this terminal's master and type into it.
+      setCloseOnExec(term.fd);
+    } catch (error) {
+      process.kill(term.pid, 'SIGKILL');
+      closeDescriptor(term.fd);
+      throw new Error(`cannot make the terminal's master close-on-exec: ${(error as Error).message}`, { cause: error });
+    }
     this.#socket = new ReadStream(term.fd);
     // Flowing mode: each read is delivered synchronously from libuv's callback.
     this.#socket.on('data', (chunk: Buffer) => {
-      if (!this.#eof) this.#events.onData(chunk);
+      if (this.#eof) return;
+      this.#events.onData(chunk.length >= BULK_READ_BYTES ? this.#readMore(chunk) : chunk);
     });
     // libuv's premature end of stream: the slave has hung up, so what is left is finite.
     this.#socket.on('end', () => this.#finishInput());
@@ -165,21 +187,65 @@ export class UnixPty {
     return this.#exit !== undefined;
   }
 
-  /** Writes to the terminal's input. Resolves once the kernel took every byte. */
+  /**
+   * Whether the master descriptor is still open. It closes once the slave side
+   * hung up (every process closed the terminal) or the terminal was released;
+   * from then on its number may name another file, and is never used again.
+   */
+  get open(): boolean {
+    return !this.#closed && !this.#socket.destroyed;
+  }
+
+  /** Bytes of input accepted and not yet taken by the kernel. */
+  get pendingInputBytes(): number {
+    return this.#pendingBytes;
+  }
+
+  /**
+   * Writes to the terminal's input. Resolves once the kernel took every byte.
+   * @throws {PtyClosedError} once the master is closed or the process exited.
+   */
   write(data: string | Buffer): Promise<void> {
-    if (this.#closed || this.#exit !== undefined) return Promise.reject(new Error('the terminal process has exited'));
+    if (this.#exit !== undefined) return Promise.reject(new PtyClosedError('exited', 'the terminal process has exited'));
+    if (!this.open) return Promise.reject(new PtyClosedError('closed', 'the terminal is closed: its program closed it, or it was released'));
     const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
     if (bytes.length === 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
       this.#writes.push({ data: bytes, resolve, reject });
+      this.#pendingBytes += bytes.length;
       if (this.#writes.length === 1) this.#flushWrites();
     });
   }
 
   resize(cols: number, rows: number): void {
     // Once the socket is destroyed its fd is closed, and the number may name another file.
-    if (this.#closed || this.#socket.destroyed) throw new Error('the terminal is closed');
+    if (!this.open) throw new PtyClosedError('closed', 'the terminal is closed: its program closed it, or it was released');
     nativePty().native.resize(this.#fd, cols, rows);
+  }
+
+  /**
+   * Delivers, synchronously, every byte the terminal holds for the master right
+   * now: what the paused socket buffered, then reads until the kernel has none
+   * (its pending output is flushed to the master before a read says so). Does
+   * nothing while the consumer holds the terminal paused. Returns false when
+   * output may still be held back (paused, or more than MAX_FLUSH_BYTES waiting).
+   */
+  flush(): boolean {
+    if (this.#eof || !this.open) return true;
+    if (this.#socket.isPaused()) return false;
+    // read() hands each chunk the socket holds to the 'data' listener.
+    while (this.#socket.readableLength > 0 && !this.#socket.isPaused() && this.#socket.read() !== null);
+    if (this.#socket.isPaused()) return false;
+    const buffer = Buffer.allocUnsafe(64 * 1024);
+    let total = 0;
+    while (total < MAX_FLUSH_BYTES) {
+      const read = this.#readSyncOnce(buffer);
+      if (read <= 0) return true;
+      total += read;
+      this.#events.onData(Buffer.from(buffer.subarray(0, read)));
+      if (this.#socket.isPaused()) return false;
+    }
+    return false;
   }
 
   /** Sends a signal to the child itself. */
@@ -191,14 +257,25 @@ export class UnixPty {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    clearTimeout(this.#writeTimer);
-    for (const write of this.#writes.splice(0)) write.reject(new Error('the terminal is closed'));
+    this.#failWrites(new PtyClosedError('closed', 'the terminal is closed'));
     this.#socket.destroy();
+  }
+
+  #failWrites(error: Error): void {
+    clearTimeout(this.#writeTimer);
+    this.#writeTimer = undefined;
+    this.#pendingBytes = 0;
+    for (const write of this.#writes.splice(0)) write.reject(error);
   }
 
   #flushWrites(): void {
     this.#writeTimer = undefined;
-    while (this.#writes.length > 0 && !this.#closed) {
+    while (this.#writes.length > 0) {
+      // Checked before every write: a closed descriptor's number may already name another file.
+      if (!this.open) {
+        this.#failWrites(new PtyClosedError('closed', 'the terminal is closed: its program closed it, or it was released'));
+        return;
+      }
       const head = this.#writes[0]!;
       let written: number;
       try {
@@ -209,9 +286,11 @@ export class UnixPty {
           return;
         }
         this.#writes.shift();
+        this.#pendingBytes -= head.data.length;
         head.reject(error as Error);
         continue;
       }
+      this.#pendingBytes -= written;
       if (written < head.data.length) {
         head.data = head.data.subarray(written);
         this.#writeTimer = setTimeout(() => this.#flushWrites(), WRITE_RETRY_MS);
@@ -220,6 +299,33 @@ export class UnixPty {
       this.#writes.shift();
       head.resolve();
     }
+  }
+
+  /** One non-blocking read of the master: the byte count, or 0 when it has nothing (EAGAIN, EIO). */
+  #readSyncOnce(buffer: Buffer): number {
+    try {
+      return readSync(this.#fd, buffer, 0, buffer.length, null);
+    } catch (_error) {
+      return 0;
+    }
+  }
+
+  /** `first` and what the master holds behind it, up to COALESCE_BYTES, as one chunk. */
+  #readMore(first: Buffer): Buffer {
+    if (!this.open) return first;
+    const chunks = [first];
+    let total = first.length;
+    const buffer = Buffer.allocUnsafe(COALESCE_BYTES);
+    let used = 0;
+    while (total < COALESCE_BYTES) {
+      const read = this.#readSyncOnce(buffer.subarray(used, used + COALESCE_BYTES - total));
+      if (read <= 0) break;
+      used += read;
+      total += read;
+    }
+    if (used === 0) return first;
+    chunks.push(buffer.subarray(0, used));
+    return Buffer.concat(chunks, total);
   }
 
   /**
@@ -254,6 +360,8 @@ export class UnixPty {
 
   #finishInput(): void {
     this.#drain();
+    // The master is closing (or closed): input queued for it can never be written.
+    if (!this.open || this.#socket.destroyed) this.#failWrites(new PtyClosedError('closed', 'the terminal is closed: its program closed it'));
     this.#maybeReportExit();
   }
 
@@ -262,8 +370,7 @@ export class UnixPty {
     // Everything the child wrote is in the terminal's buffers now. Descendants may
     // still hold the slave open; the stream ends with the top-level process anyway.
     this.#drain();
-    for (const write of this.#writes.splice(0)) write.reject(new Error('the terminal process has exited'));
-    clearTimeout(this.#writeTimer);
+    this.#failWrites(new PtyClosedError('exited', 'the terminal process has exited'));
     this.#maybeReportExit();
   }
 
@@ -275,3 +382,22 @@ export class UnixPty {
   }
 }
 
+
+/** A write or resize refused because the terminal's master is closed or its process exited. */
+export class PtyClosedError extends Error {
+  /** 'closed': the master is gone though the process may run on; 'exited': the process exited. */
+  readonly reason: 'closed' | 'exited';
+  constructor(reason: 'closed' | 'exited', message: string) {
+    super(message);
+    this.reason = reason;
+    this.name = 'PtyClosedError';
+  }
+}
+
+function closeDescriptor(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch (_error) {
+    // Already closed.
+  }
+}

@@ -19,7 +19,7 @@ import type {
 } from '@execworld/sdk/seam';
 import { CleanupError, ProviderError } from './errors.ts';
 import { ProcessIndex, type ProcessIdentity, type ProcessInspector, type ProcessRow, type TerminalDevice } from './inspect/inspector.ts';
-import { UnixPty, type PtyExit } from './pty.ts';
+import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
 import { assertPositiveInteger } from './validate.ts';
 
 /** The seam's foreground facts, plus the identity of the input wait when there is one. */
@@ -44,6 +44,8 @@ const KILL_ROUNDS = 8;
 
 /** Output buffered for a slow reader before the terminal is paused. */
 const OUTPUT_HIGH_WATER_BYTES = 64 * 1024;
+/** Input accepted for a program that does not read it, by default, before writes are refused. */
+export const DEFAULT_INPUT_BACKLOG_BYTES = 4 * 1024 * 1024;
 
 export interface TerminalOptions {
   readonly file: string;
@@ -54,6 +56,8 @@ export interface TerminalOptions {
   readonly cols: number;
   readonly graceMs: number;
   readonly inspector: ProcessInspector;
+  /** Input bytes waiting for the program to read them, at most. @default DEFAULT_INPUT_BACKLOG_BYTES */
+  readonly inputBacklogBytes?: number;
 }
 
 function signalName(signal: number): NodeJS.Signals | null {
@@ -75,6 +79,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   readonly #inspector: ProcessInspector;
   readonly #terminalDevice: TerminalDevice;
   readonly #graceMs: number;
+  readonly #inputBacklogBytes: number;
   /** The top-level process, when its identity could be read at start. */
   readonly #root: ProcessIdentity | undefined;
   readonly #tracked = new Map<string, ProcessIdentity>();
@@ -87,6 +92,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   constructor(options: TerminalOptions) {
     this.#inspector = options.inspector;
     this.#graceMs = options.graceMs;
+    this.#inputBacklogBytes = options.inputBacklogBytes ?? DEFAULT_INPUT_BACKLOG_BYTES;
     // The reader's demand drives the terminal: a full buffer pauses it, a read resumes it.
     this.output = new Readable({ highWaterMark: OUTPUT_HIGH_WATER_BYTES, read: () => this.#pty.resume() });
     this.done = new Promise((resolve) => {
@@ -107,11 +113,26 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     return this.#exited;
   }
 
+  /**
+   * False once the terminal's master is closed: its program closed every
+   * descriptor of the terminal, or the terminal was released. Input and resize
+   * are refused from then on, even while the program runs.
+   */
+  get inputOpen(): boolean {
+    return !this.#exited && this.#pty.open;
+  }
+
   write(data: string): Promise<void> {
     if (typeof data !== 'string') return Promise.reject(new ProviderError('INVALID_ARGUMENT', 'terminal input must be a string'));
     if (this.#exited) return Promise.reject(new ProviderError('TERMINAL_EXITED', 'the terminal has exited'));
+    const pending = this.#pty.pendingInputBytes;
+    if (pending > 0 && pending + Buffer.byteLength(data) > this.#inputBacklogBytes) {
+      return Promise.reject(
+        new ProviderError('LIMIT_EXCEEDED', `the terminal's program is not reading its input: ${pending} bytes already wait (the limit is ${this.#inputBacklogBytes})`),
+      );
+    }
     return this.#pty.write(data).catch((error: unknown) => {
-      throw this.#exited ? new ProviderError('TERMINAL_EXITED', 'the terminal has exited', { cause: error }) : error;
+      throw this.#closedError(error) ?? error;
     });
   }
 
@@ -120,7 +141,20 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     assertPositiveInteger('cols', cols, MAX_TERMINAL_SIZE);
     assertPositiveInteger('rows', rows, MAX_TERMINAL_SIZE);
     if (this.#exited) throw new ProviderError('TERMINAL_EXITED', 'the terminal has exited');
-    this.#pty.resize(cols, rows);
+    try {
+      this.#pty.resize(cols, rows);
+    } catch (error) {
+      throw this.#closedError(error) ?? error;
+    }
+  }
+
+  /** The seam's error for a refused write or resize, or undefined for any other failure. */
+  #closedError(error: unknown): ProviderError | undefined {
+    if (this.#exited) return new ProviderError('TERMINAL_EXITED', 'the terminal has exited', { cause: error });
+    if (error instanceof PtyClosedError) {
+      return new ProviderError('TERMINAL_CLOSED', "the terminal's program closed the terminal; it takes no more input", { cause: error });
+    }
+    return undefined;
   }
 
   inspectForeground(): Promise<TerminalForeground | undefined> {
@@ -170,9 +204,12 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     const pgid = this.#inspector.foregroundGroup(this.pid);
     if (pgid === undefined) return undefined;
     const wait = this.#inspector.inputWait(pgid, this.#terminalDevice, rows);
-    return wait === undefined
-      ? { processGroupId: pgid, inputWaiting: false }
-      : { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token };
+    // A proven wait is reported only once every byte the terminal produced before
+    // it was delivered on `output`: a program blocks in read only after its
+    // earlier writes reached the terminal, and the flush reads them all. Output
+    // still buffered for a slow reader means "not yet"; the next poll proves it.
+    if (wait === undefined || !this.#pty.flush() || this.output.readableLength > 0) return { processGroupId: pgid, inputWaiting: false };
+    return { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token };
   }
 
   #onData(chunk: Buffer): void {

@@ -4,15 +4,18 @@
  * listens; `serve` in cli.ts does.
  * @module
  */
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { ERROR_CATALOG, OPERATION_LIST, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
+import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
-import type { Config } from './config.ts';
+import { allowedEnvironment } from './child-env.ts';
+import { defaultStateDir, type Config } from './config.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
@@ -78,6 +81,27 @@ function errorReply(code: ErrorCode, message: string): { status: number; body: {
   return { status: ERROR_CATALOG[code].status, body: { error: { code, message } } };
 }
 
+/**
+ * The daemon's spill directory, made if missing, after the spill files of
+ * daemons that died without cleaning up (crashed, SIGKILLed) were removed.
+ */
+function spillDirectory(config: Config, log: Logger): string {
+  const directory = join(config.stateDir ?? defaultStateDir(), 'spill');
+  mkdirSync(directory, { recursive: true, mode: 0o700 });
+  const removed = sweepStaleSpillDirectories(directory, processExists);
+  if (removed.length > 0) log.info({ removed }, 'removed spill files a previous daemon left');
+  return directory;
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 export function buildApp(options: AppOptions): Daemon {
   const { config, tokens } = options;
   const version = options.version ?? packageVersion();
@@ -97,6 +121,8 @@ export function buildApp(options: AppOptions): Daemon {
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: config.maxBodyBytes,
+    // A client has this long to send a whole request: a body that never ends is not held forever.
+    requestTimeout: config.requestTimeoutMs,
     requestIdHeader: false,
     // Shutdown must not wait on clients: every session is ended anyway.
     forceCloseConnections: true,
@@ -108,9 +134,25 @@ export function buildApp(options: AppOptions): Daemon {
     ...(https === null ? { http: server } : { https }),
   }) as unknown as FastifyInstance;
 
-  const runtime = options.runtime ?? new LocalRuntime();
+  const runtime =
+    options.runtime ??
+    new LocalRuntime({
+      // Read once: children start from the allowlisted part of the daemon's environment as it started.
+      ambientEnv: allowedEnvironment(process.env, config.passEnv),
+      inputBacklogBytes: config.inputBacklogBytes,
+      spillParent: spillDirectory(config, logger),
+    });
   const registry = new SessionRegistry(runtime, config, logger);
-  const hub = new WebSocketHub({ registry, version, windowBytes: config.windowBytes, heartbeatMs: config.heartbeatMs, log: logger });
+  const hub = new WebSocketHub({
+    registry,
+    version,
+    windowBytes: config.windowBytes,
+    heartbeatMs: config.heartbeatMs,
+    connectionBufferBytes: config.connectionBufferBytes,
+    maxConnectionsPerOwner: config.maxConnectionsPerOwner,
+    maxSubscriptionsPerOwner: config.maxSubscriptionsPerOwner,
+    log: logger,
+  });
 
   app.decorateRequest('owner', '');
 
@@ -151,6 +193,9 @@ export function buildApp(options: AppOptions): Daemon {
     const serviceError = fastifyError(error, config.maxBodyBytes) ?? toServiceError(error);
     if (serviceError.status >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.info({ code: serviceError.code }, 'request refused');
+    // A request refused before its body was read (no token, too large): the connection
+    // closes after the answer instead of reading on, perhaps forever, to reuse it.
+    if (!request.raw.complete) void reply.header('connection', 'close');
     void reply.code(serviceError.status).send({ error: serviceError.body() });
   });
 
@@ -184,7 +229,8 @@ export function buildApp(options: AppOptions): Daemon {
         done(new ServiceError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header'));
         return;
       }
-      done(authenticate(request));
+      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : undefined);
+      done(refusal);
     });
 
     for (const spec of OPERATION_LIST) {

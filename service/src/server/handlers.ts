@@ -93,7 +93,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.owner, 'terminal').map((session) => session.info()) }),
   'terminal.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').info(),
   'terminal.input': async (ctx, params) => {
-    const applied = await ctx.registry.get(ctx.owner, params.id, 'terminal').input(params.data, params.seq);
+    const applied = await ctx.registry.get(ctx.owner, params.id, 'terminal').input(params.data, params.writer, params.seq);
     return { applied, seq: params.seq ?? null };
   },
   'terminal.resize': (ctx, params) => {
@@ -102,8 +102,10 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return session.info();
   },
   'terminal.foreground': async (ctx, params) => {
-    const facts = await ctx.registry.get(ctx.owner, params.id, 'terminal').handle.inspectForeground();
-    return { foreground: facts ?? null };
+    const session = ctx.registry.get(ctx.owner, params.id, 'terminal');
+    const facts = await session.handle.inspectForeground();
+    // Read after the facts: a proven wait was reported only once the output before it reached the ring.
+    return { foreground: facts ?? null, outputEnd: session.output.end };
   },
   'terminal.signal': async (ctx, params) => ({
     processGroupId: await ctx.registry.get(ctx.owner, params.id, 'terminal').handle.signalForeground(params.signal),
@@ -129,7 +131,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'process.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'process').info(),
   'process.stdin': async (ctx, params) => {
     const session = ctx.registry.get(ctx.owner, params.id, 'process');
-    const applied = await session.writeStdin(Buffer.from(params.data, params.encoding ?? 'utf8'), params.seq);
+    const applied = await session.writeStdin(Buffer.from(params.data, params.encoding ?? 'utf8'), params.writer, params.seq);
     return { applied, seq: params.seq ?? null };
   },
   'process.closeStdin': (ctx, params) => {

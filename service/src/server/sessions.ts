@@ -17,6 +17,7 @@ import type { LocalRuntime } from '../provider/local-runtime.ts';
 import type { ManagedProcess } from '../provider/process.ts';
 import type { LocalTerminal } from '../provider/terminal.ts';
 import { ServiceError, toServiceError } from './errors.ts';
+import { InputSequencer } from './input-sequencer.ts';
 import { CollectorStream, RingStream, type ByteStream } from './streams.ts';
 
 type ProcessCreate = typeof schemas.ProcessCreate._zod.output;
@@ -27,6 +28,10 @@ type StreamInfo = typeof schemas.ProcessStreamInfo._zod.output;
 
 export interface SessionLimits {
   readonly maxSessionsPerOwner: number;
+  /** Bytes a process's stdin pipe holds for a program that does not read, before writes are refused. */
+  readonly inputBacklogBytes: number;
+  /** Collect-mode tails of every held process together, at most. */
+  readonly collectBudgetBytes: number;
   readonly maxRetainedPerOwner: number;
   readonly ringBytes: number;
   readonly retentionMs: number;
@@ -59,8 +64,8 @@ abstract class Session {
   lastTouched = Date.now();
   /** Nothing of the session runs any more; its facts are only kept. */
   finishedAt: Date | undefined;
-  /** Last input sequence number applied. */
-  lastSeq = 0;
+  /** Makes retried input writes idempotent, per writer. */
+  protected readonly writes = new InputSequencer();
   protected readonly log: Logger;
 
   constructor(prefix: 't' | 'p', owner: string, log: Logger) {
@@ -73,12 +78,9 @@ abstract class Session {
   /** Ends the session; resolves once nothing of it runs. */
   abstract terminate(): Promise<void>;
 
-  /** Applies a write unless it is a retry of one already applied. */
-  protected sequenced(seq: number | undefined): boolean {
-    if (seq === undefined) return true;
-    if (seq <= this.lastSeq) return false;
-    this.lastSeq = seq;
-    return true;
+  /** Releases what the session holds outside memory once it is forgotten (spill files). */
+  dispose(): void {
+    // Nothing by default.
   }
 }
 
@@ -133,12 +135,12 @@ export class TerminalSession extends Session {
     await this.settled;
   }
 
-  /** Resolves once the kernel took the bytes; false when `seq` shows a retry. */
-  async input(data: string, seq: number | undefined): Promise<boolean> {
-    if (this.exit !== undefined) throw new ServiceError('TERMINAL_EXITED', 'the terminal has exited');
-    if (!this.sequenced(seq)) return false;
-    await this.handle.write(data);
-    return true;
+  /** Resolves once the kernel took the bytes; false when (`writer`, `seq`) shows a retry of an applied write. */
+  input(data: string, writer: string | undefined, seq: number | undefined): Promise<boolean> {
+    return this.writes.run(writer, seq, async () => {
+      if (this.exit !== undefined) throw new ServiceError('TERMINAL_EXITED', 'the terminal has exited');
+      await this.handle.write(data);
+    });
   }
 
   resize(rows: number, cols: number): void {
@@ -184,12 +186,19 @@ export class ProcessSession extends Session {
   #stdinError: Error | undefined;
   readonly settled: Promise<void>;
 
-  constructor(owner: string, spec: ProcessCreate, runtime: LocalRuntime, ringBytes: number, log: Logger, onFinished: () => void) {
+  readonly #inputBacklogBytes: number;
+  /** Bytes of the daemon-wide collect budget this session's collected tails hold. */
+  readonly collectBytes: number;
+
+  constructor(owner: string, spec: ProcessCreate, runtime: LocalRuntime, limits: SessionLimits, log: Logger, onFinished: () => void) {
     super('p', owner, log);
+    const ringBytes = limits.ringBytes;
+    this.#inputBacklogBytes = limits.inputBacklogBytes;
     this.argv = spec.argv;
     this.cwd = spec.cwd;
     const stdin = spec.stdio.stdin;
     this.stdinMode = typeof stdin === 'object' ? 'data' : stdin;
+    this.collectBytes = collectBytesOf(spec);
     this.handle = runtime.spawn(
       { argv: spec.argv, cwd: spec.cwd, env: nullToUndefined(spec.env), stdio: seamStdio(spec.stdio), graceMs: spec.graceMs },
       { onCollected: (stream) => (this.streams[stream]?.stream as CollectorStream | undefined)?.appended() },
@@ -235,13 +244,18 @@ export class ProcessSession extends Session {
     return entry.stream;
   }
 
-  async writeStdin(data: Buffer, seq: number | undefined): Promise<boolean> {
-    const stdin = this.#stdinOrThrow();
-    if (!this.sequenced(seq)) return false;
-    await new Promise<void>((resolve, reject) => {
-      stdin.write(data, (error) => (error === null || error === undefined ? resolve() : reject(new ServiceError('PROCESS_EXITED', `stdin write failed: ${error.message}`))));
+  /** Resolves once the pipe took the bytes; false when (`writer`, `seq`) shows a retry of an applied write. */
+  writeStdin(data: Buffer, writer: string | undefined, seq: number | undefined): Promise<boolean> {
+    return this.writes.run(writer, seq, async () => {
+      const stdin = this.#stdinOrThrow();
+      const waiting = stdin.writableLength;
+      if (waiting > 0 && waiting + data.length > this.#inputBacklogBytes) {
+        throw new ServiceError('LIMIT_EXCEEDED', `the process is not reading its stdin: ${waiting} bytes already wait (the limit is ${this.#inputBacklogBytes})`);
+      }
+      await new Promise<void>((resolve, reject) => {
+        stdin.write(data, (error) => (error === null || error === undefined ? resolve() : reject(new ServiceError('PROCESS_EXITED', `stdin write failed: ${error.message}`))));
+      });
     });
-    return true;
   }
 
   closeStdin(): void {
@@ -259,6 +273,10 @@ export class ProcessSession extends Session {
   async terminate(): Promise<void> {
     this.handle.terminate();
     await this.settled;
+  }
+
+  override dispose(): void {
+    for (const name of ['stdout', 'stderr'] as const) this.handle.collector(name)?.discard();
   }
 
   info(): ProcessInfo {
@@ -288,6 +306,12 @@ export class ProcessSession extends Session {
   }
 }
 
+/** The memory a process's collected tails may take: their maxBytes together. */
+function collectBytesOf(spec: ProcessCreate): number {
+  const of = (mode: ProcessCreate['stdio']['stdout']): number => (mode === 'pipe' ? 0 : mode.maxBytes);
+  return of(spec.stdio.stdout) + of(spec.stdio.stderr);
+}
+
 /** The wire's stdio in the seam's shape (an absent spill is no key at all). */
 function seamStdio(stdio: ProcessCreate['stdio']): SubprocessStdio {
   const output = (mode: ProcessCreate['stdio']['stdout']): SubprocessOutputMode =>
@@ -311,6 +335,10 @@ export class SessionRegistry {
   readonly #requests = new Map<string, Promise<AnySession>>();
   readonly #requestOf = new Map<string, string>();
   readonly #evictions = new Map<string, NodeJS.Timeout>();
+  /** Collect-mode bytes (maxBytes) of the processes held, against collectBudgetBytes. */
+  #collectReserved = 0;
+  /** Per owner, creates under way: they hold a slot before their session exists. */
+  readonly #reserved = new Map<string, number>();
   #orphanSweep: NodeJS.Timeout | undefined;
   #shuttingDown: Promise<void> | undefined;
 
@@ -330,24 +358,47 @@ export class SessionRegistry {
 
   createTerminal(owner: string, spec: TerminalCreate): Promise<TerminalSession> {
     return this.#once(owner, spec.requestId, 'terminal', async () => {
-      this.#admit(owner);
-      const handle = await this.runtime.spawnTerminal(spec);
-      const session: TerminalSession = new TerminalSession(owner, spec, handle, this.#limits.ringBytes, this.#log, () => this.#finished(session));
-      this.#sessions.set(session.id, session);
-      this.#log.info({ session: session.id, owner, pid: handle.pid }, 'terminal started');
-      return session;
+      // The slot is held from before the spawn's await until the session is registered:
+      // creates pipelined on one connection cannot all pass the count.
+      const release = this.#admit(owner);
+      try {
+        const handle = await this.runtime.spawnTerminal(spec);
+        const session: TerminalSession = new TerminalSession(owner, spec, handle, this.#limits.ringBytes, this.#log, () => this.#finished(session));
+        this.#sessions.set(session.id, session);
+        this.#log.info({ session: session.id, owner, pid: handle.pid }, 'terminal started');
+        return session;
+      } finally {
+        release();
+      }
     });
   }
 
   createProcess(owner: string, spec: ProcessCreate): Promise<ProcessSession> {
     return this.#once(owner, spec.requestId, 'process', async () => {
-      this.#admit(owner);
-      const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits.ringBytes, this.#log, () => this.#finished(session));
-      // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
-      await session.handle.spawned;
-      this.#sessions.set(session.id, session);
-      this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
-      return session;
+      const release = this.#admit(owner);
+      const wanted = collectBytesOf(spec);
+      if (wanted > 0 && this.#collectReserved + wanted > this.#limits.collectBudgetBytes) {
+        release();
+        throw new ServiceError(
+          'LIMIT_EXCEEDED',
+          `collected output of running and retained processes already holds ${this.#collectReserved} of the daemon's ${this.#limits.collectBudgetBytes} bytes; this process asks for ${wanted}`,
+        );
+      }
+      // Held from before the spawn's await, like the session slot: concurrent creates cannot all pass the budget.
+      this.#collectReserved += wanted;
+      let registered = false;
+      try {
+        const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits, this.#log, () => this.#finished(session));
+        // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
+        await session.handle.spawned;
+        this.#sessions.set(session.id, session);
+        registered = true;
+        this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
+        return session;
+      } finally {
+        release();
+        if (!registered) this.#collectReserved -= wanted;
+      }
     });
   }
 
@@ -402,18 +453,29 @@ export class SessionRegistry {
       const results = await Promise.allSettled([...this.#sessions.values()].map((session) => session.terminate()));
       for (const result of results) if (result.status === 'rejected') this.#log.error({ err: result.reason }, 'session cleanup failed at shutdown');
       await this.runtime.dispose().catch((error: unknown) => this.#log.error({ err: error }, 'runtime disposal failed'));
-      for (const timer of this.#evictions.values()) clearTimeout(timer);
-      this.#evictions.clear();
+      // Nothing is kept past the daemon's life: spill files go with their sessions.
+      for (const id of [...this.#sessions.keys()]) this.#forget(id);
     })();
     return this.#shuttingDown;
   }
 
-  #admit(owner: string): void {
+  /** Reserves one of the owner's session slots; the returned function gives the reservation back. */
+  #admit(owner: string): () => void {
     if (this.#shuttingDown !== undefined) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
-    const running = [...this.#sessions.values()].filter((session) => session.owner === owner && session.finishedAt === undefined).length;
+    const reserved = this.#reserved.get(owner) ?? 0;
+    const running = [...this.#sessions.values()].filter((session) => session.owner === owner && session.finishedAt === undefined).length + reserved;
     if (running >= this.#limits.maxSessionsPerOwner) {
       throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already runs ${running} terminals and processes (the limit is ${this.#limits.maxSessionsPerOwner})`);
     }
+    this.#reserved.set(owner, reserved + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.#reserved.get(owner) ?? 1) - 1;
+      if (left === 0) this.#reserved.delete(owner);
+      else this.#reserved.set(owner, left);
+    };
   }
 
   #finished(session: AnySession): void {
@@ -430,7 +492,11 @@ export class SessionRegistry {
   #forget(id: string): void {
     clearTimeout(this.#evictions.get(id));
     this.#evictions.delete(id);
+    const session = this.#sessions.get(id);
+    if (session === undefined) return;
     this.#sessions.delete(id);
+    if (session.kind === 'process') this.#collectReserved -= session.collectBytes;
+    session.dispose();
     const request = this.#requestOf.get(id);
     if (request !== undefined) {
       this.#requests.delete(request);

@@ -9,6 +9,7 @@
  * only its own streams.
  * @module
  */
+import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import { ClientMessage, encodeDataFrame, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
@@ -47,8 +48,19 @@ export interface HubOptions {
   readonly version: string;
   readonly windowBytes: number;
   readonly heartbeatMs: number;
+  /**
+   * Answers queued for a client that does not read: past this the connection's
+   * calls are no longer read (TCP then holds the client back); past four times
+   * this the client is disconnected with 1008.
+   */
+  readonly connectionBufferBytes: number;
+  readonly maxConnectionsPerOwner: number;
+  readonly maxSubscriptionsPerOwner: number;
   readonly log: Logger;
 }
+
+/** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
+const CLOSE_POLICY_VIOLATION = 1008;
 
 class Subscription {
   readonly id: number;
@@ -143,34 +155,54 @@ class Subscription {
 }
 
 class Connection {
+  readonly owner: string;
   readonly #socket: WebSocket;
-  readonly #owner: string;
+  readonly #hub: WebSocketHub;
   readonly #options: HubOptions;
   readonly #log: Logger;
   readonly #subscriptions = new Map<number, Subscription>();
   readonly #calls = new Set<AbortController>();
   #nextSub = 1;
-  #alive = true;
+  /** The payload of the ping awaiting its pong; only that pong proves the peer reads. */
+  #pingPayload: Buffer | undefined;
+  /** Bytes queued when the last heartbeat ran: a queue that shrank is a peer that reads. */
+  #bufferedAtHeartbeat = 0;
+  /** Calls are not read while the client leaves too many answers unread. */
+  #readingPaused = false;
   readonly #heartbeat: NodeJS.Timeout;
 
-  constructor(socket: WebSocket, owner: string, options: HubOptions, log: Logger) {
+  constructor(socket: WebSocket, owner: string, hub: WebSocketHub, options: HubOptions, log: Logger) {
     this.#socket = socket;
-    this.#owner = owner;
+    this.owner = owner;
+    this.#hub = hub;
     this.#options = options;
     this.#log = log;
     socket.on('message', (data, isBinary) => this.#onMessage(data as Buffer, isBinary));
-    socket.on('pong', () => (this.#alive = true));
+    socket.on('pong', (payload: Buffer) => {
+      // An unsolicited pong proves nothing: a peer that never reads could send them forever.
+      if (this.#pingPayload !== undefined && payload.equals(this.#pingPayload)) this.#pingPayload = undefined;
+    });
     socket.on('close', () => this.#dispose());
     socket.on('error', (error) => this.#log.debug({ err: error }, 'websocket error'));
-    this.#heartbeat = setInterval(() => {
-      if (!this.#alive) {
-        this.#log.info('websocket peer missed its heartbeat; dropping it');
-        socket.terminate();
-        return;
-      }
-      this.#alive = false;
-      socket.ping();
-    }, options.heartbeatMs);
+    this.#heartbeat = setInterval(() => this.#beat(), options.heartbeatMs);
+  }
+
+  #beat(): void {
+    const buffered = this.#socket.bufferedAmount;
+    const draining = buffered < this.#bufferedAtHeartbeat;
+    this.#bufferedAtHeartbeat = buffered;
+    if (this.#pingPayload !== undefined && !draining) {
+      this.#log.info('websocket peer missed its heartbeat; dropping it');
+      this.#socket.terminate();
+      return;
+    }
+    this.#pingPayload = randomBytes(8);
+    this.#socket.ping(this.#pingPayload);
+  }
+
+  /** Subscriptions open on this connection. */
+  get subscriptionCount(): number {
+    return this.#subscriptions.size;
   }
 
   /** Whether more data may be queued on the socket now. */
@@ -179,14 +211,46 @@ class Connection {
   }
 
   send(message: ServerMessage): void {
-    if (this.#socket.readyState === this.#socket.OPEN) this.#socket.send(JSON.stringify(message));
+    if (this.#socket.readyState !== this.#socket.OPEN) return;
+    this.#socket.send(JSON.stringify(message), () => this.#onSent());
+    this.#checkBudget();
   }
 
   sendData(frame: Uint8Array): void {
     this.#socket.send(frame, { binary: true }, () => {
+      this.#onSent();
       // Once the kernel took bytes, streams held back by a full socket may go on.
       if (this.writable) for (const subscription of this.#subscriptions.values()) subscription.pump();
     });
+  }
+
+  /**
+   * The outgoing budget: answers to calls are queued whatever the socket holds,
+   * so a client that sends calls and never reads would grow the daemon without
+   * bound. Past the budget its calls are no longer read; past four times the
+   * budget it is disconnected.
+   */
+  #checkBudget(): void {
+    const buffered = this.#socket.bufferedAmount;
+    const budget = this.#options.connectionBufferBytes;
+    if (buffered > 4 * budget) {
+      this.#log.warn({ buffered }, 'websocket peer does not read its answers; disconnecting it');
+      this.#socket.close(CLOSE_POLICY_VIOLATION, 'the client does not read its answers');
+      // The close frame waits behind what the client does not read: do not wait for its answer.
+      this.#socket.terminate();
+      return;
+    }
+    if (buffered > budget && !this.#readingPaused) {
+      this.#readingPaused = true;
+      this.#socket.pause();
+    }
+  }
+
+  #onSent(): void {
+    if (this.#readingPaused && this.#socket.bufferedAmount <= this.#options.connectionBufferBytes / 2) {
+      this.#readingPaused = false;
+      this.#socket.resume();
+    }
   }
 
   #onMessage(data: Buffer, isBinary: boolean): void {
@@ -242,7 +306,7 @@ class Connection {
     try {
       const validated = operation.schema.safeParse(params);
       if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, 'params'));
-      const ctx: CallContext = { owner: this.#owner, registry: this.#options.registry, version: this.#options.version, signal: controller?.signal ?? NEVER_ABORTED, unbounded: true };
+      const ctx: CallContext = { owner: this.owner, registry: this.#options.registry, version: this.#options.version, signal: controller?.signal ?? NEVER_ABORTED, unbounded: true };
       const result = await operation.handler(ctx, validated.data);
       this.send({ t: 'result', id, result });
     } catch (error) {
@@ -258,6 +322,10 @@ class Connection {
     try {
       if (this.#subscriptions.size >= MAX_SUBSCRIPTIONS) {
         throw new ServiceError('LIMIT_EXCEEDED', `at most ${MAX_SUBSCRIPTIONS} subscriptions may be open on one connection`);
+      }
+      const limit = this.#options.maxSubscriptionsPerOwner;
+      if (this.#hub.subscriptionsOf(this.owner) >= limit) {
+        throw new ServiceError('LIMIT_EXCEEDED', `owner ${this.owner} already has ${limit} subscriptions open (the limit)`);
       }
       const stream = this.#resolveStream(params.target);
       if (params.from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${params.from} is past the end of the stream (${stream.end})`);
@@ -278,10 +346,10 @@ class Connection {
     const registry = this.#options.registry;
     if (target.kind === 'terminal') {
       if (target.stream !== 'output') throw new ServiceError('INVALID_ARGUMENT', "a terminal has one stream, 'output'");
-      return registry.get(this.#owner, target.id, 'terminal').output;
+      return registry.get(this.owner, target.id, 'terminal').output;
     }
     if (target.stream === 'output') throw new ServiceError('INVALID_ARGUMENT', "a process has 'stdout' and 'stderr'");
-    return registry.get(this.#owner, target.id, 'process').stream(target.stream);
+    return registry.get(this.owner, target.id, 'process').stream(target.stream);
   }
 
   #dispose(): void {
@@ -310,8 +378,34 @@ export class WebSocketHub {
     return this.#connections.size;
   }
 
+  /** Open connections of `owner`. */
+  connectionsOf(owner: string): number {
+    let count = 0;
+    for (const connection of this.#connections) if (connection.owner === owner) count += 1;
+    return count;
+  }
+
+  /** Open subscriptions of `owner`, over all its connections. */
+  subscriptionsOf(owner: string): number {
+    let count = 0;
+    for (const connection of this.#connections) if (connection.owner === owner) count += connection.subscriptionCount;
+    return count;
+  }
+
+  /** Why `owner` may not open another connection now, if it may not. */
+  refusal(owner: string): ServiceError | undefined {
+    const limit = this.#options.maxConnectionsPerOwner;
+    return this.connectionsOf(owner) >= limit ? new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already has ${limit} WebSocket connections open (the limit)`) : undefined;
+  }
+
   accept(socket: WebSocket, owner: string, log: Logger): void {
-    const connection = new Connection(socket, owner, this.#options, log);
+    // Checked again after the upgrade: upgrades of one owner may have raced past the check before it.
+    const refusal = this.refusal(owner);
+    if (refusal !== undefined) {
+      socket.close(CLOSE_POLICY_VIOLATION, refusal.message.slice(0, 120));
+      return;
+    }
+    const connection = new Connection(socket, owner, this, this.#options, log);
     this.#connections.add(connection);
     socket.on('close', () => this.#connections.delete(connection));
   }

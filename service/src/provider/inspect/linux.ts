@@ -58,7 +58,13 @@ export function isEndedState(state: string): boolean {
 /** A blocked thread's syscall: its number and six raw arguments. */
 export interface BlockedSyscall {
   readonly nr: number;
-  readonly args: readonly [number, number, number, number, number, number];
+  /**
+   * The six argument registers as unsigned 64-bit values. Registers a syscall
+   * does not use hold whatever the caller left in them (`less` blocks in read
+   * with a 64-bit garbage value in the fourth), so nothing may be required of
+   * them; each wait shape checks only the arguments it reads.
+   */
+  readonly args: readonly [bigint, bigint, bigint, bigint, bigint, bigint];
 }
 
 /**
@@ -70,9 +76,18 @@ export function parseSyscall(text: string): BlockedSyscall | undefined {
   const fields = text.trim().split(/\s+/);
   if (fields.length < 7 || !/^\d+$/.test(fields[0] ?? '')) return undefined;
   const nr = Number(fields[0]);
-  const args = fields.slice(1, 7).map((field) => (/^(0x)?[0-9a-f]+$/i.test(field) ? Number.parseInt(field, 16) : Number.NaN));
-  if (!Number.isSafeInteger(nr) || !args.every((value) => Number.isSafeInteger(value))) return undefined;
-  return { nr, args: args as unknown as BlockedSyscall['args'] };
+  const hex = fields.slice(1, 7).map((field) => /^(?:0x)?0*([0-9a-f]{1,16})$/i.exec(field)?.[1]);
+  if (!Number.isSafeInteger(nr) || !hex.every((digits) => digits !== undefined)) return undefined;
+  return { nr, args: hex.map((digits) => BigInt(`0x${digits}`)) as unknown as BlockedSyscall['args'] };
+}
+
+/**
+ * An fd or count argument as a number, or undefined when it is no non-negative
+ * C `int` of at least `min`. The kernel would take only the low 32 bits of such
+ * a register, but a value with more bits set is no proof to rest on: fail closed.
+ */
+function intArg(value: bigint, min: number): number | undefined {
+  return value >= BigInt(min) && value <= 0x7fff_ffffn ? Number(value) : undefined;
 }
 
 /** How a syscall's arguments name the file descriptors it waits on. */
@@ -114,7 +129,8 @@ export interface ProcSource {
   syscall(pid: number, tid: number): string | undefined;
   /** Voluntary plus involuntary context switches of a thread, as text. */
   switches(pid: number, tid: number): string | undefined;
-  memory(pid: number, address: number, length: number): Buffer | undefined;
+  /** `length` bytes of a process's memory at a user-space address, which may be any 64-bit value. */
+  memory(pid: number, address: bigint, length: number): Buffer | undefined;
   fdinfo(pid: number, fd: number): string | undefined;
   /** The text of `/proc/uptime`. */
   uptime(): string | undefined;
@@ -123,6 +139,9 @@ export interface ProcSource {
   /** The device number of a terminal path. */
   deviceOf(path: string): number | undefined;
 }
+
+/** Largest position Node's readSync accepts (off_t is signed). */
+const MAX_MEMORY_POSITION = (1n << 63n) - 1n;
 
 /** One buffer for every /proc read: they are synchronous and never overlap. */
 let scratch = Buffer.allocUnsafe(16 * 1024);
@@ -179,6 +198,11 @@ export const hostProc: ProcSource = {
     return voluntary === undefined || involuntary === undefined ? undefined : `${voluntary}.${involuntary}`;
   },
   memory(pid, address, length) {
+    // readSync takes a bigint position, so addresses at 2^53 and above are read
+    // exactly; it refuses 2^63 and above (a negative off_t would make libuv read
+    // at the current offset instead), which x64 user space never reaches and a
+    // tagged arm64 pointer is then simply no proof.
+    if (address < 0n || address > MAX_MEMORY_POSITION - BigInt(length)) return undefined;
     let fd: number | undefined;
     try {
       fd = openSync(`/proc/${pid}/mem`, 'r');
@@ -299,12 +323,15 @@ export class LinuxInspector implements ProcessInspector {
   #waitsOn(pid: number, shape: WaitShape, call: BlockedSyscall, reads: (fd: number) => boolean): boolean {
     const [a0, a1, a2] = call.args;
     switch (shape) {
-      case 'read':
-        return reads(a0);
+      case 'read': {
+        const fd = intArg(a0, 0);
+        return fd !== undefined && reads(fd);
+      }
       case 'select': {
         // select(nfds, readfds, ...): a bit per fd, fd 0 is bit 0 of byte 0.
-        if (a0 < 1 || a1 === 0) return false;
-        const nfds = Math.min(a0, MAX_WAIT_FDS);
+        const requested = intArg(a0, 1);
+        if (requested === undefined || a1 === 0n) return false;
+        const nfds = Math.min(requested, MAX_WAIT_FDS);
         const set = this.#proc.memory(pid, a1, Math.ceil(nfds / 64) * 8);
         if (set === undefined) return false;
         for (let fd = 0; fd < nfds; fd += 1) {
@@ -314,8 +341,9 @@ export class LinuxInspector implements ProcessInspector {
       }
       case 'poll': {
         // poll(fds, nfds, ...): struct pollfd { int fd; short events; short revents; }.
-        if (a0 === 0 || a1 < 1) return false;
-        const count = Math.min(a1, MAX_WAIT_FDS);
+        const requested = intArg(a1, 1);
+        if (a0 === 0n || requested === undefined) return false;
+        const count = Math.min(requested, MAX_WAIT_FDS);
         const entries = this.#proc.memory(pid, a0, count * 8);
         if (entries === undefined) return false;
         for (let index = 0; index < count; index += 1) {
@@ -327,8 +355,9 @@ export class LinuxInspector implements ProcessInspector {
       }
       case 'epoll': {
         // epoll_wait(epfd, events, maxevents, ...): the watched fds are in fdinfo.
-        if (a2 < 1) return false;
-        const info = this.#proc.fdinfo(pid, a0);
+        const epfd = intArg(a0, 0);
+        if (epfd === undefined || intArg(a2, 1) === undefined) return false;
+        const info = this.#proc.fdinfo(pid, epfd);
         if (info === undefined) return false;
         for (const line of info.split('\n')) {
           const match = /^tfd:\s+(\d+)\b/.exec(line.trim());

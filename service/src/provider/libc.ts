@@ -1,0 +1,95 @@
+/**
+ * The few C library calls the provider needs that Node does not offer, made
+ * through koffi and loaded on first use (Linux and macOS only).
+ *
+ * - `fcntl(F_SETFD, FD_CLOEXEC)`: node-pty's master descriptor is created
+ *   without close-on-exec, so every later child (a shell of another owner, a
+ *   managed process) would inherit it and could type into that terminal.
+ * - `prctl(PR_SET_DUMPABLE, 0)`: a non-dumpable process's `/proc/<pid>` files
+ *   belong to root, so a child of the same uid cannot read the daemon's
+ *   environment or memory.
+ * @module
+ */
+import { readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type Koffi from 'koffi';
+
+interface Libc {
+  fcntl(fd: number, command: number, ...rest: unknown[]): number;
+  prctl?: (option: number, a2: number, a3: number, a4: number, a5: number) => number;
+  errno(): number;
+}
+
+/** fcntl commands and flags; the same values on Linux and macOS. */
+const F_GETFD = 1;
+const F_SETFD = 2;
+const FD_CLOEXEC = 1;
+/** prctl options (Linux). */
+const PR_SET_DUMPABLE = 4;
+const PR_GET_DUMPABLE = 3;
+
+let loaded: Libc | undefined;
+
+function libc(): Libc {
+  if (loaded !== undefined) return loaded;
+  if (process.platform !== 'linux' && process.platform !== 'darwin') throw new Error(`libc calls are not used on ${process.platform}`);
+  // koffi is loaded lazily: a daemon that never opens a terminal never maps it.
+  const koffi = createRequire(import.meta.url)('koffi') as typeof Koffi;
+  const library = koffi.load(process.platform === 'darwin' ? 'libSystem.B.dylib' : 'libc.so.6');
+  const fcntl = library.func('int fcntl(int fd, int cmd, ...)') as (fd: number, command: number, ...rest: unknown[]) => number;
+  const prctl =
+    process.platform === 'linux'
+      ? (library.func('int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)') as Libc['prctl'])
+      : undefined;
+  loaded = { fcntl, errno: () => koffi.errno(), ...(prctl === undefined ? {} : { prctl }) };
+  return loaded;
+}
+
+/**
+ * Marks `fd` close-on-exec.
+ * @throws when the flag cannot be set (a bad descriptor, or no libc binding).
+ */
+export function setCloseOnExec(fd: number): void {
+  const c = libc();
+  const flags = c.fcntl(fd, F_GETFD);
+  if (flags < 0) throw new Error(`fcntl(${fd}, F_GETFD) failed with errno ${c.errno()}`);
+  if ((flags & FD_CLOEXEC) !== 0) return;
+  if (c.fcntl(fd, F_SETFD, 'int', flags | FD_CLOEXEC) < 0) throw new Error(`fcntl(${fd}, F_SETFD) failed with errno ${c.errno()}`);
+}
+
+/** Whether `fd` is close-on-exec; undefined when it cannot be told. */
+export function isCloseOnExec(fd: number): boolean | undefined {
+  const flags = libc().fcntl(fd, F_GETFD);
+  return flags < 0 ? undefined : (flags & FD_CLOEXEC) !== 0;
+}
+
+/**
+ * Marks every descriptor of this process from 3 up close-on-exec, so children
+ * start with exactly 0-2: descriptors the daemon inherited from whatever
+ * started it included. Returns the descriptors it changed.
+ */
+export function closeInheritedDescriptorsOnExec(): number[] {
+  const directory = process.platform === 'darwin' ? '/dev/fd' : '/proc/self/fd';
+  const changed: number[] = [];
+  for (const name of readdirSync(directory)) {
+    const fd = Number(name);
+    if (!Number.isSafeInteger(fd) || fd < 3) continue;
+    // The directory listing's own descriptor is gone by now: an unknown fd is skipped.
+    if (isCloseOnExec(fd) !== false) continue;
+    setCloseOnExec(fd);
+    changed.push(fd);
+  }
+  return changed;
+}
+
+/**
+ * Makes this process non-dumpable (Linux): its `/proc` entries become
+ * root-owned, so processes of the same uid cannot read its environment or
+ * memory. Returns false where that is not possible.
+ */
+export function makeNonDumpable(): boolean {
+  if (process.platform !== 'linux') return false;
+  const prctl = libc().prctl;
+  if (prctl === undefined) return false;
+  return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) === 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) === 0;
+}
