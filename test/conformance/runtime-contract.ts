@@ -297,7 +297,7 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
           await terminal.terminate();
         }
         expect(failures).toEqual([]);
-      });
+      }, 180_000); // 200 terminals one after another: 15-20 s here, past 30 s while other suites load the machine.
 
       it('applies backpressure: a paused reader blocks the program, and nothing is lost', async () => {
         const terminal = await runtime.spawnTerminal({ ...TERMINAL, argv: ['/bin/sh', '-c', 'head -c 3000000 /dev/zero | base64'] });
