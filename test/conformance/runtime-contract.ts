@@ -304,7 +304,7 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
           await terminal.terminate();
         }
         expect(failures).toEqual([]);
-      });
+      }, 180_000); // 200 terminals one after another: 15-20 s here, past 30 s while other suites load the machine.
 
       it('proves an input wait only after the output printed before it was delivered (200 runs)', async () => {
         // `seq` prints, exits, and `cat` blocks: at the first proof of cat's wait,

@@ -66,7 +66,7 @@ describe('the remote runtime under faults', () => {
       expect(hash.digest('hex')).toBe(expected);
     }
     await runtime.dispose();
-  });
+  }, 120_000); // Three 50 MB streams: 8-13 s here, more while other suites load the machine.
 
   it('delivers terminal output byte-exact through random cuts, and input sent across cuts applies once', async () => {
     const runtime = await connect(proxy.url, { token: daemon.token, ...fast });

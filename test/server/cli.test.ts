@@ -119,7 +119,8 @@ describe('execworld serve', () => {
   it('on --host 0.0.0.0 logs the addresses it is reachable at and warns that the network reaches it', async () => {
     const daemon = await serve(['--host', '0.0.0.0']);
     const port = new URL(daemon.url).port;
-    await waitFor('the warning', () => /reachable from the network/.test(daemon.logs()));
+    // The warning follows the listening line, perhaps in a later read of the pipe.
+    await waitFor('the warning', () => daemon.logs().includes('reachable from the network'));
     const lines = daemon
       .logs()
       .split('\n')
