@@ -41,19 +41,24 @@ describe('spawn: termination', () => {
     }
   });
 
-  it('sees a group left with only zombies as gone', async () => {
+  it('sees a group left with only zombies as gone (no containment: the tree is the group)', async () => {
     // A member forks a child, moves itself to another group and never reaps:
     // the child stays a zombie of the original group after the leader exits.
+    // Contained, the member that moved is still the session's, and the tree runs on.
+    const uncontained = new LocalRuntime({ containment: 'none' });
     const script = [
-      'import os, time',
+      'import os, sys, time',
       'child = os.fork()',
       'if child == 0: os._exit(0)',
       'os.setpgid(0, 0)',
       'print(os.getpid(), child, flush=True)',
+      "open(sys.argv[1], 'w').write('ready\\n')",
       'time.sleep(30)',
     ].join('\n');
-    const handle = runtime.spawn({
-      argv: ['/bin/sh', '-c', 'python3 -c "$0" & sleep 0.3; exit 0', script],
+    // The leader exits once python has printed (a fifo says so), not after a guessed delay:
+    // a slow python start would otherwise print into a pipe already closed.
+    const handle = uncontained.spawn({
+      argv: ['/bin/sh', '-c', 'f=$(mktemp -u); mkfifo "$f"; python3 -c "$0" "$f" & read ready < "$f"; rm -f "$f"; exit 0', script],
       cwd: '/tmp',
       stdio: { stdin: 'ignore', stdout: { maxBytes: 100 }, stderr: 'inherit' },
       graceMs: 100,
@@ -68,6 +73,7 @@ describe('spawn: termination', () => {
       await expect(handle.waitForExit(AbortSignal.timeout(5000))).resolves.toBe(true);
     } finally {
       process.kill(parent, 'SIGKILL');
+      await uncontained.dispose();
     }
   });
 });
