@@ -28,9 +28,10 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // read a non-dumpable process's environment or memory through /proc.
   const nonDumpable = makeNonDumpable();
   const { table, generated } = loadTokens(config.tokenFile, defaultTokenFile());
-  const { app } = buildApp({ config, tokens: table });
+  const { app, registry } = buildApp({ config, tokens: table, ownsHostProcess: true });
   const address = await app.listen({ host: config.host, port: config.port });
-  app.log.info({ address, tokenFile: table.source, owners: table.owners, nonDumpable }, generated ? 'listening; a new token was written to the token file' : 'listening');
+  const containment = registry.runtime.containmentMode;
+  app.log.info({ address, tokenFile: table.source, owners: table.owners, nonDumpable, containment }, generated ? 'listening; a new token was written to the token file' : 'listening');
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return;
