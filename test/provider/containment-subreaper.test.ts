@@ -60,14 +60,29 @@ describe('subreaper containment', () => {
     await handle.done;
     await waitFor('the escapee', () => markerPids(m).length === 1);
     const [escapee] = markerPids(m);
-    // Reparented to this process, not to init.
-    expect(children().map((child) => child.pid)).toContain(escapee);
+    // Reparented to this process, not to init, once setsid's own process has exited.
+    await waitFor('the escapee to be reparented here', () => children().some((child) => child.pid === escapee));
     await expect(handle.waitForExit(AbortSignal.timeout(300))).resolves.toBe(false);
     handle.terminate();
     await expect(handle.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
     expect(markerPids(m)).toEqual([]);
     // Its exit was collected here: no zombie of it is left.
     await waitFor('the zombie to be reaped', () => !children().some((child) => child.pid === escapee), 10_000);
+  });
+
+  it('gives an orphan to the session whose pipes it holds while another runs, and ends it with that one only', async () => {
+    const m = marker();
+    const other = runtime.spawn(sh(`sleep ${marker()}`));
+    const owner = runtime.spawn(sh(`setsid -f sleep ${m}`));
+    await owner.done;
+    await waitFor('the escapee', () => markerPids(m).length === 1);
+    await expect(owner.waitForExit(AbortSignal.timeout(300))).resolves.toBe(false);
+    other.terminate();
+    await expect(other.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
+    expect(markerPids(m)).toHaveLength(1);
+    owner.terminate();
+    await expect(owner.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
+    expect(markerPids(m)).toEqual([]);
   });
 
   it('a terminal: terminate resolves only once a setsid -f escapee is gone', async () => {
