@@ -5,9 +5,12 @@
  * A child is born into its session's cgroup without a race: a spawn is
  * synchronous on the JS thread (child_process.spawn and node-pty's fork both
  * fork before they return), so this process moves itself into the session's
- * cgroup, spawns, and moves back in a `finally`. Nothing else of this process
+ * cgroup, spawns, and moves back in a `finally`. Nothing else on this thread
  * can fork in between, and the kernel keeps every descendant in the cgroup
- * whatever it does to its process group or session.
+ * whatever it does to its process group or session. (The move takes the
+ * process's other threads along for that moment: a worker thread of a host
+ * that starts children itself could start one into the session's cgroup. The
+ * daemon has none; a library host with such workers should know.)
  *
  * Controllers are never enabled (no `cgroup.subtree_control` writes), so the
  * rule that a cgroup with controllers has no processes of its own never
