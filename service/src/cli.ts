@@ -92,14 +92,14 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const { table, generated } = loadTokens(config.tokenFile, defaultTokenFile());
   let daemon: ReturnType<typeof buildApp>;
   try {
-    daemon = buildApp({ config, tokens: table });
+    daemon = buildApp({ config, tokens: table, ownsHostProcess: true });
   } catch (error) {
     const { code, path } = error as NodeJS.ErrnoException;
     // The TLS certificate and key are read here.
     if (typeof code === 'string' && typeof path === 'string') throw new StartError(`cannot read ${path} (${code})`);
     throw error;
   }
-  const { app } = daemon;
+  const { app, registry } = daemon;
   let address: string;
   try {
     address = await app.listen({ host: config.host, port: config.port });
@@ -111,7 +111,8 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // A string is a Unix socket path, which the daemon never binds.
   const bound = app.addresses().flatMap((entry) => (typeof entry === 'string' ? [] : [entry]));
   const addresses = reachableAt(bound, config.tlsCert === undefined ? 'http' : 'https');
-  app.log.info({ address, addresses, tokenFile: table.source, owners: table.owners, nonDumpable }, generated ? 'listening; a new token was written to the token file' : 'listening');
+  const containment = registry.runtime.containmentMode;
+  app.log.info({ address, addresses, tokenFile: table.source, owners: table.owners, nonDumpable, containment }, generated ? 'listening; a new token was written to the token file' : 'listening');
   if (!isLoopback(config.host)) {
     app.log.warn(
       { host: config.host, addresses, tls: config.tlsCert !== undefined },

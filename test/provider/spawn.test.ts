@@ -41,9 +41,11 @@ describe('spawn: termination', () => {
     }
   });
 
-  it('sees a group left with only zombies as gone', async () => {
+  it('sees a group left with only zombies as gone (no containment: the tree is the group)', async () => {
     // A member forks a child, moves itself to another group and never reaps:
     // the child stays a zombie of the original group after the leader exits.
+    // Contained, the member that moved is still the session's, and the tree runs on.
+    const uncontained = new LocalRuntime({ containment: 'none' });
     // The leader takes the pids through a pipe the member closes only once it
     // has moved, so the leader never exits first, however slowly perl starts.
     const script = [
@@ -54,7 +56,7 @@ describe('spawn: termination', () => {
       'close STDOUT;',
       'sleep 30;',
     ].join('\n');
-    const handle = runtime.spawn({
+    const handle = uncontained.spawn({
       argv: ['/bin/sh', '-c', 'pids=$(perl -e "$0" &); echo "$pids"', script],
       cwd: '/tmp',
       stdio: { stdin: 'ignore', stdout: { maxBytes: 100 }, stderr: 'inherit' },
@@ -71,6 +73,7 @@ describe('spawn: termination', () => {
       await expect(handle.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
     } finally {
       process.kill(parent, 'SIGKILL');
+      await uncontained.dispose();
     }
   });
 });

@@ -8,6 +8,10 @@
  * - `prctl(PR_SET_DUMPABLE, 0)`: a non-dumpable process's `/proc/<pid>` files
  *   belong to root, so a child of the same uid cannot read the daemon's
  *   environment or memory.
+ * - `prctl(PR_SET_CHILD_SUBREAPER, 1)` and `waitpid(pid, WNOHANG)`: where no
+ *   cgroup can be made, orphaned descendants of sessions are reparented to
+ *   this process instead of init, and their zombies are reaped here, since
+ *   Node only waits for the children it spawned itself.
  * @module
  */
 import { readdirSync } from 'node:fs';
@@ -17,6 +21,7 @@ import type Koffi from 'koffi';
 interface Libc {
   fcntl(fd: number, command: number, ...rest: unknown[]): number;
   prctl?: (option: number, a2: number, a3: number, a4: number, a5: number) => number;
+  waitpid(pid: number, status: null, options: number): number;
   errno(): number;
 }
 
@@ -27,6 +32,9 @@ const FD_CLOEXEC = 1;
 /** prctl options (Linux). */
 const PR_SET_DUMPABLE = 4;
 const PR_GET_DUMPABLE = 3;
+const PR_SET_CHILD_SUBREAPER = 36;
+/** waitpid option: return at once when the child has not exited. Linux and macOS. */
+const WNOHANG = 1;
 
 let loaded: Libc | undefined;
 
@@ -41,7 +49,8 @@ function libc(): Libc {
     process.platform === 'linux'
       ? (library.func('int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)') as Libc['prctl'])
       : undefined;
-  loaded = { fcntl, errno: () => koffi.errno(), ...(prctl === undefined ? {} : { prctl }) };
+  const waitpid = library.func('int waitpid(int pid, _Out_ int *status, int options)') as Libc['waitpid'];
+  loaded = { fcntl, waitpid, errno: () => koffi.errno(), ...(prctl === undefined ? {} : { prctl }) };
   return loaded;
 }
 
@@ -92,4 +101,25 @@ export function makeNonDumpable(): boolean {
   const prctl = libc().prctl;
   if (prctl === undefined) return false;
   return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) === 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) === 0;
+}
+
+/**
+ * Makes this process a child subreaper (Linux): a descendant whose parent dies
+ * is reparented to this process instead of init, so it stays findable and its
+ * exit is this process's to collect. Returns false where that is not possible.
+ */
+export function becomeChildSubreaper(): boolean {
+  if (process.platform !== 'linux') return false;
+  const prctl = libc().prctl;
+  return prctl !== undefined && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) === 0;
+}
+
+/**
+ * Collects the exit of child `pid` if it has exited, without blocking. True
+ * when it was reaped. Only for children nothing else waits for: Node and
+ * node-pty lose the exit status of a child reaped behind their backs.
+ */
+export function reapIfExited(pid: number): boolean {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  return libc().waitpid(pid, null, WNOHANG) === pid;
 }

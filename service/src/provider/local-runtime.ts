@@ -12,6 +12,10 @@ import type {
   SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
+import { CgroupContainment } from './containment/cgroup.ts';
+import { NO_CONTAINMENT, selectContainment, type Containment, type ContainmentChoice, type ContainmentMode, type SessionCell } from './containment/index.ts';
+import type { SessionRecorder } from './containment/journal.ts';
+import { SubreaperContainment } from './containment/subreaper.ts';
 import { ProviderError } from './errors.ts';
 import { closeInheritedDescriptorsOnExec } from './libc.ts';
 import { createInspector } from './inspect/index.ts';
@@ -53,7 +57,25 @@ export interface LocalRuntimeOptions {
   readonly platform?: NodeJS.Platform;
   /** Test hook: how a Windows process tree is ended. @default `taskkill /PID <pid> /T /F` */
   readonly taskkill?: (pid: number) => void;
+  /**
+   * How each terminal and process tree is contained, so that nothing it starts
+   * outlives it: `cgroup`, `subreaper`, `none`, a containment made with
+   * `selectContainment`, or `auto`: a cgroup where this host allows one
+   * (Linux, a writable cgroup v2 hierarchy), else none. `auto` never makes the
+   * host process a subreaper, which would change the fate of every orphan of
+   * the host, not only the sessions'; ask for `subreaper` for that.
+   * @default 'auto'
+   */
+  readonly containment?: ContainmentChoice | Containment;
+  /**
+   * Where the sessions are recorded for the next start after a crash (the
+   * daemon's state directory): the cgroup, or the sessions' processes.
+   */
+  readonly journal?: SessionRecorder;
 }
+
+/** Names of cells: one sequence per process, since cgroups and the subreaper are per process. */
+let lastSessionNumber = 0;
 
 /**
  * The subprocess seam on this host: detached process trees with pipe, inherit
@@ -69,6 +91,10 @@ export class LocalRuntime implements SubprocessRuntime {
   readonly #processes = new Set<ManagedProcess>();
   readonly #terminals = new Set<LocalTerminal>();
   #inspector: ProcessInspector | undefined;
+  #containment: Containment | undefined;
+  /** Cells this runtime made, by key, for the journal. */
+  readonly #keys = new Set<string>();
+  #unwatchMembers: (() => void) | undefined;
   #disposing: Promise<void> | undefined;
   #exitListener: (() => void) | undefined;
 
@@ -80,6 +106,13 @@ export class LocalRuntime implements SubprocessRuntime {
       ...(options.spillFileSystem !== undefined ? { fs: options.spillFileSystem } : {}),
     });
     this.#inspector = options.inspector;
+    // An explicit choice that this host cannot give fails here, not at the first spawn.
+    if (options.containment !== undefined && options.containment !== 'auto') this.#getContainment();
+  }
+
+  /** How this runtime's sessions are contained. */
+  get containmentMode(): ContainmentMode {
+    return this.#getContainment().mode;
   }
 
   /** Whether terminals on this host can prove that a foreground group waits for input. */
@@ -112,8 +145,16 @@ export class LocalRuntime implements SubprocessRuntime {
     assertStdio(spec.stdio);
     const env = this.childEnvironment(spec.env);
     this.#sealDescriptors();
-    const handle = new ManagedProcess(spec, env, this.#processHost(), hooks);
-    this.#own(this.#processes, handle, async () => {
+    const { key, cell } = this.#createCell();
+    let handle: ManagedProcess;
+    try {
+      handle = new ManagedProcess(spec, env, { ...this.#processHost(), cell }, hooks);
+    } catch (error) {
+      cell?.remove();
+      throw error;
+    }
+    this.#recordRoot(key, handle.pid);
+    this.#own(this.#processes, handle, key, async () => {
       await handle.done.catch(() => undefined);
       await handle.waitForExit();
     });
@@ -146,19 +187,28 @@ export class LocalRuntime implements SubprocessRuntime {
       throw new ProviderError('EXECUTABLE_NOT_FOUND', `terminal program ${file} ${where}`);
     }
     this.#sealDescriptors();
-    const terminal = new LocalTerminal({
-      file,
-      args: spec.argv.slice(1),
-      cwd: spec.cwd,
-      env,
-      rows: spec.rows,
-      cols: spec.cols,
-      graceMs: spec.graceMs,
-      inspector,
-      ...(this.#options.inputBacklogBytes === undefined ? {} : { inputBacklogBytes: this.#options.inputBacklogBytes }),
-    });
+    const { key, cell } = this.#createCell();
+    let terminal: LocalTerminal;
+    try {
+      terminal = new LocalTerminal({
+        file,
+        args: spec.argv.slice(1),
+        cwd: spec.cwd,
+        env,
+        rows: spec.rows,
+        cols: spec.cols,
+        graceMs: spec.graceMs,
+        inspector,
+        cell,
+        ...(this.#options.inputBacklogBytes === undefined ? {} : { inputBacklogBytes: this.#options.inputBacklogBytes }),
+      });
+    } catch (error) {
+      cell?.remove();
+      throw error;
+    }
+    this.#recordRoot(key, terminal.pid);
     // A published terminal is released only once it exited and its session was swept.
-    this.#own(this.#terminals, terminal, async () => {
+    this.#own(this.#terminals, terminal, key, async () => {
       await terminal.done;
       // After the callers awaiting done have run: the sweep is not their latency.
       await new Promise((resolve) => setImmediate(resolve));
@@ -198,6 +248,8 @@ export class LocalRuntime implements SubprocessRuntime {
     this.#processes.clear();
     this.#terminals.clear();
     this.#updateExitListener();
+    this.#unwatchMembers?.();
+    this.#unwatchMembers = undefined;
     if (failures.length === 1) throw failures[0];
     if (failures.length > 1) throw new AggregateError(failures, 'local subprocess teardown failed');
   }
@@ -222,12 +274,51 @@ export class LocalRuntime implements SubprocessRuntime {
     return this.#inspector;
   }
 
+  /** The containment, chosen on first use; the journal learns where sessions are kept. */
+  #getContainment(): Containment {
+    if (this.#containment !== undefined) return this.#containment;
+    const choice = this.#options.containment ?? 'auto';
+    let containment: Containment;
+    if (typeof choice === 'object') containment = choice;
+    // An injected platform has only its own rules: this host's cgroups are not its.
+    else if (this.platform !== process.platform && (choice === 'auto' || choice === 'none')) containment = NO_CONTAINMENT;
+    else containment = selectContainment(choice, { platform: this.platform }).containment;
+    this.#containment = containment;
+    const journal = this.#options.journal;
+    if (journal !== undefined && containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+    if (journal !== undefined && containment instanceof SubreaperContainment) {
+      this.#unwatchMembers = containment.watchMembers((key, members) => {
+        if (this.#keys.has(key)) journal.record(key, members);
+      });
+    }
+    return containment;
+  }
+
+  #createCell(): { key: string; cell: SessionCell | undefined } {
+    lastSessionNumber += 1;
+    const key = `s-${lastSessionNumber}`;
+    this.#keys.add(key);
+    return { key, cell: this.#getContainment().create(key) };
+  }
+
+  /**
+   * Without a containment the journal records the top-level process itself:
+   * a later start ends it, its tree and what it leads, if it still runs.
+   */
+  #recordRoot(key: string, pid: number): void {
+    const journal = this.#options.journal;
+    if (journal === undefined || pid <= 0 || this.#getContainment().mode !== 'none') return;
+    const identity = this.#getInspector().identity(pid);
+    if (identity !== undefined) journal.record(key, [identity]);
+  }
+
   #processHost(): ProcessHost {
     const platform = this.platform;
     return {
       platform,
       spill: this.#spill,
       groupHasLiveMembers: (pgid) => (platform === 'linux' ? this.#getInspector().groupHasLiveMembers(pgid) : undefined),
+      processGroups: () => new Map(this.#getInspector().snapshot().filter((row) => row.alive).map((row) => [row.identity.pid, row.pgrp])),
       taskkill:
         this.#options.taskkill ??
         ((pid) => {
@@ -238,11 +329,14 @@ export class LocalRuntime implements SubprocessRuntime {
   }
 
   /** Keeps `handle` in `set` until `release` resolves; a failed release keeps it for disposal. */
-  #own<T>(set: Set<T>, handle: T, release: () => Promise<void>): void {
+  #own<T>(set: Set<T>, handle: T, key: string, release: () => Promise<void>): void {
     set.add(handle);
     this.#updateExitListener();
     release().then(
       () => {
+        // Nothing of it runs: there is nothing to record for a later start.
+        this.#options.journal?.record(key, undefined);
+        this.#keys.delete(key);
         if (this.#disposing !== undefined) return;
         set.delete(handle);
         this.#updateExitListener();

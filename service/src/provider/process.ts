@@ -3,8 +3,11 @@
  *
  * On POSIX the child leads its own process group (spawned detached), so the
  * tree is that group: signals go to `-pid`, and the tree is gone when no
- * member is left. On Windows the tree is the root's process tree, ended with
- * `taskkill /T /F`.
+ * member is left. With a containment cell (a cgroup, or the subreaper's
+ * tracking) the tree is the cell: what left the group (setsid, job control)
+ * is signalled too, SIGKILL kills the cell whole, and the tree is gone only
+ * once the cell is empty. On Windows the tree is the root's process tree,
+ * ended with `taskkill /T /F`.
  * @module
  */
 import { spawn as spawnChild, type ChildProcess, type StdioOptions } from 'node:child_process';
@@ -18,6 +21,7 @@ import type {
   SubprocessSpawnSpec,
 } from '@execworld/sdk/seam';
 import { OutputCollector, type SpillDirectory } from './collector.ts';
+import type { SessionCell } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
 import { cwdError } from './validate.ts';
 
@@ -35,6 +39,10 @@ export interface ProcessHost {
   groupHasLiveMembers(pgid: number): boolean | undefined;
   /** Windows: ends the tree of `pid` (`taskkill /PID pid /T /F`), ignoring every outcome. */
   taskkill(pid: number): void;
+  /** The containment cell the process is spawned into and owns from then on; POSIX only. */
+  readonly cell?: SessionCell | undefined;
+  /** The process group of each live process, from one reading of the process table. */
+  processGroups?(): ReadonlyMap<number, number | undefined>;
 }
 
 function isCollect(mode: SubprocessOutputMode): mode is SubprocessCollect {
@@ -70,6 +78,7 @@ export class ManagedProcess implements SubprocessHandle {
   readonly #graceMs: number;
   readonly #child: ChildProcess | undefined;
   readonly #collectors = new Map<'stdout' | 'stderr', OutputCollector>();
+  readonly #cell: SessionCell | undefined;
   #resolve!: (outcome: SubprocessOutcome) => void;
   #reject!: (error: Error) => void;
   #settled = false;
@@ -86,6 +95,7 @@ export class ManagedProcess implements SubprocessHandle {
   constructor(spec: SubprocessSpawnSpec, env: Record<string, string>, host: ProcessHost, hooks: SpawnHooks = {}) {
     this.#host = host;
     this.#graceMs = spec.graceMs;
+    this.#cell = host.platform === 'win32' ? undefined : host.cell;
     this.done = new Promise<SubprocessOutcome>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -96,18 +106,23 @@ export class ManagedProcess implements SubprocessHandle {
       this.collected = {};
       this.#settled = true;
       this.#gone = true;
+      this.#cell?.remove();
       this.#reject(cwdFailure);
       this.spawned = this.done.then(() => undefined);
       this.spawned.catch(() => undefined);
       return;
     }
-    const child = spawnChild(spec.argv[0]!, spec.argv.slice(1), {
-      cwd: spec.cwd,
-      env,
-      stdio: nodeStdio(spec),
-      detached: host.platform !== 'win32',
-      windowsHide: true,
-    });
+    const start = (): ChildProcess =>
+      spawnChild(spec.argv[0]!, spec.argv.slice(1), {
+        cwd: spec.cwd,
+        env,
+        stdio: nodeStdio(spec),
+        detached: host.platform !== 'win32',
+        windowsHide: true,
+      });
+    // Only the fork itself runs inside: the child is born in the cell, and nothing else of this process is.
+    const child = this.#cell === undefined ? start() : this.#cell.spawnInside(start);
+    if (child.pid !== undefined) this.#cell?.attach(child.pid);
     this.#child = child;
     this.pid = child.pid ?? -1;
     // 'spawn' comes before any 'exit'; a spawn that failed rejects done, and this with it.
@@ -219,13 +234,36 @@ export class ManagedProcess implements SubprocessHandle {
       this.#host.taskkill(this.pid);
       return;
     }
-    try {
-      process.kill(-this.pid, signal);
-    } catch (_groupFailure) {
+    const cell = this.#cell;
+    // With a cell the group may be long gone while escapees run: its id is signalled only while it is the tree's.
+    const group = cell === undefined || this.#groupAlive();
+    if (group) {
       try {
-        this.#child?.kill(signal);
-      } catch (_childFailure) {
-        // Nothing left to signal.
+        process.kill(-this.pid, signal);
+      } catch (_groupFailure) {
+        try {
+          this.#child?.kill(signal);
+        } catch (_childFailure) {
+          // Nothing left to signal.
+        }
+      }
+    }
+    if (cell === undefined) return;
+    if (signal === 'SIGKILL') {
+      cell.kill();
+      return;
+    }
+    // Members that left the group get the same chance to end cleanly; those in it already
+    // have their signal, and a second would run a handler twice. (A pid read from the cell
+    // could only name another process if it died and its number came round again between
+    // the read and the signal.)
+    const groups = group ? this.#host.processGroups?.() : undefined;
+    for (const pid of cell.pids()) {
+      if (groups?.get(pid) === this.pid) continue;
+      try {
+        process.kill(pid, signal);
+      } catch (_error) {
+        // Gone meanwhile.
       }
     }
   }
@@ -233,6 +271,14 @@ export class ManagedProcess implements SubprocessHandle {
   #treeAlive(): boolean {
     if (this.#gone || this.pid <= 0) return false;
     if (this.#host.platform === 'win32') return !this.#childExited;
+    // The cell holds everything the process started, whatever group or session it is in now.
+    if (this.#cell !== undefined) return !this.#cell.isEmpty();
+    return this.#groupAlive();
+  }
+
+  /** Whether the process group still has a live member. */
+  #groupAlive(): boolean {
+    if (this.pid <= 0) return false;
     try {
       process.kill(-this.pid, 0);
     } catch (error) {
@@ -252,6 +298,8 @@ export class ManagedProcess implements SubprocessHandle {
       const check = (): boolean => {
         if (this.#treeAlive()) return false;
         this.#gone = true;
+        // Nothing will be spawned into it again, and nothing of it runs.
+        this.#cell?.remove();
         // The group id may be reused from now on: the SIGKILL must not fire.
         clearTimeout(this.#killTimer);
         this.#killTimer = undefined;
@@ -286,6 +334,7 @@ export class ManagedProcess implements SubprocessHandle {
     if (this.#settled) return;
     this.#finish();
     this.#gone = true;
+    this.#cell?.remove();
     this.#reject(error);
   }
 }

@@ -84,6 +84,11 @@ export interface PtySpawnOptions {
   readonly cwd: string;
   readonly cols: number;
   readonly rows: number;
+  /**
+   * Runs the fork, which is synchronous, e.g. inside a session's cgroup. Only
+   * the fork itself: the rest of the setup is this process's own business.
+   */
+  readonly spawnInside?: <T>(spawn: () => T) => T;
 }
 
 /** Exit facts as the kernel reports them: a code, or a signal number. */
@@ -136,19 +141,21 @@ export class UnixPty {
     this.#events = events;
     const { native, helperPath } = nativePty();
     const env = Object.entries(options.env).map(([name, value]) => `${name}=${value}`);
-    const term = native.fork(
-      options.file,
-      [...options.args],
-      env,
-      options.cwd,
-      options.cols,
-      options.rows,
-      -1,
-      -1,
-      true,
-      helperPath,
-      (exitCode, signal) => this.#onChildExit({ exitCode, signal }),
-    );
+    const fork = (): ReturnType<NativePty['fork']> =>
+      native.fork(
+        options.file,
+        [...options.args],
+        env,
+        options.cwd,
+        options.cols,
+        options.rows,
+        -1,
+        -1,
+        true,
+        helperPath,
+        (exitCode, signal) => this.#onChildExit({ exitCode, signal }),
+      );
+    const term = options.spawnInside === undefined ? fork() : options.spawnInside(fork);
     this.pid = term.pid;
     this.device = term.pty;
     this.#fd = term.fd;

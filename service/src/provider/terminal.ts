@@ -6,6 +6,11 @@
  * Cleanup is fenced on identities (pid + start time): the handle tracks every
  * process it has seen in the terminal's tree or session, keeps tracking those
  * that reparent away, and never signals a pid whose start time changed.
+ *
+ * With a containment cell the terminal is born into it, and terminate ends
+ * what the cell still holds after the session's own cleanup (processes that
+ * left the session with setsid): TERM, grace, then the cell is killed whole.
+ * It resolves only once the cell is empty.
  * @module
  */
 import { constants as osConstants } from 'node:os';
@@ -17,6 +22,7 @@ import type {
   SubprocessTerminalHandle,
   SubprocessTerminalSignal,
 } from '@execworld/sdk/seam';
+import type { SessionCell } from './containment/containment.ts';
 import { CleanupError, ProviderError } from './errors.ts';
 import { ProcessIndex, type ProcessIdentity, type ProcessInspector, type ProcessRow, type TerminalDevice } from './inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
@@ -41,6 +47,8 @@ export const MAX_TERMINAL_SIZE = 65_535;
 const CLEANUP_POLL_MS = 5;
 /** SIGKILL rounds against members forked while earlier ones died. */
 const KILL_ROUNDS = 8;
+/** Least time a killed cell is given to empty (processes in uninterruptible sleep die late). */
+const CELL_KILL_WAIT_MS = 5000;
 
 /** Output buffered for a slow reader before the terminal is paused. */
 const OUTPUT_HIGH_WATER_BYTES = 64 * 1024;
@@ -58,6 +66,8 @@ export interface TerminalOptions {
   readonly inspector: ProcessInspector;
   /** Input bytes waiting for the program to read them, at most. @default DEFAULT_INPUT_BACKLOG_BYTES */
   readonly inputBacklogBytes?: number;
+  /** The containment cell the terminal is born into and owns from then on. */
+  readonly cell?: SessionCell | undefined;
 }
 
 function signalName(signal: number): NodeJS.Signals | null {
@@ -83,6 +93,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   /** The top-level process, when its identity could be read at start. */
   readonly #root: ProcessIdentity | undefined;
   readonly #tracked = new Map<string, ProcessIdentity>();
+  readonly #cell: SessionCell | undefined;
   /** When the top-level process exited, in the inspector's clock ticks. */
   #exitTicks: number | undefined;
   #exited = false;
@@ -93,17 +104,28 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     this.#inspector = options.inspector;
     this.#graceMs = options.graceMs;
     this.#inputBacklogBytes = options.inputBacklogBytes ?? DEFAULT_INPUT_BACKLOG_BYTES;
+    this.#cell = options.cell;
     // The reader's demand drives the terminal: a full buffer pauses it, a read resumes it.
     this.output = new Readable({ highWaterMark: OUTPUT_HIGH_WATER_BYTES, read: () => this.#pty.resume() });
     this.done = new Promise((resolve) => {
       this.#resolveDone = resolve;
     });
+    const cell = options.cell;
     this.#pty = new UnixPty(
-      { file: options.file, args: options.args, env: options.env, cwd: options.cwd, cols: options.cols, rows: options.rows },
+      {
+        file: options.file,
+        args: options.args,
+        env: options.env,
+        cwd: options.cwd,
+        cols: options.cols,
+        rows: options.rows,
+        ...(cell === undefined ? {} : { spawnInside: <T>(spawn: () => T): T => cell.spawnInside(spawn) }),
+      },
       { onData: (chunk) => this.#onData(chunk), onExit: (exit) => this.#onExit(exit) },
     );
     this.pid = this.#pty.pid;
     this.device = this.#pty.device;
+    cell?.attach(this.pid, [this.device]);
     this.#terminalDevice = this.#inspector.terminalDevice(this.device);
     this.#root = this.#inspector.identity(this.pid);
   }
@@ -195,6 +217,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     kill(this.#refresh());
     if (!this.#exited) this.#signalShell('SIGKILL');
     kill(this.#refresh());
+    this.#cell?.kill();
   }
 
   #foreground(): TerminalForeground | undefined {
@@ -290,7 +313,48 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     const survivors = await this.#stopDescendants();
     const left = union(survivors, this.#refresh());
     if (left.length > 0) throw survivorsError(left);
+    await this.#emptyCell();
     this.#pty.close();
+  }
+
+  /**
+   * Ends what the cell still holds once the session's own members are gone:
+   * processes that left the session (setsid) and were never tracked. TERM and
+   * CONT, the grace, then the whole cell is killed.
+   */
+  async #emptyCell(): Promise<void> {
+    const cell = this.#cell;
+    if (cell === undefined) return;
+    if (!cell.isEmpty()) {
+      for (const pid of cell.pids()) {
+        // A pid read from the cell names another process only if its number came round between the read and the signal.
+        for (const signal of ['SIGTERM', 'SIGCONT'] as const) {
+          try {
+            process.kill(pid, signal);
+          } catch (_error) {
+            // Gone meanwhile.
+          }
+        }
+      }
+      if (!(await this.#cellEmptyWithin(cell, this.#graceMs))) {
+        cell.kill();
+        if (!(await this.#cellEmptyWithin(cell, Math.max(this.#graceMs, CELL_KILL_WAIT_MS)))) {
+          const pids = cell.pids();
+          throw new CleanupError(`terminal cleanup failed; surviving pids: ${pids.join(', ')}`, pids);
+        }
+      }
+    }
+    cell.remove();
+  }
+
+  async #cellEmptyWithin(cell: SessionCell, ms: number): Promise<boolean> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      if (cell.isEmpty()) return true;
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) return false;
+      await sleep(Math.min(CLEANUP_POLL_MS, remaining));
+    }
   }
 
   async #exitWithin(ms: number): Promise<boolean> {

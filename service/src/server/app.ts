@@ -12,6 +12,10 @@ import Fastify, { LogController, type FastifyInstance, type FastifyRequest } fro
 import { pino, type Logger } from 'pino';
 import { ERROR_CATALOG, OPERATION_LIST, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
+import { CgroupContainment } from '../provider/containment/cgroup.ts';
+import { selectContainment } from '../provider/containment/index.ts';
+import { recoverSessions, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
+import { LinuxInspector } from '../provider/inspect/linux.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import { allowedEnvironment } from './child-env.ts';
@@ -42,6 +46,13 @@ export interface AppOptions {
   readonly logger?: Logger;
   /** @default a LocalRuntime over this host */
   readonly runtime?: LocalRuntime;
+  /**
+   * The daemon is the whole host process (`execworld serve`): it starts
+   * children only for sessions, so the subreaper fallback may take every
+   * orphan reparented to it as a session's. Not so for a daemon inside a
+   * process that starts children of its own (a test). @default false
+   */
+  readonly ownsHostProcess?: boolean;
   readonly version?: string;
 }
 
@@ -93,6 +104,54 @@ function spillDirectory(config: Config, log: Logger): string {
   return directory;
 }
 
+/**
+ * The daemon's runtime: its sessions contained as well as this host allows,
+ * and recorded in the state directory, so that the next
+ * daemon ends them if this one dies without doing so. `recover` ends what
+ * daemons that died left, and must run before the first session starts.
+ */
+function daemonRuntime(config: Config, log: Logger, ownsHostProcess: boolean): { runtime: LocalRuntime; recover: () => Promise<void>; close: () => void } {
+  const stateDir = config.stateDir ?? defaultStateDir();
+  const selection = selectContainment(config.containment, { subreaperFallback: true, claimOrphans: ownsHostProcess });
+  const containment = selection.containment;
+  const journalDirectory = join(stateDir, 'sessions');
+  const self = process.platform === 'linux' ? new LinuxInspector().identity(process.pid) : undefined;
+  // Made only after the recovery: a dead daemon's record must be read before anything is written.
+  let journal: SessionJournal | undefined;
+  const recorder: SessionRecorder = {
+    setCgroup: (directory) => journal?.setCgroup(directory),
+    record: (key, members) => journal?.record(key, members),
+  };
+  const runtime = new LocalRuntime({
+    // Read once: children start from the allowlisted part of the daemon's environment as it started.
+    ambientEnv: allowedEnvironment(process.env, config.passEnv),
+    inputBacklogBytes: config.inputBacklogBytes,
+    spillParent: spillDirectory(config, log),
+    containment,
+    journal: recorder,
+  });
+  const recover = async (): Promise<void> => {
+    if (self === undefined) {
+      log.info({ containment: containment.mode, reason: selection.cgroupUnavailable }, 'sessions are not contained: no cgroup and no subreaper on this platform');
+      return;
+    }
+    const report = await recoverSessions(journalDirectory, { self });
+    const swept = containment instanceof CgroupContainment ? await containment.sweepStale() : [];
+    if (report.journals.length > 0 || swept.length > 0) log.warn({ ...report, cgroups: [...report.cgroups, ...swept] }, 'ended the sessions of daemons that died without ending them');
+    journal = new SessionJournal(journalDirectory, self);
+    if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+    log.info(
+      {
+        containment: containment.mode,
+        ...(containment instanceof CgroupContainment ? { cgroup: containment.directory } : {}),
+        ...(selection.cgroupUnavailable === undefined ? {} : { cgroupUnavailable: selection.cgroupUnavailable }),
+      },
+      `sessions are contained: ${containment.mode}`,
+    );
+  };
+  return { runtime, recover, close: () => journal?.close() };
+}
+
 function processExists(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -134,14 +193,8 @@ export function buildApp(options: AppOptions): Daemon {
     ...(https === null ? { http: server } : { https }),
   }) as unknown as FastifyInstance;
 
-  const runtime =
-    options.runtime ??
-    new LocalRuntime({
-      // Read once: children start from the allowlisted part of the daemon's environment as it started.
-      ambientEnv: allowedEnvironment(process.env, config.passEnv),
-      inputBacklogBytes: config.inputBacklogBytes,
-      spillParent: spillDirectory(config, logger),
-    });
+  const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess === true) : undefined;
+  const runtime = options.runtime ?? own!.runtime;
   const registry = new SessionRegistry(runtime, config, logger);
   const hub = new WebSocketHub({
     registry,
@@ -204,8 +257,13 @@ export function buildApp(options: AppOptions): Daemon {
     hub.closeAll();
     done();
   });
+  app.addHook('onReady', async () => {
+    await own?.recover();
+  });
   app.addHook('onClose', async () => {
     await registry.shutdown();
+    // Every session ended: nothing is left for a later start to end.
+    own?.close();
   });
 
   void app.register(websocket, {

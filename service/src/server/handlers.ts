@@ -82,6 +82,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
       exactInputWait: ctx.registry.runtime.exactInputWait,
       processes: true,
       websocket: true,
+      containment: ctx.registry.runtime.containmentMode,
     },
   }),
 

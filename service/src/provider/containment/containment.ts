@@ -1,0 +1,55 @@
+/**
+ * Containment: everything a session starts belongs to it until it is gone,
+ * including processes that leave its process group or POSIX session (setsid,
+ * job control) and are reparented away from its tree.
+ *
+ * One strategy is chosen per runtime:
+ * - `cgroup` (Linux, a writable cgroup v2 hierarchy): each session gets a
+ *   cgroup its children are born into; the kernel keeps every descendant in
+ *   it, tells exactly when it is empty, and kills it whole (`cgroup.kill`).
+ * - `subreaper` (Linux, where no cgroup can be made): the host process is a
+ *   child subreaper, so orphaned descendants are reparented to it and stay
+ *   findable; each session tracks the identities of what it was seen to start.
+ * - `none`: no containment beyond the process group / session rules of the
+ *   handles themselves.
+ * @module
+ */
+
+export type ContainmentMode = 'cgroup' | 'subreaper' | 'none';
+
+/** One session's container: a cgroup, or the set of processes tracked for it. */
+export interface SessionCell {
+  /** The name the session was created with. */
+  readonly key: string;
+  /**
+   * Runs `spawn`, which must start the session's top-level process
+   * synchronously, so that the process is born inside the cell.
+   */
+  spawnInside<T>(spawn: () => T): T;
+  /**
+   * Records the session's top-level process once it was spawned; `stdio`
+   * names what its fds 0-2 are when the caller knows better than /proc
+   * can tell yet (a terminal's device).
+   */
+  attach(pid: number, stdio?: readonly string[]): void;
+  /** True once nothing of the session runs any more (zombies do not count). */
+  isEmpty(): boolean;
+  /** The pids of the session's live processes, at this moment. */
+  pids(): number[];
+  /** SIGKILLs everything in the cell (`cgroup.kill`), escapees included. Synchronous. */
+  kill(): void;
+  /** Releases the cell once it is empty and nothing will be spawned into it. Idempotent. */
+  remove(): void;
+}
+
+export interface Containment {
+  readonly mode: ContainmentMode;
+  /** A new cell, or undefined in mode `none`. */
+  create(sessionKey: string): SessionCell | undefined;
+}
+
+/** The containment of mode `none`: no cells. */
+export const NO_CONTAINMENT: Containment = Object.freeze({
+  mode: 'none' as const,
+  create: () => undefined,
+});

@@ -1,0 +1,70 @@
+/**
+ * Chooses the containment of a runtime. The only place the strategies are
+ * picked.
+ * @module
+ */
+import { hostCgroupContainment } from './cgroup.ts';
+import { NO_CONTAINMENT, type Containment, type ContainmentMode } from './containment.ts';
+import { hostSubreaperContainment } from './subreaper.ts';
+
+export type { Containment, ContainmentMode, SessionCell } from './containment.ts';
+export { NO_CONTAINMENT } from './containment.ts';
+
+/** What a runtime asks for: a mode, or `auto` for the best one this host allows. */
+export type ContainmentChoice = 'auto' | ContainmentMode;
+
+export interface ContainmentSelection {
+  readonly containment: Containment;
+  /** Why `auto` did not get a cgroup, when it did not. */
+  readonly cgroupUnavailable?: string;
+}
+
+export interface SelectOptions {
+  /**
+   * Whether `auto` falls back to the subreaper where no cgroup can be made.
+   * Being a subreaper changes the fate of every orphan of the host process,
+   * not only the sessions', so a host opts in. @default false
+   */
+  readonly subreaperFallback?: boolean;
+  /** See SubreaperContainmentOptions.claimOrphans. @default false */
+  readonly claimOrphans?: boolean;
+  /** @default process.platform */
+  readonly platform?: NodeJS.Platform;
+}
+
+/**
+ * The containment for `choice`. `auto` takes a cgroup where one can be made,
+ * else the subreaper when `subreaperFallback`, else none.
+ * @throws when an explicit `cgroup` or `subreaper` is not possible here.
+ */
+export function selectContainment(choice: ContainmentChoice, options: SelectOptions = {}): ContainmentSelection {
+  const platform = options.platform ?? process.platform;
+  const subreaper = (): Containment => hostSubreaperContainment(options.claimOrphans === true ? { claimOrphans: true } : {});
+  switch (choice) {
+    case 'none':
+      return { containment: NO_CONTAINMENT };
+    case 'cgroup':
+      if (platform !== 'linux') throw new Error(`cgroup containment is Linux only, not ${platform}`);
+      return { containment: hostCgroupContainment() };
+    case 'subreaper':
+      if (platform !== 'linux') throw new Error(`subreaper containment is Linux only, not ${platform}`);
+      return { containment: subreaper() };
+    case 'auto': {
+      if (platform !== 'linux') return { containment: NO_CONTAINMENT, cgroupUnavailable: `not Linux (${platform})` };
+      let reason: string;
+      try {
+        return { containment: hostCgroupContainment() };
+      } catch (error) {
+        reason = (error as Error).message;
+      }
+      if (options.subreaperFallback === true) {
+        try {
+          return { containment: subreaper(), cgroupUnavailable: reason };
+        } catch (_error) {
+          // Neither: no containment.
+        }
+      }
+      return { containment: NO_CONTAINMENT, cgroupUnavailable: reason };
+    }
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * Containment with a cgroup per session: what a session starts never outlives
+ * it, even when it leaves the process group and the POSIX session (setsid,
+ * job control) and is reparented away from the tree.
+ */
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { SubprocessSpawnSpec } from '@execworld/sdk/seam';
+import { LocalRuntime } from '@execworld/service';
+import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
+import { openBash } from '../helpers/terminal.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+const runtime = new LocalRuntime();
+afterAll(() => runtime.dispose());
+
+const markers: string[] = [];
+afterEach(() => {
+  for (const marker of markers.splice(0)) killMarked(marker);
+});
+function marker(): string {
+  const value = uniqueSleepMarker();
+  markers.push(value);
+  return value;
+}
+
+const sh = (script: string, shell = '/bin/sh'): SubprocessSpawnSpec => ({
+  argv: [shell, '-c', script],
+  cwd: '/tmp',
+  stdio: { stdin: 'ignore', stdout: { maxBytes: 4096 }, stderr: { maxBytes: 4096 } },
+  graceMs: 1000,
+});
+
+describe('containment: managed processes', () => {
+  for (const [name, spec] of [
+    ['setsid -f', (m: string) => sh(`setsid -f sleep ${m}`)],
+    ['a setsid in a background subshell', (m: string) => sh(`(setsid sleep ${m} &)`)],
+    // dash turns job control off without a terminal; bash puts the job in a group of its own.
+    ['a job in its own process group (set -m)', (m: string) => sh(`set -m; sleep ${m} & exit 0`, '/bin/bash')],
+  ] as const) {
+    it(`keeps the tree alive while ${name} runs, and terminate ends it`, async () => {
+      const m = marker();
+      const handle = runtime.spawn(spec(m));
+      await expect(handle.done).resolves.toEqual({ exitCode: 0, signal: null });
+      await waitFor('the escapee', () => markerPids(m).length === 1);
+      // The escapee provably runs (300 s), so the tree cannot be reported gone.
+      await expect(handle.waitForExit(AbortSignal.timeout(300))).resolves.toBe(false);
+      expect(handle.treeExited).toBe(false);
+      handle.terminate();
+      await expect(handle.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
+      expect(handle.treeExited).toBe(true);
+      expect(markerPids(m)).toEqual([]);
+    });
+  }
+
+  it('waitForExit answers true once the escapee ends by itself, without a terminate', async () => {
+    const m = marker();
+    const handle = runtime.spawn(sh(`setsid -f sleep ${m}`));
+    await handle.done;
+    await waitFor('the escapee', () => markerPids(m).length === 1);
+    await expect(handle.waitForExit(AbortSignal.timeout(300))).resolves.toBe(false);
+    killMarked(m);
+    await expect(handle.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
+  });
+});
+
+describe('containment: terminals', () => {
+  for (const [name, line] of [
+    ['setsid -f', (m: string) => `setsid -f sleep ${m}`],
+    ['a job that ignores SIGHUP in its own group (set -m)', (m: string) => `set -m; (trap '' HUP TERM; exec sleep ${m}) & disown`],
+  ] as const) {
+    it(`terminate resolves only once ${name} is gone`, async () => {
+      const m = marker();
+      const shell = await openBash(runtime, { graceMs: 500 });
+      await shell.run(line(m));
+      await waitFor('the escapee', () => markerPids(m).length === 1);
+      await shell.terminal.terminate();
+      // No waiting: terminate itself answers only once nothing of the session runs.
+      expect(markerPids(m)).toEqual([]);
+    });
+  }
+
+  it('ends an escapee when the shell exits by itself', async () => {
+    const m = marker();
+    const shell = await openBash(runtime);
+    await shell.run(`setsid -f sleep ${m}`);
+    await waitFor('the escapee', () => markerPids(m).length === 1);
+    await shell.terminal.write('exit\r');
+    await shell.terminal.done;
+    // The runtime sweeps the ended terminal's session on its own.
+    await waitFor('the escapee to be ended', () => markerPids(m).length === 0, 20_000);
+  });
+});

@@ -1,0 +1,60 @@
+/**
+ * A daemon that dies without cleaning up (SIGKILL) leaves its sessions
+ * running; the next daemon on the same state directory ends them at start.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
+import { pidAlive, waitFor } from '../helpers/wait.ts';
+
+const markers: string[] = [];
+const daemons: DaemonProcess[] = [];
+afterEach(async () => {
+  for (const daemon of daemons.splice(0)) if (pidAlive(daemon.pid)) await daemon.stop();
+  for (const marker of markers.splice(0)) killMarked(marker);
+});
+
+async function call(daemon: DaemonProcess, method: string, path: string, body?: unknown): Promise<any> {
+  const response = await fetch(`${daemon.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${daemon.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const parsed: unknown = await response.json();
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(parsed)}`);
+  return parsed;
+}
+
+describe('restart after a daemon was SIGKILLed', () => {
+  for (const mode of ['auto', 'subreaper'] as const) {
+    it(`ends the sessions the dead daemon left (containment ${mode})`, async () => {
+      const marker = uniqueSleepMarker();
+      markers.push(marker);
+      const stateDir = mkdtempSync(join(tmpdir(), 'execworld-restart-'));
+      const args = ['--state-dir', stateDir, ...(mode === 'auto' ? [] : ['--containment', mode])];
+      const first = await startDaemon(args);
+      daemons.push(first);
+      // The daemon's death hangs the terminal up: only a program that ignores SIGHUP outlives it.
+      await call(first, 'POST', '/v1/terminals', { argv: ['/bin/sh', '-c', `trap '' HUP; sleep ${marker}`], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
+      const tree = await call(first, 'POST', '/v1/processes', {
+        argv: ['/bin/sh', '-c', `setsid -f sleep ${marker}; sleep ${marker}`],
+        cwd: '/tmp',
+        stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+        graceMs: 1000,
+      });
+      await waitFor('three sleeps', () => markerPids(marker).length === 3);
+      // The daemon has seen the whole tree, the escapee included, once it says the tree still runs.
+      expect(await call(first, 'POST', `/v1/processes/${tree.id}/wait`, { timeoutMs: 300 })).toEqual({ treeExited: false });
+      process.kill(first.pid, 'SIGKILL');
+      await waitFor('the daemon to die', () => !pidAlive(first.pid));
+      expect(markerPids(marker)).toHaveLength(3);
+
+      const second = await startDaemon(args);
+      daemons.push(second);
+      await waitFor('the left sessions to end', () => markerPids(marker).length === 0, 20_000);
+    });
+  }
+});
