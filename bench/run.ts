@@ -249,23 +249,26 @@ if (enabled('dsh-bulk')) {
   const providers: BulkProvider[] = ['reference', 'local', 'remote'];
   const table = new RoundTable();
   const incomplete = new Map<string, number>();
+  const firstLines = new Map<string, number[]>();
   for (let round = 0; round < Math.min(rounds, 3); round += 1) {
     // Rotated so no provider always runs first.
     for (const provider of [...providers.slice(round % 3), ...providers.slice(0, round % 3)]) {
       const figure = await dshBulkMs(provider, daemon);
       table.add(provider, figure.ms);
       if (!figure.complete) incomplete.set(provider, (incomplete.get(provider) ?? 0) + 1);
+      firstLines.set(provider, [...(firstLines.get(provider) ?? []), figure.firstLine]);
     }
   }
   const chunks = await chunkCounts(daemon);
   printTable(
     'the harness: 5 MB (`seq 1 660000`) through dsh-tool-bash-persistent, and the chunks a terminal consumer gets for it',
-    ['provider', 'tool call (ms)', 'ratio vs reference', 'answers cut short', 'chunks', 'bytes per chunk'],
+    ['provider', 'tool call (ms)', 'ratio vs reference', 'next command out of step', 'first line returned', 'chunks', 'bytes per chunk'],
     providers.map((name) => [
       name,
       spread(table.values(name), 0),
       name === 'reference' ? '' : ratioCell(table, name, 'reference'),
       `${incomplete.get(name) ?? 0}/${table.values(name).length}`,
+      (firstLines.get(name) ?? []).join(', '),
       String(chunks[name].chunks),
       fmt(chunks[name].bytes / chunks[name].chunks, 0),
     ]),

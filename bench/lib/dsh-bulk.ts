@@ -8,57 +8,45 @@
 import '../../test/helpers/with-resolvers.ts';
 import { Context } from '@deepseek-ai/cordis';
 import ReferenceSubprocess from '@deepseek-ai/dsh-subprocess-local';
-import { TerminalSessionService } from '@deepseek-ai/dsh-terminal';
-import * as terminalBash from '@deepseek-ai/dsh-terminal-bash';
-import * as toolBashPersistent from '@deepseek-ai/dsh-tool-bash-persistent';
 import { connect } from '@execworld/sdk';
 import { RemoteSubprocess } from '@execworld/sdk/dsh';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
 import { LocalRuntime } from '@execworld/service';
 import { LocalSubprocess } from '@execworld/service/dsh';
+import { compose } from '../../test/helpers/dsh-harness.ts';
 import type { DaemonProcess } from './daemon.ts';
 
 export type BulkProvider = 'reference' | 'local' | 'remote';
 
-/** `seq 1 660000` prints 4,934,001 bytes: about 5 MB. */
-export const BULK_COMMAND = 'seq 1 660000 | tail -c 40';
+/** Prints 4,508,895 bytes (5,168,895 with the terminal's CRLF): about 5 MB. */
 const BULK_PRINT = 'seq 1 660000';
-
-interface Tool {
-  execute(args: { command: string }, exec: { agent: unknown; signal: AbortSignal }): Promise<string>;
-}
 
 const nowMs = (): number => Number(process.hrtime.bigint()) / 1e6;
 
 /**
  * Milliseconds the persistent bash tool takes to run a command printing ~5 MB,
- * after a warm-up command, and whether what it returned is from the command's
- * end (the tool clips its answer to the last lines; an answer cut short ends
- * earlier).
+ * after a warm-up command; whether the shell answers the next command at once
+ * (the bulk command ran to its end and the tool is in step with the shell);
+ * and the first line of what the tool returned (it clips its answer to a
+ * window of the scrollback, so this says how far the stream had got).
  */
-export async function dshBulkMs(provider: BulkProvider, daemon: DaemonProcess): Promise<{ ms: number; complete: boolean }> {
-  const root = new Context();
-  const owner = { id: 'bench', ctx: root, session: { header: { cwd: '/tmp' }, events: [] as unknown[] } };
-  const tools = new Map<string, Tool>();
-  root.provide('agents', { get: (id: string) => (id === owner.id ? owner : undefined) } as never);
-  root.provide('sandboxPolicy', { defaultMode: 'danger-full-access', workspaceRoot: '/tmp', resolve: () => ({ mode: 'danger-full-access', workspaceRoot: '/tmp' }) } as never);
-  root.provide('tools', { register: (tool: Tool & { name: string }) => (tools.set(tool.name, tool), () => tools.delete(tool.name)) } as never);
-  if (provider === 'reference') await root.plugin(ReferenceSubprocess);
-  else if (provider === 'local') await root.plugin(LocalSubprocess, {});
-  else await root.plugin(RemoteSubprocess, { url: daemon.url, token: daemon.token });
-  await root.plugin(TerminalSessionService);
-  await root.plugin(terminalBash, { shellPath: '/bin/bash', disposeGraceMs: 1000, idleSilenceMs: 3000 });
-  await root.plugin(toolBashPersistent, { timeoutMs: 120_000 });
-  const bash = tools.get('bash')!;
-  const run = (command: string): Promise<string> => bash.execute({ command }, { agent: owner, signal: AbortSignal.timeout(180_000) });
+export async function dshBulkMs(provider: BulkProvider, daemon: DaemonProcess): Promise<{ ms: number; complete: boolean; firstLine: number }> {
+  const plugin = (root: Context): PromiseLike<unknown> => {
+    if (provider === 'reference') return root.plugin(ReferenceSubprocess);
+    if (provider === 'local') return root.plugin(LocalSubprocess, {});
+    return root.plugin(RemoteSubprocess, { url: daemon.url, token: daemon.token });
+  };
+  const harness = await compose(plugin, { toolTimeoutMs: 120_000 });
+  const run = (command: string): Promise<string> => harness.bash.execute({ command }, { agent: harness.owner, signal: AbortSignal.timeout(180_000) });
   try {
     await run('echo warm');
     const started = nowMs();
     const output = await run(BULK_PRINT);
     const elapsed = nowMs() - started;
-    return { ms: elapsed, complete: /\n6599\d\d\n/.test(output) };
+    const next = await run('echo next');
+    return { ms: elapsed, complete: next === 'next', firstLine: Number(/\n(\d+)\n/.exec(output)?.[1] ?? Number.NaN) };
   } finally {
-    await root.fiber.dispose();
+    await harness.close();
   }
 }
 

@@ -6,51 +6,13 @@
  * daemon's host.
  */
 import '../helpers/with-resolvers.ts';
-import { Context } from '@deepseek-ai/cordis';
-import { TerminalSessionService } from '@deepseek-ai/dsh-terminal';
-import * as terminalBash from '@deepseek-ai/dsh-terminal-bash';
-import * as toolBashPersistent from '@deepseek-ai/dsh-tool-bash-persistent';
+import type { Context } from '@deepseek-ai/cordis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RemoteSubprocess } from '@execworld/sdk/dsh';
 import { LocalSubprocess } from '@execworld/service/dsh';
 import { sessionPids } from '../helpers/proc.ts';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
-
-interface Tool {
-  execute(args: { command: string }, exec: { agent: unknown; signal: AbortSignal }): Promise<string>;
-}
-
-interface Harness {
-  readonly root: Context;
-  readonly owner: { id: string; ctx: Context; session: { header: { cwd: string }; events: unknown[] } };
-  readonly bash: Tool;
-  readonly terminals: TerminalSessionService;
-  close(): Promise<void>;
-}
-
-/** The minimal harness around ctx.subprocess: an agent registry, a sandbox policy, a tool registry. */
-async function compose(subprocess: (root: Context) => PromiseLike<unknown>): Promise<Harness> {
-  const root = new Context();
-  const owner = { id: 'agent-1', ctx: root, session: { header: { cwd: '/tmp' }, events: [] as unknown[] } };
-  const tools = new Map<string, Tool>();
-  root.provide('agents', { get: (id: string) => (id === owner.id ? owner : undefined) } as never);
-  root.provide('sandboxPolicy', { defaultMode: 'danger-full-access', workspaceRoot: '/tmp', resolve: () => ({ mode: 'danger-full-access', workspaceRoot: '/tmp' }) } as never);
-  root.provide('tools', { register: (tool: Tool & { name: string }) => (tools.set(tool.name, tool), () => tools.delete(tool.name)) } as never);
-  await subprocess(root);
-  await root.plugin(TerminalSessionService);
-  await root.plugin(terminalBash, { shellPath: '/bin/bash', disposeGraceMs: 1000, idleSilenceMs: 3000 });
-  await root.plugin(toolBashPersistent, { timeoutMs: 20_000 });
-  const terminals = (root as unknown as { terminals: TerminalSessionService }).terminals;
-  return {
-    root,
-    owner,
-    bash: tools.get('bash')!,
-    terminals,
-    close: async () => {
-      await root.fiber.dispose();
-    },
-  };
-}
+import { compose, type Harness } from '../helpers/dsh-harness.ts';
 
 let daemon: TestDaemon;
 beforeAll(async () => {

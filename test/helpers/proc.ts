@@ -1,4 +1,5 @@
 /** Facts of this host's process table, read from /proc, for tests and benchmarks. */
+import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** One process of a session, from its `/proc/<pid>/stat`. */
@@ -100,4 +101,47 @@ export function killMarked(marker: string): void {
       // Already gone.
     }
   }
+}
+
+/**
+ * Unique `sleep` markers for a test file: `next()` gives a fresh one, and every
+ * process still running with one is killed after each test.
+ */
+export function sleepMarkers(afterEach: (cleanup: () => void) => void): { next(): string } {
+  const markers: string[] = [];
+  afterEach(() => {
+    for (const marker of markers.splice(0)) killMarked(marker);
+  });
+  return {
+    next() {
+      const value = uniqueSleepMarker();
+      markers.push(value);
+      return value;
+    },
+  };
+}
+
+/**
+ * A `sleep 300` outside every session, killed after each test: a process
+ * nothing of the daemon may signal.
+ */
+export function bystanders(afterEach: (cleanup: () => void) => void): { start(): number } {
+  const pids: number[] = [];
+  afterEach(() => {
+    for (const pid of pids.splice(0)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch (_error) {
+        // Already gone.
+      }
+    }
+  });
+  return {
+    start() {
+      const child = spawn('sleep', ['300'], { stdio: 'ignore', detached: true });
+      child.unref();
+      pids.push(child.pid!);
+      return child.pid!;
+    },
+  };
 }

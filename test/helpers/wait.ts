@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { processRuns } from '../../service/src/provider/containment/cgroup.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export { sleep };
@@ -14,15 +14,7 @@ export async function waitFor(what: string, predicate: () => boolean | Promise<b
 }
 
 /** True while `/proc/<pid>` names a process that is not a zombie. */
-export function pidAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch (_error) {
-    return false;
-  }
-}
+export const pidAlive = processRuns;
 
 /** Collects a readable's bytes as they arrive. */
 export function collect(stream: NodeJS.ReadableStream): { text: () => string; bytes: () => Buffer } {

@@ -8,7 +8,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { SubprocessSpawnSpec } from '@execworld/sdk/seam';
 import { LocalRuntime } from '@execworld/service';
 import { selectContainment } from '../../service/src/provider/containment/index.ts';
-import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
+import { markerPids, sleepMarkers } from '../helpers/proc.ts';
 import { openBash } from '../helpers/terminal.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -16,15 +16,8 @@ import { waitFor } from '../helpers/wait.ts';
 const runtime = new LocalRuntime({ containment: selectContainment('subreaper', { claimOrphans: true }).containment });
 afterAll(() => runtime.dispose());
 
-const markers: string[] = [];
-afterEach(() => {
-  for (const marker of markers.splice(0)) killMarked(marker);
-});
-function marker(): string {
-  const value = uniqueSleepMarker();
-  markers.push(value);
-  return value;
-}
+const markers = sleepMarkers(afterEach);
+const marker = (): string => markers.next();
 
 const sh = (script: string): SubprocessSpawnSpec => ({
   argv: ['/bin/sh', '-c', script],

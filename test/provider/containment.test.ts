@@ -6,22 +6,15 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { SubprocessSpawnSpec } from '@execworld/sdk/seam';
 import { LocalRuntime } from '@execworld/service';
-import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
+import { killMarked, markerPids, sleepMarkers } from '../helpers/proc.ts';
 import { openBash } from '../helpers/terminal.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const runtime = new LocalRuntime();
 afterAll(() => runtime.dispose());
 
-const markers: string[] = [];
-afterEach(() => {
-  for (const marker of markers.splice(0)) killMarked(marker);
-});
-function marker(): string {
-  const value = uniqueSleepMarker();
-  markers.push(value);
-  return value;
-}
+const markers = sleepMarkers(afterEach);
+const marker = (): string => markers.next();
 
 const sh = (script: string, shell = '/bin/sh'): SubprocessSpawnSpec => ({
   argv: [shell, '-c', script],

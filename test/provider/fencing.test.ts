@@ -3,12 +3,13 @@
  * inspector that can be made to show what a real system cannot be made to
  * show on purpose: a recycled pid, a process that will not die.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LocalRuntime } from '@execworld/service';
 import type { ProcessIdentity, ProcessInspector, ProcessRow } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
+import { bystanders } from '../helpers/proc.ts';
 import { openBash } from '../helpers/terminal.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -51,19 +52,9 @@ afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
-/** A real process outside every terminal, to see whether anything signals it. */
-function bystander(): number {
-  const child = spawn('sleep', ['300'], { stdio: 'ignore', detached: true });
-  child.unref();
-  cleanups.push(() => {
-    try {
-      process.kill(child.pid!, 'SIGKILL');
-    } catch (_error) {
-      // Already gone.
-    }
-  });
-  return child.pid!;
-}
+const outsiders = bystanders(afterEach);
+/** A real process outside every session, to see whether anything signals it. */
+const bystander = (): number => outsiders.start();
 
 describe('terminal fencing', () => {
   it('never adopts the children of a process that reused the shell pid', async () => {

@@ -3,7 +3,6 @@
  * dead daemons recorded: never a live daemon's sessions, never a pid that now
  * names another process.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +11,7 @@ import { hostCgroupContainment } from '../../service/src/provider/containment/cg
 import { recoverSessions, SessionJournal } from '../../service/src/provider/containment/journal.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
 import { startDaemon as startDaemonProcess } from '../helpers/daemon-process.ts';
+import { bystanders } from '../helpers/proc.ts';
 import { startDaemon } from '../helpers/daemon.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -25,23 +25,9 @@ function cgroupsHere(): boolean {
   }
 }
 
-const cleanups: (() => void)[] = [];
-afterEach(() => {
-  for (const cleanup of cleanups.splice(0)) cleanup();
-});
-
-function sleeper(): number {
-  const child = spawn('sleep', ['300'], { stdio: 'ignore', detached: true });
-  child.unref();
-  cleanups.push(() => {
-    try {
-      process.kill(child.pid!, 'SIGKILL');
-    } catch (_error) {
-      // Gone.
-    }
-  });
-  return child.pid!;
-}
+const sleepers = bystanders(afterEach);
+/** A real process outside every session, to see whether anything signals it. */
+const sleeper = (): number => sleepers.start();
 
 describe('health: containment', () => {
   it.skipIf(!cgroupsHere())('is cgroup by default where a cgroup can be made', async () => {
