@@ -15,6 +15,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { startDaemon } from './lib/daemon.ts';
 import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFigures } from './lib/daemon-workloads.ts';
+import { collectFlood, inputFlood, nonReadingClient } from './lib/budget-workloads.ts';
 import { chunkCounts, dshBulkMs, type BulkProvider } from './lib/dsh-bulk.ts';
 import { dshEcho } from './lib/dsh-workload.ts';
 import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
@@ -274,6 +275,17 @@ if (enabled('dsh-bulk')) {
     ]),
   );
   results.dshBulk = { ms: Object.fromEntries(providers.map((name) => [name, table.values(name)])), chunks };
+}
+
+if (enabled('budgets')) {
+  // Each on a fresh daemon with the default settings: the figures are the bounds a user gets.
+  const floods = [
+    ['a client that sends calls and never reads (16 MiB connection buffer)', await nonReadingClient(quick ? 10 : 45)],
+    ['500 concurrent 1 MiB inputs to a program that does not read (4 MiB backlog)', await inputFlood(500)],
+    ['collect-mode processes printing 300 MB each, 256 MiB tails (1 GiB collect budget)', await collectFlood()],
+  ] as const;
+  printTable('daemon memory under floods its budgets bound', ['flood', 'RSS before (MiB)', 'RSS peak (MiB)', 'outcome'], floods.map(([name, f]) => [name, fmt(f.beforeMiB, 0), fmt(f.peakMiB, 0), f.outcome]));
+  results.budgets = Object.fromEntries(floods);
 }
 
 if (enabled('resume')) {
