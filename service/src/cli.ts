@@ -112,7 +112,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const bound = app.addresses().flatMap((entry) => (typeof entry === 'string' ? [] : [entry]));
   const addresses = reachableAt(bound, config.tlsCert === undefined ? 'http' : 'https');
   const containment = registry.runtime.containmentMode;
-  app.log.info({ address, addresses, tokenFile: table.source, owners: table.owners, nonDumpable, containment }, generated ? 'listening; a new token was written to the token file' : 'listening');
+  app.log.info({ address, addresses, tokenFile: table.source, owners: table.owners, users: table.users, nonDumpable, containment }, generated ? 'listening; a new token was written to the token file' : 'listening');
   if (!isLoopback(config.host)) {
     app.log.warn(
       { host: config.host, addresses, tls: config.tlsCert !== undefined },

@@ -129,7 +129,7 @@ describe('execworld serve', () => {
     const listening = lines.find((line) => line.address !== undefined);
     expect(listening.addresses).toContain(`http://127.0.0.1:${port}`);
     expect(listening.addresses.every((address: string) => !address.includes('0.0.0.0'))).toBe(true);
-    const warning = lines.find((line) => line.level === 40);
+    const warning = lines.find((line) => line.level === 40 && /reachable from the network/.test(line.msg));
     expect(warning.msg).toMatch(/reachable from the network/);
     expect(warning.msg).toMatch(/unencrypted/);
     expect(warning.addresses).toEqual(listening.addresses);

@@ -4,7 +4,7 @@
  * @module
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { chownSync, closeSync, fchownSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ByteTail, type SubprocessCollect, type SubprocessOutputRead, type SubprocessOutputReader } from '@execworld/sdk/seam';
@@ -39,17 +39,39 @@ const hostFileSystem: SpillFileSystem = {
 export class SpillDirectory {
   readonly fs: SpillFileSystem;
   readonly #parent: string;
+  readonly #owner: { uid: number; gid: number } | undefined;
   #path: string | undefined;
   #counter = 0;
 
-  constructor(options: { parent?: string; fs?: SpillFileSystem } = {}) {
+  /**
+   * @param options.owner - the user whose spill files these are: the directory
+   *   and its files are theirs (0700 / 0600), so only they (and root) read them.
+   */
+  constructor(options: { parent?: string; fs?: SpillFileSystem; owner?: { uid: number; gid: number } } = {}) {
     this.#parent = options.parent ?? tmpdir();
-    this.fs = options.fs ?? hostFileSystem;
+    this.#owner = options.owner;
+    const fs = options.fs ?? hostFileSystem;
+    const owner = options.owner;
+    this.fs =
+      owner === undefined
+        ? fs
+        : {
+            ...fs,
+            open: (path) => {
+              const fd = fs.open(path);
+              fchownSync(fd, owner.uid, owner.gid);
+              return fd;
+            },
+          };
   }
 
   /** A fresh file path for one stream; makes the directory on first use. */
   nextPath(stream: 'stdout' | 'stderr'): string {
-    this.#path ??= mkdtempSync(join(this.#parent, `execworld-${process.pid}-`));
+    if (this.#path === undefined) {
+      const path = mkdtempSync(join(this.#parent, `execworld-${process.pid}-`));
+      if (this.#owner !== undefined) chownSync(path, this.#owner.uid, this.#owner.gid);
+      this.#path = path;
+    }
     this.#counter += 1;
     const name = `execworld-${process.pid}-${this.#counter}-${randomBytes(6).toString('hex')}-${stream}.log`;
     return join(this.#path, name);

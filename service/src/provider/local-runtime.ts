@@ -22,6 +22,7 @@ import { createInspector } from './inspect/index.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
 import { assertStdio, ManagedProcess, type ProcessHost, type SpawnHooks } from './process.ts';
 import { executableCandidates, resolveExecutable } from './resolve-executable.ts';
+import { asUser, userEnvironment, type RunAs } from './run-as.ts';
 import { LocalTerminal, MAX_TERMINAL_SIZE } from './terminal.ts';
 import {
   abortReasonText,
@@ -77,6 +78,12 @@ export interface LocalRuntimeOptions {
 /** Names of cells: one sequence per process, since cgroups and the subreaper are per process. */
 let lastSessionNumber = 0;
 
+/** Extensions of a terminal's spawn beyond the seam, for the daemon. */
+export interface TerminalExtensions {
+  /** The OS user the terminal's program runs as (the host must be root); by default the host's own. */
+  readonly runAs?: RunAs | undefined;
+}
+
 /**
  * The subprocess seam on this host: detached process trees with pipe, inherit
  * and bounded collect stdio; terminals over a real pty with exact foreground and
@@ -88,6 +95,8 @@ export class LocalRuntime implements SubprocessRuntime {
   readonly platform: NodeJS.Platform;
   readonly #options: LocalRuntimeOptions;
   readonly #spill: SpillDirectory;
+  /** Spill directories of processes run as other users, by uid. */
+  readonly #userSpill = new Map<number, SpillDirectory>();
   readonly #processes = new Set<ManagedProcess>();
   readonly #terminals = new Set<LocalTerminal>();
   #inspector: ProcessInspector | undefined;
@@ -134,7 +143,7 @@ export class LocalRuntime implements SubprocessRuntime {
     return resolveExecutable(command, this.childEnvironment(env), this.platform, signal);
   }
 
-  spawn(spec: SubprocessSpawnSpec, hooks?: SpawnHooks): ManagedProcess {
+  spawn(spec: SubprocessSpawnSpec, hooks: SpawnHooks = {}): ManagedProcess {
     this.#assertActive();
     assertProgram(spec?.argv, 'expected a non-empty program name at argv[0]');
     assertGraceMs(spec.graceMs);
@@ -143,12 +152,12 @@ export class LocalRuntime implements SubprocessRuntime {
     }
     assertCwdString(spec.cwd);
     assertStdio(spec.stdio);
-    const env = this.childEnvironment(spec.env);
+    const env = this.#environmentFor(spec.env, hooks.runAs);
     this.#sealDescriptors();
     const { key, cell } = this.#createCell();
     let handle: ManagedProcess;
     try {
-      handle = new ManagedProcess(spec, env, { ...this.#processHost(), cell }, hooks);
+      handle = new ManagedProcess(spec, env, { ...this.#processHost(hooks.runAs), cell }, hooks);
     } catch (error) {
       cell?.remove();
       throw error;
@@ -163,7 +172,7 @@ export class LocalRuntime implements SubprocessRuntime {
 
   // Async on purpose: every validation failure is a rejection, as the seam's callers expect.
   // eslint-disable-next-line @typescript-eslint/require-await
-  async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<LocalTerminal> {
+  async spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions: TerminalExtensions = {}): Promise<LocalTerminal> {
     this.#assertActive();
     assertProgram(spec?.argv, 'terminal argv must contain a program');
     spec.signal?.throwIfAborted();
@@ -175,7 +184,7 @@ export class LocalRuntime implements SubprocessRuntime {
       throw new ProviderError('UNSUPPORTED', 'terminals are not implemented on Windows yet');
     }
     const inspector = this.#getInspector();
-    const env = this.childEnvironment(spec.env);
+    const env = this.#environmentFor(spec.env, extensions.runAs);
     // The terminal's type is the caller's to name; the daemon's own TERM says nothing about it.
     env.TERM = spec.env?.TERM ?? 'dumb';
     env.PWD = spec.cwd;
@@ -186,13 +195,14 @@ export class LocalRuntime implements SubprocessRuntime {
       const where = file.includes('/') ? 'is not an executable file' : 'was not found on PATH';
       throw new ProviderError('EXECUTABLE_NOT_FOUND', `terminal program ${file} ${where}`);
     }
+    const program = extensions.runAs === undefined ? { file, args: spec.argv.slice(1) } : asUser(extensions.runAs, file, spec.argv.slice(1));
     this.#sealDescriptors();
     const { key, cell } = this.#createCell();
     let terminal: LocalTerminal;
     try {
       terminal = new LocalTerminal({
-        file,
-        args: spec.argv.slice(1),
+        file: program.file,
+        args: program.args,
         cwd: spec.cwd,
         env,
         rows: spec.rows,
@@ -312,11 +322,32 @@ export class LocalRuntime implements SubprocessRuntime {
     if (identity !== undefined) journal.record(key, [identity]);
   }
 
-  #processHost(): ProcessHost {
+  /** The environment of a child: the user's own entries (HOME, USER, …) under the caller's explicit ones. */
+  #environmentFor(explicit: Readonly<Record<string, string | null | undefined>> | undefined, runAs: RunAs | undefined): Record<string, string> {
+    if (runAs === undefined) return this.childEnvironment(explicit);
+    return this.childEnvironment({ ...userEnvironment(runAs), ...explicit });
+  }
+
+  /** The spill directory of the user's processes: theirs alone. */
+  #spillFor(runAs: RunAs | undefined): SpillDirectory {
+    if (runAs === undefined) return this.#spill;
+    let directory = this.#userSpill.get(runAs.uid);
+    if (directory === undefined) {
+      directory = new SpillDirectory({
+        ...(this.#options.spillParent !== undefined ? { parent: this.#options.spillParent } : {}),
+        ...(this.#options.spillFileSystem !== undefined ? { fs: this.#options.spillFileSystem } : {}),
+        owner: { uid: runAs.uid, gid: runAs.gid },
+      });
+      this.#userSpill.set(runAs.uid, directory);
+    }
+    return directory;
+  }
+
+  #processHost(runAs?: RunAs): ProcessHost {
     const platform = this.platform;
     return {
       platform,
-      spill: this.#spill,
+      spill: this.#spillFor(runAs),
       groupHasLiveMembers: (pgid) => (platform === 'linux' ? this.#getInspector().groupHasLiveMembers(pgid) : undefined),
       processGroups: () => new Map(this.#getInspector().snapshot().filter((row) => row.alive).map((row) => [row.identity.pid, row.pgrp])),
       taskkill:

@@ -23,6 +23,7 @@ import type {
 import { OutputCollector, type SpillDirectory } from './collector.ts';
 import type { SessionCell } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
+import type { RunAs } from './run-as.ts';
 import { cwdError } from './validate.ts';
 
 /** How often an awaited tree is checked for absence. */
@@ -58,6 +59,8 @@ function nodeStdio(spec: SubprocessSpawnSpec): StdioOptions {
 export interface SpawnHooks {
   /** Called with every chunk of a collected stream, after the collector took it. */
   onCollected?(stream: 'stdout' | 'stderr', chunk: Buffer): void;
+  /** The OS user the process runs as (the host must be root); by default the host's own. */
+  runAs?: RunAs | undefined;
 }
 
 export class ManagedProcess implements SubprocessHandle {
@@ -117,6 +120,8 @@ export class ManagedProcess implements SubprocessHandle {
         cwd: spec.cwd,
         env,
         stdio: nodeStdio(spec),
+        // Node drops the host's supplementary groups before it takes the user's ids.
+        ...(hooks.runAs === undefined ? {} : { uid: hooks.runAs.uid, gid: hooks.runAs.gid }),
         detached: host.platform !== 'win32',
         windowsHide: true,
       });

@@ -4,7 +4,7 @@
  * listens; `serve` in cli.ts does.
  * @module
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
@@ -99,6 +99,9 @@ function errorReply(code: ErrorCode, message: string): { status: number; body: {
 function spillDirectory(config: Config, log: Logger): string {
   const directory = join(config.stateDir ?? defaultStateDir(), 'spill');
   mkdirSync(directory, { recursive: true, mode: 0o700 });
+  // Traversable, not listable: an owner run as another user reaches its own spill
+  // directory (0700, its own) by name; every other directory in it stays 0700.
+  chmodSync(directory, 0o711);
   const removed = sweepStaleSpillDirectories(directory, processExists);
   if (removed.length > 0) log.info({ removed }, 'removed spill files a previous daemon left');
   return directory;
@@ -195,7 +198,7 @@ export function buildApp(options: AppOptions): Daemon {
 
   const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess === true) : undefined;
   const runtime = options.runtime ?? own!.runtime;
-  const registry = new SessionRegistry(runtime, config, logger);
+  const registry = new SessionRegistry(runtime, config, logger, (owner) => tokens.runAsOf(owner));
   const hub = new WebSocketHub({
     registry,
     version,

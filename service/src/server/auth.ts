@@ -7,6 +7,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WS_TOKEN_PROTOCOL_PREFIX } from '@execworld/sdk/protocol';
+import { lookupUser, type RunAs } from '../provider/run-as.ts';
 import { ConfigError } from './config.ts';
 
 /** Shortest token accepted from a file. */
@@ -14,14 +15,33 @@ export const MIN_TOKEN_LENGTH = 16;
 
 const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
 
+export interface TokenEntry {
+  readonly owner: string;
+  readonly token: string;
+  /** The OS user the owner's programs run as; the daemon's own user when absent. */
+  readonly user?: RunAs | undefined;
+}
+
 export class TokenTable {
   readonly #entries: { digest: Buffer; owner: string }[];
+  readonly #users = new Map<string, RunAs>();
   /** Where the tokens came from, for the log. */
   readonly source: string;
 
-  constructor(entries: readonly { owner: string; token: string }[], source: string) {
+  constructor(entries: readonly TokenEntry[], source: string) {
     this.#entries = entries.map((entry) => ({ digest: digest(entry.token), owner: entry.owner }));
+    for (const entry of entries) if (entry.user !== undefined) this.#users.set(entry.owner, entry.user);
     this.source = source;
+  }
+
+  /** The OS user `owner`'s programs run as, when it is not the daemon's own. */
+  runAsOf(owner: string): RunAs | undefined {
+    return this.#users.get(owner);
+  }
+
+  /** Owner to OS user name, for the log. */
+  get users(): Record<string, string> {
+    return Object.fromEntries([...this.#users].map(([owner, user]) => [owner, user.name]));
   }
 
   get owners(): string[] {
@@ -42,22 +62,48 @@ export class TokenTable {
 
 /**
  * Parses a token file: one bare token (owner `default`), or lines of
- * `<owner> <token>`; blank lines and `#` comments are skipped.
+ * `<owner> <token> [<os user>]`; blank lines and `#` comments are skipped.
+ * An OS user makes the owner's programs run as that user (see {@link resolveUsers}).
  */
-export function parseTokenFile(text: string, path: string): { owner: string; token: string }[] {
-  const entries: { owner: string; token: string }[] = [];
+export function parseTokenFile(text: string, path: string): { owner: string; token: string; userName?: string }[] {
+  const entries: { owner: string; token: string; userName?: string }[] = [];
   text.split('\n').forEach((line, index) => {
     const trimmed = line.trim();
     if (trimmed === '' || trimmed.startsWith('#')) return;
     const fields = trimmed.split(/\s+/);
-    if (fields.length > 2) throw new ConfigError(`${path} line ${index + 1}: expected "<token>" or "<owner> <token>"`);
+    if (fields.length > 3) throw new ConfigError(`${path} line ${index + 1}: expected "<token>" or "<owner> <token> [<os user>]"`);
     const [owner, token] = fields.length === 1 ? ['default', fields[0]!] : [fields[0]!, fields[1]!];
     if (token.length < MIN_TOKEN_LENGTH) throw new ConfigError(`${path} line ${index + 1}: the token is shorter than ${MIN_TOKEN_LENGTH} characters`);
     if (!/^[A-Za-z0-9._~-]{1,128}$/.test(owner)) throw new ConfigError(`${path} line ${index + 1}: owner names use letters, digits and . _ ~ -`);
-    entries.push({ owner, token });
+    const userName = fields[2];
+    if (userName !== undefined && !/^[A-Za-z_][A-Za-z0-9._-]{0,31}\$?$/.test(userName)) throw new ConfigError(`${path} line ${index + 1}: ${userName} is not a user name`);
+    entries.push({ owner, token, ...(userName === undefined ? {} : { userName }) });
   });
   if (entries.length === 0) throw new ConfigError(`${path} holds no token`);
   return entries;
+}
+
+/**
+ * Resolves the OS users a token file names. Running programs as another user
+ * needs root; a daemon that is not root may only name its own user.
+ * @throws {ConfigError} for an unknown user, or one the daemon cannot become.
+ */
+export function resolveUsers(
+  entries: readonly { owner: string; token: string; userName?: string }[],
+  path: string,
+  lookup: (name: string) => RunAs | undefined = (name) => lookupUser(name),
+  daemonUid: number | undefined = process.getuid?.(),
+): TokenEntry[] {
+  return entries.map(({ owner, token, userName }) => {
+    if (userName === undefined) return { owner, token };
+    const user = lookup(userName);
+    if (user === undefined) throw new ConfigError(`${path}: owner ${owner} names OS user ${userName}, who does not exist`);
+    if (daemonUid !== 0 && daemonUid !== user.uid) {
+      throw new ConfigError(`${path}: owner ${owner} names OS user ${userName}; running programs as another user needs the daemon to run as root`);
+    }
+    // The daemon's own user needs no switch.
+    return daemonUid === user.uid ? { owner, token } : { owner, token, user };
+  });
 }
 
 /**
@@ -83,7 +129,7 @@ export function loadTokens(tokenFile: string | undefined, defaultFile: string): 
   if (process.platform !== 'win32' && (statSync(path).mode & 0o077) !== 0) {
     throw new ConfigError(`token file ${path} is readable by other users; chmod 600 it`);
   }
-  return { table: new TokenTable(parseTokenFile(text, path), path), generated: false };
+  return { table: new TokenTable(resolveUsers(parseTokenFile(text, path), path), path), generated: false };
 }
 
 /** The token of an `Authorization: Bearer …` header. */

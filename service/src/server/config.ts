@@ -33,7 +33,7 @@ const positiveInt = (max: number) => z.coerce.number().int().min(1).max(max);
 const SETTINGS = {
   host: { flag: 'host', env: 'EXECWORLD_HOST', schema: z.string().min(1), default: '127.0.0.1', help: 'address to bind' },
   port: { flag: 'port', env: 'EXECWORLD_PORT', schema: z.coerce.number().int().min(0).max(65535), default: 7878, help: 'port to listen on (0: any free port)' },
-  tokenFile: { flag: 'token-file', env: 'EXECWORLD_TOKEN_FILE', schema: z.string().min(1).optional(), default: undefined, help: 'file holding the token, or lines of "<owner> <token>"; without it a token is generated into ~/.config/execworld/token' },
+  tokenFile: { flag: 'token-file', env: 'EXECWORLD_TOKEN_FILE', schema: z.string().min(1).optional(), default: undefined, help: 'file holding the token, or lines of "<owner> <token> [<os user>]"; without it a token is generated into ~/.config/execworld/token' },
   stateDir: { flag: 'state-dir', env: 'EXECWORLD_STATE_DIR', schema: z.string().min(1).optional(), default: undefined, help: 'directory for spill files and crash recovery (default $XDG_STATE_HOME/execworld, ~/.local/state/execworld)' },
   containment: { flag: 'containment', env: 'EXECWORLD_CONTAINMENT', schema: z.enum(['auto', 'cgroup', 'subreaper', 'none']), default: 'auto', help: 'how sessions are contained: cgroup (a cgroup v2 per session), subreaper, none, or auto: a cgroup where one can be made, else the subreaper' },
   tlsCert: { flag: 'tls-cert', env: 'EXECWORLD_TLS_CERT', schema: z.string().min(1).optional(), default: undefined, help: 'PEM certificate file; serves HTTPS and WSS with --tls-key' },

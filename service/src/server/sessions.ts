@@ -14,6 +14,7 @@ import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessOutcome, SubprocessOutputMode, SubprocessStdio } from '@execworld/sdk/seam';
 import type { LocalRuntime } from '../provider/local-runtime.ts';
+import type { RunAs } from '../provider/run-as.ts';
 import type { ManagedProcess } from '../provider/process.ts';
 import type { LocalTerminal } from '../provider/terminal.ts';
 import { ServiceError, toServiceError } from './errors.ts';
@@ -190,7 +191,7 @@ export class ProcessSession extends Session {
   /** Bytes of the daemon-wide collect budget this session's collected tails hold. */
   readonly collectBytes: number;
 
-  constructor(owner: string, spec: ProcessCreate, runtime: LocalRuntime, limits: SessionLimits, log: Logger, onFinished: () => void) {
+  constructor(owner: string, spec: ProcessCreate, runtime: LocalRuntime, limits: SessionLimits, log: Logger, onFinished: () => void, runAs?: RunAs) {
     super('p', owner, log);
     const ringBytes = limits.ringBytes;
     this.#inputBacklogBytes = limits.inputBacklogBytes;
@@ -201,7 +202,7 @@ export class ProcessSession extends Session {
     this.collectBytes = collectBytesOf(spec);
     this.handle = runtime.spawn(
       { argv: spec.argv, cwd: spec.cwd, env: nullToUndefined(spec.env), stdio: seamStdio(spec.stdio), graceMs: spec.graceMs },
-      { onCollected: (stream) => (this.streams[stream]?.stream as CollectorStream | undefined)?.appended() },
+      { onCollected: (stream) => (this.streams[stream]?.stream as CollectorStream | undefined)?.appended(), runAs },
     );
     for (const name of ['stdout', 'stderr'] as const) {
       const mode = spec.stdio[name];
@@ -342,8 +343,12 @@ export class SessionRegistry {
   #orphanSweep: NodeJS.Timeout | undefined;
   #shuttingDown: Promise<void> | undefined;
 
-  constructor(runtime: LocalRuntime, limits: SessionLimits, log: Logger) {
+  readonly #runAsOf: (owner: string) => RunAs | undefined;
+
+  /** @param runAsOf - the OS user an owner's programs run as, if not the daemon's own. */
+  constructor(runtime: LocalRuntime, limits: SessionLimits, log: Logger, runAsOf: (owner: string) => RunAs | undefined = () => undefined) {
     this.runtime = runtime;
+    this.#runAsOf = runAsOf;
     this.#limits = limits;
     this.#log = log;
     if (limits.orphanTimeoutMs > 0) {
@@ -362,7 +367,7 @@ export class SessionRegistry {
       // creates pipelined on one connection cannot all pass the count.
       const release = this.#admit(owner);
       try {
-        const handle = await this.runtime.spawnTerminal(spec);
+        const handle = await this.runtime.spawnTerminal(spec, { runAs: this.#runAsOf(owner) });
         const session: TerminalSession = new TerminalSession(owner, spec, handle, this.#limits.ringBytes, this.#log, () => this.#finished(session));
         this.#sessions.set(session.id, session);
         this.#log.info({ session: session.id, owner, pid: handle.pid }, 'terminal started');
@@ -388,7 +393,7 @@ export class SessionRegistry {
       this.#collectReserved += wanted;
       let registered = false;
       try {
-        const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits, this.#log, () => this.#finished(session));
+        const session: ProcessSession = new ProcessSession(owner, spec, this.runtime, this.#limits, this.#log, () => this.#finished(session), this.#runAsOf(owner));
         // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
         await session.handle.spawned;
         this.#sessions.set(session.id, session);
