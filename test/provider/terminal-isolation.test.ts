@@ -33,6 +33,10 @@ describe('terminal masters stay with their terminal', () => {
     // A process started while a terminal is open holds its stdio and nothing else.
     const sleeper = runtime.spawn({ argv: ['sleep', '300'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: { maxBytes: 4096 } }, graceMs: 1000 });
     await waitFor('sleep to exec', () => readlinkSync(`/proc/${sleeper.pid}/exe`).endsWith('/sleep'));
+    // sleep itself opens files while it starts (the locale archive): an inherited
+    // descriptor would stay, a file of its own start-up closes.
+    const only = (): boolean => [...descriptors(sleeper.pid).keys()].sort().join() === '0,1,2';
+    await waitFor('sleep to hold only its stdio', only).catch(() => undefined);
     expect([...descriptors(sleeper.pid).keys()].sort()).toEqual([0, 1, 2]);
     sleeper.terminate();
     await sleeper.done;
