@@ -21,6 +21,14 @@ export default defineConfig(
     },
   },
   {
+    // The wire protocol is runtime-neutral: schemas, the operation table and the frame codec
+    // run in any JavaScript runtime, so nothing of Node (or a socket library) is imported there.
+    files: ['sdk/src/protocol/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '../remote/**', '../dsh/**'] }],
+    },
+  },
+  {
     // Tests read JSON answers; typing every body would only restate the schemas they check.
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {

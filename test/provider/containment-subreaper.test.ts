@@ -66,9 +66,16 @@ describe('subreaper containment', () => {
   it('gives an orphan to the session whose pipes it holds while another runs, and ends it with that one only', async () => {
     const m = marker();
     const other = runtime.spawn(sh(`sleep ${marker()}`));
-    const owner = runtime.spawn(sh(`setsid -f sleep ${m}`));
-    await owner.done;
+    // The session's pipes are read from its top-level process once it runs; this one waits on its
+    // stdin until the escapee exists, so it cannot exit before they were read. (One that exits at
+    // once may not be read in time: a documented limit of the subreaper mode.)
+    const owner = runtime.spawn({ ...sh(`setsid -f sleep ${m}; read go`), stdio: { stdin: 'pipe', stdout: { maxBytes: 4096 }, stderr: { maxBytes: 4096 } } });
     await waitFor('the escapee', () => markerPids(m).length === 1);
+    owner.stdin!.end('go\n');
+    await owner.done;
+    const [escapee] = markerPids(m);
+    // An orphan once setsid's own process has exited: from then on it is claimed by the pipes it holds.
+    await waitFor('the escapee to be reparented here', () => children().some((child) => child.pid === escapee));
     await expect(owner.waitForExit(AbortSignal.timeout(300))).resolves.toBe(false);
     other.terminate();
     await expect(other.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);

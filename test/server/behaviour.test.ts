@@ -33,6 +33,8 @@ describe('processes over REST', () => {
     expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', writer: 'w1', seq: 1 } })).body).toEqual({ applied: false, seq: 1 });
     await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: Buffer.from('world\n').toString('base64'), encoding: 'base64', writer: 'w1', seq: 2 } });
     expect((await daemon.request('POST', `/v1/processes/${id}/stdin/close`)).status).toBe(200);
+    // A repeated close (a retry whose first answer was lost) is success too.
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin/close`)).body).toEqual({ ok: true });
     const done = await daemon.request('GET', `/v1/processes/${id}/done`);
     expect(done.body).toEqual({ settled: true, exit: { exitCode: 5, signal: null }, error: null });
     expect(decode((await daemon.request('GET', `/v1/processes/${id}/output/stdout?from=0`)).body)).toBe('HELLO WORLD\n');

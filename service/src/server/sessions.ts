@@ -259,7 +259,10 @@ export class ProcessSession extends Session {
     });
   }
 
+  /** Closes the stdin pipe; closing it again is success, as the first close's retry may be. */
   closeStdin(): void {
+    const stdin = this.#stdin;
+    if (stdin !== undefined && stdin.writableEnded && this.#stdinError === undefined) return;
     this.#stdinOrThrow().end();
   }
 
