@@ -259,6 +259,9 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         const shell = await openBash(runtime);
         await shell.terminal.write('sleep 30\r');
         const facts = await waitForForeground(shell.terminal, 'sleep', (f) => f !== undefined && f.processGroupId !== shell.terminal.pid);
+        // The group is the foreground one already while bash's child has yet to exec sleep; a
+        // SIGINT then lands in bash code of that child. Signal the program once it runs.
+        await waitFor('sleep to be asleep', () => asleepInForeground(shell.terminal.pid, 'sleep'));
         await expect(shell.terminal.signalForeground('SIGINT')).resolves.toBe(facts.processGroupId);
         // The prompt bash prints after the interrupted job, before the next command is typed.
         await waitFor('the prompt after SIGINT', () => shell.text().endsWith(PROMPT));
