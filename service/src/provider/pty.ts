@@ -117,6 +117,12 @@ const BULK_READ_BYTES = 2048;
 const COALESCE_BYTES = 64 * 1024;
 /** Largest amount a flush reads before an input-wait proof is reported. */
 const MAX_FLUSH_BYTES = 256 * 1024;
+/**
+ * One buffer for every synchronous read of a master: reads never overlap (they
+ * run to completion on this thread), and every byte is copied out before the
+ * next read.
+ */
+const SCRATCH = Buffer.allocUnsafe(COALESCE_BYTES);
 /** Retry delay of a write the terminal's input queue could not take. */
 const WRITE_RETRY_MS = 5;
 
@@ -243,16 +249,7 @@ export class UnixPty {
     // read() hands each chunk the socket holds to the 'data' listener.
     while (this.#socket.readableLength > 0 && !this.#socket.isPaused() && this.#socket.read() !== null);
     if (this.#socket.isPaused()) return false;
-    const buffer = Buffer.allocUnsafe(64 * 1024);
-    let total = 0;
-    while (total < MAX_FLUSH_BYTES) {
-      const read = this.#readSyncOnce(buffer);
-      if (read <= 0) return true;
-      total += read;
-      this.#events.onData(Buffer.from(buffer.subarray(0, read)));
-      if (this.#socket.isPaused()) return false;
-    }
-    return false;
+    return this.#readDry(MAX_FLUSH_BYTES, true);
   }
 
   /** Sends a signal to the child itself. */
@@ -308,6 +305,24 @@ export class UnixPty {
     }
   }
 
+  /**
+   * Reads the master until the kernel has nothing more (EAGAIN: empty; EIO: hung
+   * up and empty), `limit` bytes were read, or, with `untilPaused`, the consumer
+   * paused the terminal; delivers each read. True when the master was read dry.
+   */
+  #readDry(limit: number, untilPaused: boolean): boolean {
+    let total = 0;
+    while (total < limit) {
+      const read = this.#readSyncOnce(SCRATCH);
+      if (read <= 0) return true;
+      total += read;
+      // A copy: the scratch buffer is read into again.
+      this.#events.onData(Buffer.from(SCRATCH.subarray(0, read)));
+      if (untilPaused && this.#socket.isPaused()) return false;
+    }
+    return false;
+  }
+
   /** One non-blocking read of the master: the byte count, or 0 when it has nothing (EAGAIN, EIO). */
   #readSyncOnce(buffer: Buffer): number {
     try {
@@ -320,19 +335,14 @@ export class UnixPty {
   /** `first` and what the master holds behind it, up to COALESCE_BYTES, as one chunk. */
   #readMore(first: Buffer): Buffer {
     if (!this.open) return first;
-    const chunks = [first];
-    let total = first.length;
-    const buffer = Buffer.allocUnsafe(COALESCE_BYTES);
     let used = 0;
-    while (total < COALESCE_BYTES) {
-      const read = this.#readSyncOnce(buffer.subarray(used, used + COALESCE_BYTES - total));
+    while (first.length + used < COALESCE_BYTES) {
+      const read = this.#readSyncOnce(SCRATCH.subarray(used, COALESCE_BYTES - first.length));
       if (read <= 0) break;
       used += read;
-      total += read;
     }
-    if (used === 0) return first;
-    chunks.push(buffer.subarray(0, used));
-    return Buffer.concat(chunks, total);
+    // concat copies out of the scratch buffer.
+    return used === 0 ? first : Buffer.concat([first, SCRATCH.subarray(0, used)], first.length + used);
   }
 
   /**
@@ -350,25 +360,13 @@ export class UnixPty {
     // The fd is open until the socket is destroyed, which happens after its 'end'
     // listeners ran; never read it afterwards, the number may name another file.
     if (this.#socket.destroyed || this.#closed) return;
-    const buffer = Buffer.allocUnsafe(64 * 1024);
-    let total = 0;
-    while (total < MAX_EXIT_DRAIN_BYTES) {
-      let read: number;
-      try {
-        read = readSync(this.#fd, buffer, 0, buffer.length, null);
-      } catch (_error) {
-        break; // EAGAIN: empty. EIO: hung up and empty.
-      }
-      if (read <= 0) break;
-      total += read;
-      this.#events.onData(Buffer.from(buffer.subarray(0, read)));
-    }
+    this.#readDry(MAX_EXIT_DRAIN_BYTES, false);
   }
 
   #finishInput(): void {
     this.#drain();
     // The master is closing (or closed): input queued for it can never be written.
-    if (!this.open || this.#socket.destroyed) this.#failWrites(new PtyClosedError('closed', 'the terminal is closed: its program closed it'));
+    if (!this.open) this.#failWrites(new PtyClosedError('closed', 'the terminal is closed: its program closed it'));
     this.#maybeReportExit();
   }
 
