@@ -3,14 +3,18 @@
  * read the daemon's environment (its secrets) through /proc.
  */
 import { describe, expect, it } from 'vitest';
-import { startDaemon } from '../helpers/daemon-process.ts';
+import { spawnSync } from 'node:child_process';
+import { BIN, startDaemon } from '../helpers/daemon-process.ts';
 
 const NOBODY = 65_534;
 const asRoot = process.getuid?.() === 0;
+/** Whether that user can read the daemon's sources here (a checkout under a 0700 directory cannot). */
+const reachable = asRoot && spawnSync('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', 'test', '-r', BIN]).status === 0;
 
 describe('the daemon as seen by its own children', () => {
-  // Root reads every process's /proc entries; the check needs the daemon under an ordinary uid.
-  it.skipIf(!asRoot)('cannot have its environment read through /proc/$PPID/environ', async () => {
+  // Root reads every process's /proc entries; the check needs the daemon under an ordinary uid,
+  // which needs a checkout that uid can read.
+  it.skipIf(!reachable)('cannot have its environment read through /proc/$PPID/environ', async () => {
     const daemon = await startDaemon([], [], { uid: NOBODY });
     try {
       const headers = { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' };
