@@ -29,6 +29,25 @@ export default defineConfig(
     },
   },
   {
+    // The daemon knows its provider only through the provider interface (provider/api.ts); the
+    // composition root (server/daemon-runtime.ts) alone builds the concrete one.
+    files: ['service/src/server/**/*.ts'],
+    ignores: ['service/src/server/daemon-runtime.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/provider/**', '!**/provider/api.ts'],
+              message: 'server/ uses the provider through provider/api.ts; only server/daemon-runtime.ts (the composition root) imports the rest of provider/.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Tests read JSON answers; typing every body would only restate the schemas they check.
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {

@@ -14,6 +14,7 @@
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces, userInfo } from 'node:os';
 import { makeNonDumpable } from './provider/libc.ts';
+import { lookupUser } from './provider/run-as.ts';
 import { buildApp, packageVersion } from './server/app.ts';
 import { loadTokens } from './server/auth.ts';
 import { ConfigError, defaultTokenFile, loadConfig, serveHelp, type Config } from './server/config.ts';
@@ -89,7 +90,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // Before anything secret is read: processes of this uid (the daemon's own children) cannot
   // read a non-dumpable process's environment or memory through /proc.
   const nonDumpable = makeNonDumpable();
-  const { table, generated } = loadTokens(config.tokenFile, defaultTokenFile());
+  const { table, generated } = loadTokens(config.tokenFile, defaultTokenFile(), (name) => lookupUser(name));
   let daemon: ReturnType<typeof buildApp>;
   try {
     daemon = buildApp({ config, tokens: table, ownsHostProcess: true });
@@ -111,7 +112,7 @@ export async function serve(argv: readonly string[]): Promise<void> {
   // A string is a Unix socket path, which the daemon never binds.
   const bound = app.addresses().flatMap((entry) => (typeof entry === 'string' ? [] : [entry]));
   const addresses = reachableAt(bound, config.tlsCert === undefined ? 'http' : 'https');
-  const containment = registry.runtime.containmentMode;
+  const containment = registry.runtime.capabilities.containment;
   app.log.info({ address, addresses, tokenFile: table.source, owners: table.owners, users: table.users, nonDumpable, containment }, generated ? 'listening; a new token was written to the token file' : 'listening');
   if (!isLoopback(config.host)) {
     app.log.warn(

@@ -58,9 +58,9 @@ async function run(file: string, args: string[]): Promise<{ code: number | null;
 
 /** Sessions of the README's owner that still run. */
 async function running(): Promise<unknown[]> {
-  const terminals = (await daemon.request('GET', '/v1/terminals')).body.terminals as { status: string; closed: boolean }[];
+  const terminals = (await daemon.request('GET', '/v1/terminals')).body.terminals as { status: string; treeExited: boolean }[];
   const processes = (await daemon.request('GET', '/v1/processes')).body.processes as { status: string; treeExited: boolean }[];
-  return [...terminals.filter((terminal) => terminal.status === 'running' || !terminal.closed), ...processes.filter((process) => process.status === 'running' || !process.treeExited)];
+  return [...terminals.filter((terminal) => terminal.status === 'running' || !terminal.treeExited), ...processes.filter((process) => process.status === 'running' || !process.treeExited)];
 }
 
 describe('README errors', () => {
@@ -99,7 +99,7 @@ describe('README examples', () => {
     expect(result.out).toContain('"status":"ok"');
     expect(result.out).toContain('"applied":true');
     expect(result.out).toMatch(/"foreground":\{"processGroupId":\d+/);
-    expect(result.out).toMatch(/"status":"exited".*"closed":true/);
+    expect(result.out).toMatch(/"status":"exited".*"treeExited":true/);
     expect(await running()).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL, type ServerMessage } from '@execworld/sdk/protocol';
-import type { LocalRuntime } from '../../service/src/provider/local-runtime.ts';
+import type { ExecutionProvider } from '../../service/src/provider/api.ts';
 import { buildApp, type Daemon } from '../../service/src/server/app.ts';
 import { TokenTable } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts';
@@ -18,7 +18,7 @@ export interface TestDaemon {
   close(): Promise<void>;
 }
 
-export async function startDaemon(overrides: Partial<Config> = {}, options: { runtime?: LocalRuntime } = {}): Promise<TestDaemon> {
+export async function startDaemon(overrides: Partial<Config> = {}, options: { runtime?: ExecutionProvider } = {}): Promise<TestDaemon> {
   const config = { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides } as Config;
   const tokens = new TokenTable([{ owner: 'alice', token: ALICE }, { owner: 'bob', token: BOB }], 'test');
   const daemon = buildApp({ config, tokens, logger: pino({ level: 'silent' }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }) });

@@ -112,7 +112,7 @@ describe('terminals over REST', () => {
     expect(text.match(/\r\none\r\n/g)).toHaveLength(1);
     expect(text.match(/\r\ntwo\r\n/g)).toHaveLength(1);
     const terminated = await daemon.request('POST', `/v1/terminals/${id}/terminate`);
-    expect(terminated.body).toMatchObject({ status: 'exited', closed: true, exit: { signal: 'SIGHUP' } });
+    expect(terminated.body).toMatchObject({ status: 'exited', treeExited: true, exit: { signal: 'SIGHUP' } });
   });
 
   it('long-polls output until bytes arrive', async () => {
@@ -149,7 +149,7 @@ describe('limits and retention', () => {
     // one keeps ended sessions for ten minutes, the short one for 300 ms.
     const kept = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
     await daemon.request('GET', `/v1/terminals/${kept.body.id}/done`);
-    await waitFor('the session to be closed', async () => (await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.closed === true);
+    await waitFor('the session to be closed', async () => (await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.treeExited === true);
     expect((await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.exit).toEqual({ exitCode: 9, signal: null });
     const short = await startDaemon({ retentionMs: 300 });
     const created = await short.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });

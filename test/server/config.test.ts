@@ -2,6 +2,7 @@ import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { lookupUser } from '../../service/src/provider/run-as.ts';
 import { loadTokens, parseTokenFile, TokenTable } from '../../service/src/server/auth.ts';
 import { ConfigError, DEFAULT_CONFIG, loadConfig, serveHelp } from '../../service/src/server/config.ts';
 
@@ -68,15 +69,15 @@ describe('tokens', () => {
 
   it('generates a user-only token once, reuses it, and refuses a token file others can read', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'execworld-token-')), 'sub', 'token');
-    const first = loadTokens(undefined, file);
+    const first = loadTokens(undefined, file, lookupUser);
     expect(first.generated).toBe(true);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     expect(statSync(join(file, '..')).mode & 0o777).toBe(0o700);
-    const second = loadTokens(undefined, file);
+    const second = loadTokens(undefined, file, lookupUser);
     expect(second.generated).toBe(false);
     expect(second.table.owners).toEqual(['default']);
     const open = join(dir, 'open-token');
     writeFileSync(open, 'alice 0123456789abcdef01\n', { mode: 0o644 });
-    expect(() => loadTokens(open, file)).toThrow(/readable by other users/);
+    expect(() => loadTokens(open, file, lookupUser)).toThrow(/readable by other users/);
   });
 });

@@ -45,7 +45,7 @@ describe.skipIf(!asRoot)('an owner mapped to nobody, on a daemon run by root', (
 
   beforeAll(async () => {
     writeFileSync(tokenFile, `alice ${ALICE}\nbob ${BOB} nobody\n`, { mode: 0o600 });
-    const tokens = new TokenTable(resolveUsers(parseTokenFile(`alice ${ALICE}\nbob ${BOB} nobody\n`, tokenFile), tokenFile), tokenFile);
+    const tokens = new TokenTable(resolveUsers(parseTokenFile(`alice ${ALICE}\nbob ${BOB} nobody\n`, tokenFile), tokenFile, (name) => lookupUser(name)), tokenFile);
     // A state directory the mapped user can traverse, as the README asks of one with mapped owners.
     const stateDir = mkdtempSync(join(tmpdir(), 'ew-state-'));
     chmodSync(stateDir, 0o711);

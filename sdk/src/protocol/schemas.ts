@@ -110,8 +110,8 @@ export const TerminalInfo = z
     cols: z.int(),
     status: z.enum(['running', 'exited']),
     exit: Outcome.nullable(),
-    /** Cleanup of the whole session finished: nothing of it runs any more. */
-    closed: z.boolean(),
+    /** Every process of the session is gone: its program exited and the sweep of what it left finished. */
+    treeExited: z.boolean(),
     createdAt: z.string(),
     exitedAt: z.string().nullable(),
     output: StreamState,

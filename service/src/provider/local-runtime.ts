@@ -11,6 +11,7 @@ import type {
   SubprocessSpawnSpec,
   SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
+import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, TerminalExtensions } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import { CgroupContainment } from './containment/cgroup.ts';
 import { NO_CONTAINMENT, selectContainment, type Containment, type ContainmentChoice, type ContainmentMode, type SessionCell } from './containment/index.ts';
@@ -20,7 +21,7 @@ import { ProviderError } from './errors.ts';
 import { closeInheritedDescriptorsOnExec } from './libc.ts';
 import { createInspector } from './inspect/index.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
-import { assertStdio, ManagedProcess, type ProcessHost, type SpawnHooks } from './process.ts';
+import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
 import { executableCandidates, resolveExecutable } from './resolve-executable.ts';
 import { asUser, userEnvironment, type RunAs } from './run-as.ts';
 import { LocalTerminal, MAX_TERMINAL_SIZE } from './terminal.ts';
@@ -78,12 +79,6 @@ export interface LocalRuntimeOptions {
 /** Names of cells: one sequence per process, since cgroups and the subreaper are per process. */
 let lastSessionNumber = 0;
 
-/** Extensions of a terminal's spawn beyond the seam, for the daemon. */
-export interface TerminalExtensions {
-  /** The OS user the terminal's program runs as (the host must be root); by default the host's own. */
-  readonly runAs?: RunAs | undefined;
-}
-
 /**
  * The subprocess seam on this host: detached process trees with pipe, inherit
  * and bounded collect stdio; terminals over a real pty with exact foreground and
@@ -91,7 +86,7 @@ export interface TerminalExtensions {
  * identities. Disposal terminates and joins everything still owned, and a
  * synchronous last-resort kill runs if the host process exits first.
  */
-export class LocalRuntime implements SubprocessRuntime {
+export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   readonly platform: NodeJS.Platform;
   readonly #options: LocalRuntimeOptions;
   readonly #spill: SpillDirectory;
@@ -119,6 +114,15 @@ export class LocalRuntime implements SubprocessRuntime {
     if (options.containment !== undefined && options.containment !== 'auto') this.#getContainment();
   }
 
+  get capabilities(): ProviderCapabilities {
+    return {
+      platform: this.platform,
+      terminals: this.platform !== 'win32',
+      exactInputWait: this.exactInputWait,
+      containment: this.containmentMode,
+    };
+  }
+
   /** How this runtime's sessions are contained. */
   get containmentMode(): ContainmentMode {
     return this.#getContainment().mode;
@@ -143,7 +147,7 @@ export class LocalRuntime implements SubprocessRuntime {
     return resolveExecutable(command, this.childEnvironment(env), this.platform, signal);
   }
 
-  spawn(spec: SubprocessSpawnSpec, hooks: SpawnHooks = {}): ManagedProcess {
+  spawn(spec: SubprocessSpawnSpec, hooks: ProcessExtensions = {}): ManagedProcess {
     this.#assertActive();
     assertProgram(spec?.argv, 'expected a non-empty program name at argv[0]');
     assertGraceMs(spec.graceMs);

@@ -4,27 +4,21 @@
  * listens; `serve` in cli.ts does.
  * @module
  */
-import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { ERROR_CATALOG, OPERATION_LIST, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
-import { sweepStaleSpillDirectories } from '../provider/collector.ts';
-import { CgroupContainment } from '../provider/containment/cgroup.ts';
-import { selectContainment } from '../provider/containment/index.ts';
-import { recoverSessions, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
-import { LinuxInspector } from '../provider/inspect/linux.ts';
-import { LocalRuntime } from '../provider/local-runtime.ts';
+import type { ExecutionProvider } from '../provider/api.ts';
 import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
-import { allowedEnvironment } from './child-env.ts';
-import { defaultStateDir, type Config } from './config.ts';
+import type { Config } from './config.ts';
+import { daemonRuntime } from './daemon-runtime.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
-import { SessionRegistry } from './sessions.ts';
+import { SessionRegistry } from './sessions/registry.ts';
 import { WebSocketHub } from './ws.ts';
 
 export const CONNECT_PATH = '/v1/connect';
@@ -44,8 +38,8 @@ export interface AppOptions {
   readonly tokens: TokenTable;
   /** @default a pino logger at config.logLevel */
   readonly logger?: Logger;
-  /** @default a LocalRuntime over this host */
-  readonly runtime?: LocalRuntime;
+  /** @default a LocalRuntime over this host, contained and journaled as `config` says */
+  readonly runtime?: ExecutionProvider;
   /**
    * The daemon is the whole host process (`execworld serve`): it starts
    * children only for sessions, so the subreaper fallback may take every
@@ -90,78 +84,6 @@ function typedQuery(query: Record<string, unknown>): Record<string, unknown> {
 
 function errorReply(code: ErrorCode, message: string): { status: number; body: { error: { code: ErrorCode; message: string } } } {
   return { status: ERROR_CATALOG[code].status, body: { error: { code, message } } };
-}
-
-/**
- * The daemon's spill directory, made if missing, after the spill files of
- * daemons that died without cleaning up (crashed, SIGKILLed) were removed.
- */
-function spillDirectory(config: Config, log: Logger): string {
-  const directory = join(config.stateDir ?? defaultStateDir(), 'spill');
-  mkdirSync(directory, { recursive: true, mode: 0o700 });
-  // Traversable, not listable: an owner run as another user reaches its own spill
-  // directory (0700, its own) by name; every other directory in it stays 0700.
-  chmodSync(directory, 0o711);
-  const removed = sweepStaleSpillDirectories(directory, processExists);
-  if (removed.length > 0) log.info({ removed }, 'removed spill files a previous daemon left');
-  return directory;
-}
-
-/**
- * The daemon's runtime: its sessions contained as well as this host allows,
- * and recorded in the state directory, so that the next
- * daemon ends them if this one dies without doing so. `recover` ends what
- * daemons that died left, and must run before the first session starts.
- */
-function daemonRuntime(config: Config, log: Logger, ownsHostProcess: boolean): { runtime: LocalRuntime; recover: () => Promise<void>; close: () => void } {
-  const stateDir = config.stateDir ?? defaultStateDir();
-  const selection = selectContainment(config.containment, { subreaperFallback: true, claimOrphans: ownsHostProcess });
-  const containment = selection.containment;
-  const journalDirectory = join(stateDir, 'sessions');
-  const self = process.platform === 'linux' ? new LinuxInspector().identity(process.pid) : undefined;
-  // Made only after the recovery: a dead daemon's record must be read before anything is written.
-  let journal: SessionJournal | undefined;
-  const recorder: SessionRecorder = {
-    setCgroup: (directory) => journal?.setCgroup(directory),
-    record: (key, members) => journal?.record(key, members),
-  };
-  const runtime = new LocalRuntime({
-    // Read once: children start from the allowlisted part of the daemon's environment as it started.
-    ambientEnv: allowedEnvironment(process.env, config.passEnv),
-    inputBacklogBytes: config.inputBacklogBytes,
-    spillParent: spillDirectory(config, log),
-    containment,
-    journal: recorder,
-  });
-  const recover = async (): Promise<void> => {
-    if (self === undefined) {
-      log.info({ containment: containment.mode, reason: selection.cgroupUnavailable }, 'sessions are not contained: no cgroup and no subreaper on this platform');
-      return;
-    }
-    const report = await recoverSessions(journalDirectory, { self });
-    const swept = containment instanceof CgroupContainment ? await containment.sweepStale() : [];
-    if (report.journals.length > 0 || swept.length > 0) log.warn({ ...report, cgroups: [...report.cgroups, ...swept] }, 'ended the sessions of daemons that died without ending them');
-    journal = new SessionJournal(journalDirectory, self);
-    if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
-    log.info(
-      {
-        containment: containment.mode,
-        ...(containment instanceof CgroupContainment ? { cgroup: containment.directory } : {}),
-        ...(selection.cgroupUnavailable === undefined ? {} : { cgroupUnavailable: selection.cgroupUnavailable }),
-      },
-      `sessions are contained: ${containment.mode}`,
-    );
-  };
-  return { runtime, recover, close: () => journal?.close() };
-}
-
-function processExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 export function buildApp(options: AppOptions): Daemon {

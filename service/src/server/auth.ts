@@ -7,7 +7,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WS_TOKEN_PROTOCOL_PREFIX } from '@execworld/sdk/protocol';
-import { lookupUser, type RunAs } from '../provider/run-as.ts';
+import type { RunAs } from '../provider/api.ts';
 import { ConfigError } from './config.ts';
 
 /** Shortest token accepted from a file. */
@@ -91,7 +91,7 @@ export function parseTokenFile(text: string, path: string): { owner: string; tok
 export function resolveUsers(
   entries: readonly { owner: string; token: string; userName?: string }[],
   path: string,
-  lookup: (name: string) => RunAs | undefined = (name) => lookupUser(name),
+  lookup: (name: string) => RunAs | undefined,
   daemonUid: number | undefined = process.getuid?.(),
 ): TokenEntry[] {
   return entries.map(({ owner, token, userName }) => {
@@ -111,7 +111,7 @@ export function resolveUsers(
  * from the user-only default file, which is created with a fresh token the
  * first time.
  */
-export function loadTokens(tokenFile: string | undefined, defaultFile: string): { table: TokenTable; generated: boolean } {
+export function loadTokens(tokenFile: string | undefined, defaultFile: string, lookup: (name: string) => RunAs | undefined): { table: TokenTable; generated: boolean } {
   const path = tokenFile ?? defaultFile;
   if (tokenFile === undefined && !existsSync(defaultFile)) {
     mkdirSync(dirname(defaultFile), { recursive: true, mode: 0o700 });
@@ -129,7 +129,7 @@ export function loadTokens(tokenFile: string | undefined, defaultFile: string): 
   if (process.platform !== 'win32' && (statSync(path).mode & 0o077) !== 0) {
     throw new ConfigError(`token file ${path} is readable by other users; chmod 600 it`);
   }
-  return { table: new TokenTable(resolveUsers(parseTokenFile(text, path), path), path), generated: false };
+  return { table: new TokenTable(resolveUsers(parseTokenFile(text, path), path, lookup), path), generated: false };
 }
 
 /** The token of an `Authorization: Bearer …` header. */

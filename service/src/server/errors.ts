@@ -6,8 +6,7 @@
 import { getSystemErrorMap } from 'node:util';
 import { ZodError } from 'zod';
 import { ERROR_CATALOG, type ErrorBody, type ErrorCode } from '@execworld/sdk/protocol';
-import { InspectionUnsupportedError } from '../provider/inspect/inspector.ts';
-import { ProviderError, type ProviderErrorCode } from '../provider/errors.ts';
+import { ProviderError, type ProviderErrorCode } from '../provider/api.ts';
 
 export interface ServiceErrorOptions extends ErrorOptions {
   /** The operating system's name for the failure, e.g. ENOENT. */
@@ -81,7 +80,6 @@ function spawnFailure(error: NodeJS.ErrnoException, errno: string): ServiceError
 export function toServiceError(error: unknown): ServiceError {
   if (error instanceof ServiceError) return error;
   if (error instanceof ProviderError) return new ServiceError(PROVIDER_CODES[error.code], error.message, { cause: error, errno: errnoOf(error.cause) });
-  if (error instanceof InspectionUnsupportedError) return new ServiceError('UNSUPPORTED', error.message, { cause: error });
   if (error instanceof ZodError) return new ServiceError('INVALID_ARGUMENT', describeZodError(error, 'request'), { cause: error });
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'INVALID_ARGUMENT' && error instanceof Error) return new ServiceError('INVALID_ARGUMENT', error.message, { cause: error });

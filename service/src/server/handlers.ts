@@ -4,8 +4,9 @@
  * @module
  */
 import { OPERATION_LIST, PROTOCOL_VERSION, type OperationName, type OperationParams, type OperationResult, type OperationSpec } from '@execworld/sdk/protocol';
+import type { SubprocessOutputMode, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import { z } from 'zod';
-import type { SessionRegistry } from './sessions.ts';
+import type { SessionRegistry } from './sessions/registry.ts';
 import { ServiceError } from './errors.ts';
 import { waitForBytes, type ByteStream } from './streams.ts';
 
@@ -70,27 +71,44 @@ async function within(promise: Promise<unknown>, ms: number | undefined, ctx: Ca
   }
 }
 
+/** A terminal create's wire fields in the seam's shape. */
+function terminalSpec(params: OperationParams<'terminal.create'>): SubprocessTerminalSpawnSpec {
+  const { argv, cwd, env, rows, cols, graceMs } = params;
+  return { argv, cwd, rows, cols, graceMs, ...(env === undefined ? {} : { env }) };
+}
+
+/** A process create's wire fields in the seam's shape: a null env entry unsets it, an absent spill is no key. */
+function processSpec(params: OperationParams<'process.create'>): SubprocessSpawnSpec {
+  const output = (mode: OperationParams<'process.create'>['stdio']['stdout']): SubprocessOutputMode =>
+    mode === 'pipe' ? 'pipe' : { maxBytes: mode.maxBytes, ...(mode.spill === undefined ? {} : { spill: { maxBytes: mode.spill.maxBytes } }) };
+  const { stdin, stdout, stderr } = params.stdio;
+  return {
+    argv: params.argv,
+    cwd: params.cwd,
+    stdio: { stdin, stdout: output(stdout), stderr: output(stderr) },
+    graceMs: params.graceMs,
+    ...(params.env === undefined ? {} : { env: Object.fromEntries(Object.entries(params.env).map(([name, value]) => [name, value ?? undefined])) }),
+  };
+}
+
 export const HANDLERS: { [N in OperationName]: Handler<N> } = {
-  'health.get': (ctx) => ({
-    status: 'ok',
-    version: ctx.version,
-    protocolVersion: PROTOCOL_VERSION,
-    platform: process.platform,
-    arch: process.arch,
-    capabilities: {
-      terminals: ctx.registry.runtime.platform !== 'win32',
-      exactInputWait: ctx.registry.runtime.exactInputWait,
-      processes: true,
-      websocket: true,
-      containment: ctx.registry.runtime.containmentMode,
-    },
-  }),
+  'health.get': (ctx) => {
+    const { platform, terminals, exactInputWait, containment } = ctx.registry.runtime.capabilities;
+    return {
+      status: 'ok',
+      version: ctx.version,
+      protocolVersion: PROTOCOL_VERSION,
+      platform,
+      arch: process.arch,
+      capabilities: { terminals, exactInputWait, processes: true, websocket: true, containment },
+    };
+  },
 
   'executable.resolve': async (ctx, params) => ({
     path: await ctx.registry.runtime.resolveExecutable(params.command, params.env, ctx.signal),
   }),
 
-  'terminal.create': async (ctx, params) => (await ctx.registry.createTerminal(ctx.owner, params)).info(),
+  'terminal.create': async (ctx, params) => (await ctx.registry.createTerminal(ctx.owner, terminalSpec(params), params.requestId)).info(),
   'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.owner, 'terminal').map((session) => session.info()) }),
   'terminal.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').info(),
   'terminal.input': async (ctx, params) => {
@@ -127,7 +145,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return { ok: true };
   },
 
-  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, params)).info(),
+  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, processSpec(params), params.requestId)).info(),
   'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.owner, 'process').map((session) => session.info()) }),
   'process.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'process').info(),
   'process.stdin': async (ctx, params) => {

@@ -13,7 +13,8 @@
  * dropped as a gap, as collect mode promises.
  * @module
  */
-import type { OutputCollector } from '../provider/collector.ts';
+import type { Readable } from 'node:stream';
+import type { CollectedStreamView } from '../provider/api.ts';
 
 export interface StreamSlice {
   /** Offset of the first byte of `data`. */
@@ -179,12 +180,30 @@ export class RingStream extends ListenedStream implements ByteStream {
 
 const EMPTY = Buffer.alloc(0);
 
+/**
+ * Pumps a readable (a terminal's output, a piped stdout) into a ring, pausing
+ * it while the ring holds `capacity` unread bytes: the program then blocks on
+ * its next write instead of the daemon buffering without bound.
+ */
+export function feedRing(source: Readable, ring: RingStream): void {
+  source.on('data', (chunk: Buffer) => {
+    ring.append(chunk);
+    if (ring.full) source.pause();
+  });
+  ring.onChange(() => {
+    if (!ring.full && source.isPaused() && !ring.ended) source.resume();
+  });
+  source.once('end', () => ring.finish());
+  source.once('close', () => ring.finish());
+  source.on('error', () => ring.finish());
+}
+
 /** A view of a collected stream: the provider's bounded tail, fed live through `push`. */
 export class CollectorStream extends ListenedStream implements ByteStream {
-  readonly #collector: OutputCollector;
+  readonly #collector: CollectedStreamView;
   #ended = false;
 
-  constructor(collector: OutputCollector) {
+  constructor(collector: CollectedStreamView) {
     super();
     this.#collector = collector;
   }

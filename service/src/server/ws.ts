@@ -16,7 +16,7 @@ import { ClientMessage, encodeDataFrame, type ServerMessage, type SubscribeParam
 import type { z } from 'zod';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
-import type { SessionRegistry } from './sessions.ts';
+import type { SessionRegistry } from './sessions/registry.ts';
 import type { ByteStream } from './streams.ts';
 
 /** Largest payload of one data frame. */

@@ -7,6 +7,7 @@
  * evidence, not waiting, not alive.
  * @module
  */
+import { ProviderError } from '../errors.ts';
 
 /**
  * A process named by pid and start time, so that a recycled pid is never
@@ -86,11 +87,10 @@ export interface ProcessInspector {
   signalProcess(identity: ProcessIdentity, signal: NodeJS.Signals): boolean;
 }
 
-/** Thrown by an inspector method the platform cannot serve. */
-export class InspectionUnsupportedError extends Error {
-  readonly code = 'INSPECTION_UNSUPPORTED';
+/** Thrown by an inspector method the platform cannot serve: the provider's UNSUPPORTED. */
+export class InspectionUnsupportedError extends ProviderError {
   constructor(message: string) {
-    super(message);
+    super('UNSUPPORTED', message);
     this.name = 'InspectionUnsupportedError';
   }
 }

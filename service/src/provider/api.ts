@@ -1,0 +1,100 @@
+/**
+ * The provider interface: everything the daemon (`server/`) knows of the
+ * provider that runs its sessions. It is the subprocess seam plus a few named
+ * extensions the daemon needs and the seam does not carry: capabilities, the
+ * OS user an owner runs as, live views of collected streams, tree state,
+ * terminal resize, and disposal.
+ *
+ * `LocalRuntime` implements it on this host; a Windows provider and the test
+ * double in `test/helpers/memory-provider.ts` implement it too. The server
+ * imports nothing else of `provider/` outside its composition root
+ * (`server/daemon-runtime.ts`), which a lint rule enforces.
+ * @module
+ */
+import type {
+  SubprocessHandle,
+  SubprocessSpawnSpec,
+  SubprocessTerminalForeground,
+  SubprocessTerminalHandle,
+  SubprocessTerminalSpawnSpec,
+} from '@execworld/sdk/seam';
+import type { ContainmentMode } from './containment/containment.ts';
+import type { RunAs } from './run-as.ts';
+
+export type { ContainmentMode } from './containment/containment.ts';
+export type { RunAs } from './run-as.ts';
+export { CleanupError, ProviderError, type ProviderErrorCode } from './errors.ts';
+
+/** What the provider can do on its host, as `/v1/health` reports it. */
+export interface ProviderCapabilities {
+  /** The platform whose rules the provider follows. */
+  readonly platform: NodeJS.Platform;
+  /** Whether terminals can be started. */
+  readonly terminals: boolean;
+  /** Whether a terminal's foreground group can be proven to wait for input. */
+  readonly exactInputWait: boolean;
+  /** How sessions are contained, so that nothing they start outlives them. */
+  readonly containment: ContainmentMode;
+}
+
+/**
+ * A collected stream's bounded tail, read live: the bytes in
+ * [`windowStart`, `totalBytes`) are retained, earlier ones were dropped.
+ */
+export interface CollectedStreamView {
+  /** Offset of the oldest retained byte. */
+  readonly windowStart: number;
+  /** Bytes the stream produced so far. */
+  readonly totalBytes: number;
+  /** The spill file holding the stream's head, if it spills. */
+  readonly spillPath: string | undefined;
+  /** Up to `maxBytes` retained bytes from `fromByte` (from `windowStart` when earlier). */
+  slice(fromByte: number, maxBytes: number): { from: number; chunks: Buffer[] };
+  /** Removes what the stream keeps outside memory (its spill file). */
+  discard(): void;
+}
+
+/** Extensions of a process spawn beyond the seam. */
+export interface ProcessExtensions {
+  /** Called with every chunk of a collected stream, after it was collected. */
+  onCollected?(stream: 'stdout' | 'stderr', chunk: Buffer): void;
+  /** The OS user the process runs as; by default the provider's own. */
+  readonly runAs?: RunAs | undefined;
+}
+
+/** Extensions of a terminal spawn beyond the seam. */
+export interface TerminalExtensions {
+  /** The OS user the terminal's program runs as; by default the provider's own. */
+  readonly runAs?: RunAs | undefined;
+}
+
+/** A managed process tree, as the daemon holds it. */
+export interface ProviderProcess extends SubprocessHandle {
+  /**
+   * Resolves once the operating system started the program; rejects with what
+   * `done` rejects with when it could not.
+   */
+  readonly spawned: Promise<void>;
+  /** Whether every process of the tree is gone (not only the top-level one). */
+  readonly treeExited: boolean;
+  /** The live view of a collected stream; undefined unless it was spawned in collect mode. */
+  collector(stream: 'stdout' | 'stderr'): CollectedStreamView | undefined;
+}
+
+/** A terminal, as the daemon holds it. */
+export interface ProviderTerminal extends SubprocessTerminalHandle {
+  inspectForeground(): Promise<SubprocessTerminalForeground | undefined>;
+  /** Sets the terminal's size; its foreground group gets SIGWINCH where the platform has it. */
+  resize(cols: number, rows: number): void;
+}
+
+/** The provider the daemon runs its sessions on. */
+export interface ExecutionProvider {
+  readonly capabilities: ProviderCapabilities;
+  resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string>;
+  /** Starts a managed process tree; a spawn the system refuses rejects `spawned` and `done`. */
+  spawn(spec: SubprocessSpawnSpec, extensions?: ProcessExtensions): ProviderProcess;
+  spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions?: TerminalExtensions): Promise<ProviderTerminal>;
+  /** Terminates everything still running and waits until it is gone; later spawns fail. */
+  dispose(): Promise<void>;
+}

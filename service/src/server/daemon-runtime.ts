@@ -1,0 +1,102 @@
+/**
+ * The daemon's composition root: the one place in `server/` that knows the
+ * concrete provider. It builds the `LocalRuntime` the daemon runs its sessions
+ * on, with the containment, the session journal and the spill directory its
+ * configuration asks for; everything else in `server/` sees only the provider
+ * interface (`provider/api.ts`).
+ * @module
+ */
+import { chmodSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { FastifyBaseLogger as Logger } from 'fastify';
+import type { ExecutionProvider } from '../provider/api.ts';
+import { sweepStaleSpillDirectories } from '../provider/collector.ts';
+import { CgroupContainment } from '../provider/containment/cgroup.ts';
+import { selectContainment } from '../provider/containment/index.ts';
+import { recoverSessions, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
+import { LinuxInspector } from '../provider/inspect/linux.ts';
+import { LocalRuntime } from '../provider/local-runtime.ts';
+import { allowedEnvironment } from './child-env.ts';
+import { defaultStateDir, type Config } from './config.ts';
+
+/** The provider of a daemon, what must run before its first session, and what ends with it. */
+export interface DaemonRuntime {
+  readonly runtime: ExecutionProvider;
+  /** Ends what daemons that died left; runs before the first session starts. */
+  recover(): Promise<void>;
+  /** Called once every session ended. */
+  close(): void;
+}
+
+/**
+ * The daemon's spill directory, made if missing, after the spill files of
+ * daemons that died without cleaning up (crashed, SIGKILLed) were removed.
+ */
+function spillDirectory(config: Config, log: Logger): string {
+  const directory = join(config.stateDir ?? defaultStateDir(), 'spill');
+  mkdirSync(directory, { recursive: true, mode: 0o700 });
+  // Traversable, not listable: an owner run as another user reaches its own spill
+  // directory (0700, its own) by name; every other directory in it stays 0700.
+  chmodSync(directory, 0o711);
+  const removed = sweepStaleSpillDirectories(directory, processExists);
+  if (removed.length > 0) log.info({ removed }, 'removed spill files a previous daemon left');
+  return directory;
+}
+
+/**
+ * The daemon's runtime: its sessions contained as well as this host allows,
+ * and recorded in the state directory, so that the next
+ * daemon ends them if this one dies without doing so. `recover` ends what
+ * daemons that died left, and must run before the first session starts.
+ */
+export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: boolean): DaemonRuntime {
+  const stateDir = config.stateDir ?? defaultStateDir();
+  const selection = selectContainment(config.containment, { subreaperFallback: true, claimOrphans: ownsHostProcess });
+  const containment = selection.containment;
+  const journalDirectory = join(stateDir, 'sessions');
+  const self = process.platform === 'linux' ? new LinuxInspector().identity(process.pid) : undefined;
+  // Made only after the recovery: a dead daemon's record must be read before anything is written.
+  let journal: SessionJournal | undefined;
+  const recorder: SessionRecorder = {
+    setCgroup: (directory) => journal?.setCgroup(directory),
+    record: (key, members) => journal?.record(key, members),
+  };
+  const runtime = new LocalRuntime({
+    // Read once: children start from the allowlisted part of the daemon's environment as it started.
+    ambientEnv: allowedEnvironment(process.env, config.passEnv),
+    inputBacklogBytes: config.inputBacklogBytes,
+    spillParent: spillDirectory(config, log),
+    containment,
+    journal: recorder,
+  });
+  const recover = async (): Promise<void> => {
+    if (self === undefined) {
+      log.info({ containment: containment.mode, reason: selection.cgroupUnavailable }, 'sessions are not contained: no cgroup and no subreaper on this platform');
+      return;
+    }
+    const report = await recoverSessions(journalDirectory, { self });
+    const swept = containment instanceof CgroupContainment ? await containment.sweepStale() : [];
+    if (report.journals.length > 0 || swept.length > 0) log.warn({ ...report, cgroups: [...report.cgroups, ...swept] }, 'ended the sessions of daemons that died without ending them');
+    journal = new SessionJournal(journalDirectory, self);
+    if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+    log.info(
+      {
+        containment: containment.mode,
+        ...(containment instanceof CgroupContainment ? { cgroup: containment.directory } : {}),
+        ...(selection.cgroupUnavailable === undefined ? {} : { cgroupUnavailable: selection.cgroupUnavailable }),
+      },
+      `sessions are contained: ${containment.mode}`,
+    );
+  };
+  return { runtime, recover, close: () => journal?.close() };
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+

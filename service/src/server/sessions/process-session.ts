@@ -1,0 +1,180 @@
+/**
+ * A process session: the provider's managed process tree, its stdin pipe, and
+ * its stdout and stderr as streams (a ring for piped output, a view of the
+ * bounded tail for collected output).
+ * @module
+ */
+import type { Writable } from 'node:stream';
+import type { FastifyBaseLogger as Logger } from 'fastify';
+import type { schemas } from '@execworld/sdk/protocol';
+import type { SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } from '@execworld/sdk/seam';
+import type { ExecutionProvider, ProviderProcess, RunAs } from '../../provider/api.ts';
+import { ServiceError, toServiceError } from '../errors.ts';
+import { CollectorStream, feedRing, RingStream, type ByteStream } from '../streams.ts';
+import { Session } from './session.ts';
+
+type ProcessInfo = typeof schemas.ProcessInfo._zod.output;
+type StreamInfo = typeof schemas.ProcessStreamInfo._zod.output;
+
+/** How a session ended when the spawn itself failed, as the client sees it. */
+export type SpawnFailure = ReturnType<ServiceError['body']>;
+
+type StreamName = 'stdout' | 'stderr';
+
+interface ProcessStream {
+  readonly mode: 'pipe' | 'collect';
+  readonly stream: RingStream | CollectorStream;
+}
+
+export interface ProcessSessionOptions {
+  readonly ringBytes: number;
+  /** Bytes a process's stdin pipe holds for a program that does not read, before writes are refused. */
+  readonly inputBacklogBytes: number;
+  readonly runAs?: RunAs | undefined;
+  /** Called once nothing of the session runs. */
+  readonly onFinished: () => void;
+}
+
+/** The memory a process's collected tails may take: their maxBytes together. */
+export function collectBytesOf(spec: SubprocessSpawnSpec): number {
+  const of = (mode: SubprocessOutputMode): number => (typeof mode === 'object' ? mode.maxBytes : 0);
+  return of(spec.stdio.stdout) + of(spec.stdio.stderr);
+}
+
+export class ProcessSession extends Session {
+  readonly kind = 'process' as const;
+  readonly handle: ProviderProcess;
+  readonly argv: readonly string[];
+  readonly cwd: string;
+  readonly stdinMode: 'ignore' | 'pipe' | 'data';
+  readonly streams: { stdout?: ProcessStream; stderr?: ProcessStream } = {};
+  exit: SubprocessOutcome | undefined;
+  failure: SpawnFailure | undefined;
+  exitedAt: Date | undefined;
+  #stdin: Writable | undefined;
+  #stdinError: Error | undefined;
+  readonly settled: Promise<void>;
+
+  readonly #inputBacklogBytes: number;
+  /** Bytes of the daemon-wide collect budget this session's collected tails hold. */
+  readonly collectBytes: number;
+
+  constructor(owner: string, spec: SubprocessSpawnSpec, provider: ExecutionProvider, options: ProcessSessionOptions, log: Logger) {
+    super('p', owner, log);
+    this.#inputBacklogBytes = options.inputBacklogBytes;
+    this.argv = spec.argv;
+    this.cwd = spec.cwd;
+    const stdin = spec.stdio.stdin;
+    this.stdinMode = typeof stdin === 'object' ? 'data' : stdin;
+    this.collectBytes = collectBytesOf(spec);
+    this.handle = provider.spawn(spec, {
+      onCollected: (stream) => (this.streams[stream]?.stream as CollectorStream | undefined)?.appended(),
+      runAs: options.runAs,
+    });
+    for (const name of ['stdout', 'stderr'] as const) {
+      const mode = spec.stdio[name];
+      if (mode === 'pipe') {
+        const ring = new RingStream(options.ringBytes);
+        const source = this.handle[name];
+        if (source !== undefined) feedRing(source, ring);
+        else ring.finish();
+        this.streams[name] = { mode: 'pipe', stream: ring };
+      } else {
+        const collector = this.handle.collector(name);
+        if (collector !== undefined) this.streams[name] = { mode: 'collect', stream: new CollectorStream(collector) };
+      }
+    }
+    this.#stdin = this.handle.stdin;
+    this.#stdin?.on('error', (error) => {
+      // EPIPE from a child that stopped reading: later writes are refused, the daemon lives on.
+      this.#stdinError ??= error;
+    });
+    this.settled = this.handle.done
+      .then(
+        (outcome) => {
+          this.exit = outcome;
+        },
+        (error: unknown) => {
+          this.failure = toServiceError(error).body();
+        },
+      )
+      .then(async () => {
+        this.exitedAt = new Date();
+        for (const entry of Object.values(this.streams)) if (entry.mode === 'collect') (entry.stream as CollectorStream).finish();
+        this.log.info({ exit: this.exit, failure: this.failure }, 'process ended');
+        await this.handle.waitForExit();
+        this.finishedAt = new Date();
+        options.onFinished();
+      });
+  }
+
+  stream(name: StreamName): ByteStream {
+    const entry = this.streams[name];
+    if (entry === undefined) throw new ServiceError('STREAM_NOT_AVAILABLE', `${name} was not spawned as 'pipe' or collect`);
+    return entry.stream;
+  }
+
+  /** Resolves once the pipe took the bytes; false when (`writer`, `seq`) shows a retry of an applied write. */
+  writeStdin(data: Buffer, writer: string | undefined, seq: number | undefined): Promise<boolean> {
+    return this.writes.run(writer, seq, async () => {
+      const stdin = this.#stdinOrThrow();
+      const waiting = stdin.writableLength;
+      if (waiting > 0 && waiting + data.length > this.#inputBacklogBytes) {
+        throw new ServiceError('LIMIT_EXCEEDED', `the process is not reading its stdin: ${waiting} bytes already wait (the limit is ${this.#inputBacklogBytes})`);
+      }
+      await new Promise<void>((resolve, reject) => {
+        stdin.write(data, (error) => (error === null || error === undefined ? resolve() : reject(new ServiceError('PROCESS_EXITED', `stdin write failed: ${error.message}`))));
+      });
+    });
+  }
+
+  /** Closes the stdin pipe; closing it again is success, as the first close's retry may be. */
+  closeStdin(): void {
+    const stdin = this.#stdin;
+    if (stdin !== undefined && stdin.writableEnded && this.#stdinError === undefined) return;
+    this.#stdinOrThrow().end();
+  }
+
+  #stdinOrThrow(): Writable {
+    const stdin = this.#stdin;
+    if (stdin === undefined) throw new ServiceError('PROCESS_EXITED', `stdin is not a pipe (it was spawned as ${this.stdinMode})`);
+    if (this.#stdinError !== undefined) throw new ServiceError('PROCESS_EXITED', `stdin is closed: ${this.#stdinError.message}`);
+    if (stdin.writableEnded || stdin.destroyed) throw new ServiceError('PROCESS_EXITED', 'stdin is closed');
+    return stdin;
+  }
+
+  async terminate(): Promise<void> {
+    this.handle.terminate();
+    await this.settled;
+  }
+
+  override dispose(): void {
+    for (const name of ['stdout', 'stderr'] as const) this.handle.collector(name)?.discard();
+  }
+
+  info(): ProcessInfo {
+    const stream = (name: StreamName): StreamInfo | null => {
+      const entry = this.streams[name];
+      if (entry === undefined) return null;
+      const spillPath = entry.mode === 'collect' ? (this.handle.collector(name)?.spillPath ?? null) : null;
+      return { mode: entry.mode, start: entry.stream.start, end: entry.stream.end, ended: entry.stream.ended, spillPath };
+    };
+    const stdin = this.#stdin;
+    return {
+      id: this.id,
+      pid: this.handle.pid,
+      argv: [...this.argv],
+      cwd: this.cwd,
+      status: this.failure !== undefined ? 'failed' : this.exit !== undefined ? 'exited' : 'running',
+      exit: this.exit ?? null,
+      error: this.failure ?? null,
+      treeExited: this.handle.treeExited,
+      stdin: this.stdinMode,
+      stdinOpen: stdin !== undefined && !stdin.writableEnded && !stdin.destroyed && this.#stdinError === undefined,
+      stdout: stream('stdout'),
+      stderr: stream('stderr'),
+      createdAt: this.createdAt.toISOString(),
+      exitedAt: this.exitedAt?.toISOString() ?? null,
+    };
+  }
+}

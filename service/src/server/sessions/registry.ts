@@ -1,0 +1,237 @@
+/**
+ * The registry of the daemon's sessions: every terminal and process tree it
+ * runs, by id and owner; the per-owner and daemon-wide bounds on them; the
+ * idempotent creates; and how long their facts outlive them. Once a session
+ * has ended and nothing of it runs any more, its exit facts and retained
+ * output are kept for the retention period, so a late client still learns them.
+ * @module
+ */
+import type { FastifyBaseLogger as Logger } from 'fastify';
+import type { SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
+import type { ExecutionProvider, RunAs } from '../../provider/api.ts';
+import { ServiceError, toServiceError } from '../errors.ts';
+import { collectBytesOf, ProcessSession } from './process-session.ts';
+import { TerminalSession } from './terminal-session.ts';
+
+export interface SessionLimits {
+  readonly maxSessionsPerOwner: number;
+  /** Bytes a process's stdin pipe holds for a program that does not read, before writes are refused. */
+  readonly inputBacklogBytes: number;
+  /** Collect-mode tails of every held process together, at most. */
+  readonly collectBudgetBytes: number;
+  readonly maxRetainedPerOwner: number;
+  readonly ringBytes: number;
+  readonly retentionMs: number;
+  readonly orphanTimeoutMs: number;
+  /** Pauses between automatic sweeps of an exited terminal's session. @default SWEEP_RETRY_DELAYS_MS */
+  readonly sweepRetryDelaysMs?: readonly number[] | undefined;
+}
+
+export type AnySession = TerminalSession | ProcessSession;
+
+export class SessionRegistry {
+  readonly runtime: ExecutionProvider;
+  readonly #limits: SessionLimits;
+  readonly #log: Logger;
+  readonly #sessions = new Map<string, AnySession>();
+  /** `owner\0requestId` → the creation it started, so a retried create returns the same session. */
+  readonly #requests = new Map<string, Promise<AnySession>>();
+  readonly #requestOf = new Map<string, string>();
+  readonly #evictions = new Map<string, NodeJS.Timeout>();
+  /** Collect-mode bytes (maxBytes) of the processes held, against collectBudgetBytes. */
+  #collectReserved = 0;
+  /** Per owner, creates under way: they hold a slot before their session exists. */
+  readonly #reserved = new Map<string, number>();
+  #orphanSweep: NodeJS.Timeout | undefined;
+  #shuttingDown: Promise<void> | undefined;
+
+  readonly #runAsOf: (owner: string) => RunAs | undefined;
+
+  /** @param runAsOf - the OS user an owner's programs run as, if not the daemon's own. */
+  constructor(runtime: ExecutionProvider, limits: SessionLimits, log: Logger, runAsOf: (owner: string) => RunAs | undefined = () => undefined) {
+    this.runtime = runtime;
+    this.#runAsOf = runAsOf;
+    this.#limits = limits;
+    this.#log = log;
+    if (limits.orphanTimeoutMs > 0) {
+      this.#orphanSweep = setInterval(() => this.#sweepOrphans(), Math.min(60_000, Math.max(100, limits.orphanTimeoutMs / 4)));
+      this.#orphanSweep.unref();
+    }
+  }
+
+  get size(): number {
+    return this.#sessions.size;
+  }
+
+  /** Starts a terminal; a retry with the same `requestId` gets the session the first made. */
+  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string): Promise<TerminalSession> {
+    return this.#once(owner, requestId, 'terminal', async () => {
+      // The slot is held from before the spawn's await until the session is registered:
+      // creates pipelined on one connection cannot all pass the count.
+      const release = this.#admit(owner);
+      try {
+        const handle = await this.runtime.spawnTerminal(spec, { runAs: this.#runAsOf(owner) });
+        const session: TerminalSession = new TerminalSession(
+          owner,
+          spec,
+          handle,
+          { ringBytes: this.#limits.ringBytes, sweepRetryDelaysMs: this.#limits.sweepRetryDelaysMs, onFinished: () => this.#finished(session) },
+          this.#log,
+        );
+        this.#sessions.set(session.id, session);
+        this.#log.info({ session: session.id, owner, pid: handle.pid }, 'terminal started');
+        return session;
+      } finally {
+        release();
+      }
+    });
+  }
+
+  /** Starts a managed process tree; a retry with the same `requestId` gets the session the first made. */
+  createProcess(owner: string, spec: SubprocessSpawnSpec, requestId?: string): Promise<ProcessSession> {
+    return this.#once(owner, requestId, 'process', async () => {
+      const release = this.#admit(owner);
+      const wanted = collectBytesOf(spec);
+      if (wanted > 0 && this.#collectReserved + wanted > this.#limits.collectBudgetBytes) {
+        release();
+        throw new ServiceError(
+          'LIMIT_EXCEEDED',
+          `collected output of running and retained processes already holds ${this.#collectReserved} of the daemon's ${this.#limits.collectBudgetBytes} bytes; this process asks for ${wanted}`,
+        );
+      }
+      // Held from before the spawn's await, like the session slot: concurrent creates cannot all pass the budget.
+      this.#collectReserved += wanted;
+      let registered = false;
+      try {
+        const session: ProcessSession = new ProcessSession(
+          owner,
+          spec,
+          this.runtime,
+          { ...this.#limits, runAs: this.#runAsOf(owner), onFinished: () => this.#finished(session) },
+          this.#log,
+        );
+        // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
+        await session.handle.spawned;
+        this.#sessions.set(session.id, session);
+        registered = true;
+        this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
+        return session;
+      } finally {
+        release();
+        if (!registered) this.#collectReserved -= wanted;
+      }
+    });
+  }
+
+  /**
+   * Runs a create once per (owner, requestId): a retry, even one that arrives
+   * while the first is still running, gets the same session. A create that failed
+   * may be retried for real.
+   */
+  async #once<S extends AnySession>(owner: string, requestId: string | undefined, kind: S['kind'], create: () => Promise<S>): Promise<S> {
+    if (requestId === undefined) return create();
+    const key = `${owner}\0${requestId}`;
+    const known = this.#requests.get(key);
+    if (known !== undefined) {
+      const session = await known;
+      if (session.kind !== kind) throw new ServiceError('INVALID_ARGUMENT', `requestId ${requestId} already created a ${session.kind}`);
+      return session as S;
+    }
+    const creation = create();
+    this.#requests.set(key, creation);
+    creation.then(
+      (session) => this.#requestOf.set(session.id, key),
+      () => this.#requests.delete(key),
+    );
+    return creation;
+  }
+
+  /** The owner's session `id`; another owner's id is as unknown as a missing one. */
+  get<K extends AnySession['kind']>(owner: string, id: string, kind: K): Extract<AnySession, { kind: K }> {
+    const session = this.#sessions.get(id);
+    if (session === undefined || session.owner !== owner || session.kind !== kind) {
+      throw new ServiceError('NOT_FOUND', `no ${kind} ${id}`);
+    }
+    session.lastTouched = Date.now();
+    return session as Extract<AnySession, { kind: K }>;
+  }
+
+  list<K extends AnySession['kind']>(owner: string, kind: K): Extract<AnySession, { kind: K }>[] {
+    return [...this.#sessions.values()].filter((session): session is Extract<AnySession, { kind: K }> => session.owner === owner && session.kind === kind);
+  }
+
+  /** Terminates the session if it still runs, then forgets it. */
+  async delete(owner: string, id: string, kind: AnySession['kind']): Promise<void> {
+    const session = this.get(owner, id, kind);
+    await session.terminate();
+    this.#forget(session.id);
+  }
+
+  /** Stops taking work, terminates every session and waits until nothing runs. */
+  shutdown(): Promise<void> {
+    this.#shuttingDown ??= (async () => {
+      clearInterval(this.#orphanSweep);
+      const results = await Promise.allSettled([...this.#sessions.values()].map((session) => session.terminate()));
+      for (const result of results) if (result.status === 'rejected') this.#log.error({ err: result.reason }, 'session cleanup failed at shutdown');
+      await this.runtime.dispose().catch((error: unknown) => this.#log.error({ err: error }, 'runtime disposal failed'));
+      // Nothing is kept past the daemon's life: spill files go with their sessions.
+      for (const id of [...this.#sessions.keys()]) this.#forget(id);
+    })();
+    return this.#shuttingDown;
+  }
+
+  /** Reserves one of the owner's session slots; the returned function gives the reservation back. */
+  #admit(owner: string): () => void {
+    if (this.#shuttingDown !== undefined) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
+    const reserved = this.#reserved.get(owner) ?? 0;
+    const running = [...this.#sessions.values()].filter((session) => session.owner === owner && session.finishedAt === undefined).length + reserved;
+    if (running >= this.#limits.maxSessionsPerOwner) {
+      throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already runs ${running} terminals and processes (the limit is ${this.#limits.maxSessionsPerOwner})`);
+    }
+    this.#reserved.set(owner, reserved + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.#reserved.get(owner) ?? 1) - 1;
+      if (left === 0) this.#reserved.delete(owner);
+      else this.#reserved.set(owner, left);
+    };
+  }
+
+  #finished(session: AnySession): void {
+    if (!this.#sessions.has(session.id) || this.#shuttingDown !== undefined) return;
+    const timer = setTimeout(() => this.#forget(session.id), this.#limits.retentionMs);
+    timer.unref();
+    this.#evictions.set(session.id, timer);
+    const retained = [...this.#sessions.values()]
+      .filter((other) => other.owner === session.owner && other.finishedAt !== undefined)
+      .sort((a, b) => a.finishedAt!.getTime() - b.finishedAt!.getTime());
+    for (const old of retained.slice(0, Math.max(0, retained.length - this.#limits.maxRetainedPerOwner))) this.#forget(old.id);
+  }
+
+  #forget(id: string): void {
+    clearTimeout(this.#evictions.get(id));
+    this.#evictions.delete(id);
+    const session = this.#sessions.get(id);
+    if (session === undefined) return;
+    this.#sessions.delete(id);
+    if (session.kind === 'process') this.#collectReserved -= session.collectBytes;
+    session.dispose();
+    const request = this.#requestOf.get(id);
+    if (request !== undefined) {
+      this.#requests.delete(request);
+      this.#requestOf.delete(id);
+    }
+  }
+
+  #sweepOrphans(): void {
+    const cutoff = Date.now() - this.#limits.orphanTimeoutMs;
+    for (const session of this.#sessions.values()) {
+      if (session.finishedAt === undefined && session.lastTouched < cutoff) {
+        this.#log.warn({ session: session.id }, 'terminating a session nobody touched within the orphan timeout');
+        session.terminate().catch((error: unknown) => this.#log.error({ err: toServiceError(error) }, 'orphan cleanup failed'));
+      }
+    }
+  }
+}

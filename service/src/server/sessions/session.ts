@@ -1,0 +1,41 @@
+/**
+ * What every session of the daemon has: an id, an owner, its times, and the
+ * sequencer that makes retried input writes idempotent.
+ *
+ * A session's life is not a connection's: clients come and go, and a session
+ * ends only by its own exit, a terminate, or shutdown. See `docs/lifecycle.md`
+ * for the words (`exit`, `finishedAt`, `settled`, `treeExited`) used here.
+ * @module
+ */
+import { randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger as Logger } from 'fastify';
+import { InputSequencer } from '../input-sequencer.ts';
+
+const newId = (prefix: 't' | 'p'): string => `${prefix}_${randomBytes(12).toString('base64url')}`;
+
+export abstract class Session {
+  readonly id: string;
+  readonly owner: string;
+  readonly createdAt = new Date();
+  lastTouched = Date.now();
+  /** Nothing of the session runs any more; from now on its facts are only kept. */
+  finishedAt: Date | undefined;
+  /** Makes retried input writes idempotent, per writer. */
+  protected readonly writes = new InputSequencer();
+  protected readonly log: Logger;
+
+  constructor(prefix: 't' | 'p', owner: string, log: Logger) {
+    this.id = newId(prefix);
+    this.owner = owner;
+    this.log = log.child({ session: this.id });
+  }
+
+  abstract readonly kind: 'terminal' | 'process';
+  /** Ends the session; resolves once nothing of it runs. */
+  abstract terminate(): Promise<void>;
+
+  /** Releases what the session holds outside memory once it is forgotten (spill files). */
+  dispose(): void {
+    // Nothing by default.
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * A terminal session: the provider's terminal, its output ring, and the sweep
+ * that ends whatever its program left behind once it exited.
+ * @module
+ */
+import type { FastifyBaseLogger as Logger } from 'fastify';
+import type { schemas } from '@execworld/sdk/protocol';
+import type { SubprocessOutcome, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
+import type { ProviderTerminal } from '../../provider/api.ts';
+import { ServiceError } from '../errors.ts';
+import { feedRing, RingStream } from '../streams.ts';
+import { Session } from './session.ts';
+
+type TerminalInfo = typeof schemas.TerminalInfo._zod.output;
+
+/**
+ * Pauses between the automatic attempts to sweep an exited terminal's session
+ * (end what its program left running). After the last one the session is left
+ * unfinished, holding its owner's slot, and is swept again only when someone
+ * terminates it: a client, the orphan sweep or shutdown.
+ */
+export const SWEEP_RETRY_DELAYS_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
+
+export interface TerminalSessionOptions {
+  readonly ringBytes: number;
+  /** @default SWEEP_RETRY_DELAYS_MS */
+  readonly sweepRetryDelaysMs?: readonly number[] | undefined;
+  /** Called once nothing of the session runs. */
+  readonly onFinished: () => void;
+}
+
+export class TerminalSession extends Session {
+  readonly kind = 'terminal' as const;
+  readonly handle: ProviderTerminal;
+  readonly output: RingStream;
+  readonly argv: readonly string[];
+  readonly cwd: string;
+  rows: number;
+  cols: number;
+  exit: SubprocessOutcome | undefined;
+  exitedAt: Date | undefined;
+  /** Settles once the terminal exited and the automatic sweep of its session ended, swept or given up. */
+  readonly settled: Promise<void>;
+  readonly #onFinished: () => void;
+
+  constructor(owner: string, spec: SubprocessTerminalSpawnSpec, handle: ProviderTerminal, options: TerminalSessionOptions, log: Logger) {
+    super('t', owner, log);
+    this.handle = handle;
+    this.argv = spec.argv;
+    this.cwd = spec.cwd;
+    this.rows = spec.rows;
+    this.cols = spec.cols;
+    this.#onFinished = options.onFinished;
+    this.output = new RingStream(options.ringBytes);
+    feedRing(handle.output, this.output);
+    this.settled = handle.done.then(async (outcome) => {
+      this.exit = outcome;
+      this.exitedAt = new Date();
+      this.log.info({ exit: outcome }, 'terminal exited');
+      // The callers waiting for the exit are answered first: the sweep scans the process table.
+      await new Promise((resolve) => setImmediate(resolve));
+      await this.#sweep(options.sweepRetryDelaysMs ?? SWEEP_RETRY_DELAYS_MS);
+    });
+  }
+
+  async #sweep(delays: readonly number[]): Promise<void> {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await this.handle.terminate();
+        this.#finish();
+        return;
+      } catch (error) {
+        const delay = delays[attempt];
+        if (delay === undefined) {
+          this.log.error({ err: error, attempts: attempt + 1 }, 'terminal session cleanup failed; it is retried when the session is terminated');
+          return;
+        }
+        this.log.error({ err: error }, 'terminal session cleanup failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+
+  #finish(): void {
+    if (this.finishedAt !== undefined) return;
+    this.finishedAt = new Date();
+    this.#onFinished();
+  }
+
+  /** Ends the session; fails with CLEANUP_FAILED while processes of it survive. */
+  async terminate(): Promise<void> {
+    await this.handle.terminate();
+    await this.settled;
+    // Where the automatic sweep gave up, this terminate is the sweep that succeeded.
+    this.#finish();
+  }
+
+  /** Resolves once the kernel took the bytes; false when (`writer`, `seq`) shows a retry of an applied write. */
+  input(data: string, writer: string | undefined, seq: number | undefined): Promise<boolean> {
+    return this.writes.run(writer, seq, async () => {
+      if (this.exit !== undefined) throw new ServiceError('TERMINAL_EXITED', 'the terminal has exited');
+      await this.handle.write(data);
+    });
+  }
+
+  resize(rows: number, cols: number): void {
+    this.handle.resize(cols, rows);
+    this.rows = rows;
+    this.cols = cols;
+  }
+
+  info(): TerminalInfo {
+    return {
+      id: this.id,
+      pid: this.handle.pid,
+      argv: [...this.argv],
+      cwd: this.cwd,
+      rows: this.rows,
+      cols: this.cols,
+      status: this.exit === undefined ? 'running' : 'exited',
+      exit: this.exit ?? null,
+      treeExited: this.finishedAt !== undefined,
+      createdAt: this.createdAt.toISOString(),
+      exitedAt: this.exitedAt?.toISOString() ?? null,
+      output: { start: this.output.start, end: this.output.end, ended: this.output.ended },
+    };
+  }
+}
