@@ -4,7 +4,7 @@
  * difference is declared in {@link RuntimeTraits}, never skipped in a body.
  */
 import { readFileSync, statSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalHandle } from '@execworld/sdk/seam';
 import { asleepInForeground, sessionPids } from '../helpers/proc.ts';
 import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
@@ -115,9 +115,9 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
       });
 
       it('runs with the scrubbed environment plus explicit entries and tombstones', async () => {
-        process.env.EXECWORLD_CONTRACT_PROBE = 'v';
-        process.env.DSH_STALE = 'old';
-        process.env.EXECWORLD_CONTRACT_TOKEN = 'secret';
+        vi.stubEnv('EXECWORLD_CONTRACT_PROBE', 'v');
+        vi.stubEnv('DSH_STALE', 'old');
+        vi.stubEnv('EXECWORLD_CONTRACT_TOKEN', 'secret');
         const handle = runtime.spawn(
           sh('echo "${EXECWORLD_CONTRACT_PROBE:-absent} ${DSH_STALE:-absent} ${EXECWORLD_CONTRACT_TOKEN:-absent} $DSH_SHELL $DSH_SESSION_ID $EXPLICIT_OVERRIDE_PASSWORD"', {
             env: { EXECWORLD_CONTRACT_PROBE: undefined, DSH_SHELL: '1', DSH_SESSION_ID: 's', EXPLICIT_OVERRIDE_PASSWORD: 'x' },

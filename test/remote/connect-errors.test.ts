@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { connect, ConnectionError, ExecworldError } from '@execworld/sdk';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
@@ -32,18 +32,12 @@ describe('connect names why the daemon cannot be reached', () => {
 
   it('names the token file it looked for when no token is given', async () => {
     const home = mkdtempSync(join(tmpdir(), 'execworld-no-token-'));
-    const saved = process.env.XDG_CONFIG_HOME;
-    process.env.XDG_CONFIG_HOME = home;
-    try {
-      const error = await connect('http://127.0.0.1:1').catch((failure: unknown) => failure);
-      expect(error).toBeInstanceOf(ExecworldError);
-      expect(error).toMatchObject({ code: 'INVALID_ARGUMENT' });
-      expect((error as Error).message).toContain(join(home, 'execworld', 'token'));
-      expect((error as Error).message).toMatch(/connect\(url, \{ token \}\)/);
-    } finally {
-      if (saved === undefined) delete process.env.XDG_CONFIG_HOME;
-      else process.env.XDG_CONFIG_HOME = saved;
-    }
+    vi.stubEnv('XDG_CONFIG_HOME', home);
+    const error = await connect('http://127.0.0.1:1').catch((failure: unknown) => failure);
+    expect(error).toBeInstanceOf(ExecworldError);
+    expect(error).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect((error as Error).message).toContain(join(home, 'execworld', 'token'));
+    expect((error as Error).message).toMatch(/connect\(url, \{ token \}\)/);
   });
 });
 

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MAX_SUBSCRIPTIONS } from '../../service/src/server/ws.ts';
 import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { sleep, waitFor } from '../helpers/wait.ts';
@@ -68,8 +68,8 @@ describe('processes over REST', () => {
   });
 
   it('applies env entries and null tombstones over the scrubbed daemon environment', async () => {
-    process.env.EXECWORLD_TEST_AMBIENT = 'ambient';
-    process.env.EXECWORLD_TEST_SECRET = 'hidden';
+    vi.stubEnv('EXECWORLD_TEST_AMBIENT', 'ambient');
+    vi.stubEnv('EXECWORLD_TEST_SECRET', 'hidden');
     const created = await daemon.request('POST', '/v1/processes', {
       body: {
         argv: ['/bin/sh', '-c', 'echo "${EXECWORLD_TEST_AMBIENT:-gone} ${EXECWORLD_TEST_SECRET:-scrubbed} $EXTRA"'],
