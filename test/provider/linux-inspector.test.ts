@@ -4,7 +4,8 @@
  */
 import { readFileSync, readlinkSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { hostProc, LinuxInspector, parseStat, parseSyscall, type ProcSource } from '../../service/src/provider/inspect/linux.ts';
+import { hostProc, parseStat, parseSyscall, type ProcSource } from '../../service/src/provider/inspect/linux-proc.ts';
+import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
 import { ProcessIndex } from '../../service/src/provider/inspect/inspector.ts';
 
 const PTS = { path: '/dev/pts/7' };
