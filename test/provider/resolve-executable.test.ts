@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalRuntime } from '@execworld/service';
-import { executableCandidates } from '../../service/src/provider/resolve-executable.ts';
+import { platformFor } from '../../service/src/provider/platform/index.ts';
+
+const windows = platformFor('win32');
 
 const dir = mkdtempSync(join(tmpdir(), 'execworld-resolve-'));
 const bin = join(dir, 'bin');
@@ -46,17 +48,17 @@ describe('resolveExecutable', () => {
   });
 });
 
-describe('executableCandidates on Windows', () => {
+describe('executable candidates under the Windows rules', () => {
   it('appends PATHEXT extensions to a name without one, and the exact PATH key wins', () => {
-    expect(executableCandidates('tool', { Path: '/bin', PathExt: '.EXE;.CMD' }, 'win32', 'C:\\cwd')).toEqual(['C:\\bin\\tool.EXE', 'C:\\bin\\tool.CMD']);
-    expect(executableCandidates('tool', { Path: '/ambient', PATH: '/explicit', PATHEXT: '.EXE' }, 'win32', 'C:\\cwd')).toEqual([
+    expect(windows.executableCandidates('tool', { Path: '/bin', PathExt: '.EXE;.CMD' }, 'C:\\cwd')).toEqual(['C:\\bin\\tool.EXE', 'C:\\bin\\tool.CMD']);
+    expect(windows.executableCandidates('tool', { Path: '/ambient', PATH: '/explicit', PATHEXT: '.EXE' }, 'C:\\cwd')).toEqual([
       'C:\\explicit\\tool.EXE',
     ]);
-    expect(executableCandidates('tool.exe', { PATH: '' }, 'win32', 'C:\\cwd')).toEqual(['C:\\cwd\\tool.exe']);
+    expect(windows.executableCandidates('tool.exe', { PATH: '' }, 'C:\\cwd')).toEqual(['C:\\cwd\\tool.exe']);
   });
 
   it('uses the default PATHEXT and rejects backslash-relative paths', () => {
-    expect(executableCandidates('tool', { PATH: 'C:\\b' }, 'win32', 'C:\\cwd')).toHaveLength(4);
-    expect(() => executableCandidates('bin\\x.exe', {}, 'win32')).toThrow(/is a relative path/);
+    expect(windows.executableCandidates('tool', { PATH: 'C:\\b' }, 'C:\\cwd')).toHaveLength(4);
+    expect(() => windows.executableCandidates('bin\\x.exe', {})).toThrow(/is a relative path/);
   });
 });

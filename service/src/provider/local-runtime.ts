@@ -2,7 +2,6 @@
  * `LocalRuntime`: the subprocess seam on this host.
  * @module
  */
-import { spawnSync } from 'node:child_process';
 import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { mergeEnvironment, scrubEnvironment } from '@execworld/sdk/seam';
@@ -18,13 +17,12 @@ import { NO_CONTAINMENT, selectContainment, type Containment, type ContainmentCh
 import type { SessionRecorder } from './containment/journal.ts';
 import { SubreaperContainment } from './containment/subreaper.ts';
 import { ProviderError } from './errors.ts';
-import { closeInheritedDescriptorsOnExec } from './libc.ts';
-import { createInspector } from './inspect/index.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
+import { hostPlatform, platformFor, type Platform } from './platform/index.ts';
 import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
-import { executableCandidates, resolveExecutable } from './resolve-executable.ts';
+import { resolveExecutable } from './resolve-executable.ts';
 import { asUser, userEnvironment, type RunAs } from './run-as.ts';
-import { LocalTerminal, MAX_TERMINAL_SIZE } from './terminal.ts';
+import { MAX_TERMINAL_SIZE, type LocalTerminal } from './terminal.ts';
 import {
   abortReasonText,
   assertCwdString,
@@ -55,9 +53,9 @@ export interface LocalRuntimeOptions {
   readonly spillFileSystem?: SpillFileSystem;
   /** Test hook: the process inspector; by default the host platform's. */
   readonly inspector?: ProcessInspector;
-  /** Test hook: the platform whose rules apply. @default process.platform */
+  /** Test hook: the platform whose rules apply (its strategy in `platform/`). @default process.platform */
   readonly platform?: NodeJS.Platform;
-  /** Test hook: how a Windows process tree is ended. @default `taskkill /PID <pid> /T /F` */
+  /** Test hook: how the Windows strategy ends a process tree. @default `taskkill /PID <pid> /T /F` */
   readonly taskkill?: (pid: number) => void;
   /**
    * How each terminal and process tree is contained, so that nothing it starts
@@ -88,6 +86,8 @@ let lastSessionNumber = 0;
  */
 export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   readonly platform: NodeJS.Platform;
+  /** The rules of `platform`, chosen once. */
+  readonly #platform: Platform;
   readonly #options: LocalRuntimeOptions;
   readonly #spill: SpillDirectory;
   /** Spill directories of processes run as other users, by uid. */
@@ -104,7 +104,9 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
 
   constructor(options: LocalRuntimeOptions = {}) {
     this.#options = options;
-    this.platform = options.platform ?? process.platform;
+    const injected = options.platform !== undefined || options.taskkill !== undefined;
+    this.#platform = injected ? platformFor(options.platform ?? process.platform, { taskkill: options.taskkill }) : hostPlatform;
+    this.platform = this.#platform.name;
     this.#spill = new SpillDirectory({
       ...(options.spillParent !== undefined ? { parent: options.spillParent } : {}),
       ...(options.spillFileSystem !== undefined ? { fs: options.spillFileSystem } : {}),
@@ -117,7 +119,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   get capabilities(): ProviderCapabilities {
     return {
       platform: this.platform,
-      terminals: this.platform !== 'win32',
+      terminals: this.#platform.terminals.available,
       exactInputWait: this.exactInputWait,
       containment: this.containmentMode,
     };
@@ -140,11 +142,11 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   /** The environment a child gets: the scrubbed ambient one with `explicit` applied. */
   childEnvironment(explicit?: Readonly<Record<string, string | null | undefined>>): Record<string, string> {
     if (explicit !== undefined) assertEnvironment(explicit);
-    return mergeEnvironment(scrubEnvironment(this.#options.ambientEnv ?? process.env), explicit, this.platform === 'win32');
+    return mergeEnvironment(scrubEnvironment(this.#options.ambientEnv ?? process.env), explicit, this.#platform.caseInsensitiveEnv);
   }
 
   async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
-    return resolveExecutable(command, this.childEnvironment(env), this.platform, signal);
+    return resolveExecutable(command, this.childEnvironment(env), this.#platform, signal);
   }
 
   spawn(spec: SubprocessSpawnSpec, hooks: ProcessExtensions = {}): ManagedProcess {
@@ -157,7 +159,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     assertCwdString(spec.cwd);
     assertStdio(spec.stdio);
     const env = this.#environmentFor(spec.env, hooks.runAs);
-    this.#sealDescriptors();
+    this.#platform.sealDescriptors();
     const { key, cell } = this.#createCell();
     let handle: ManagedProcess;
     try {
@@ -184,9 +186,8 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     assertPositiveInteger('rows', spec.rows, MAX_TERMINAL_SIZE);
     assertPositiveInteger('cols', spec.cols, MAX_TERMINAL_SIZE);
     assertGraceMs(spec.graceMs);
-    if (this.platform === 'win32') {
-      throw new ProviderError('UNSUPPORTED', 'terminals are not implemented on Windows yet');
-    }
+    const terminals = this.#platform.terminals;
+    terminals.assertSupported();
     const inspector = this.#getInspector();
     const env = this.#environmentFor(spec.env, extensions.runAs);
     // The terminal's type is the caller's to name; the daemon's own TERM says nothing about it.
@@ -195,16 +196,16 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     const cwdFailure = cwdError(spec.cwd);
     if (cwdFailure !== undefined) throw cwdFailure;
     const file = spec.argv[0];
-    if (!terminalProgramExists(file, env, spec.cwd, this.platform)) {
+    if (!terminalProgramExists(file, env, spec.cwd, this.#platform)) {
       const where = file.includes('/') ? 'is not an executable file' : 'was not found on PATH';
       throw new ProviderError('EXECUTABLE_NOT_FOUND', `terminal program ${file} ${where}`);
     }
     const program = extensions.runAs === undefined ? { file, args: spec.argv.slice(1) } : asUser(extensions.runAs, file, spec.argv.slice(1));
-    this.#sealDescriptors();
+    this.#platform.sealDescriptors();
     const { key, cell } = this.#createCell();
     let terminal: LocalTerminal;
     try {
-      terminal = new LocalTerminal({
+      terminal = terminals.open({
         file: program.file,
         args: program.args,
         cwd: spec.cwd,
@@ -272,19 +273,8 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     if (this.#disposing !== undefined) throw new ProviderError('UNSUPPORTED', 'the runtime has been disposed');
   }
 
-  /**
-   * Children get exactly fds 0-2: every other descriptor of this process is made
-   * close-on-exec before each spawn, those it inherited from whatever started it
-   * and those a native module opened without the flag. (node-pty's masters are
-   * marked right after their fork, before anything else can start.)
-   */
-  #sealDescriptors(): void {
-    if (this.platform === 'win32' || process.platform === 'win32') return;
-    closeInheritedDescriptorsOnExec();
-  }
-
   #getInspector(): ProcessInspector {
-    this.#inspector ??= createInspector(this.platform);
+    this.#inspector ??= this.#platform.createInspector();
     return this.#inspector;
   }
 
@@ -348,18 +338,11 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   }
 
   #processHost(runAs?: RunAs): ProcessHost {
-    const platform = this.platform;
     return {
-      platform,
+      tree: this.#platform.tree,
       spill: this.#spillFor(runAs),
-      groupHasLiveMembers: (pgid) => (platform === 'linux' ? this.#getInspector().groupHasLiveMembers(pgid) : undefined),
+      groupHasLiveMembers: (pgid) => this.#getInspector().groupHasLiveMembers(pgid),
       processGroups: () => new Map(this.#getInspector().snapshot().filter((row) => row.alive).map((row) => [row.identity.pid, row.pgrp])),
-      taskkill:
-        this.#options.taskkill ??
-        ((pid) => {
-          // Every outcome is ignored: an absent tree, status 128, a missing binary.
-          spawnSync('taskkill', ['/PID', String(pid), '/T', '/F'], { stdio: 'ignore', windowsHide: true });
-        }),
     };
   }
 
@@ -430,9 +413,9 @@ function assertEnvironment(env: Readonly<Record<string, unknown>>): void {
 }
 
 /** Whether the terminal's program can be executed the way the child will look it up. */
-function terminalProgramExists(file: string, env: Record<string, string>, cwd: string, platform: NodeJS.Platform): boolean {
+function terminalProgramExists(file: string, env: Record<string, string>, cwd: string, platform: Platform): boolean {
   // The child changes to cwd before it execs, so relative names resolve from there.
-  const candidates = file.includes('/') ? [resolvePath(cwd, file)] : executableCandidates(file, env, platform, cwd);
+  const candidates = file.includes('/') ? [resolvePath(cwd, file)] : platform.executableCandidates(file, env, cwd);
   return candidates.some((candidate) => isExecutableFileSync(candidate));
 }
 

@@ -1,13 +1,8 @@
 /**
- * One managed process tree: the seam's `spawn`.
- *
- * On POSIX the child leads its own process group (spawned detached), so the
- * tree is that group: signals go to `-pid`, and the tree is gone when no
- * member is left. With a containment cell (a cgroup, or the subreaper's
- * tracking) the tree is the cell: what left the group (setsid, job control)
- * is signalled too, SIGKILL kills the cell whole, and the tree is gone only
- * once the cell is empty. On Windows the tree is the root's process tree,
- * ended with `taskkill /T /F`.
+ * One managed process tree: the seam's `spawn`. What the tree is, how it is
+ * spawned, signalled and told alive, is the platform's tree control
+ * (`platform/`): a process group and its containment cell on POSIX, the
+ * top-level process's tree ended with taskkill on Windows.
  * @module
  */
 import { spawn as spawnChild, type ChildProcess, type StdioOptions } from 'node:child_process';
@@ -23,6 +18,7 @@ import type {
 import { OutputCollector, type SpillDirectory } from './collector.ts';
 import type { SessionCell } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
+import type { ManagedTree, TreeControl } from './platform/platform.ts';
 import type { RunAs } from './run-as.ts';
 import { cwdError } from './validate.ts';
 
@@ -30,7 +26,8 @@ import { cwdError } from './validate.ts';
 export const TREE_POLL_MS = 15;
 
 export interface ProcessHost {
-  readonly platform: NodeJS.Platform;
+  /** How the tree is spawned, signalled and told alive. */
+  readonly tree: TreeControl;
   readonly spill: SpillDirectory;
   /**
    * Whether a process group has a live (non-zombie) member; undefined when that
@@ -38,9 +35,7 @@ export interface ProcessHost {
    * succeeds for a group of zombies.
    */
   groupHasLiveMembers(pgid: number): boolean | undefined;
-  /** Windows: ends the tree of `pid` (`taskkill /PID pid /T /F`), ignoring every outcome. */
-  taskkill(pid: number): void;
-  /** The containment cell the process is spawned into and owns from then on; POSIX only. */
+  /** The containment cell the process is spawned into and owns from then on, where the tree control takes cells. */
   readonly cell?: SessionCell | undefined;
   /** The process group of each live process, from one reading of the process table. */
   processGroups?(): ReadonlyMap<number, number | undefined>;
@@ -82,6 +77,8 @@ export class ManagedProcess implements SubprocessHandle {
   readonly #child: ChildProcess | undefined;
   readonly #collectors = new Map<'stdout' | 'stderr', OutputCollector>();
   readonly #cell: SessionCell | undefined;
+  /** This tree as its tree control sees it, once it was spawned. */
+  #tree: ManagedTree | undefined;
   #resolve!: (outcome: SubprocessOutcome) => void;
   #reject!: (error: Error) => void;
   #settled = false;
@@ -98,7 +95,7 @@ export class ManagedProcess implements SubprocessHandle {
   constructor(spec: SubprocessSpawnSpec, env: Record<string, string>, host: ProcessHost, hooks: SpawnHooks = {}) {
     this.#host = host;
     this.#graceMs = spec.graceMs;
-    this.#cell = host.platform === 'win32' ? undefined : host.cell;
+    this.#cell = host.tree.takesCells ? host.cell : undefined;
     this.done = new Promise<SubprocessOutcome>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -122,7 +119,7 @@ export class ManagedProcess implements SubprocessHandle {
         stdio: nodeStdio(spec),
         // Node drops the host's supplementary groups before it takes the user's ids.
         ...(hooks.runAs === undefined ? {} : { uid: hooks.runAs.uid, gid: hooks.runAs.gid }),
-        detached: host.platform !== 'win32',
+        detached: host.tree.detached,
         windowsHide: true,
       });
     // Only the fork itself runs inside: the child is born in the cell, and nothing else of this process is.
@@ -235,65 +232,25 @@ export class ManagedProcess implements SubprocessHandle {
 
   #signalTree(signal: NodeJS.Signals): void {
     if (!this.#treeAlive()) return;
-    if (this.#host.platform === 'win32') {
-      this.#host.taskkill(this.pid);
-      return;
-    }
-    const cell = this.#cell;
-    // With a cell the group may be long gone while escapees run: its id is signalled only while it is the tree's.
-    const group = cell === undefined || this.#groupAlive();
-    if (group) {
-      try {
-        process.kill(-this.pid, signal);
-      } catch (_groupFailure) {
-        try {
-          this.#child?.kill(signal);
-        } catch (_childFailure) {
-          // Nothing left to signal.
-        }
-      }
-    }
-    if (cell === undefined) return;
-    if (signal === 'SIGKILL') {
-      cell.kill();
-      return;
-    }
-    // Members that left the group get the same chance to end cleanly; those in it already
-    // have their signal, and a second would run a handler twice. (A pid read from the cell
-    // could only name another process if it died and its number came round again between
-    // the read and the signal.)
-    const groups = group ? this.#host.processGroups?.() : undefined;
-    for (const pid of cell.pids()) {
-      if (groups?.get(pid) === this.pid) continue;
-      try {
-        process.kill(pid, signal);
-      } catch (_error) {
-        // Gone meanwhile.
-      }
-    }
+    this.#host.tree.signal(this.#treeView(), signal);
   }
 
   #treeAlive(): boolean {
     if (this.#gone || this.pid <= 0) return false;
-    if (this.#host.platform === 'win32') return !this.#childExited;
-    // The cell holds everything the process started, whatever group or session it is in now.
-    if (this.#cell !== undefined) return !this.#cell.isEmpty();
-    return this.#groupAlive();
+    return this.#host.tree.alive(this.#treeView());
   }
 
-  /** Whether the process group still has a live member. */
-  #groupAlive(): boolean {
-    if (this.pid <= 0) return false;
-    try {
-      process.kill(-this.pid, 0);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ESRCH') return false;
-      if (code === 'EPERM') return true;
-      return !this.#childExited;
-    }
-    // Only after the leader is gone is a table scan worth it: a group of zombies is gone.
-    return !(this.#childExited && this.#host.groupHasLiveMembers(this.pid) === false);
+  #treeView(): ManagedTree {
+    const host = this.#host;
+    this.#tree ??= {
+      pid: this.pid,
+      child: this.#child,
+      cell: this.#cell,
+      rootExited: () => this.#childExited,
+      groupHasLiveMembers: (pgid) => host.groupHasLiveMembers(pgid),
+      processGroups: () => host.processGroups?.(),
+    };
+    return this.#tree;
   }
 
   #observe(): Promise<void> {

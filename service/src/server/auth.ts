@@ -7,6 +7,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WS_TOKEN_PROTOCOL_PREFIX } from '@execworld/sdk/protocol';
+import { fileModesGuardPrivacy } from '../platform-facts.ts';
 import type { RunAs } from '../provider/api.ts';
 import { ConfigError } from './config.ts';
 
@@ -126,7 +127,7 @@ export function loadTokens(tokenFile: string | undefined, defaultFile: string, l
   } catch (error) {
     throw new ConfigError(`cannot read token file ${path}: ${(error as Error).message}`);
   }
-  if (process.platform !== 'win32' && (statSync(path).mode & 0o077) !== 0) {
+  if (fileModesGuardPrivacy() && (statSync(path).mode & 0o077) !== 0) {
     throw new ConfigError(`token file ${path} is readable by other users; chmod 600 it`);
   }
   return { table: new TokenTable(resolveUsers(parseTokenFile(text, path), path, lookup), path), generated: false };
