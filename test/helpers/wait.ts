@@ -1,4 +1,4 @@
-import { processRuns } from '../../service/src/provider/containment/cgroup.ts';
+import { processRuns } from '../../service/src/provider/containment/cgroup-fs.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export { sleep };

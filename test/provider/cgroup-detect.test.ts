@@ -4,7 +4,7 @@
  * own cgroup namespace, and the cases where no cgroup can be used.
  */
 import { describe, expect, it } from 'vitest';
-import { cgroupDirectories, parseMountInfo, parseProcCgroup } from '../../service/src/provider/containment/cgroup.ts';
+import { cgroupDirectories, parseMountInfo, parseProcCgroup } from '../../service/src/provider/containment/cgroup-fs.ts';
 
 /** This machine: cgroup v1 controllers, and cgroup2 at /sys/fs/cgroup/unified. */
 const HYBRID = `30 22 0:27 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755

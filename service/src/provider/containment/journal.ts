@@ -14,7 +14,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync
 import { join } from 'node:path';
 import { ProcessIndex, type ProcessIdentity, type ProcessInspector } from '../inspect/inspector.ts';
 import { LinuxInspector } from '../inspect/linux.ts';
-import { killAndRemoveCgroup } from './cgroup.ts';
+import { killAndRemoveCgroup } from './cgroup-fs.ts';
 
 interface JournalFile {
   readonly daemon: ProcessIdentity;
