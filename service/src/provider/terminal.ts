@@ -3,9 +3,7 @@
  * leads, with the seam's foreground inspection, signalling and whole-session
  * cleanup.
  *
- * Cleanup is fenced on identities (pid + start time): the handle tracks every
- * process it has seen in the terminal's tree or session, keeps tracking those
- * that reparent away, and never signals a pid whose start time changed.
+ * Cleanup is fenced on identities (pid + start time): see `terminal-members.ts`.
  *
  * With a containment cell the terminal is born into it, and terminate ends
  * what the cell still holds after the session's own cleanup (processes that
@@ -24,8 +22,9 @@ import type {
 } from '@execworld/sdk/seam';
 import type { SessionCell } from './containment/containment.ts';
 import { CleanupError, ProviderError } from './errors.ts';
-import { ProcessIndex, type ProcessIdentity, type ProcessInspector, type ProcessRow, type TerminalDevice } from './inspect/inspector.ts';
+import type { ProcessInspector, TerminalDevice } from './inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
+import { emptyCell, SessionMembers, survivorsError, union } from './terminal-members.ts';
 import { assertPositiveInteger } from './validate.ts';
 
 /** The seam's foreground facts, plus the identity of the input wait when there is one. */
@@ -42,13 +41,6 @@ export const TERMINAL_SIGNALS: readonly SubprocessTerminalSignal[] = ['SIGINT', 
 
 /** Largest terminal dimension, the range of the kernel's `struct winsize`. */
 export const MAX_TERMINAL_SIZE = 65_535;
-
-/** Poll interval while cleanup waits for processes to go. */
-const CLEANUP_POLL_MS = 5;
-/** SIGKILL rounds against members forked while earlier ones died. */
-const KILL_ROUNDS = 8;
-/** Least time a killed cell is given to empty (processes in uninterruptible sleep die late). */
-const CELL_KILL_WAIT_MS = 5000;
 
 /** Output buffered for a slow reader before the terminal is paused. */
 const OUTPUT_HIGH_WATER_BYTES = 64 * 1024;
@@ -76,8 +68,6 @@ function signalName(signal: number): NodeJS.Signals | null {
   return null;
 }
 
-const identityKey = (identity: ProcessIdentity): string => `${identity.pid}:${identity.started}`;
-
 export class LocalTerminal implements SubprocessTerminalHandle {
   readonly pid: number;
   readonly output: Readable;
@@ -90,12 +80,9 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   readonly #terminalDevice: TerminalDevice;
   readonly #graceMs: number;
   readonly #inputBacklogBytes: number;
-  /** The top-level process, when its identity could be read at start. */
-  readonly #root: ProcessIdentity | undefined;
-  readonly #tracked = new Map<string, ProcessIdentity>();
+  /** The session's processes, fenced on identities. */
+  readonly #members: SessionMembers;
   readonly #cell: SessionCell | undefined;
-  /** When the top-level process exited, in the inspector's clock ticks. */
-  #exitTicks: number | undefined;
   #exited = false;
   #resolveDone!: (outcome: SubprocessOutcome) => void;
   #terminating: Promise<void> | undefined;
@@ -127,7 +114,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     this.device = this.#pty.device;
     cell?.attach(this.pid, [this.device]);
     this.#terminalDevice = this.#inspector.terminalDevice(this.device);
-    this.#root = this.#inspector.identity(this.pid);
+    this.#members = new SessionMembers(this.#inspector, this.#inspector.identity(this.pid));
   }
 
   /** True once the top-level process has exited. */
@@ -211,19 +198,16 @@ export class LocalTerminal implements SubprocessTerminalHandle {
 
   /** Synchronous last resort while the host exits: SIGKILL everything, await nothing. */
   terminateForHostExit(): void {
-    const kill = (targets: ProcessIdentity[]): void => {
-      for (const target of targets) this.#inspector.signalProcess(target, 'SIGKILL');
-    };
-    kill(this.#refresh());
+    this.#members.killAll();
     if (!this.#exited) this.#signalShell('SIGKILL');
-    kill(this.#refresh());
+    this.#members.killAll();
     this.#cell?.kill();
   }
 
   #foreground(): TerminalForeground | undefined {
     if (this.#exited) return undefined;
     const rows = this.#inspector.snapshot();
-    this.#refresh(rows);
+    this.#members.refresh(rows);
     const pgid = this.#inspector.foregroundGroup(this.pid);
     if (pgid === undefined) return undefined;
     const wait = this.#inspector.inputWait(pgid, this.#terminalDevice, rows);
@@ -241,48 +225,15 @@ export class LocalTerminal implements SubprocessTerminalHandle {
 
   #onExit(exit: PtyExit): void {
     // From now on, session members are adopted only if they started before this.
-    this.#exitTicks = this.#inspector.nowTicks();
+    this.#members.rootExited();
     this.#exited = true;
     this.output.push(null);
     const signal = signalName(exit.signal);
     this.#resolveDone({ exitCode: exit.signal === 0 ? exit.exitCode : null, signal });
   }
 
-  /**
-   * Rescans the process table and returns the tracked members that still live.
-   * New members are adopted from the top-level process's tree and session while
-   * it is alive; after it exited, from the session members that started before
-   * its exit (a process that later gets its pid and starts a session of the same
-   * id is younger), and always from the trees of members already tracked.
-   */
-  #refresh(rows?: readonly ProcessRow[]): ProcessIdentity[] {
-    const root = this.#root;
-    if (root === undefined) return [];
-    const index = new ProcessIndex(rows ?? this.#inspector.snapshot());
-    const adopt = (identity: ProcessIdentity): void => {
-      if (identity.pid !== root.pid) this.#tracked.set(identityKey(identity), identity);
-    };
-    if (!this.#exited && index.has(root)) {
-      for (const row of index.tree(root)) adopt(row.identity);
-      for (const row of index.rows) if (row.session === root.pid) adopt(row.identity);
-    } else if (this.#exitTicks !== undefined) {
-      for (const row of index.rows) {
-        if (row.session === root.pid && row.startTicks !== undefined && row.startTicks <= this.#exitTicks) adopt(row.identity);
-      }
-    }
-    for (const member of [...this.#tracked.values()]) for (const row of index.tree(member)) adopt(row.identity);
-    for (const [key, identity] of this.#tracked) {
-      const row = index.get(identity.pid);
-      if (row === undefined || !row.alive || row.identity.started !== identity.started) this.#tracked.delete(key);
-    }
-    return [...this.#tracked.values()];
-  }
-
   #signalShell(signal: NodeJS.Signals): void {
-    if (this.#root !== undefined) {
-      this.#inspector.signalProcess(this.#root, signal);
-      return;
-    }
+    if (this.#members.signalRoot(signal)) return;
     try {
       this.#pty.kill(signal);
     } catch (_error) {
@@ -293,7 +244,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   async #terminateOnce(): Promise<void> {
     // Members forked by the living shell while its children die (a loop) are not
     // survivors: they are swept once the shell is gone. One that outlived SIGKILL is.
-    const unkillable = await this.#stopDescendants();
+    const unkillable = await this.#members.stop(this.#graceMs);
     if (unkillable.length > 0) throw survivorsError(unkillable);
     if (!this.#exited) {
       // A real terminal close: the controlling process gets SIGHUP, which ends an
@@ -310,51 +261,11 @@ export class LocalTerminal implements SubprocessTerminalHandle {
       }
     }
     // Children forked while the shell handled its signals, and members that outlived it.
-    const survivors = await this.#stopDescendants();
-    const left = union(survivors, this.#refresh());
+    const survivors = await this.#members.stop(this.#graceMs);
+    const left = union(survivors, this.#members.refresh());
     if (left.length > 0) throw survivorsError(left);
-    await this.#emptyCell();
+    if (this.#cell !== undefined) await emptyCell(this.#cell, this.#graceMs);
     this.#pty.close();
-  }
-
-  /**
-   * Ends what the cell still holds once the session's own members are gone:
-   * processes that left the session (setsid) and were never tracked. TERM and
-   * CONT, the grace, then the whole cell is killed.
-   */
-  async #emptyCell(): Promise<void> {
-    const cell = this.#cell;
-    if (cell === undefined) return;
-    if (!cell.isEmpty()) {
-      for (const pid of cell.pids()) {
-        // A pid read from the cell names another process only if its number came round between the read and the signal.
-        for (const signal of ['SIGTERM', 'SIGCONT'] as const) {
-          try {
-            process.kill(pid, signal);
-          } catch (_error) {
-            // Gone meanwhile.
-          }
-        }
-      }
-      if (!(await this.#cellEmptyWithin(cell, this.#graceMs))) {
-        cell.kill();
-        if (!(await this.#cellEmptyWithin(cell, Math.max(this.#graceMs, CELL_KILL_WAIT_MS)))) {
-          const pids = cell.pids();
-          throw new CleanupError(`terminal cleanup failed; surviving pids: ${pids.join(', ')}`, pids);
-        }
-      }
-    }
-    cell.remove();
-  }
-
-  async #cellEmptyWithin(cell: SessionCell, ms: number): Promise<boolean> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      if (cell.isEmpty()) return true;
-      const remaining = deadline - Date.now();
-      if (remaining <= 0) return false;
-      await sleep(Math.min(CLEANUP_POLL_MS, remaining));
-    }
   }
 
   async #exitWithin(ms: number): Promise<boolean> {
@@ -366,39 +277,6 @@ export class LocalTerminal implements SubprocessTerminalHandle {
       timeout.abort();
     }
   }
-
-  /**
-   * TERM, grace, then rounds of KILL to every tracked member, each round taking
-   * in the members forked meanwhile. Returns the members that outlived a SIGKILL
-   * and its grace; members still being forked by a living ancestor outside the
-   * targets (the shell) after the last round are not waited for.
-   */
-  async #stopDescendants(): Promise<ProcessIdentity[]> {
-    const first = this.#refresh();
-    for (const target of first) {
-      this.#inspector.signalProcess(target, 'SIGTERM');
-      this.#inspector.signalProcess(target, 'SIGCONT');
-    }
-    let survivors = first.length > 0 ? await this.#survivorsAfter(first, this.#graceMs) : [];
-    for (let round = 0; round < KILL_ROUNDS; round += 1) {
-      const targets = union(survivors, this.#refresh());
-      if (targets.length === 0) return [];
-      for (const target of targets) this.#inspector.signalProcess(target, 'SIGKILL');
-      survivors = await this.#survivorsAfter(targets, this.#graceMs);
-      if (survivors.length > 0) return survivors;
-    }
-    return [];
-  }
-
-  async #survivorsAfter(targets: readonly ProcessIdentity[], ms: number): Promise<ProcessIdentity[]> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const survivors = targets.filter((target) => this.#inspector.isAlive(target));
-      const remaining = deadline - Date.now();
-      if (survivors.length === 0 || remaining <= 0) return survivors;
-      await sleep(Math.min(CLEANUP_POLL_MS, remaining));
-    }
-  }
 }
 
 /** The value of a synchronous call as a promise; a throw becomes the rejection. */
@@ -408,15 +286,4 @@ function promised<T>(call: () => T): Promise<T> {
   } catch (error) {
     return Promise.reject(error instanceof Error ? error : new Error(String(error)));
   }
-}
-
-function survivorsError(survivors: readonly ProcessIdentity[]): CleanupError {
-  const pids = survivors.map((target) => target.pid);
-  return new CleanupError(`terminal cleanup failed; surviving pids: ${pids.join(', ')}`, pids);
-}
-
-function union(a: readonly ProcessIdentity[], b: readonly ProcessIdentity[]): ProcessIdentity[] {
-  const all = new Map<string, ProcessIdentity>();
-  for (const identity of [...a, ...b]) all.set(identityKey(identity), identity);
-  return [...all.values()];
 }
