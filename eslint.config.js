@@ -29,6 +29,13 @@ export default defineConfig(
     },
   },
   {
+    // The seam's rules that the wire protocol reads are as runtime-neutral as the protocol.
+    files: ['sdk/src/seam/limits.ts', 'sdk/src/seam/validate.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '**/scripts/**', '../remote/**', '../dsh/**'] }],
+    },
+  },
+  {
     // Tests read JSON answers; typing every body would only restate the schemas they check.
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {

@@ -5,14 +5,10 @@
  * @module
  */
 import { z } from 'zod';
+import { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS } from '../seam/limits.ts';
 import { ErrorBody } from './errors.ts';
 
-/** Largest timer delay Node supports, 2^31-1 ms. */
-export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
-/** Largest terminal dimension (`struct winsize` fields are 16-bit). */
-export const MAX_TERMINAL_SIZE = 65_535;
-/** Longest a single long-poll request may wait. */
-export const MAX_WAIT_MS = 60_000;
+export { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS };
 /** Largest slice of output one read returns. */
 export const MAX_READ_BYTES = 4 * 1024 * 1024;
 

@@ -11,14 +11,12 @@ import { randomUUID } from 'node:crypto';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { SubprocessCollectedOutputs, SubprocessHandle, SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } from '../seam/types.ts';
 import type { OperationResult } from '../protocol/operations.ts';
+import { MAX_WAIT_MS } from '../seam/limits.ts';
 import { remoteError } from '../errors.ts';
 import type { Connection, Logger } from './connection.ts';
 import { RemoteCollector, RemoteStdin, SubscribedReadable } from './streams.ts';
 
 type ProcessInfo = OperationResult<'process.get'>;
-
-/** Longest wait of one `process.wait` call; waits loop over it. */
-const WAIT_SLICE_MS = 60_000;
 
 function wireOutput(mode: SubprocessOutputMode): 'pipe' | { maxBytes: number; spill?: { maxBytes: number } } {
   // 'inherit' means the SDK host's own fd here: the daemon pipes it, the SDK copies it out.
@@ -179,8 +177,9 @@ export class RemoteProcess implements SubprocessHandle {
       this.#treeExited = true;
       return true;
     }
+    // One wait call waits at most MAX_WAIT_MS; a longer wait is a loop of them.
     while (!isAborted(signal)) {
-      const wait = this.#connection.call('process.wait', { id: info.id, timeoutMs: WAIT_SLICE_MS }, { retry: 'safe', long: true }) as Promise<OperationResult<'process.wait'>>;
+      const wait = this.#connection.call('process.wait', { id: info.id, timeoutMs: MAX_WAIT_MS }, { retry: 'safe', long: true }) as Promise<OperationResult<'process.wait'>>;
       const result = signal === undefined ? await wait : await Promise.race([wait, aborted(signal)]);
       if (result === undefined) return false;
       if (result.treeExited) {

@@ -9,15 +9,13 @@ import { join } from 'node:path';
 import { PROTOCOL_VERSION } from '../protocol/version.ts';
 import type { OperationName, OperationResult } from '../protocol/operations.ts';
 import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
+import { abortReasonText, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
 import { randomUUID } from 'node:crypto';
 import { ConnectionError, ExecworldError } from '../errors.ts';
 import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
 import { RemoteProcess } from './process.ts';
 import { describeUnreachable, getJson, type CertificateAuthority } from './reach.ts';
 import { RemoteTerminal } from './terminal.ts';
-
-/** Node's largest timer delay, 2^31-1 ms. */
-const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
 export interface ConnectOptions {
   /**
@@ -114,21 +112,12 @@ function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>;
 }
 
-/** Throws like the local provider does for specs it cannot start. */
-function assertSpawnSpec(spec: { argv?: unknown; graceMs?: unknown; signal?: AbortSignal | undefined }, programMessage: string): void {
-  const argv = spec?.argv;
-  if (!Array.isArray(argv) || typeof argv[0] !== 'string' || argv[0].length === 0) throw new ExecworldError('INVALID_ARGUMENT', programMessage);
-  const grace = spec.graceMs;
-  if (typeof grace !== 'number' || !Number.isFinite(grace) || grace <= 0 || grace > MAX_TIMER_DELAY_MS) {
-    throw new ExecworldError('INVALID_ARGUMENT', `graceMs must be a positive finite number no greater than ${MAX_TIMER_DELAY_MS}, got ${String(grace)}`);
-  }
-}
+const invalid: InvalidArgument = (message) => new ExecworldError('INVALID_ARGUMENT', message);
 
-function reasonText(reason: unknown): string {
-  if (reason === undefined || reason === null) return 'aborted';
-  if (reason instanceof Error) return reason.message;
-  if (typeof reason === 'object' || typeof reason === 'function' || typeof reason === 'symbol') return Object.prototype.toString.call(reason);
-  return `${reason as string | number | boolean | bigint}`;
+/** Throws for the specs the local provider would refuse before any work, with its messages (the seam's checks). */
+function assertSpawnSpec(spec: { argv?: unknown; graceMs?: unknown }, programMessage: string): void {
+  assertProgram(spec?.argv, programMessage, invalid);
+  assertGraceMs(spec.graceMs, invalid);
 }
 
 /**
@@ -194,7 +183,7 @@ export class RemoteRuntime implements SubprocessRuntime {
   spawn(spec: SubprocessSpawnSpec): RemoteProcess {
     assertSpawnSpec(spec, 'expected a non-empty program name at argv[0]');
     if (spec.signal?.aborted === true) {
-      throw new ExecworldError('INVALID_ARGUMENT', `aborted before spawn: ${reasonText(spec.signal.reason)}`, { cause: spec.signal.reason });
+      throw new ExecworldError('INVALID_ARGUMENT', `aborted before spawn: ${abortReasonText(spec.signal)}`, { cause: spec.signal.reason });
     }
     this.#assertOpen();
     void this.start().catch(() => undefined);

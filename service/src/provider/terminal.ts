@@ -22,6 +22,7 @@ import type {
   SubprocessTerminalHandle,
   SubprocessTerminalSignal,
 } from '@execworld/sdk/seam';
+import { MAX_TERMINAL_SIZE } from '@execworld/sdk/seam';
 import type { SessionCell } from './containment/containment.ts';
 import { CleanupError, ProviderError } from './errors.ts';
 import { ProcessIndex, type ProcessIdentity, type ProcessInspector, type ProcessRow, type TerminalDevice } from './inspect/inspector.ts';
@@ -40,8 +41,7 @@ export interface TerminalForeground extends SubprocessTerminalForeground {
 /** The signals `signalForeground` accepts. */
 export const TERMINAL_SIGNALS: readonly SubprocessTerminalSignal[] = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'];
 
-/** Largest terminal dimension, the range of the kernel's `struct winsize`. */
-export const MAX_TERMINAL_SIZE = 65_535;
+export { MAX_TERMINAL_SIZE };
 
 /** Poll interval while cleanup waits for processes to go. */
 const CLEANUP_POLL_MS = 5;
