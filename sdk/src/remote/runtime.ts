@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { PROTOCOL_VERSION } from '../protocol/version.ts';
 import type { OperationName, OperationResult } from '../protocol/operations.ts';
 import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
+import { endAll, settleAll } from '../seam/teardown.ts';
 import { abortReasonText, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
 import { randomUUID } from 'node:crypto';
 import { ConnectionError, ExecworldError } from '../errors.ts';
@@ -255,16 +256,9 @@ export class RemoteRuntime implements SubprocessRuntime {
    */
   dispose(): Promise<void> {
     this.#disposing ??= (async () => {
-      const pending: Promise<unknown>[] = [];
-      for (const handle of this.#processes) {
-        handle.terminate();
-        pending.push(handle.done.catch(() => undefined).then(() => handle.waitForExit()));
-      }
-      for (const terminal of this.#terminals) pending.push(terminal.terminate());
-      const failures = (await Promise.allSettled(pending)).flatMap((result) => (result.status === 'rejected' ? [result.reason as unknown] : []));
+      const failure = await settleAll(endAll(this.#processes, this.#terminals), 'remote subprocess teardown failed');
       this.#connection.close();
-      if (failures.length === 1) throw failures[0];
-      if (failures.length > 1) throw new AggregateError(failures, 'remote subprocess teardown failed');
+      if (failure !== undefined) throw failure.error;
     })();
     return this.#disposing;
   }

@@ -7,6 +7,7 @@ import type { Readable } from 'node:stream';
 import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '../seam/types.ts';
 import type { OperationResult } from '../protocol/operations.ts';
 import { ConnectionError, ExecworldError, remoteError } from '../errors.ts';
+import { retryableOnce } from '../seam/teardown.ts';
 import type { Connection } from './connection.ts';
 import { toOutcome } from './process.ts';
 import { SubscribedReadable } from './streams.ts';
@@ -34,7 +35,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
   readonly #writer = randomUUID();
   #seq = 0;
   #exited = false;
-  #terminating: Promise<void> | undefined;
+  readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
   /** @internal Made by RemoteRuntime. */
   constructor(connection: Connection, info: TerminalInfo, from = 0) {
@@ -117,11 +118,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
   }
 
   terminate(): Promise<void> {
-    this.#terminating ??= this.#terminateOnce().catch((error: unknown) => {
-      this.#terminating = undefined;
-      throw error;
-    });
-    return this.#terminating;
+    return this.#terminate();
   }
 
   async #terminateOnce(): Promise<void> {

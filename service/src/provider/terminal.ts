@@ -22,7 +22,7 @@ import type {
   SubprocessTerminalHandle,
   SubprocessTerminalSignal,
 } from '@execworld/sdk/seam';
-import { MAX_TERMINAL_SIZE } from '@execworld/sdk/seam';
+import { MAX_TERMINAL_SIZE, retryableOnce } from '@execworld/sdk/seam';
 import type { SessionCell } from './containment/containment.ts';
 import { CleanupError, ProviderError } from './errors.ts';
 import { ProcessIndex, type ProcessIdentity, type ProcessInspector, type ProcessRow, type TerminalDevice } from './inspect/inspector.ts';
@@ -98,7 +98,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   #exitTicks: number | undefined;
   #exited = false;
   #resolveDone!: (outcome: SubprocessOutcome) => void;
-  #terminating: Promise<void> | undefined;
+  readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
   constructor(options: TerminalOptions) {
     this.#inspector = options.inspector;
@@ -202,11 +202,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   }
 
   terminate(): Promise<void> {
-    this.#terminating ??= this.#terminateOnce().catch((error: unknown) => {
-      this.#terminating = undefined;
-      throw error;
-    });
-    return this.#terminating;
+    return this.#terminate();
   }
 
   /** Synchronous last resort while the host exits: SIGKILL everything, await nothing. */
