@@ -3,9 +3,6 @@
  * provider. `connect(url)` opens it.
  * @module
  */
-import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { PROTOCOL_VERSION } from '../protocol/version.ts';
 import type { OperationName, OperationResult } from '../protocol/operations.ts';
 import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
@@ -15,6 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { ConnectionError, ExecworldError } from '../errors.ts';
 import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
 import { RemoteProcess } from './process.ts';
+import { readLocalToken } from '../token-file.ts';
 import { describeUnreachable, getJson, type CertificateAuthority } from './reach.ts';
 import { RemoteTerminal } from './terminal.ts';
 
@@ -57,42 +55,6 @@ export const DEFAULT_CONNECT_OPTIONS = {
   reconnectMaxDelayMs: 2_000,
   windowBytes: 256 * 1024,
 } as const;
-
-/** Where a local daemon writes its token: $XDG_CONFIG_HOME/execworld/token, or ~/.config/execworld/token. */
-export function localTokenFile(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== '' ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
-  return join(base, 'execworld', 'token');
-}
-
-/** The first token of a token file's text: a bare token, or the token of an `<owner> <token>` line. */
-function firstToken(text: string): string | undefined {
-  for (const line of text.split('\n')) {
-    const fields = line.trim().split(/\s+/);
-    if (fields[0] === undefined || fields[0] === '' || fields[0].startsWith('#')) continue;
-    return fields.length === 1 ? fields[0] : fields[1];
-  }
-  return undefined;
-}
-
-/** The token a local daemon wrote, or why there is none: the file looked for, and what was wrong with it. */
-function readLocalToken(env: NodeJS.ProcessEnv): { token: string } | { missing: string } {
-  const file = localTokenFile(env);
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return { missing: code === 'ENOENT' ? `there is no ${file}` : `${file} cannot be read (${code ?? (error as Error).message})` };
-  }
-  const token = firstToken(text);
-  return token === undefined ? { missing: `${file} holds no token` } : { token };
-}
-
-/** The token a local daemon wrote, if there is one. */
-export function localToken(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const local = readLocalToken(env);
-  return 'token' in local ? local.token : undefined;
-}
 
 function resolveOptions(url: string, options: ConnectOptions): ConnectionOptions {
   if (!/^https?:\/\/[^/]+/.test(url)) throw new ExecworldError('INVALID_ARGUMENT', `url must be http(s)://host:port, got ${url}`);

@@ -17,10 +17,7 @@ import { describeZodError } from './errors.ts';
 const MiB = 1024 * 1024;
 
 /** Where a local daemon's token lives when none is configured: user-only, found by the SDK and CLI. */
-export function defaultTokenFile(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== '' ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
-  return join(base, 'execworld', 'token');
-}
+export { localTokenFile as defaultTokenFile } from '@execworld/sdk/token-file';
 
 /** Where the daemon keeps what must outlive a crash (spill files, and what a restart cleans up). */
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
