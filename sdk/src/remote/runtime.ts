@@ -4,7 +4,7 @@
  * @module
  */
 import { PROTOCOL_VERSION } from '../protocol/version.ts';
-import type { OperationName, OperationResult } from '../protocol/operations.ts';
+import type { OperationName, OperationParams, OperationResult } from '../protocol/operations.ts';
 import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
 import { endAll, settleAll } from '../seam/teardown.ts';
 import { abortReasonText, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
@@ -122,10 +122,14 @@ export class RemoteRuntime implements SubprocessRuntime {
     return this.#started;
   }
 
-  /** Calls an operation by name; for the extensions the seam has no verb for. */
-  async call<N extends keyof OperationResultMap>(op: N, params: Record<string, unknown>, retry: 'safe' | 'unsafe' = 'safe'): Promise<OperationResultMap[N]> {
+  /**
+   * Calls an operation by name; for the extensions the seam has no verb for.
+   * Whether it is sent again after a reconnect, and whether it waits without a
+   * request timeout, is the operation table's to say.
+   */
+  async call<N extends OperationName>(op: N, params: OperationParams<N>): Promise<OperationResult<N>> {
     await this.start();
-    return (await this.#connection.call(op, params, { retry })) as OperationResultMap[N];
+    return await this.#connection.call(op, params);
   }
 
   async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
@@ -245,8 +249,6 @@ export class RemoteRuntime implements SubprocessRuntime {
     return this.#connection;
   }
 }
-
-type OperationResultMap = { [N in OperationName]: OperationResult<N> };
 
 /**
  * Connects to a daemon and returns a {@link RemoteRuntime}, a drop-in for a
