@@ -6,22 +6,7 @@
  * @module
  */
 import { z } from 'zod';
-import {
-  ClientMessage,
-  DATA_HEADER_BYTES,
-  ERROR_CATALOG,
-  ErrorBody,
-  OPERATION_LIST,
-  PROTOCOL_VERSION,
-  ServerMessage,
-  StreamRef,
-  SubscribeParams,
-  SubscribeResult,
-  WS_SUBPROTOCOL,
-  WS_TOKEN_PROTOCOL_PREFIX,
-  type ErrorCode,
-  type OperationSpec,
-} from '@execworld/sdk/protocol';
+import { ClientMessage, DATA_HEADER_BYTES, ERROR_CATALOG, ErrorBody, OPERATION_LIST, PROTOCOL_VERSION, ServerMessage, StreamRef, SubscribeParams, SubscribeResult, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX, type ErrorCode, type OperationSpec } from '@execworld/sdk/protocol';
 
 type Json = Record<string, unknown>;
 
