@@ -16,8 +16,8 @@ export default defineConfig(
   {
     files: ['sdk/src/**/*.ts'],
     rules: {
-      // The sdk runs anywhere Node runs and never depends on the service.
-      'no-restricted-imports': ['error', { paths: ['node-pty', '@execworld/service'], patterns: ['**/service/src/**'] }],
+      // The sdk runs anywhere Node runs, never depends on the service, and ships no build scripts.
+      'no-restricted-imports': ['error', { paths: ['node-pty', '@execworld/service'], patterns: ['**/service/src/**', '**/scripts/**'] }],
     },
   },
   {
@@ -25,7 +25,14 @@ export default defineConfig(
     // run in any JavaScript runtime, so nothing of Node (or a socket library) is imported there.
     files: ['sdk/src/protocol/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '../remote/**', '../dsh/**'] }],
+      'no-restricted-imports': ['error', { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '**/scripts/**', '../remote/**', '../dsh/**'] }],
+    },
+  },
+  {
+    // The seam's rules that the wire protocol reads are as runtime-neutral as the protocol.
+    files: ['sdk/src/seam/limits.ts', 'sdk/src/seam/validate.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '**/scripts/**', '../remote/**', '../dsh/**'] }],
     },
   },
   {

@@ -1,6 +1,6 @@
 /** The generated files of openapi/, path and exact text. */
 import { readFileSync } from 'node:fs';
-import { buildOpenApiDocument, buildWebSocketSchema } from '../sdk/src/protocol/openapi.ts';
+import { buildOpenApiDocument, buildWebSocketSchema } from './openapi.ts';
 
 export function generatedDocuments(): [URL, string][] {
   const version = (JSON.parse(readFileSync(new URL('../service/package.json', import.meta.url), 'utf8')) as { version: string }).version;

@@ -14,7 +14,8 @@ export type {
   SubprocessTerminalSignal,
   SubprocessTerminalSpawnSpec,
 } from './seam/index.ts';
-export { connect, DEFAULT_CONNECT_OPTIONS, localToken, localTokenFile, RemoteRuntime } from './remote/runtime.ts';
+export { connect, DEFAULT_CONNECT_OPTIONS, RemoteRuntime } from './remote/runtime.ts';
+export { localToken, localTokenFile } from './token-file.ts';
 export type { CertificateAuthority } from './remote/reach.ts';
 export type { ConnectOptions } from './remote/runtime.ts';
 export { RemoteProcess } from './remote/process.ts';

@@ -143,7 +143,7 @@ describe('the remote runtime under faults', () => {
     await admin.dispose();
     const check = await connect(proxy.url, { token: daemon.token });
     expect((await check.listProcesses()).find((entry) => entry.id === piped.id)?.status).toBe('running');
-    await check.call('process.terminate', { id: piped.id });
+    await check.call('process.terminate', { id: piped.id! });
     check.close();
   });
 

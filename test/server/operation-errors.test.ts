@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CATALOG, OPERATION_LIST, type ErrorCode, type OperationSpec } from '@execworld/sdk/protocol';
 import { LocalRuntime } from '@execworld/service';
-import { CONNECT_ERRORS } from '../../sdk/src/protocol/openapi.ts';
+import { CONNECT_ERRORS } from '../../scripts/openapi.ts';
 import { InspectionUnsupportedError, type ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';

@@ -5,8 +5,8 @@
  */
 export { ERROR_CATALOG, ERROR_CODES, ErrorBody, ErrorDetail } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
-export { OPERATION_LIST, OPERATIONS } from './operations.ts';
-export type { OperationName, OperationParams, OperationResult, OperationSpec, Operations } from './operations.ts';
+export { OPERATION_LIST, OPERATIONS, isIdempotentCall } from './operations.ts';
+export type { Idempotency, OperationName, OperationParams, OperationResult, OperationSpec, Operations } from './operations.ts';
 export * as schemas from './schemas.ts';
 export {
   ClientMessage,

@@ -1,12 +1,31 @@
 /**
  * The operation table: every call the daemon serves, once. REST routes, the
  * WebSocket call names, the OpenAPI document, the auth test and the SDK client
- * are all derived from it.
+ * are all derived from it, and so are the semantics of a call: whether it may
+ * be resent after a reconnect (`idempotent`) and whether it may wait for an
+ * event (`waits`).
  * @module
  */
 import type { z } from 'zod';
 import { ERROR_CODES, type ErrorCode } from './errors.ts';
 import * as s from './schemas.ts';
+
+/**
+ * Whether a call may be sent again when the connection broke before its answer
+ * came, without its effect changing: the SDK resends only such calls after a
+ * reconnect (and fails any other with OUTCOME_UNKNOWN).
+ *
+ * - `true`: always. Reads and waits; and actions whose repeat is no new action:
+ *   terminate (already ending), resize (to the same size), closing stdin (a repeat
+ *   is success), delete (a repeat after one that applied answers NOT_FOUND: the
+ *   session is gone either way).
+ * - `false`: never. A second signal is a second signal.
+ * - `{ when: [...fields] }`: only when the params carry every one of these
+ *   fields, by which the daemon recognises the repeat: a create's `requestId`
+ *   (the repeat answers the session the first one made), an input's `writer`
+ *   and `seq` (the repeat is not applied again).
+ */
+export type Idempotency = boolean | { readonly when: readonly string[] };
 
 export interface OperationSpec {
   /** Call name on the WebSocket, e.g. `terminal.create`. */
@@ -30,6 +49,23 @@ export interface OperationSpec {
    * get (a bad token, an unknown id, a body too large, headers past Node's limit).
    */
   readonly errors: readonly ErrorCode[];
+  /** Whether the call may be resent after a reconnect; see {@link Idempotency}. */
+  readonly idempotent: Idempotency;
+  /**
+   * Whether the call may wait for an event (a long poll, a done or wait, a
+   * terminate that answers once nothing runs, a PATH lookup): on the WebSocket
+   * the daemon stops waiting when its caller's connection closes (and counts it
+   * against the calls one connection may have in flight); the SDK gives it no
+   * request timeout.
+   */
+  readonly waits: boolean;
+}
+
+/** Whether a call of `spec` with `params` may be resent after a reconnect without changing its effect. */
+export function isIdempotentCall(spec: Pick<OperationSpec, 'idempotent'>, params: Readonly<Record<string, unknown>>): boolean {
+  const rule = spec.idempotent;
+  if (typeof rule === 'boolean') return rule;
+  return rule.when.every((field) => params[field] !== undefined);
 }
 
 /** Any request can be malformed, have headers past Node's limit or too slow, or meet a fault. */
@@ -66,6 +102,9 @@ function op<const Name extends string, Input extends z.ZodObject, Result extends
   auth?: boolean;
   /** The codes the operation's own work can answer; the request's are added. */
   errors?: readonly ErrorCode[];
+  /** Said of every operation: no default. Conditional idempotency names fields of the input. */
+  idempotent: boolean | { readonly when: readonly (keyof Input['shape'] & string)[] };
+  waits: boolean;
 }) {
   const auth = spec.auth ?? true;
   return {
@@ -79,37 +118,39 @@ function op<const Name extends string, Input extends z.ZodObject, Result extends
     status: spec.status ?? 200,
     auth,
     errors: catalogOrder([...requestErrors(spec.method, spec.path, auth), ...(spec.errors ?? [])], ERROR_CODES),
+    idempotent: spec.idempotent,
+    waits: spec.waits,
   } satisfies OperationSpec;
 }
 
 export const OPERATIONS = {
-  'health.get': op({ name: 'health.get', method: 'GET', path: '/v1/health', summary: 'Daemon status, version and capabilities', result: s.Health, auth: false }),
+  'health.get': op({ name: 'health.get', method: 'GET', path: '/v1/health', summary: 'Daemon status, version and capabilities', result: s.Health, auth: false , idempotent: true, waits: false }),
 
-  'executable.resolve': op({ name: 'executable.resolve', method: 'POST', path: '/v1/executables/resolve', summary: 'Resolve a command to an executable path', input: s.ResolveRequest, result: s.ResolveResult, errors: ['EXECUTABLE_NOT_FOUND'] }),
+  'executable.resolve': op({ name: 'executable.resolve', method: 'POST', path: '/v1/executables/resolve', summary: 'Resolve a command to an executable path', input: s.ResolveRequest, result: s.ResolveResult, errors: ['EXECUTABLE_NOT_FOUND'] , idempotent: true, waits: true }),
 
-  'terminal.create': op({ name: 'terminal.create', method: 'POST', path: '/v1/terminals', summary: 'Start a process on a new terminal', input: s.TerminalCreate, result: s.TerminalInfo, status: 201, errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN', 'UNSUPPORTED'] }),
-  'terminal.list': op({ name: 'terminal.list', method: 'GET', path: '/v1/terminals', summary: "List the owner's terminals", result: s.TerminalList }),
-  'terminal.get': op({ name: 'terminal.get', method: 'GET', path: '/v1/terminals/{id}', summary: 'One terminal', params: id, result: s.TerminalInfo }),
-  'terminal.input': op({ name: 'terminal.input', method: 'POST', path: '/v1/terminals/{id}/input', summary: "Write to a terminal's input", params: id, input: s.TerminalInput, result: s.InputResult, errors: ['TERMINAL_EXITED', 'TERMINAL_CLOSED', 'LIMIT_EXCEEDED'] }),
-  'terminal.resize': op({ name: 'terminal.resize', method: 'POST', path: '/v1/terminals/{id}/resize', summary: 'Resize a terminal', params: id, input: s.TerminalResize, result: s.TerminalInfo, errors: ['TERMINAL_EXITED', 'TERMINAL_CLOSED'] }),
-  'terminal.foreground': op({ name: 'terminal.foreground', method: 'GET', path: '/v1/terminals/{id}/foreground', summary: 'The foreground process group and whether it waits for input', params: id, result: s.Foreground, errors: ['UNSUPPORTED'] }),
-  'terminal.signal': op({ name: 'terminal.signal', method: 'POST', path: '/v1/terminals/{id}/signal', summary: 'Signal the foreground process group', params: id, input: s.SignalRequest, result: s.SignalResult, errors: ['NO_FOREGROUND_GROUP', 'SIGNAL_REFUSED', 'UNSUPPORTED'] }),
-  'terminal.output': op({ name: 'terminal.output', method: 'GET', path: '/v1/terminals/{id}/output', summary: "Read a terminal's output from a byte offset (long poll)", params: id, input: s.OutputQuery, result: s.OutputRead }),
-  'terminal.done': op({ name: 'terminal.done', method: 'GET', path: '/v1/terminals/{id}/done', summary: 'How the terminal ended (long poll)', params: id, input: s.WaitRequest.partial(), result: s.DoneResult }),
-  'terminal.terminate': op({ name: 'terminal.terminate', method: 'POST', path: '/v1/terminals/{id}/terminate', summary: 'End the terminal session; answers once nothing of it runs', params: id, result: s.TerminalInfo, errors: ['CLEANUP_FAILED'] }),
-  'terminal.delete': op({ name: 'terminal.delete', method: 'DELETE', path: '/v1/terminals/{id}', summary: 'Terminate the terminal if needed and forget it', params: id, result: s.Ok, errors: ['CLEANUP_FAILED'] }),
+  'terminal.create': op({ name: 'terminal.create', method: 'POST', path: '/v1/terminals', summary: 'Start a process on a new terminal', input: s.TerminalCreate, result: s.TerminalInfo, status: 201, errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN', 'UNSUPPORTED'] , idempotent: { when: ['requestId'] }, waits: false }),
+  'terminal.list': op({ name: 'terminal.list', method: 'GET', path: '/v1/terminals', summary: "List the owner's terminals", result: s.TerminalList , idempotent: true, waits: false }),
+  'terminal.get': op({ name: 'terminal.get', method: 'GET', path: '/v1/terminals/{id}', summary: 'One terminal', params: id, result: s.TerminalInfo , idempotent: true, waits: false }),
+  'terminal.input': op({ name: 'terminal.input', method: 'POST', path: '/v1/terminals/{id}/input', summary: "Write to a terminal's input", params: id, input: s.TerminalInput, result: s.InputResult, errors: ['TERMINAL_EXITED', 'TERMINAL_CLOSED', 'LIMIT_EXCEEDED'] , idempotent: { when: ['writer', 'seq'] }, waits: false }),
+  'terminal.resize': op({ name: 'terminal.resize', method: 'POST', path: '/v1/terminals/{id}/resize', summary: 'Resize a terminal', params: id, input: s.TerminalResize, result: s.TerminalInfo, errors: ['TERMINAL_EXITED', 'TERMINAL_CLOSED'] , idempotent: true, waits: false }),
+  'terminal.foreground': op({ name: 'terminal.foreground', method: 'GET', path: '/v1/terminals/{id}/foreground', summary: 'The foreground process group and whether it waits for input', params: id, result: s.Foreground, errors: ['UNSUPPORTED'] , idempotent: true, waits: false }),
+  'terminal.signal': op({ name: 'terminal.signal', method: 'POST', path: '/v1/terminals/{id}/signal', summary: 'Signal the foreground process group', params: id, input: s.SignalRequest, result: s.SignalResult, errors: ['NO_FOREGROUND_GROUP', 'SIGNAL_REFUSED', 'UNSUPPORTED'] , idempotent: false, waits: false }),
+  'terminal.output': op({ name: 'terminal.output', method: 'GET', path: '/v1/terminals/{id}/output', summary: "Read a terminal's output from a byte offset (long poll)", params: id, input: s.OutputQuery, result: s.OutputRead , idempotent: true, waits: true }),
+  'terminal.done': op({ name: 'terminal.done', method: 'GET', path: '/v1/terminals/{id}/done', summary: 'How the terminal ended (long poll)', params: id, input: s.WaitRequest.partial(), result: s.DoneResult , idempotent: true, waits: true }),
+  'terminal.terminate': op({ name: 'terminal.terminate', method: 'POST', path: '/v1/terminals/{id}/terminate', summary: 'End the terminal session; answers once nothing of it runs', params: id, result: s.TerminalInfo, errors: ['CLEANUP_FAILED'] , idempotent: true, waits: true }),
+  'terminal.delete': op({ name: 'terminal.delete', method: 'DELETE', path: '/v1/terminals/{id}', summary: 'Terminate the terminal if needed and forget it', params: id, result: s.Ok, errors: ['CLEANUP_FAILED'] , idempotent: true, waits: true }),
 
-  'process.create': op({ name: 'process.create', method: 'POST', path: '/v1/processes', summary: 'Start a managed process tree', input: s.ProcessCreate, result: s.ProcessInfo, status: 201, errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'SPAWN_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN'] }),
-  'process.list': op({ name: 'process.list', method: 'GET', path: '/v1/processes', summary: "List the owner's processes", result: s.ProcessList }),
-  'process.get': op({ name: 'process.get', method: 'GET', path: '/v1/processes/{id}', summary: 'One process', params: id, result: s.ProcessInfo }),
-  'process.stdin': op({ name: 'process.stdin', method: 'POST', path: '/v1/processes/{id}/stdin', summary: "Write to a process's stdin pipe", params: id, input: s.StdinWrite, result: s.InputResult, errors: ['PROCESS_EXITED', 'LIMIT_EXCEEDED'] }),
-  'process.closeStdin': op({ name: 'process.closeStdin', method: 'POST', path: '/v1/processes/{id}/stdin/close', summary: "Close a process's stdin pipe", params: id, result: s.Ok, errors: ['PROCESS_EXITED'] }),
-  'process.output': op({ name: 'process.output', method: 'GET', path: '/v1/processes/{id}/output/{stream}', summary: 'Read stdout or stderr bytes from an offset (long poll)', params: stream, input: s.OutputQuery, result: s.OutputRead }),
-  'process.collected': op({ name: 'process.collected', method: 'GET', path: '/v1/processes/{id}/collected/{stream}', summary: "The seam's offset read of a collected stream", params: stream, input: s.CollectedQuery, result: s.CollectedRead, errors: ['STREAM_NOT_AVAILABLE'] }),
-  'process.done': op({ name: 'process.done', method: 'GET', path: '/v1/processes/{id}/done', summary: 'How the process ended (long poll)', params: id, input: s.WaitRequest.partial(), result: s.DoneResult }),
-  'process.wait': op({ name: 'process.wait', method: 'POST', path: '/v1/processes/{id}/wait', summary: 'Wait until the whole process tree is gone', params: id, input: s.WaitRequest, result: s.WaitResult }),
-  'process.terminate': op({ name: 'process.terminate', method: 'POST', path: '/v1/processes/{id}/terminate', summary: 'SIGTERM the tree now, SIGKILL after its grace', params: id, result: s.ProcessInfo }),
-  'process.delete': op({ name: 'process.delete', method: 'DELETE', path: '/v1/processes/{id}', summary: 'Terminate the process tree if needed and forget it', params: id, result: s.Ok }),
+  'process.create': op({ name: 'process.create', method: 'POST', path: '/v1/processes', summary: 'Start a managed process tree', input: s.ProcessCreate, result: s.ProcessInfo, status: 201, errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'SPAWN_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN'] , idempotent: { when: ['requestId'] }, waits: false }),
+  'process.list': op({ name: 'process.list', method: 'GET', path: '/v1/processes', summary: "List the owner's processes", result: s.ProcessList , idempotent: true, waits: false }),
+  'process.get': op({ name: 'process.get', method: 'GET', path: '/v1/processes/{id}', summary: 'One process', params: id, result: s.ProcessInfo , idempotent: true, waits: false }),
+  'process.stdin': op({ name: 'process.stdin', method: 'POST', path: '/v1/processes/{id}/stdin', summary: "Write to a process's stdin pipe", params: id, input: s.StdinWrite, result: s.InputResult, errors: ['PROCESS_EXITED', 'LIMIT_EXCEEDED'] , idempotent: { when: ['writer', 'seq'] }, waits: false }),
+  'process.closeStdin': op({ name: 'process.closeStdin', method: 'POST', path: '/v1/processes/{id}/stdin/close', summary: "Close a process's stdin pipe", params: id, result: s.Ok, errors: ['PROCESS_EXITED'] , idempotent: true, waits: false }),
+  'process.output': op({ name: 'process.output', method: 'GET', path: '/v1/processes/{id}/output/{stream}', summary: 'Read stdout or stderr bytes from an offset (long poll)', params: stream, input: s.OutputQuery, result: s.OutputRead , idempotent: true, waits: true }),
+  'process.collected': op({ name: 'process.collected', method: 'GET', path: '/v1/processes/{id}/collected/{stream}', summary: "The seam's offset read of a collected stream", params: stream, input: s.CollectedQuery, result: s.CollectedRead, errors: ['STREAM_NOT_AVAILABLE'] , idempotent: true, waits: false }),
+  'process.done': op({ name: 'process.done', method: 'GET', path: '/v1/processes/{id}/done', summary: 'How the process ended (long poll)', params: id, input: s.WaitRequest.partial(), result: s.DoneResult , idempotent: true, waits: true }),
+  'process.wait': op({ name: 'process.wait', method: 'POST', path: '/v1/processes/{id}/wait', summary: 'Wait until the whole process tree is gone', params: id, input: s.WaitRequest, result: s.WaitResult , idempotent: true, waits: true }),
+  'process.terminate': op({ name: 'process.terminate', method: 'POST', path: '/v1/processes/{id}/terminate', summary: 'SIGTERM the tree now, SIGKILL after its grace', params: id, result: s.ProcessInfo , idempotent: true, waits: false }),
+  'process.delete': op({ name: 'process.delete', method: 'DELETE', path: '/v1/processes/{id}', summary: 'Terminate the process tree if needed and forget it', params: id, result: s.Ok , idempotent: true, waits: true }),
 } as const;
 
 export type Operations = typeof OPERATIONS;

@@ -5,14 +5,10 @@
  * @module
  */
 import { z } from 'zod';
+import { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS } from '../seam/limits.ts';
 import { ErrorBody } from './errors.ts';
 
-/** Largest timer delay Node supports, 2^31-1 ms. */
-export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
-/** Largest terminal dimension (`struct winsize` fields are 16-bit). */
-export const MAX_TERMINAL_SIZE = 65_535;
-/** Longest a single long-poll request may wait. */
-export const MAX_WAIT_MS = 60_000;
+export { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS };
 /** Largest slice of output one read returns. */
 export const MAX_READ_BYTES = 4 * 1024 * 1024;
 
@@ -67,7 +63,6 @@ export const Outcome = z
   .meta({ id: 'Outcome', description: 'How the top-level process ended: a code, or the signal that killed it.' });
 export type Outcome = z.infer<typeof Outcome>;
 
-export const TERMINAL_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'] as const;
 export const TerminalSignal = z.enum(TERMINAL_SIGNALS, { error: `signal must be one of ${TERMINAL_SIGNALS.join(', ')}` });
 
 /** Where a stream stands: retained window [start, end) and whether it has ended. */

@@ -4,15 +4,18 @@
  *
  * A dropped connection is not a failure. The connection reconnects on its own;
  * every subscription resumes from the byte after the last one it received, so
- * nothing is lost or repeated; a call in flight is sent again when repeating it
- * is safe (reads, waits, writes carrying a sequence number, creates carrying a
- * request id) and otherwise fails with OUTCOME_UNKNOWN. Only when the daemon
+ * nothing is lost or repeated; a call in flight is sent again when the
+ * operation table says repeating it is safe (reads, waits, writes carrying a
+ * writer and sequence number, creates carrying a request id: see
+ * `Idempotency` in protocol/operations.ts) and otherwise fails with
+ * OUTCOME_UNKNOWN. Only when the daemon
  * cannot be reached again within the reconnect deadline does everything fail,
  * with CONNECTION_LOST.
  * @module
  */
 import { WebSocket } from 'ws';
 import { DATA_HEADER_BYTES, WS_SUBPROTOCOL, decodeDataFrame, type ServerMessage, type StreamRef } from '../protocol/frames.ts';
+import { OPERATIONS, isIdempotentCall, type OperationName, type OperationParams, type OperationResult } from '../protocol/operations.ts';
 import { ConnectionError, remoteError, type ExecworldError } from '../errors.ts';
 import { describeUnreachable, type CertificateAuthority } from './reach.ts';
 
@@ -45,17 +48,20 @@ export interface ConnectionOptions {
   readonly ca?: CertificateAuthority | undefined;
 }
 
-export interface CallOptions {
-  /** Whether the call may be sent again after a reconnect without changing its effect. */
-  readonly retry: 'safe' | 'unsafe';
-  /** A call that waits for an event (done, wait): no request timeout. */
-  readonly long?: boolean;
+/** How one request is treated; for a call, both come from the operation table. */
+interface RequestOptions {
+  /** What the request is, for messages: the operation's name. */
+  readonly label: string;
+  /** Whether it may be sent again after a reconnect without changing its effect. */
+  readonly resend: boolean;
+  /** Whether it may wait for an event (done, wait, a long poll): then it has no request timeout. */
+  readonly waits: boolean;
 }
 
 interface PendingCall {
   readonly id: number;
   readonly message: string;
-  readonly options: CallOptions;
+  readonly options: RequestOptions;
   /** The socket it was last sent on, if it was sent. */
   sentOn: WebSocket | undefined;
   timer: ReturnType<typeof setTimeout> | undefined;
@@ -111,6 +117,15 @@ export class Subscription {
     this.#connection.dropSubscription(this);
   }
 }
+
+/**
+ * The largest message taken from the daemon. Its messages are far smaller (a
+ * data frame holds at most 64 KiB, an output read at most 4 MiB as base64, a
+ * list a few hundred sessions); this only bounds what a broken peer can make
+ * the client buffer. Not the daemon's maxFrameBytes, which bounds the other
+ * direction: what the daemon takes from a client.
+ */
+const MAX_DAEMON_MESSAGE_BYTES = 256 * 1024 * 1024;
 
 /** The most of a refused upgrade's answer that is read: an error body is small. */
 const MAX_REFUSAL_BYTES = 64 * 1024;
@@ -177,7 +192,7 @@ export class Connection {
       const socket = new WebSocket(wsUrl(this.options.url), [WS_SUBPROTOCOL], {
         headers: { authorization: `Bearer ${this.options.token}` },
         handshakeTimeout: this.options.connectTimeoutMs,
-        maxPayload: 256 * 1024 * 1024,
+        maxPayload: MAX_DAEMON_MESSAGE_BYTES,
         ...(this.options.ca === undefined ? {} : { ca: this.options.ca as string | Buffer | (string | Buffer)[] }),
       });
       const fail = (error: Error): void => {
@@ -249,10 +264,10 @@ export class Connection {
     this.options.logger?.info({ url: this.options.url }, 'execworld connection lost; reconnecting');
     for (const call of [...this.#calls.values()]) {
       if (call.sentOn !== socket) continue;
-      if (call.options.retry === 'safe') {
+      if (call.options.resend) {
         call.sentOn = undefined;
       } else {
-        this.#settle(call, new ConnectionError('OUTCOME_UNKNOWN', 'the connection broke before the daemon answered; the call may or may not have taken effect'));
+        this.#settle(call, new ConnectionError('OUTCOME_UNKNOWN', `the connection broke before the daemon answered ${call.options.label}, which is not safe to send again: it may or may not have taken effect`));
       }
     }
     this.#scheduleReconnect(this.options.reconnectInitialDelayMs);
@@ -295,12 +310,21 @@ export class Connection {
     this.#resolveOpened();
   }
 
-  /** Sends a call; resolves with its result. */
-  call(op: string, params: Record<string, unknown>, options: CallOptions): Promise<unknown> {
-    return this.#request({ t: 'call', op, params }, options);
+  /**
+   * Calls an operation; resolves with its result. The operation table decides
+   * whether the call is sent again after a reconnect (for a conditionally
+   * idempotent operation, by whether `params` carry its fields) and whether it
+   * waits without a request timeout.
+   */
+  call<N extends OperationName>(op: N, params: OperationParams<N>): Promise<OperationResult<N>> {
+    // An operation this SDK does not know (a caller without types) goes out as asked: the daemon answers NOT_FOUND for one it does not know either.
+    const spec = Object.hasOwn(OPERATIONS, op) ? OPERATIONS[op] : undefined;
+    const options = { label: op, resend: spec !== undefined && isIdempotentCall(spec, params), waits: spec?.waits ?? false };
+    // The daemon's answer is the operation's result: the table's schema is the daemon's contract.
+    return this.#request({ t: 'call', op, params }, options) as Promise<OperationResult<N>>;
   }
 
-  #request(message: Record<string, unknown>, options: CallOptions, onResult?: (result: unknown) => void): Promise<unknown> {
+  #request(message: Record<string, unknown>, options: RequestOptions, onResult?: (result: unknown) => void): Promise<unknown> {
     if (this.#failure !== undefined) return Promise.reject(this.#failure);
     if (this.#closed) return Promise.reject(new ConnectionError('CLOSED', 'the runtime is closed'));
     const id = this.#nextId++;
@@ -316,9 +340,9 @@ export class Connection {
         ...(onResult === undefined ? {} : { onResult }),
       };
       this.#calls.set(id, call);
-      if (options.long !== true) {
+      if (!options.waits) {
         call.timer = setTimeout(() => {
-          this.#settle(call, new ConnectionError('REQUEST_TIMEOUT', `no answer to ${String(message.op ?? message.t)} within ${this.options.requestTimeoutMs} ms`));
+          this.#settle(call, new ConnectionError('REQUEST_TIMEOUT', `no answer to ${options.label} within ${this.options.requestTimeoutMs} ms`));
         }, this.options.requestTimeoutMs);
       }
       if (this.#open) this.#send(call);
@@ -356,7 +380,7 @@ export class Connection {
     const params = { target: subscription.target, from: subscription.received, window: subscription.window };
     // Mapped synchronously on the result: data frames may follow it in the same chunk.
     // Not retried as a call: a reconnect subscribes every live subscription anew.
-    this.#request({ t: 'subscribe', params }, { retry: 'unsafe' }, (result) => {
+    this.#request({ t: 'subscribe', params }, { label: 'subscribe', resend: false, waits: false }, (result) => {
       const { sub, from } = result as { sub: number; from: number };
       if (subscription.closed) {
         this.#socket?.send(JSON.stringify({ t: 'unsubscribe', id: this.#nextId++, sub }));

@@ -11,14 +11,12 @@ import { randomUUID } from 'node:crypto';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { SubprocessCollectedOutputs, SubprocessHandle, SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } from '../seam/types.ts';
 import type { OperationResult } from '../protocol/operations.ts';
+import { MAX_WAIT_MS } from '../seam/limits.ts';
 import { remoteError } from '../errors.ts';
 import type { Connection, Logger } from './connection.ts';
 import { RemoteCollector, RemoteStdin, SubscribedReadable } from './streams.ts';
 
 type ProcessInfo = OperationResult<'process.get'>;
-
-/** Longest wait of one `process.wait` call; waits loop over it. */
-const WAIT_SLICE_MS = 60_000;
 
 function wireOutput(mode: SubprocessOutputMode): 'pipe' | { maxBytes: number; spill?: { maxBytes: number } } {
   // 'inherit' means the SDK host's own fd here: the daemon pipes it, the SDK copies it out.
@@ -65,8 +63,7 @@ export class RemoteProcess implements SubprocessHandle {
         // The request id makes the create safe to send again after a reconnect.
         requestId: randomUUID(),
       },
-      { retry: 'safe' },
-    ) as Promise<ProcessInfo>;
+    );
     this.started.then((info) => (this.#info = info), () => undefined);
 
     this.stdin =
@@ -75,11 +72,11 @@ export class RemoteProcess implements SubprocessHandle {
             async (chunk) => {
               const { id } = await this.started;
               this.#seq += 1;
-              await connection.call('process.stdin', { id, data: chunk.toString('base64'), encoding: 'base64', writer: this.#writer, seq: this.#seq }, { retry: 'safe' });
+              await connection.call('process.stdin', { id, data: chunk.toString('base64'), encoding: 'base64', writer: this.#writer, seq: this.#seq });
             },
             async () => {
               const { id } = await this.started;
-              await connection.call('process.closeStdin', { id }, { retry: 'safe' });
+              await connection.call('process.closeStdin', { id });
             },
           )
         : undefined;
@@ -147,12 +144,12 @@ export class RemoteProcess implements SubprocessHandle {
 
   async #settle(collectors: { stdout?: RemoteCollector; stderr?: RemoteCollector }): Promise<SubprocessOutcome> {
     const info = await this.started;
-    const result = (await this.#connection.call('process.done', { id: info.id }, { retry: 'safe', long: true })) as OperationResult<'process.done'>;
+    const result = await this.#connection.call('process.done', { id: info.id });
     // Collected readers hold every byte before done resolves, so readFrom(0) is the batch result.
     const replicas = Object.entries(collectors) as ['stdout' | 'stderr', RemoteCollector][];
     await Promise.all(replicas.map(([, replica]) => replica.ended));
     if (replicas.length > 0) {
-      const final = (await this.#connection.call('process.get', { id: info.id }, { retry: 'safe' })) as ProcessInfo;
+      const final = await this.#connection.call('process.get', { id: info.id });
       for (const [name, replica] of replicas) replica.spillPath = final[name]?.spillPath ?? undefined;
     }
     // The daemon refuses a failed spawn at create, so `started` rejected already; a daemon that reports it here instead gets the same class.
@@ -164,7 +161,7 @@ export class RemoteProcess implements SubprocessHandle {
     if (this.#terminateRequested || this.#treeExited) return;
     this.#terminateRequested = true;
     this.started
-      .then((info) => this.#connection.call('process.terminate', { id: info.id }, { retry: 'safe' }))
+      .then((info) => this.#connection.call('process.terminate', { id: info.id }))
       .catch((error: unknown) => this.#log?.warn({ err: error }, 'execworld terminate failed'));
   }
 
@@ -179,8 +176,9 @@ export class RemoteProcess implements SubprocessHandle {
       this.#treeExited = true;
       return true;
     }
+    // One wait call waits at most MAX_WAIT_MS; a longer wait is a loop of them.
     while (!isAborted(signal)) {
-      const wait = this.#connection.call('process.wait', { id: info.id, timeoutMs: WAIT_SLICE_MS }, { retry: 'safe', long: true }) as Promise<OperationResult<'process.wait'>>;
+      const wait = this.#connection.call('process.wait', { id: info.id, timeoutMs: MAX_WAIT_MS });
       const result = signal === undefined ? await wait : await Promise.race([wait, aborted(signal)]);
       if (result === undefined) return false;
       if (result.treeExited) {

@@ -3,21 +3,18 @@
  * provider. `connect(url)` opens it.
  * @module
  */
-import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { PROTOCOL_VERSION } from '../protocol/version.ts';
-import type { OperationName, OperationResult } from '../protocol/operations.ts';
+import type { OperationName, OperationParams, OperationResult } from '../protocol/operations.ts';
 import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
+import { endAll, settleAll } from '../seam/teardown.ts';
+import { abortReasonText, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
 import { randomUUID } from 'node:crypto';
 import { ConnectionError, ExecworldError } from '../errors.ts';
 import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
 import { RemoteProcess } from './process.ts';
+import { readLocalToken } from '../token-file.ts';
 import { describeUnreachable, getJson, type CertificateAuthority } from './reach.ts';
 import { RemoteTerminal } from './terminal.ts';
-
-/** Node's largest timer delay, 2^31-1 ms. */
-const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
 export interface ConnectOptions {
   /**
@@ -59,42 +56,6 @@ export const DEFAULT_CONNECT_OPTIONS = {
   windowBytes: 256 * 1024,
 } as const;
 
-/** Where a local daemon writes its token: $XDG_CONFIG_HOME/execworld/token, or ~/.config/execworld/token. */
-export function localTokenFile(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== '' ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
-  return join(base, 'execworld', 'token');
-}
-
-/** The first token of a token file's text: a bare token, or the token of an `<owner> <token>` line. */
-function firstToken(text: string): string | undefined {
-  for (const line of text.split('\n')) {
-    const fields = line.trim().split(/\s+/);
-    if (fields[0] === undefined || fields[0] === '' || fields[0].startsWith('#')) continue;
-    return fields.length === 1 ? fields[0] : fields[1];
-  }
-  return undefined;
-}
-
-/** The token a local daemon wrote, or why there is none: the file looked for, and what was wrong with it. */
-function readLocalToken(env: NodeJS.ProcessEnv): { token: string } | { missing: string } {
-  const file = localTokenFile(env);
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    return { missing: code === 'ENOENT' ? `there is no ${file}` : `${file} cannot be read (${code ?? (error as Error).message})` };
-  }
-  const token = firstToken(text);
-  return token === undefined ? { missing: `${file} holds no token` } : { token };
-}
-
-/** The token a local daemon wrote, if there is one. */
-export function localToken(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const local = readLocalToken(env);
-  return 'token' in local ? local.token : undefined;
-}
-
 function resolveOptions(url: string, options: ConnectOptions): ConnectionOptions {
   if (!/^https?:\/\/[^/]+/.test(url)) throw new ExecworldError('INVALID_ARGUMENT', `url must be http(s)://host:port, got ${url}`);
   const local = options.token === undefined ? readLocalToken(process.env) : { token: options.token };
@@ -114,21 +75,12 @@ function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>;
 }
 
-/** Throws like the local provider does for specs it cannot start. */
-function assertSpawnSpec(spec: { argv?: unknown; graceMs?: unknown; signal?: AbortSignal | undefined }, programMessage: string): void {
-  const argv = spec?.argv;
-  if (!Array.isArray(argv) || typeof argv[0] !== 'string' || argv[0].length === 0) throw new ExecworldError('INVALID_ARGUMENT', programMessage);
-  const grace = spec.graceMs;
-  if (typeof grace !== 'number' || !Number.isFinite(grace) || grace <= 0 || grace > MAX_TIMER_DELAY_MS) {
-    throw new ExecworldError('INVALID_ARGUMENT', `graceMs must be a positive finite number no greater than ${MAX_TIMER_DELAY_MS}, got ${String(grace)}`);
-  }
-}
+const invalid: InvalidArgument = (message) => new ExecworldError('INVALID_ARGUMENT', message);
 
-function reasonText(reason: unknown): string {
-  if (reason === undefined || reason === null) return 'aborted';
-  if (reason instanceof Error) return reason.message;
-  if (typeof reason === 'object' || typeof reason === 'function' || typeof reason === 'symbol') return Object.prototype.toString.call(reason);
-  return `${reason as string | number | boolean | bigint}`;
+/** Throws for the specs the local provider would refuse before any work, with its messages (the seam's checks). */
+function assertSpawnSpec(spec: { argv?: unknown; graceMs?: unknown }, programMessage: string): void {
+  assertProgram(spec?.argv, programMessage, invalid);
+  assertGraceMs(spec.graceMs, invalid);
 }
 
 /**
@@ -170,10 +122,14 @@ export class RemoteRuntime implements SubprocessRuntime {
     return this.#started;
   }
 
-  /** Calls an operation by name; for the extensions the seam has no verb for. */
-  async call<N extends keyof OperationResultMap>(op: N, params: Record<string, unknown>, retry: 'safe' | 'unsafe' = 'safe'): Promise<OperationResultMap[N]> {
+  /**
+   * Calls an operation by name; for the extensions the seam has no verb for.
+   * Whether it is sent again after a reconnect, and whether it waits without a
+   * request timeout, is the operation table's to say.
+   */
+  async call<N extends OperationName>(op: N, params: OperationParams<N>): Promise<OperationResult<N>> {
     await this.start();
-    return (await this.#connection.call(op, params, { retry })) as OperationResultMap[N];
+    return await this.#connection.call(op, params);
   }
 
   async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
@@ -194,7 +150,7 @@ export class RemoteRuntime implements SubprocessRuntime {
   spawn(spec: SubprocessSpawnSpec): RemoteProcess {
     assertSpawnSpec(spec, 'expected a non-empty program name at argv[0]');
     if (spec.signal?.aborted === true) {
-      throw new ExecworldError('INVALID_ARGUMENT', `aborted before spawn: ${reasonText(spec.signal.reason)}`, { cause: spec.signal.reason });
+      throw new ExecworldError('INVALID_ARGUMENT', `aborted before spawn: ${abortReasonText(spec.signal)}`, { cause: spec.signal.reason });
     }
     this.#assertOpen();
     void this.start().catch(() => undefined);
@@ -266,16 +222,9 @@ export class RemoteRuntime implements SubprocessRuntime {
    */
   dispose(): Promise<void> {
     this.#disposing ??= (async () => {
-      const pending: Promise<unknown>[] = [];
-      for (const handle of this.#processes) {
-        handle.terminate();
-        pending.push(handle.done.catch(() => undefined).then(() => handle.waitForExit()));
-      }
-      for (const terminal of this.#terminals) pending.push(terminal.terminate());
-      const failures = (await Promise.allSettled(pending)).flatMap((result) => (result.status === 'rejected' ? [result.reason as unknown] : []));
+      const failure = await settleAll(endAll(this.#processes, this.#terminals), 'remote subprocess teardown failed');
       this.#connection.close();
-      if (failures.length === 1) throw failures[0];
-      if (failures.length > 1) throw new AggregateError(failures, 'remote subprocess teardown failed');
+      if (failure !== undefined) throw failure.error;
     })();
     return this.#disposing;
   }
@@ -300,8 +249,6 @@ export class RemoteRuntime implements SubprocessRuntime {
     return this.#connection;
   }
 }
-
-type OperationResultMap = { [N in OperationName]: OperationResult<N> };
 
 /**
  * Connects to a daemon and returns a {@link RemoteRuntime}, a drop-in for a

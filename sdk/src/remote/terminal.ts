@@ -7,6 +7,7 @@ import type { Readable } from 'node:stream';
 import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '../seam/types.ts';
 import type { OperationResult } from '../protocol/operations.ts';
 import { ConnectionError, ExecworldError, remoteError } from '../errors.ts';
+import { retryableOnce } from '../seam/teardown.ts';
 import type { Connection } from './connection.ts';
 import { toOutcome } from './process.ts';
 import { SubscribedReadable } from './streams.ts';
@@ -34,7 +35,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
   readonly #writer = randomUUID();
   #seq = 0;
   #exited = false;
-  #terminating: Promise<void> | undefined;
+  readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
   /** @internal Made by RemoteRuntime. */
   constructor(connection: Connection, info: TerminalInfo, from = 0) {
@@ -51,7 +52,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
       onEnd: () => outputEnded(),
       onError: (error) => outputFailed(error),
     });
-    const exit = (connection.call('terminal.done', { id: this.id }, { retry: 'safe', long: true }) as Promise<OperationResult<'terminal.done'>>).then((result) => {
+    const exit = connection.call('terminal.done', { id: this.id }).then((result) => {
       // The program is gone: what is left of its output is finite, so a paused reader no longer holds up done.
       this.#output.release();
       return result;
@@ -82,7 +83,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
     // The sequence number makes the write safe to send again after a reconnect.
     this.#seq += 1;
     // applied: false can only answer a retry of this very write that succeeded: the daemon fails a retry of a failed one.
-    return this.#track(this.#connection.call('terminal.input', { id: this.id, data, writer: this.#writer, seq: this.#seq }, { retry: 'safe' }).then(() => undefined));
+    return this.#track(this.#connection.call('terminal.input', { id: this.id, data, writer: this.#writer, seq: this.#seq }).then(() => undefined));
   }
 
   /**
@@ -93,7 +94,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
    * the reader holds output back, the answer is "not waiting yet".
    */
   async inspectForeground(): Promise<RemoteTerminalForeground | undefined> {
-    const result = (await this.#track(this.#connection.call('terminal.foreground', { id: this.id }, { retry: 'safe' }))) as OperationResult<'terminal.foreground'>;
+    const result = await this.#track(this.#connection.call('terminal.foreground', { id: this.id }));
     const facts = result.foreground ?? undefined;
     if (facts?.inputWaiting !== true) return facts;
     const delivered = await this.#output.whenEmitted(result.outputEnd, this.#connection.options.requestTimeoutMs);
@@ -101,31 +102,27 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
   }
 
   async signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
-    // Not repeated after a reconnect: a second SIGINT is not the same as one.
-    const result = (await this.#track(this.#connection.call('terminal.signal', { id: this.id, signal }, { retry: 'unsafe' }))) as OperationResult<'terminal.signal'>;
+    // Not repeated after a reconnect (the table marks terminal.signal not idempotent): a second SIGINT is not the same as one.
+    const result = await this.#track(this.#connection.call('terminal.signal', { id: this.id, signal }));
     return result.processGroupId;
   }
 
   /** Changes the terminal's size; its foreground program gets SIGWINCH. */
   async resize(cols: number, rows: number): Promise<void> {
-    await this.#track(this.#connection.call('terminal.resize', { id: this.id, rows, cols }, { retry: 'safe' }));
+    await this.#track(this.#connection.call('terminal.resize', { id: this.id, rows, cols }));
   }
 
   /** The daemon's facts of this terminal. */
   async info(): Promise<TerminalInfo> {
-    return (await this.#connection.call('terminal.get', { id: this.id }, { retry: 'safe' })) as TerminalInfo;
+    return await this.#connection.call('terminal.get', { id: this.id });
   }
 
   terminate(): Promise<void> {
-    this.#terminating ??= this.#terminateOnce().catch((error: unknown) => {
-      this.#terminating = undefined;
-      throw error;
-    });
-    return this.#terminating;
+    return this.#terminate();
   }
 
   async #terminateOnce(): Promise<void> {
-    await this.#connection.call('terminal.terminate', { id: this.id }, { retry: 'safe', long: true });
+    await this.#connection.call('terminal.terminate', { id: this.id });
     // After this settles no call of the handle is still in flight.
     await Promise.allSettled([...this.#inFlight]);
     await this.done.catch((error: unknown) => {

@@ -1,5 +1,6 @@
 /**
- * The subprocess seam: its types and its environment rules.
+ * The subprocess seam: its types, and the rules both sides of it keep (the
+ * environment, the checks of a spawn spec, the limits, disposal).
  * @module @execworld/sdk/seam
  */
 export { DSH_ENV_PREFIX } from './types.ts';
@@ -25,3 +26,7 @@ export type {
 } from './types.ts';
 export { SENSITIVE_ENV_PATTERN, isScrubbedName, lookupEnvironment, mergeEnvironment, scrubEnvironment } from './env.ts';
 export { ByteTail } from './byte-tail.ts';
+export { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS } from './limits.ts';
+export { abortReasonText, assertCwdString, assertGraceMs, assertPositiveInteger, assertProgram } from './validate.ts';
+export type { InvalidArgument } from './validate.ts';
+export { endAll, retryableOnce, settleAll } from './teardown.ts';

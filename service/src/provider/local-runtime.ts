@@ -4,7 +4,7 @@
  */
 import { accessSync, constants as fsConstants, statSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
-import { mergeEnvironment, scrubEnvironment } from '@execworld/sdk/seam';
+import { endAll, mergeEnvironment, scrubEnvironment, settleAll } from '@execworld/sdk/seam';
 import type {
   SubprocessRuntime,
   SubprocessSpawnSpec,
@@ -252,21 +252,14 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   }
 
   async #disposeOnce(): Promise<void> {
-    const pending: Promise<unknown>[] = [];
-    for (const handle of this.#processes) {
-      handle.terminate();
-      pending.push(handle.done.catch(() => undefined).then(() => handle.waitForExit()));
-    }
-    for (const terminal of this.#terminals) pending.push(terminal.terminate());
-    const failures = (await Promise.allSettled(pending)).flatMap((result) => (result.status === 'rejected' ? [result.reason as unknown] : []));
-    if (failures.length > 0) this.#terminateForHostExit();
+    const failure = await settleAll(endAll(this.#processes, this.#terminals), 'local subprocess teardown failed');
+    if (failure !== undefined) this.#terminateForHostExit();
     this.#processes.clear();
     this.#terminals.clear();
     this.#updateExitListener();
     this.#unwatchMembers?.();
     this.#unwatchMembers = undefined;
-    if (failures.length === 1) throw failures[0];
-    if (failures.length > 1) throw new AggregateError(failures, 'local subprocess teardown failed');
+    if (failure !== undefined) throw failure.error;
   }
 
   #assertActive(): void {

@@ -20,6 +20,7 @@ import type {
   SubprocessTerminalHandle,
   SubprocessTerminalSignal,
 } from '@execworld/sdk/seam';
+import { MAX_TERMINAL_SIZE, retryableOnce, TERMINAL_SIGNALS } from '@execworld/sdk/seam';
 import type { SessionCell } from './containment/containment.ts';
 import { CleanupError, ProviderError } from './errors.ts';
 import type { ProcessInspector, TerminalDevice } from './inspect/inspector.ts';
@@ -37,10 +38,9 @@ export interface TerminalForeground extends SubprocessTerminalForeground {
 }
 
 /** The signals `signalForeground` accepts. */
-export const TERMINAL_SIGNALS: readonly SubprocessTerminalSignal[] = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'];
+export { TERMINAL_SIGNALS };
 
-/** Largest terminal dimension, the range of the kernel's `struct winsize`. */
-export const MAX_TERMINAL_SIZE = 65_535;
+export { MAX_TERMINAL_SIZE };
 
 /** Output buffered for a slow reader before the terminal is paused. */
 const OUTPUT_HIGH_WATER_BYTES = 64 * 1024;
@@ -85,7 +85,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   readonly #cell: SessionCell | undefined;
   #exited = false;
   #resolveDone!: (outcome: SubprocessOutcome) => void;
-  #terminating: Promise<void> | undefined;
+  readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
   constructor(options: TerminalOptions) {
     this.#inspector = options.inspector;
@@ -172,7 +172,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
 
   signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
     return promised(() => {
-      if (!TERMINAL_SIGNALS.includes(signal)) {
+      if (!(TERMINAL_SIGNALS as readonly string[]).includes(signal)) {
         throw new ProviderError('INVALID_ARGUMENT', `signal must be one of ${TERMINAL_SIGNALS.join(', ')}, got ${String(signal)}`);
       }
       // Only the group is needed: no process-table scan and no input-wait probe on the way to the signal.
@@ -189,11 +189,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
   }
 
   terminate(): Promise<void> {
-    this.#terminating ??= this.#terminateOnce().catch((error: unknown) => {
-      this.#terminating = undefined;
-      throw error;
-    });
-    return this.#terminating;
+    return this.#terminate();
   }
 
   /** Synchronous last resort while the host exits: SIGKILL everything, await nothing. */

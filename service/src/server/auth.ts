@@ -7,12 +7,12 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WS_TOKEN_PROTOCOL_PREFIX } from '@execworld/sdk/protocol';
+import { DEFAULT_OWNER, MIN_TOKEN_LENGTH, tokenFileLines } from '@execworld/sdk/token-file';
 import { fileModesGuardPrivacy } from '../platform-facts.ts';
 import type { RunAs } from '../provider/api.ts';
 import { ConfigError } from './config.ts';
 
-/** Shortest token accepted from a file. */
-export const MIN_TOKEN_LENGTH = 16;
+export { MIN_TOKEN_LENGTH };
 
 const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
 
@@ -62,23 +62,16 @@ export class TokenTable {
 }
 
 /**
- * Parses a token file: one bare token (owner `default`), or lines of
- * `<owner> <token> [<os user>]`; blank lines and `#` comments are skipped.
- * An OS user makes the owner's programs run as that user (see {@link resolveUsers}).
+ * Parses a token file by the grammar of `@execworld/sdk/token-file`: one bare
+ * token (owner `default`), or lines of `<owner> <token> [<os user>]`; blank
+ * lines and `#` comments are skipped. An OS user makes the owner's programs
+ * run as that user (see {@link resolveUsers}).
+ * @throws {ConfigError} naming the file and line of the first line that is not a token line.
  */
 export function parseTokenFile(text: string, path: string): { owner: string; token: string; userName?: string }[] {
-  const entries: { owner: string; token: string; userName?: string }[] = [];
-  text.split('\n').forEach((line, index) => {
-    const trimmed = line.trim();
-    if (trimmed === '' || trimmed.startsWith('#')) return;
-    const fields = trimmed.split(/\s+/);
-    if (fields.length > 3) throw new ConfigError(`${path} line ${index + 1}: expected "<token>" or "<owner> <token> [<os user>]"`);
-    const [owner, token] = fields.length === 1 ? ['default', fields[0]!] : [fields[0]!, fields[1]!];
-    if (token.length < MIN_TOKEN_LENGTH) throw new ConfigError(`${path} line ${index + 1}: the token is shorter than ${MIN_TOKEN_LENGTH} characters`);
-    if (!/^[A-Za-z0-9._~-]{1,128}$/.test(owner)) throw new ConfigError(`${path} line ${index + 1}: owner names use letters, digits and . _ ~ -`);
-    const userName = fields[2];
-    if (userName !== undefined && !/^[A-Za-z_][A-Za-z0-9._-]{0,31}\$?$/.test(userName)) throw new ConfigError(`${path} line ${index + 1}: ${userName} is not a user name`);
-    entries.push({ owner, token, ...(userName === undefined ? {} : { userName }) });
+  const entries = tokenFileLines(text).map((line) => {
+    if ('problem' in line) throw new ConfigError(`${path} line ${line.line}: ${line.problem}`);
+    return { owner: line.owner, token: line.token, ...(line.userName === undefined ? {} : { userName: line.userName }) };
   });
   if (entries.length === 0) throw new ConfigError(`${path} holds no token`);
   return entries;
@@ -119,7 +112,7 @@ export function loadTokens(tokenFile: string | undefined, defaultFile: string, l
     const token = randomBytes(32).toString('base64url');
     writeFileSync(defaultFile, `${token}\n`, { mode: 0o600, flag: 'wx' });
     chmodSync(defaultFile, 0o600);
-    return { table: new TokenTable([{ owner: 'default', token }], defaultFile), generated: true };
+    return { table: new TokenTable([{ owner: DEFAULT_OWNER, token }], defaultFile), generated: true };
   }
   let text: string;
   try {

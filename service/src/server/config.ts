@@ -10,16 +10,14 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { MAX_TIMER_DELAY_MS } from '@execworld/sdk/seam';
 import { DEFAULT_PASS_ENV } from './child-env.ts';
 import { describeZodError } from './errors.ts';
 
 const MiB = 1024 * 1024;
 
 /** Where a local daemon's token lives when none is configured: user-only, found by the SDK and CLI. */
-export function defaultTokenFile(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== '' ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
-  return join(base, 'execworld', 'token');
-}
+export { localTokenFile as defaultTokenFile } from '@execworld/sdk/token-file';
 
 /** Where the daemon keeps what must outlive a crash (spill files, and what a restart cleans up). */
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -47,15 +45,15 @@ const SETTINGS = {
   maxRetainedPerOwner: { flag: 'max-retained', env: 'EXECWORLD_MAX_RETAINED', schema: positiveInt(100_000), default: 256, help: 'ended sessions whose facts are kept per owner' },
   ringBytes: { flag: 'ring-bytes', env: 'EXECWORLD_RING_BYTES', schema: positiveInt(1024 * MiB), default: 1 * MiB, help: 'output kept per stream for replay; a stream with this much unread output pauses its program' },
   windowBytes: { flag: 'window-bytes', env: 'EXECWORLD_WINDOW_BYTES', schema: positiveInt(64 * MiB), default: 256 * 1024, help: 'default WebSocket credit window per stream' },
-  retentionMs: { flag: 'retention-ms', env: 'EXECWORLD_RETENTION_MS', schema: positiveInt(2 ** 31 - 1), default: 10 * 60_000, help: 'how long an ended session and its output are kept' },
+  retentionMs: { flag: 'retention-ms', env: 'EXECWORLD_RETENTION_MS', schema: positiveInt(MAX_TIMER_DELAY_MS), default: 10 * 60_000, help: 'how long an ended session and its output are kept' },
   heartbeatMs: { flag: 'heartbeat-ms', env: 'EXECWORLD_HEARTBEAT_MS', schema: positiveInt(600_000), default: 15_000, help: 'WebSocket ping interval; a peer silent for two intervals is dropped' },
   inputBacklogBytes: { flag: 'input-backlog-bytes', env: 'EXECWORLD_INPUT_BACKLOG_BYTES', schema: positiveInt(1024 * MiB), default: 4 * MiB, help: 'input a terminal or stdin pipe holds for a program that does not read it; more is refused with 429' },
   collectBudgetBytes: { flag: 'collect-budget-bytes', env: 'EXECWORLD_COLLECT_BUDGET_BYTES', schema: positiveInt(64 * 1024 * MiB), default: 1024 * MiB, help: 'collect-mode tails held in memory by all running processes together; a create beyond it is refused with 429' },
   maxConnectionsPerOwner: { flag: 'max-connections', env: 'EXECWORLD_MAX_CONNECTIONS', schema: positiveInt(100_000), default: 64, help: 'open WebSocket connections per owner' },
   maxSubscriptionsPerOwner: { flag: 'max-subscriptions', env: 'EXECWORLD_MAX_SUBSCRIPTIONS', schema: positiveInt(1_000_000), default: 4096, help: 'open stream subscriptions per owner, over all its connections' },
   connectionBufferBytes: { flag: 'connection-buffer-bytes', env: 'EXECWORLD_CONNECTION_BUFFER_BYTES', schema: positiveInt(1024 * MiB), default: 16 * MiB, help: "answers queued for a WebSocket client that does not read: past this its calls are not read; past 4 times this it is disconnected (1008)" },
-  requestTimeoutMs: { flag: 'request-timeout-ms', env: 'EXECWORLD_REQUEST_TIMEOUT_MS', schema: positiveInt(2 ** 31 - 1), default: 120_000, help: 'longest time a client may take to send one HTTP request, body included' },
-  orphanTimeoutMs: { flag: 'orphan-timeout-ms', env: 'EXECWORLD_ORPHAN_TIMEOUT_MS', schema: z.coerce.number().int().min(0).max(2 ** 31 - 1), default: 0, help: 'terminate sessions nobody has touched for this long (0: never)' },
+  requestTimeoutMs: { flag: 'request-timeout-ms', env: 'EXECWORLD_REQUEST_TIMEOUT_MS', schema: positiveInt(MAX_TIMER_DELAY_MS), default: 120_000, help: 'longest time a client may take to send one HTTP request, body included' },
+  orphanTimeoutMs: { flag: 'orphan-timeout-ms', env: 'EXECWORLD_ORPHAN_TIMEOUT_MS', schema: z.coerce.number().int().min(0).max(MAX_TIMER_DELAY_MS), default: 0, help: 'terminate sessions nobody has touched for this long (0: never)' },
 } as const;
 
 /** Settings that take several values: a repeatable flag, a comma-separated variable. */

@@ -4,7 +4,7 @@
  * @module
  */
 import { OPERATION_LIST, PROTOCOL_VERSION, type OperationName, type OperationParams, type OperationResult, type OperationSpec } from '@execworld/sdk/protocol';
-import type { SubprocessOutputMode, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
+import { MAX_WAIT_MS, type SubprocessOutputMode, type SubprocessSpawnSpec, type SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import { z } from 'zod';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { ServiceError } from './errors.ts';
@@ -12,8 +12,6 @@ import { waitForBytes, type ByteStream } from './streams.ts';
 
 /** Default and largest slice one output read returns. */
 const DEFAULT_READ_BYTES = 1024 * 1024;
-/** A done or wait without a timeout, on REST, waits at most this long. */
-const REST_WAIT_CAP_MS = 60_000;
 
 export interface CallContext {
   readonly owner: string;
@@ -53,7 +51,7 @@ async function longPollRead(ctx: CallContext, stream: ByteStream, params: { from
 
 /** Resolves with `promise`'s settlement, or false after `ms`. */
 async function within(promise: Promise<unknown>, ms: number | undefined, ctx: CallContext): Promise<boolean> {
-  const limit = ms ?? (ctx.unbounded ? undefined : REST_WAIT_CAP_MS);
+  const limit = ms ?? (ctx.unbounded ? undefined : MAX_WAIT_MS);
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
   try {

@@ -22,8 +22,6 @@ import { Subscription } from './ws-subscription.ts';
 
 /** Bytes queued in the socket beyond which sending waits for the kernel to take some. */
 const SOCKET_HIGH_WATER_BYTES = 1024 * 1024;
-/** Operations that may wait for an event, and so must stop waiting when their caller leaves. */
-const WAITING_OPERATIONS = new Set(['terminal.done', 'process.done', 'process.wait', 'terminal.output', 'process.output', 'executable.resolve', 'terminal.terminate', 'terminal.delete', 'process.delete']);
 const NEVER_ABORTED = new AbortController().signal;
 
 /** Subscriptions one connection may hold at once. */
@@ -196,8 +194,8 @@ class Connection {
       this.send({ t: 'error', id, error: { code: 'LIMIT_EXCEEDED', message: `at most ${MAX_CALLS_IN_FLIGHT} calls may be in flight on one connection` } });
       return;
     }
-    // Only a call that may wait needs to learn that its caller went away (an AbortController costs microseconds).
-    const controller = WAITING_OPERATIONS.has(name) ? new AbortController() : undefined;
+    // Only a call that may wait (the table's `waits`) needs to learn that its caller went away (an AbortController costs microseconds).
+    const controller = operation.spec.waits ? new AbortController() : undefined;
     if (controller !== undefined) this.#calls.add(controller);
     try {
       const validated = operation.schema.safeParse(params);

@@ -1,14 +1,12 @@
 /**
  * The OpenAPI 3.1 document of the daemon, made from the operation table and
- * the zod schemas. `npm run gen:openapi` writes it to `openapi/`; a test fails
- * when the committed copy is stale.
+ * the zod schemas. A build-time generator, not part of the SDK: `npm run
+ * gen:openapi` writes it to `openapi/`; a test fails when the committed copy
+ * is stale.
  * @module
  */
 import { z } from 'zod';
-import { ERROR_CATALOG, ErrorBody, type ErrorCode } from './errors.ts';
-import { ClientMessage, DATA_HEADER_BYTES, ServerMessage, StreamRef, SubscribeParams, SubscribeResult, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX } from './frames.ts';
-import { OPERATION_LIST, type OperationSpec } from './operations.ts';
-import { PROTOCOL_VERSION } from './version.ts';
+import { ClientMessage, DATA_HEADER_BYTES, ERROR_CATALOG, ErrorBody, OPERATION_LIST, PROTOCOL_VERSION, ServerMessage, StreamRef, SubscribeParams, SubscribeResult, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX, type ErrorCode, type OperationSpec } from '@execworld/sdk/protocol';
 
 type Json = Record<string, unknown>;
 

@@ -1,0 +1,74 @@
+/**
+ * The token file a daemon on this machine reads (and writes, the first time,
+ * when none is configured), and the grammar of its lines. The daemon loads
+ * its tokens by it; the SDK finds a local daemon's token by it.
+ *
+ * A line is a bare token (of the owner `default`), or `<owner> <token>`, or
+ * `<owner> <token> <os user>`; fields are separated by blanks; blank lines
+ * and lines starting with `#` say nothing.
+ * @module @execworld/sdk/token-file
+ */
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+/** The owner of a line that holds a bare token. */
+export const DEFAULT_OWNER = 'default';
+/** The shortest token a token file may hold. */
+export const MIN_TOKEN_LENGTH = 16;
+
+/** Where a local daemon's token lives when none is configured: $XDG_CONFIG_HOME/execworld/token, or ~/.config/execworld/token. */
+export function localTokenFile(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== '' ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
+  return join(base, 'execworld', 'token');
+}
+
+/** One line of a token file that says something: an entry, or what is wrong with it. Lines count from 1. */
+export type TokenFileLine =
+  | { readonly line: number; readonly owner: string; readonly token: string; readonly userName?: string }
+  | { readonly line: number; readonly problem: string };
+
+/** The lines of a token file's text that say something, in order; blank and comment lines are left out. */
+export function tokenFileLines(text: string): TokenFileLine[] {
+  const lines: TokenFileLine[] = [];
+  text.split('\n').forEach((raw, index) => {
+    const trimmed = raw.trim();
+    if (trimmed === '' || trimmed.startsWith('#')) return;
+    lines.push(tokenFileLine(trimmed.split(/\s+/), index + 1));
+  });
+  return lines;
+}
+
+function tokenFileLine(fields: readonly string[], line: number): TokenFileLine {
+  if (fields.length > 3) return { line, problem: 'expected "<token>" or "<owner> <token> [<os user>]"' };
+  const [owner, token] = fields.length === 1 ? [DEFAULT_OWNER, fields[0]!] : [fields[0]!, fields[1]!];
+  if (token.length < MIN_TOKEN_LENGTH) return { line, problem: `the token is shorter than ${MIN_TOKEN_LENGTH} characters` };
+  if (!/^[A-Za-z0-9._~-]{1,128}$/.test(owner)) return { line, problem: 'owner names use letters, digits and . _ ~ -' };
+  const userName = fields[2];
+  if (userName !== undefined && !/^[A-Za-z_][A-Za-z0-9._-]{0,31}\$?$/.test(userName)) return { line, problem: `${userName} is not a user name` };
+  return { line, owner, token, ...(userName === undefined ? {} : { userName }) };
+}
+
+/**
+ * The token a local daemon wrote (the first line's), or why there is none:
+ * the file looked for, and what was wrong with it.
+ */
+export function readLocalToken(env: NodeJS.ProcessEnv = process.env): { token: string } | { missing: string } {
+  const file = localTokenFile(env);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return { missing: code === 'ENOENT' ? `there is no ${file}` : `${file} cannot be read (${code ?? (error as Error).message})` };
+  }
+  const first = tokenFileLines(text)[0];
+  if (first === undefined) return { missing: `${file} holds no token` };
+  return 'problem' in first ? { missing: `${file} line ${first.line} is not a token line: ${first.problem}` } : { token: first.token };
+}
+
+/** The token a local daemon wrote, if there is one. */
+export function localToken(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const local = readLocalToken(env);
+  return 'token' in local ? local.token : undefined;
+}

@@ -1,0 +1,57 @@
+/**
+ * The operation table says of every operation whether it may be resent after a
+ * reconnect and whether it waits; the SDK's resending and the daemon's waiting
+ * calls are both read from it.
+ */
+import { describe, expect, it } from 'vitest';
+import { OPERATION_LIST, OPERATIONS, isIdempotentCall } from '@execworld/sdk/protocol';
+
+describe('the operation table', () => {
+  it('says of every operation whether it is idempotent and whether it waits', () => {
+    for (const spec of OPERATION_LIST) {
+      expect(typeof spec.waits, `${spec.name}.waits`).toBe('boolean');
+      const rule = spec.idempotent;
+      if (typeof rule === 'boolean') continue;
+      // A condition names optional input fields (a required one would make the condition always hold).
+      expect(rule.when.length, `${spec.name}.idempotent.when`).toBeGreaterThan(0);
+      const shape = spec.input.shape as Record<string, { safeParse(value: unknown): { success: boolean } }>;
+      for (const field of rule.when) {
+        expect(Object.keys(shape), `${spec.name}.idempotent.when names ${field}`).toContain(field);
+        expect(shape[field]!.safeParse(undefined).success, `${spec.name}.${field} is optional`).toBe(true);
+      }
+    }
+  });
+
+  it('marks as waiting exactly the calls the daemon must abort when their caller leaves', () => {
+    const waiting = OPERATION_LIST.filter((spec) => spec.waits).map((spec) => spec.name);
+    expect(waiting.sort()).toEqual(
+      ['terminal.done', 'process.done', 'process.wait', 'terminal.output', 'process.output', 'executable.resolve', 'terminal.terminate', 'terminal.delete', 'process.delete'].sort(),
+    );
+  });
+
+  it('marks every long poll as waiting', () => {
+    const polls = OPERATION_LIST.filter((spec) => 'waitMs' in spec.input.shape || 'timeoutMs' in spec.input.shape).map((spec) => spec.name);
+    expect(polls.length).toBeGreaterThan(0);
+    for (const name of polls) expect(OPERATIONS[name as keyof typeof OPERATIONS].waits, name).toBe(true);
+  });
+
+  it('makes creates idempotent only with a requestId, and input only with a writer and a sequence number', () => {
+    const argv = ['/bin/true'];
+    expect(isIdempotentCall(OPERATIONS['process.create'], { argv })).toBe(false);
+    expect(isIdempotentCall(OPERATIONS['process.create'], { argv, requestId: 'r1' })).toBe(true);
+    expect(isIdempotentCall(OPERATIONS['terminal.create'], { argv })).toBe(false);
+    expect(isIdempotentCall(OPERATIONS['terminal.create'], { argv, requestId: 'r1' })).toBe(true);
+    for (const name of ['terminal.input', 'process.stdin'] as const) {
+      expect(isIdempotentCall(OPERATIONS[name], { id: 't_1', data: 'x' }), name).toBe(false);
+      expect(isIdempotentCall(OPERATIONS[name], { id: 't_1', data: 'x', seq: 1 }), name).toBe(false);
+      expect(isIdempotentCall(OPERATIONS[name], { id: 't_1', data: 'x', writer: 'w', seq: 1 }), name).toBe(true);
+    }
+  });
+
+  it('never resends a signal, and always resends reads, waits and terminates', () => {
+    expect(isIdempotentCall(OPERATIONS['terminal.signal'], { id: 't_1', signal: 'SIGINT' })).toBe(false);
+    for (const name of ['terminal.get', 'process.list', 'terminal.done', 'process.wait', 'terminal.terminate', 'process.terminate', 'process.closeStdin'] as const) {
+      expect(isIdempotentCall(OPERATIONS[name], { id: 't_1' }), name).toBe(true);
+    }
+  });
+});

@@ -1,0 +1,62 @@
+/**
+ * The token file has one path rule and one line grammar, read by both the
+ * daemon (which loads its tokens) and the SDK (which finds a local daemon's).
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { localToken, localTokenFile } from '@execworld/sdk';
+import { readLocalToken, tokenFileLines } from '@execworld/sdk/token-file';
+import { parseTokenFile } from '../../service/src/server/auth.ts';
+import { defaultTokenFile } from '../../service/src/server/config.ts';
+
+const TOKEN = '0123456789abcdefXYZ';
+
+/** An XDG_CONFIG_HOME whose execworld/token holds `text`. */
+function configHome(text: string): NodeJS.ProcessEnv {
+  const home = mkdtempSync(join(tmpdir(), 'execworld-token-file-'));
+  mkdirSync(join(home, 'execworld'));
+  writeFileSync(join(home, 'execworld', 'token'), text, { mode: 0o600 });
+  return { XDG_CONFIG_HOME: home };
+}
+
+describe('the token file', () => {
+  it('lives where the daemon writes it and the SDK looks for it', () => {
+    expect(localTokenFile({ XDG_CONFIG_HOME: '/x' })).toBe('/x/execworld/token');
+    expect(localTokenFile({ XDG_CONFIG_HOME: '' })).toBe(join(homedir(), '.config', 'execworld', 'token'));
+    expect(defaultTokenFile({ XDG_CONFIG_HOME: '/x' })).toBe(localTokenFile({ XDG_CONFIG_HOME: '/x' }));
+  });
+
+  it('reads bare tokens, owner lines and OS users, skipping blanks and comments, numbering lines from 1', () => {
+    expect(tokenFileLines(`# team\n\n${TOKEN}\nalice ${TOKEN}1\nbob\t${TOKEN}2   nobody\n`)).toEqual([
+      { line: 3, owner: 'default', token: TOKEN },
+      { line: 4, owner: 'alice', token: `${TOKEN}1` },
+      { line: 5, owner: 'bob', token: `${TOKEN}2`, userName: 'nobody' },
+    ]);
+  });
+
+  it('names what is wrong with a line that is not a token line', () => {
+    expect(tokenFileLines(`a b c d\nshort\nal/ice ${TOKEN}\nbob ${TOKEN} 9lives\n`)).toEqual([
+      { line: 1, problem: 'expected "<token>" or "<owner> <token> [<os user>]"' },
+      { line: 2, problem: 'the token is shorter than 16 characters' },
+      { line: 3, problem: 'owner names use letters, digits and . _ ~ -' },
+      { line: 4, problem: '9lives is not a user name' },
+    ]);
+  });
+
+  it('gives the SDK the token the daemon takes for its first line', () => {
+    const text = `# comment\nalice ${TOKEN} nobody\nbob ${TOKEN}2\n`;
+    expect(localToken(configHome(text))).toBe(parseTokenFile(text, 'f')[0]!.token);
+    expect(localToken(configHome(`${TOKEN}\n`))).toBe(TOKEN);
+  });
+
+  it('tells the SDK why there is no token: no file, no token line, or a first line that is not one', () => {
+    const empty = configHome('# nothing here\n');
+    expect(readLocalToken(empty)).toEqual({ missing: `${localTokenFile(empty)} holds no token` });
+    const malformed = configHome('\nalice short\n');
+    expect(readLocalToken(malformed)).toEqual({ missing: `${localTokenFile(malformed)} line 2 is not a token line: the token is shorter than 16 characters` });
+    const none = { XDG_CONFIG_HOME: mkdtempSync(join(tmpdir(), 'execworld-no-token-file-')) };
+    expect(readLocalToken(none)).toEqual({ missing: `there is no ${localTokenFile(none)}` });
+  });
+});
