@@ -11,13 +11,20 @@
  * OUTCOME_UNKNOWN. Only when the daemon
  * cannot be reached again within the reconnect deadline does everything fail,
  * with CONNECTION_LOST.
+ *
+ * The reconnect state machine, the calls in flight and the subscriptions
+ * share the socket's life, so they stay in this one file (about 380 lines);
+ * one attempt to open the socket is in `dial.ts`, a subscription's own state
+ * in `subscription.ts`.
  * @module
  */
-import { WebSocket } from 'ws';
-import { DATA_HEADER_BYTES, WS_SUBPROTOCOL, decodeDataFrame, type ServerMessage, type StreamRef } from '../protocol/frames.ts';
+import type { WebSocket } from 'ws';
+import { DATA_HEADER_BYTES, decodeDataFrame, type ServerMessage, type StreamRef } from '../protocol/frames.ts';
 import { OPERATIONS, isIdempotentCall, type OperationName, type OperationParams, type OperationResult } from '../protocol/operations.ts';
 import { ConnectionError, remoteError, type ExecworldError } from '../errors.ts';
-import { describeUnreachable, type CertificateAuthority } from './reach.ts';
+import type { CertificateAuthority } from './reach.ts';
+import { dial } from './dial.ts';
+import { Subscription, type StreamHandlers, type SubscriptionHost } from './subscription.ts';
 
 /** What the SDK logs through, when given a logger. */
 export interface Logger {
@@ -70,85 +77,7 @@ interface PendingCall {
   reject(error: Error): void;
 }
 
-export interface StreamHandlers {
-  /** Bytes at `offset`, in order, never repeated. */
-  onData(chunk: Uint8Array, offset: number): void;
-  /** Bytes [from, to) are gone for good; delivery goes on at `to`. */
-  onGap(from: number, to: number): void;
-  /** The stream ended at `offset`, after its last byte. */
-  onEnd(offset: number): void;
-  /** The subscription cannot go on: the connection is lost, or the daemon refused it. */
-  onError(error: ExecworldError): void;
-}
-
-/** One stream subscription; it survives reconnects. */
-export class Subscription {
-  readonly target: StreamRef;
-  readonly window: number;
-  /** The next offset wanted: every byte before it was delivered. */
-  received: number;
-  /** The last offset acknowledged to the daemon. */
-  acked: number;
-  serverSub: number | undefined;
-  closed = false;
-  readonly handlers: StreamHandlers;
-  readonly #connection: Connection;
-
-  constructor(connection: Connection, target: StreamRef, from: number, window: number, handlers: StreamHandlers) {
-    this.#connection = connection;
-    this.target = target;
-    this.received = from;
-    this.acked = from;
-    this.window = window;
-    this.handlers = handlers;
-  }
-
-  /** Tells the daemon every byte before `offset` was consumed, which opens the window again. */
-  ack(offset: number): void {
-    const next = Math.min(offset, this.received);
-    if (next <= this.acked) return;
-    this.acked = next;
-    this.#connection.sendAck(this);
-  }
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.#connection.dropSubscription(this);
-  }
-}
-
-/**
- * The largest message taken from the daemon. Its messages are far smaller (a
- * data frame holds at most 64 KiB, an output read at most 4 MiB as base64, a
- * list a few hundred sessions); this only bounds what a broken peer can make
- * the client buffer. Not the daemon's maxFrameBytes, which bounds the other
- * direction: what the daemon takes from a client.
- */
-const MAX_DAEMON_MESSAGE_BYTES = 256 * 1024 * 1024;
-
-/** The most of a refused upgrade's answer that is read: an error body is small. */
-const MAX_REFUSAL_BYTES = 64 * 1024;
-
-/** The error for an upgrade the daemon answered with `status` and `body` instead of switching protocols. */
-function upgradeRefusal(status: number, body: string): ExecworldError {
-  let parsed: { error?: { code?: unknown; message?: unknown; errno?: unknown } } | undefined;
-  try {
-    parsed = JSON.parse(body) as typeof parsed;
-  } catch (_error) {
-    // Not a daemon's answer: a proxy's page, say.
-  }
-  const error = parsed?.error;
-  if (typeof error?.code === 'string' && typeof error.message === 'string') {
-    return remoteError({ code: error.code, message: error.message, errno: typeof error.errno === 'string' ? error.errno : undefined }, status);
-  }
-  if (status === 401) return remoteError({ code: 'UNAUTHORIZED', message: 'the daemon refused the token' }, status);
-  return new ConnectionError('CONNECTION_FAILED', `the daemon answered the upgrade with ${status}`);
-}
-
-const wsUrl = (url: string): string => `${url.replace(/^http/, 'ws').replace(/\/+$/, '')}/v1/connect`;
-
-export class Connection {
+export class Connection implements SubscriptionHost {
   readonly options: ConnectionOptions;
   #socket: WebSocket | undefined;
   #open = false;
@@ -182,48 +111,8 @@ export class Connection {
 
   /** Makes the first connection; fails at once when the daemon refuses or cannot be reached. */
   async start(): Promise<void> {
-    const socket = await this.#attempt();
+    const socket = await dial(this.options);
     this.#adopt(socket);
-  }
-
-  /** One connection attempt. */
-  #attempt(): Promise<WebSocket> {
-    return new Promise((resolve, reject) => {
-      const socket = new WebSocket(wsUrl(this.options.url), [WS_SUBPROTOCOL], {
-        headers: { authorization: `Bearer ${this.options.token}` },
-        handshakeTimeout: this.options.connectTimeoutMs,
-        maxPayload: MAX_DAEMON_MESSAGE_BYTES,
-        ...(this.options.ca === undefined ? {} : { ca: this.options.ca as string | Buffer | (string | Buffer)[] }),
-      });
-      const fail = (error: Error): void => {
-        socket.removeAllListeners();
-        socket.on('error', () => {});
-        socket.terminate();
-        reject(error);
-      };
-      socket.once('open', () => {
-        socket.removeAllListeners();
-        resolve(socket);
-      });
-      socket.once('unexpected-response', (request, response) => {
-        // The body names the refusal; closing the request first would drop it unread.
-        const chunks: Buffer[] = [];
-        let size = 0;
-        response.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size <= MAX_REFUSAL_BYTES) chunks.push(chunk);
-        });
-        response.once('end', () => {
-          request.destroy();
-          fail(upgradeRefusal(response.statusCode ?? 0, Buffer.concat(chunks).toString('utf8')));
-        });
-        response.once('error', (error) => {
-          request.destroy();
-          fail(new ConnectionError('CONNECTION_FAILED', `the daemon answered the upgrade with ${response.statusCode ?? 0} and broke off: ${error.message}`, { cause: error }));
-        });
-      });
-      socket.once('error', (error) => fail(new ConnectionError('CONNECTION_FAILED', describeUnreachable(this.options.url, error), { cause: error })));
-    });
   }
 
   #adopt(socket: WebSocket): void {
@@ -277,7 +166,7 @@ export class Connection {
     clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = setTimeout(() => {
       if (this.#closed) return;
-      this.#attempt().then(
+      dial(this.options).then(
         (socket) => {
           if (this.#closed) {
             socket.terminate();
