@@ -83,6 +83,11 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         expect(() => runtime.spawn(sh('true', { signal: reasonless }))).toThrow('aborted before spawn: aborted');
       });
 
+      it('throws synchronously for environment entries no process can carry', () => {
+        expect(() => runtime.spawn(sh('true', { env: { 'A=B': 'x' } }))).toThrow('env name "A=B" is not valid');
+        expect(() => runtime.spawn(sh('true', { env: { NAME: 'a\0b' } }))).toThrow('env.NAME must not contain a NUL character');
+      });
+
       it(`returns at once with ${traits.pidAtSpawn === 'immediate' ? 'the real pid' : 'pid -1, then the real pid'}`, async () => {
         const handle = runtime.spawn(sh('exit 0'));
         if (traits.pidAtSpawn === 'immediate') expect(handle.pid).toBeGreaterThan(0);

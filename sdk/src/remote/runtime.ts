@@ -7,7 +7,7 @@ import { PROTOCOL_VERSION } from '../protocol/version.ts';
 import type { OperationName, OperationParams, OperationResult } from '../protocol/operations.ts';
 import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
 import { endAll, settleAll } from '../seam/teardown.ts';
-import { abortReasonText, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
+import { abortReasonText, assertEnvironment, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
 import { randomUUID } from 'node:crypto';
 import { ConnectionError, ExecworldError } from '../errors.ts';
 import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
@@ -78,9 +78,10 @@ function stripUndefined<T extends object>(value: T): Partial<T> {
 const invalid: InvalidArgument = (message) => new ExecworldError('INVALID_ARGUMENT', message);
 
 /** Throws for the specs the local provider would refuse before any work, with its messages (the seam's checks). */
-function assertSpawnSpec(spec: { argv?: unknown; graceMs?: unknown }, programMessage: string): void {
+function assertSpawnSpec(spec: { argv?: unknown; graceMs?: unknown; env?: unknown }, programMessage: string): void {
   assertProgram(spec?.argv, programMessage, invalid);
   assertGraceMs(spec.graceMs, invalid);
+  if (spec.env !== undefined) assertEnvironment(spec.env, invalid);
 }
 
 /**

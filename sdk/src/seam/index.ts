@@ -27,6 +27,6 @@ export type {
 export { SENSITIVE_ENV_PATTERN, isScrubbedName, lookupEnvironment, mergeEnvironment, scrubEnvironment } from './env.ts';
 export { ByteTail } from './byte-tail.ts';
 export { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS } from './limits.ts';
-export { abortReasonText, assertCwdString, assertGraceMs, assertPositiveInteger, assertProgram } from './validate.ts';
+export { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, assertPositiveInteger, assertProgram } from './validate.ts';
 export type { InvalidArgument } from './validate.ts';
 export { endAll, retryableOnce, settleAll } from './teardown.ts';

@@ -41,6 +41,16 @@ export function assertPositiveInteger(name: string, value: unknown, max: number,
   }
 }
 
+/** Environment entries the operating system can carry: names without `=` or NUL, string (or unset) values without NUL. */
+export function assertEnvironment(env: unknown, invalid: InvalidArgument): void {
+  if (typeof env !== 'object' || env === null) throw invalid('env must be an object');
+  for (const [name, value] of Object.entries(env)) {
+    if (name.length === 0 || name.includes('=') || name.includes('\0')) throw invalid(`env name ${JSON.stringify(name)} is not valid`);
+    if (value !== undefined && value !== null && typeof value !== 'string') throw invalid(`env.${name} must be a string`);
+    if (typeof value === 'string' && value.includes('\0')) throw invalid(`env.${name} must not contain a NUL character`);
+  }
+}
+
 /** The reason text of an aborted signal, `aborted` when it has none. */
 export function abortReasonText(signal: { reason?: unknown }): string {
   const reason = signal.reason;

@@ -2,8 +2,6 @@
  * `LocalRuntime`: the subprocess seam on this host.
  * @module
  */
-import { accessSync, constants as fsConstants, statSync } from 'node:fs';
-import { resolve as resolvePath } from 'node:path';
 import { endAll, mergeEnvironment, scrubEnvironment, settleAll } from '@execworld/sdk/seam';
 import type {
   SubprocessRuntime,
@@ -12,25 +10,17 @@ import type {
 } from '@execworld/sdk/seam';
 import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, TerminalExtensions } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
-import { CgroupContainment } from './containment/cgroup.ts';
-import { NO_CONTAINMENT, selectContainment, type Containment, type ContainmentChoice, type ContainmentMode, type SessionCell } from './containment/index.ts';
+import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
 import type { SessionRecorder } from './containment/journal.ts';
-import { SubreaperContainment } from './containment/subreaper.ts';
 import { ProviderError } from './errors.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
 import { hostPlatform, platformFor, type Platform } from './platform/index.ts';
 import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
-import { resolveExecutable } from './resolve-executable.ts';
+import { resolveExecutable, terminalProgramExists } from './resolve-executable.ts';
 import { asUser, userEnvironment, type RunAs } from './run-as.ts';
+import { SessionCells } from './session-cells.ts';
 import { MAX_TERMINAL_SIZE, type LocalTerminal } from './terminal.ts';
-import {
-  abortReasonText,
-  assertCwdString,
-  assertGraceMs,
-  assertPositiveInteger,
-  assertProgram,
-  cwdError,
-} from './validate.ts';
+import { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, assertPositiveInteger, assertProgram, cwdError } from './validate.ts';
 
 export interface LocalRuntimeOptions {
   /**
@@ -74,9 +64,6 @@ export interface LocalRuntimeOptions {
   readonly journal?: SessionRecorder;
 }
 
-/** Names of cells: one sequence per process, since cgroups and the subreaper are per process. */
-let lastSessionNumber = 0;
-
 /**
  * The subprocess seam on this host: detached process trees with pipe, inherit
  * and bounded collect stdio; terminals over a real pty with exact foreground and
@@ -95,10 +82,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   readonly #processes = new Set<ManagedProcess>();
   readonly #terminals = new Set<LocalTerminal>();
   #inspector: ProcessInspector | undefined;
-  #containment: Containment | undefined;
-  /** Cells this runtime made, by key, for the journal. */
-  readonly #keys = new Set<string>();
-  #unwatchMembers: (() => void) | undefined;
+  readonly #cells: SessionCells;
   #disposing: Promise<void> | undefined;
   #exitListener: (() => void) | undefined;
 
@@ -112,8 +96,12 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       ...(options.spillFileSystem !== undefined ? { fs: options.spillFileSystem } : {}),
     });
     this.#inspector = options.inspector;
-    // An explicit choice that this host cannot give fails here, not at the first spawn.
-    if (options.containment !== undefined && options.containment !== 'auto') this.#getContainment();
+    this.#cells = new SessionCells({
+      choice: options.containment,
+      platform: this.platform,
+      journal: options.journal,
+      identityOf: (pid) => this.#getInspector().identity(pid),
+    });
   }
 
   get capabilities(): ProviderCapabilities {
@@ -127,7 +115,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
 
   /** How this runtime's sessions are contained. */
   get containmentMode(): ContainmentMode {
-    return this.#getContainment().mode;
+    return this.#cells.mode;
   }
 
   /** Whether terminals on this host can prove that a foreground group waits for input. */
@@ -160,7 +148,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     assertStdio(spec.stdio);
     const env = this.#environmentFor(spec.env, hooks.runAs);
     this.#platform.sealDescriptors();
-    const { key, cell } = this.#createCell();
+    const { key, cell } = this.#cells.create();
     let handle: ManagedProcess;
     try {
       handle = new ManagedProcess(spec, env, { ...this.#processHost(hooks.runAs), cell }, hooks);
@@ -168,7 +156,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       cell?.remove();
       throw error;
     }
-    this.#recordRoot(key, handle.pid);
+    this.#cells.recordRoot(key, handle.pid);
     this.#own(this.#processes, handle, key, async () => {
       await handle.done.catch(() => undefined);
       await handle.waitForExit();
@@ -202,7 +190,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     }
     const program = extensions.runAs === undefined ? { file, args: spec.argv.slice(1) } : asUser(extensions.runAs, file, spec.argv.slice(1));
     this.#platform.sealDescriptors();
-    const { key, cell } = this.#createCell();
+    const { key, cell } = this.#cells.create();
     let terminal: LocalTerminal;
     try {
       terminal = terminals.open({
@@ -221,7 +209,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       cell?.remove();
       throw error;
     }
-    this.#recordRoot(key, terminal.pid);
+    this.#cells.recordRoot(key, terminal.pid);
     // A published terminal is released only once it exited and its session was swept.
     this.#own(this.#terminals, terminal, key, async () => {
       await terminal.done;
@@ -257,8 +245,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     this.#processes.clear();
     this.#terminals.clear();
     this.#updateExitListener();
-    this.#unwatchMembers?.();
-    this.#unwatchMembers = undefined;
+    this.#cells.close();
     if (failure !== undefined) throw failure.error;
   }
 
@@ -269,44 +256,6 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   #getInspector(): ProcessInspector {
     this.#inspector ??= this.#platform.createInspector();
     return this.#inspector;
-  }
-
-  /** The containment, chosen on first use; the journal learns where sessions are kept. */
-  #getContainment(): Containment {
-    if (this.#containment !== undefined) return this.#containment;
-    const choice = this.#options.containment ?? 'auto';
-    let containment: Containment;
-    if (typeof choice === 'object') containment = choice;
-    // An injected platform has only its own rules: this host's cgroups are not its.
-    else if (this.platform !== process.platform && (choice === 'auto' || choice === 'none')) containment = NO_CONTAINMENT;
-    else containment = selectContainment(choice, { platform: this.platform }).containment;
-    this.#containment = containment;
-    const journal = this.#options.journal;
-    if (journal !== undefined && containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
-    if (journal !== undefined && containment instanceof SubreaperContainment) {
-      this.#unwatchMembers = containment.watchMembers((key, members) => {
-        if (this.#keys.has(key)) journal.record(key, members);
-      });
-    }
-    return containment;
-  }
-
-  #createCell(): { key: string; cell: SessionCell | undefined } {
-    lastSessionNumber += 1;
-    const key = `s-${lastSessionNumber}`;
-    this.#keys.add(key);
-    return { key, cell: this.#getContainment().create(key) };
-  }
-
-  /**
-   * Without a containment the journal records the top-level process itself:
-   * a later start ends it, its tree and what it leads, if it still runs.
-   */
-  #recordRoot(key: string, pid: number): void {
-    const journal = this.#options.journal;
-    if (journal === undefined || pid <= 0 || this.#getContainment().mode !== 'none') return;
-    const identity = this.#getInspector().identity(pid);
-    if (identity !== undefined) journal.record(key, [identity]);
   }
 
   /** The environment of a child: the user's own entries (HOME, USER, …) under the caller's explicit ones. */
@@ -345,9 +294,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     this.#updateExitListener();
     release().then(
       () => {
-        // Nothing of it runs: there is nothing to record for a later start.
-        this.#options.journal?.record(key, undefined);
-        this.#keys.delete(key);
+        this.#cells.released(key);
         if (this.#disposing !== undefined) return;
         set.delete(handle);
         this.#updateExitListener();
@@ -386,37 +333,5 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
         // Each target is contained.
       }
     }
-  }
-}
-
-/** Rejects environment entries the operating system cannot carry. */
-function assertEnvironment(env: Readonly<Record<string, unknown>>): void {
-  if (typeof env !== 'object' || env === null) throw new ProviderError('INVALID_ARGUMENT', 'env must be an object');
-  for (const [name, value] of Object.entries(env)) {
-    if (name.length === 0 || name.includes('=') || name.includes('\0')) {
-      throw new ProviderError('INVALID_ARGUMENT', `env name ${JSON.stringify(name)} is not valid`);
-    }
-    if (value !== undefined && value !== null && typeof value !== 'string') {
-      throw new ProviderError('INVALID_ARGUMENT', `env.${name} must be a string`);
-    }
-    if (typeof value === 'string' && value.includes('\0')) {
-      throw new ProviderError('INVALID_ARGUMENT', `env.${name} must not contain a NUL character`);
-    }
-  }
-}
-
-/** Whether the terminal's program can be executed the way the child will look it up. */
-function terminalProgramExists(file: string, env: Record<string, string>, cwd: string, platform: Platform): boolean {
-  // The child changes to cwd before it execs, so relative names resolve from there.
-  const candidates = file.includes('/') ? [resolvePath(cwd, file)] : platform.executableCandidates(file, env, cwd);
-  return candidates.some((candidate) => isExecutableFileSync(candidate));
-}
-
-function isExecutableFileSync(path: string): boolean {
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return statSync(path).isFile();
-  } catch (_error) {
-    return false;
   }
 }

@@ -3,7 +3,8 @@
  * paths are tried is the platform's rule (`platform/`); this checks them.
  * @module
  */
-import { constants, promises as fs } from 'node:fs';
+import { accessSync, constants, promises as fs, statSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
 import { ProviderError } from './errors.ts';
 import type { Platform } from './platform/platform.ts';
 
@@ -48,4 +49,20 @@ export async function resolveExecutable(
     'EXECUTABLE_NOT_FOUND',
     absolute ? `executable ${command} is not an executable file` : `executable ${command} was not found on PATH`,
   );
+}
+
+/** Whether the terminal's program can be executed the way the child will look it up. */
+export function terminalProgramExists(file: string, env: Record<string, string>, cwd: string, platform: Platform): boolean {
+  // The child changes to cwd before it execs, so relative names resolve from there.
+  const candidates = file.includes('/') ? [resolvePath(cwd, file)] : platform.executableCandidates(file, env, cwd);
+  return candidates.some((candidate) => isExecutableFileSync(candidate));
+}
+
+function isExecutableFileSync(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return statSync(path).isFile();
+  } catch (_error) {
+    return false;
+  }
 }

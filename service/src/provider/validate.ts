@@ -27,6 +27,10 @@ export function assertPositiveInteger(name: string, value: unknown, max = Number
   seam.assertPositiveInteger(name, value, max, invalid);
 }
 
+export function assertEnvironment(env: unknown): void {
+  seam.assertEnvironment(env, invalid);
+}
+
 export { abortReasonText } from '@execworld/sdk/seam';
 
 /** A spawn-level failure for a working directory that is not a directory. */

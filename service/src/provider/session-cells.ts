@@ -1,0 +1,94 @@
+/**
+ * The cells a runtime's sessions are contained in, and their record for the
+ * next start: each terminal and process tree gets a cell of the chosen
+ * containment under a key of its own, and the session journal learns what a
+ * later start must end if this process dies without ending it (the cgroup,
+ * the subreaper's members, or, without a containment, the top-level process).
+ * @module
+ */
+import { CgroupContainment } from './containment/cgroup.ts';
+import { NO_CONTAINMENT, selectContainment, type Containment, type ContainmentChoice, type ContainmentMode, type SessionCell } from './containment/index.ts';
+import type { SessionRecorder } from './containment/journal.ts';
+import { SubreaperContainment } from './containment/subreaper.ts';
+import type { ProcessIdentity } from './inspect/inspector.ts';
+
+/** Names of cells: one sequence per process, since cgroups and the subreaper are per process. */
+let lastSessionNumber = 0;
+
+export interface SessionCellsOptions {
+  readonly choice: ContainmentChoice | Containment | undefined;
+  /** The platform whose rules apply; an injected one has none of this host's cgroups. */
+  readonly platform: NodeJS.Platform;
+  readonly journal: SessionRecorder | undefined;
+  /** The identity of a live process, for the journal of an uncontained session. */
+  identityOf(pid: number): ProcessIdentity | undefined;
+}
+
+export class SessionCells {
+  readonly #options: SessionCellsOptions;
+  #containment: Containment | undefined;
+  /** Cells made here and not yet released, by key: the journal records only these. */
+  readonly #keys = new Set<string>();
+  #unwatchMembers: (() => void) | undefined;
+
+  constructor(options: SessionCellsOptions) {
+    this.#options = options;
+    // An explicit choice that this host cannot give fails here, not at the first spawn.
+    if (options.choice !== undefined && options.choice !== 'auto') this.#get();
+  }
+
+  /** How sessions are contained. */
+  get mode(): ContainmentMode {
+    return this.#get().mode;
+  }
+
+  /** A new cell and its key; undefined cell where nothing contains sessions. */
+  create(): { key: string; cell: SessionCell | undefined } {
+    lastSessionNumber += 1;
+    const key = `s-${lastSessionNumber}`;
+    this.#keys.add(key);
+    return { key, cell: this.#get().create(key) };
+  }
+
+  /**
+   * Without a containment the journal records the top-level process itself:
+   * a later start ends it, its tree and what it leads, if it still runs.
+   */
+  recordRoot(key: string, pid: number): void {
+    const journal = this.#options.journal;
+    if (journal === undefined || pid <= 0 || this.#get().mode !== 'none') return;
+    const identity = this.#options.identityOf(pid);
+    if (identity !== undefined) journal.record(key, [identity]);
+  }
+
+  /** Nothing of the session under `key` runs: there is nothing to record for a later start. */
+  released(key: string): void {
+    this.#options.journal?.record(key, undefined);
+    this.#keys.delete(key);
+  }
+
+  /** Stops following the containment's members. */
+  close(): void {
+    this.#unwatchMembers?.();
+    this.#unwatchMembers = undefined;
+  }
+
+  /** The containment, chosen on first use; the journal learns where sessions are kept. */
+  #get(): Containment {
+    if (this.#containment !== undefined) return this.#containment;
+    const { choice = 'auto', platform, journal } = this.#options;
+    let containment: Containment;
+    if (typeof choice === 'object') containment = choice;
+    // An injected platform has only its own rules: this host's cgroups are not its.
+    else if (platform !== process.platform && (choice === 'auto' || choice === 'none')) containment = NO_CONTAINMENT;
+    else containment = selectContainment(choice, { platform }).containment;
+    this.#containment = containment;
+    if (journal !== undefined && containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+    if (journal !== undefined && containment instanceof SubreaperContainment) {
+      this.#unwatchMembers = containment.watchMembers((key, members) => {
+        if (this.#keys.has(key)) journal.record(key, members);
+      });
+    }
+    return containment;
+  }
+}
