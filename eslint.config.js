@@ -25,14 +25,20 @@ export default defineConfig(
     // run in any JavaScript runtime, so nothing of Node (or a socket library) is imported there.
     files: ['sdk/src/protocol/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '**/scripts/**', '../remote/**', '../dsh/**'] }],
+      'no-restricted-imports': [
+        'error',
+        { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '**/scripts/**', '../remote/**', '../dsh/**'] },
+      ],
     },
   },
   {
     // The seam's rules that the wire protocol reads are as runtime-neutral as the protocol.
     files: ['sdk/src/seam/limits.ts', 'sdk/src/seam/validate.ts'],
     rules: {
-      'no-restricted-imports': ['error', { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '**/scripts/**', '../remote/**', '../dsh/**'] }],
+      'no-restricted-imports': [
+        'error',
+        { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '**/scripts/**', '../remote/**', '../dsh/**'] },
+      ],
     },
   },
   {

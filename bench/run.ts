@@ -132,7 +132,11 @@ if (enabled('prompt')) {
     for (let run = 0; run < PROMPT_RUNS + 1; run += 1) samples.push(await promptMs(peer));
     table.add(peer.name, median(samples.slice(1)));
   });
-  printTable('B3 new terminal → first prompt (ms; warm peers open a terminal on an existing connection)', ['peer', 'ms', 'vs local (ms)', 'ratio vs local'], names(promptPeers).map((name) => [name, spread(table.values(name), 2), differenceCell(table, name, 'local'), ratioCell(table, name, 'local')]));
+  printTable(
+    'B3 new terminal → first prompt (ms; warm peers open a terminal on an existing connection)',
+    ['peer', 'ms', 'vs local (ms)', 'ratio vs local'],
+    names(promptPeers).map((name) => [name, spread(table.values(name), 2), differenceCell(table, name, 'local'), ratioCell(table, name, 'local')]),
+  );
   results.prompt = Object.fromEntries(names(promptPeers).map((name) => [name, table.values(name)]));
 }
 
@@ -144,7 +148,11 @@ if (enabled('inspect')) {
     p50.add(peer.name, figures?.p50 ?? Number.NaN);
     p99.add(peer.name, figures?.p99 ?? Number.NaN);
   });
-  printTable('inspectForeground round trip on an idle bash (ms)', ['peer', 'p50', 'p99', 'p50 ratio vs local'], names(peers).map((name) => [name, spread(p50.values(name)), spread(p99.values(name)), ratioCell(p50, name, 'local')]));
+  printTable(
+    'inspectForeground round trip on an idle bash (ms)',
+    ['peer', 'p50', 'p99', 'p50 ratio vs local'],
+    names(peers).map((name) => [name, spread(p50.values(name)), spread(p99.values(name)), ratioCell(p50, name, 'local')]),
+  );
   results.inspect = Object.fromEntries(names(peers).map((name) => [name, { p50: p50.values(name), p99: p99.values(name) }]));
 }
 
@@ -156,7 +164,18 @@ if (enabled('echo')) {
     p50.add(peer.name, figures.p50);
     p99.add(peer.name, figures.p99);
   });
-  printTable(`B1 echo round trip, ${ECHO_MEASURED} × 1 byte (ms)`, ['peer', 'p50', 'p99', 'p50 vs local', 'p50 vs ws-relay', 'p99 vs ws-relay'], names(peers).map((name) => [name, spread(p50.values(name)), spread(p99.values(name)), ratioCell(p50, name, 'local'), ratioCell(p50, name, 'ws-relay'), ratioCell(p99, name, 'ws-relay')]));
+  printTable(
+    `B1 echo round trip, ${ECHO_MEASURED} × 1 byte (ms)`,
+    ['peer', 'p50', 'p99', 'p50 vs local', 'p50 vs ws-relay', 'p99 vs ws-relay'],
+    names(peers).map((name) => [
+      name,
+      spread(p50.values(name)),
+      spread(p99.values(name)),
+      ratioCell(p50, name, 'local'),
+      ratioCell(p50, name, 'ws-relay'),
+      ratioCell(p99, name, 'ws-relay'),
+    ]),
+  );
   results.echo = Object.fromEntries(names(peers).map((name) => [name, { p50: p50.values(name), p99: p99.values(name) }]));
 }
 
@@ -184,7 +203,11 @@ if (enabled('bulk')) {
     cpuPerMb.values(name).length === 0 ? '' : spread(cpuPerMb.values(name), 1),
     cpuPerMb.values(name).length === 0 || name === 'ws-relay' ? '' : ratioCell(cpuPerMb, name, 'ws-relay'),
   ]);
-  printTable(`B2 bulk: ${(bulkBytes(BULK_INPUT) / 1e6).toFixed(1)} MB through the terminal (MB/s)`, ['peer', 'MB/s', 'vs local', 'vs PTY ceiling', 'complete', 'server CPU ms/MB', 'CPU vs ws-relay'], rows);
+  printTable(
+    `B2 bulk: ${(bulkBytes(BULK_INPUT) / 1e6).toFixed(1)} MB through the terminal (MB/s)`,
+    ['peer', 'MB/s', 'vs local', 'vs PTY ceiling', 'complete', 'server CPU ms/MB', 'CPU vs ws-relay'],
+    rows,
+  );
   results.bulk = Object.fromEntries([...names(peers), 'pty-ceiling'].map((name) => [name, { mbps: table.values(name), cpuMsPerMb: cpuPerMb.values(name) }]));
 }
 
@@ -196,7 +219,11 @@ if (enabled('tail')) {
     truncated.set(peer.name, (truncated.get(peer.name) ?? 0) + figures.truncated);
     exitMs.add(peer.name, figures.exitP50);
   });
-  printTable(`B4 tail integrity: 41,054 bytes then exit, ${TAIL_RUNS * rounds} runs per peer`, ['peer', 'truncated runs', 'spawn → exit p50 (ms)'], names(peers).map((name) => [name, `${truncated.get(name) ?? 0}/${TAIL_RUNS * rounds}`, spread(exitMs.values(name), 2)]));
+  printTable(
+    `B4 tail integrity: 41,054 bytes then exit, ${TAIL_RUNS * rounds} runs per peer`,
+    ['peer', 'truncated runs', 'spawn → exit p50 (ms)'],
+    names(peers).map((name) => [name, `${truncated.get(name) ?? 0}/${TAIL_RUNS * rounds}`, spread(exitMs.values(name), 2)]),
+  );
   results.tail = Object.fromEntries(names(peers).map((name) => [name, { truncated: truncated.get(name), exitP50: exitMs.values(name) }]));
 }
 
@@ -210,7 +237,17 @@ if (enabled('control')) {
     const interrupts = await attempt(peer, interruptLatency(peer, quick ? 3 : 10));
     interrupt.add(peer.name, interrupts === undefined ? Number.NaN : median(interrupts));
   });
-  printTable('B8 control path: resize → SIGWINCH seen, and SIGINT → exit seen (ms, p50)', ['peer', 'resize', 'resize vs local', 'SIGINT → exit', 'SIGINT vs local'], names(peers).map((name) => [name, spread(resize.values(name)), ratioCell(resize, name, 'local'), spread(interrupt.values(name)), ratioCell(interrupt, name, 'local')]));
+  printTable(
+    'B8 control path: resize → SIGWINCH seen, and SIGINT → exit seen (ms, p50)',
+    ['peer', 'resize', 'resize vs local', 'SIGINT → exit', 'SIGINT vs local'],
+    names(peers).map((name) => [
+      name,
+      spread(resize.values(name)),
+      ratioCell(resize, name, 'local'),
+      spread(interrupt.values(name)),
+      ratioCell(interrupt, name, 'local'),
+    ]),
+  );
   results.control = Object.fromEntries(names(peers).map((name) => [name, { resize: resize.values(name), interrupt: interrupt.values(name) }]));
 }
 
@@ -226,7 +263,17 @@ if (enabled('close')) {
     }
     table.add(peer.name, median(samples));
   });
-  printTable('terminate() of an idle interactive bash (ms)', ['peer', 'ms', 'ratio vs local', 'processes left', 'waits for quiescence'], peers.map((peer) => [peer.name, spread(table.values(peer.name), 1), ratioCell(table, peer.name, 'local'), Number.isNaN(leftovers.get(peer.name)) ? 'n/a' : String(leftovers.get(peer.name) ?? 0), peer.closeIsQuiescence ? 'yes' : 'no (hang-up only)']));
+  printTable(
+    'terminate() of an idle interactive bash (ms)',
+    ['peer', 'ms', 'ratio vs local', 'processes left', 'waits for quiescence'],
+    peers.map((peer) => [
+      peer.name,
+      spread(table.values(peer.name), 1),
+      ratioCell(table, peer.name, 'local'),
+      Number.isNaN(leftovers.get(peer.name)) ? 'n/a' : String(leftovers.get(peer.name) ?? 0),
+      peer.closeIsQuiescence ? 'yes' : 'no (hang-up only)',
+    ]),
+  );
   results.close = Object.fromEntries(names(peers).map((name) => [name, table.values(name)]));
 }
 
@@ -237,12 +284,25 @@ if (enabled('dsh')) {
   }
   const row = (name: 'local' | 'remote') => [
     `dsh-terminal-bash over ${name}`,
-    spread(figures[name].map((f) => f.startMs), 1),
-    spread(figures[name].map((f) => f.sendMs), 1),
+    spread(
+      figures[name].map((f) => f.startMs),
+      1,
+    ),
+    spread(
+      figures[name].map((f) => f.sendMs),
+      1,
+    ),
     name === 'local' ? '' : `+${fmt(median(figures.remote.map((f, index) => f.sendMs - figures.local[index]!.sendMs)), 2)}`,
-    spread(figures[name].map((f) => f.closeMs), 1),
+    spread(
+      figures[name].map((f) => f.closeMs),
+      1,
+    ),
   ];
-  printTable('the harness: dsh-terminal-bash start, `echo hi` send to stdin_read, close (ms)', ['path', 'start', 'echo hi', 'vs local', 'close'], [row('local'), row('remote')]);
+  printTable(
+    'the harness: dsh-terminal-bash start, `echo hi` send to stdin_read, close (ms)',
+    ['path', 'start', 'echo hi', 'vs local', 'close'],
+    [row('local'), row('remote')],
+  );
   results.dsh = figures;
 }
 
@@ -284,16 +344,36 @@ if (enabled('budgets')) {
     ['500 concurrent 1 MiB inputs to a program that does not read (4 MiB backlog)', await inputFlood(500)],
     ['collect-mode processes printing 300 MB each, 256 MiB tails (1 GiB collect budget)', await collectFlood()],
   ] as const;
-  printTable('daemon memory under floods its budgets bound', ['flood', 'RSS before (MiB)', 'RSS peak (MiB)', 'outcome'], floods.map(([name, f]) => [name, fmt(f.beforeMiB, 0), fmt(f.peakMiB, 0), f.outcome]));
+  printTable(
+    'daemon memory under floods its budgets bound',
+    ['flood', 'RSS before (MiB)', 'RSS peak (MiB)', 'outcome'],
+    floods.map(([name, f]) => [name, fmt(f.beforeMiB, 0), fmt(f.peakMiB, 0), f.outcome]),
+  );
   results.budgets = Object.fromEntries(floods);
 }
 
 if (enabled('resume')) {
   const list: Awaited<ReturnType<typeof resume>>[] = [];
   for (let round = 0; round < Math.min(rounds, 3); round += 1) list.push(await resume(daemon, quick ? 1_000_000 : 3_000_000, 5));
-  printTable('B6 resume: the connection cut mid-bulk and mid-echo', ['cuts', 'bytes lost or repeated', 'byte-exact', 'cut → next byte (ms)', 'echo across a cut (ms)'], [
-    [String(list.reduce((sum, f) => sum + f.cuts, 0)), String(list.reduce((sum, f) => sum + Math.abs(f.byteDifference), 0)), `${list.filter((f) => f.exact).length}/${list.length}`, spread(list.map((f) => f.reattachMs), 2), spread(list.map((f) => f.echoAcrossCutMs), 2)],
-  ]);
+  printTable(
+    'B6 resume: the connection cut mid-bulk and mid-echo',
+    ['cuts', 'bytes lost or repeated', 'byte-exact', 'cut → next byte (ms)', 'echo across a cut (ms)'],
+    [
+      [
+        String(list.reduce((sum, f) => sum + f.cuts, 0)),
+        String(list.reduce((sum, f) => sum + Math.abs(f.byteDifference), 0)),
+        `${list.filter((f) => f.exact).length}/${list.length}`,
+        spread(
+          list.map((f) => f.reattachMs),
+          2,
+        ),
+        spread(
+          list.map((f) => f.echoAcrossCutMs),
+          2,
+        ),
+      ],
+    ],
+  );
   results.resume = list;
 }
 
@@ -308,14 +388,38 @@ if (enabled('stall')) {
   }
   const row = (name: string, list: StallFigures[]) => [
     name,
-    spread(list.map((f) => f.rssGrowthPerSessionMiB), 2),
-    spread(list.map((f) => f.rssPeakMiB), 1),
-    spread(list.map((f) => f.clientGrowthPerSessionMiB), 2),
+    spread(
+      list.map((f) => f.rssGrowthPerSessionMiB),
+      2,
+    ),
+    spread(
+      list.map((f) => f.rssPeakMiB),
+      1,
+    ),
+    spread(
+      list.map((f) => f.clientGrowthPerSessionMiB),
+      2,
+    ),
     list.every((f) => f.blocked) ? 'yes' : 'no',
     `${list.filter((f) => f.complete).length}/${list.length}`,
-    spread(list.map((f) => f.wallSeconds), 2),
+    spread(
+      list.map((f) => f.wallSeconds),
+      2,
+    ),
   ];
-  printTable(`B5 stalled consumers: ${sessions} sessions × ${(bulkBytes(input) / 1e6).toFixed(0)} MB, reading stops after 10 MB for ${stallMs / 1000} s`, ['server', 'server RSS growth per stalled session during the stall (MiB)', 'server RSS peak (MiB)', 'client RSS growth per session (MiB)', 'producer blocked', 'complete', 'wall (s)'], [row('remote (daemon)', figures.remote), row('ws-relay', figures.relay)]);
+  printTable(
+    `B5 stalled consumers: ${sessions} sessions × ${(bulkBytes(input) / 1e6).toFixed(0)} MB, reading stops after 10 MB for ${stallMs / 1000} s`,
+    [
+      'server',
+      'server RSS growth per stalled session during the stall (MiB)',
+      'server RSS peak (MiB)',
+      'client RSS growth per session (MiB)',
+      'producer blocked',
+      'complete',
+      'wall (s)',
+    ],
+    [row('remote (daemon)', figures.remote), row('ws-relay', figures.relay)],
+  );
   results.stall = figures;
 }
 
@@ -331,10 +435,19 @@ if (enabled('isolation')) {
       loaded.push((await isolation(daemon, healthy, true, trips)).p99);
     }
     const ratios = loaded.map((value, index) => value / unloaded[index]!);
-    table.push([String(healthy), spread(unloaded), spread(loaded), `${fmt(median(ratios), 2)}× [${fmt(Math.min(...ratios), 2)}–${fmt(Math.max(...ratios), 2)}]`]);
+    table.push([
+      String(healthy),
+      spread(unloaded),
+      spread(loaded),
+      `${fmt(median(ratios), 2)}× [${fmt(Math.min(...ratios), 2)}–${fmt(Math.max(...ratios), 2)}]`,
+    ]);
     raw[healthy] = { unloaded, loaded };
   }
-  printTable('B7 isolation: echo p99 of healthy sessions on one SDK connection, without and with a stalled bulk session beside them (ms)', ['healthy sessions', 'p99 unloaded', 'p99 with one stalled', 'ratio'], table);
+  printTable(
+    'B7 isolation: echo p99 of healthy sessions on one SDK connection, without and with a stalled bulk session beside them (ms)',
+    ['healthy sessions', 'p99 unloaded', 'p99 with one stalled', 'ratio'],
+    table,
+  );
   results.isolation = raw;
 }
 
@@ -343,7 +456,11 @@ if (enabled('idle')) {
   const fresh = await startDaemon();
   const figures = await idleTerminals(fresh, 100);
   await fresh.stop();
-  printTable('daemon memory with 100 idle bash terminals', ['daemon RSS (MiB)', 'per terminal (KiB)'], [[fmt(figures.totalMiB, 1), fmt(figures.perTerminalKiB, 0)]]);
+  printTable(
+    'daemon memory with 100 idle bash terminals',
+    ['daemon RSS (MiB)', 'per terminal (KiB)'],
+    [[fmt(figures.totalMiB, 1), fmt(figures.perTerminalKiB, 0)]],
+  );
   results.idle = figures;
 }
 
@@ -355,7 +472,12 @@ for (const [title, failures] of [
   ['close() that failed (the survivors were killed by the benchmark)', closeFailures],
   ['workloads that failed (that round has no figure for the peer)', workloadFailures],
 ] as const) {
-  if (failures.size > 0) printTable(title, ['peer', 'failures', 'first message'], [...failures].map(([name, messages]) => [name, String(messages.length), messages[0]!]));
+  if (failures.size > 0)
+    printTable(
+      title,
+      ['peer', 'failures', 'first message'],
+      [...failures].map(([name, messages]) => [name, String(messages.length), messages[0]!]),
+    );
 }
 results.closeFailures = Object.fromEntries(closeFailures);
 results.workloadFailures = Object.fromEntries(workloadFailures);

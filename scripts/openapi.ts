@@ -6,7 +6,22 @@
  * @module
  */
 import { z } from 'zod';
-import { ClientMessage, DATA_HEADER_BYTES, ERROR_CATALOG, ErrorBody, OPERATION_LIST, PROTOCOL_VERSION, ServerMessage, StreamRef, SubscribeParams, SubscribeResult, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX, type ErrorCode, type OperationSpec } from '@execworld/sdk/protocol';
+import {
+  ClientMessage,
+  DATA_HEADER_BYTES,
+  ERROR_CATALOG,
+  ErrorBody,
+  OPERATION_LIST,
+  PROTOCOL_VERSION,
+  ServerMessage,
+  StreamRef,
+  SubscribeParams,
+  SubscribeResult,
+  WS_SUBPROTOCOL,
+  WS_TOKEN_PROTOCOL_PREFIX,
+  type ErrorCode,
+  type OperationSpec,
+} from '@execworld/sdk/protocol';
 
 type Json = Record<string, unknown>;
 
@@ -32,7 +47,15 @@ function schemaOf(schema: z.ZodType): Json {
  * The error codes of `GET /v1/connect`: a refused token or origin, a handshake
  * ws refuses, a plain GET, and what any request can get.
  */
-export const CONNECT_ERRORS: readonly ErrorCode[] = ['INVALID_ARGUMENT', 'UNAUTHORIZED', 'FORBIDDEN_ORIGIN', 'INTERNAL', 'HEADERS_TOO_LARGE', 'CLIENT_TIMEOUT', 'UPGRADE_REQUIRED'];
+export const CONNECT_ERRORS: readonly ErrorCode[] = [
+  'INVALID_ARGUMENT',
+  'UNAUTHORIZED',
+  'FORBIDDEN_ORIGIN',
+  'INTERNAL',
+  'HEADERS_TOO_LARGE',
+  'CLIENT_TIMEOUT',
+  'UPGRADE_REQUIRED',
+];
 
 /** The error response of one group of codes of a status, named by its codes, kept once in components.responses. */
 function errorResponse(group: readonly ErrorCode[]): Json {

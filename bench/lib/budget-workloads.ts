@@ -50,7 +50,8 @@ async function openSocket(daemon: DaemonProcess): Promise<WebSocket> {
 export async function nonReadingClient(seconds: number): Promise<FloodFigures> {
   const daemon = await startDaemon();
   try {
-    for (let index = 0; index < 3; index += 1) await request(daemon, 'POST', '/v1/terminals', { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
+    for (let index = 0; index < 3; index += 1)
+      await request(daemon, 'POST', '/v1/terminals', { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
     const beforeMiB = daemon.rssKiB() / 1024;
     const rss = sampler(daemon);
     const socket = await openSocket(daemon);
@@ -69,7 +70,10 @@ export async function nonReadingClient(seconds: number): Promise<FloodFigures> {
     }
     rss.stop();
     socket.terminate();
-    const outcome = closedAt === undefined ? `still connected after ${seconds} s, ${sent} calls sent` : `disconnected after ${((closedAt - started) / 1000).toFixed(1)} s, ${sent} calls sent`;
+    const outcome =
+      closedAt === undefined
+        ? `still connected after ${seconds} s, ${sent} calls sent`
+        : `disconnected after ${((closedAt - started) / 1000).toFixed(1)} s, ${sent} calls sent`;
     return { beforeMiB, peakMiB: rss.peakMiB(), outcome };
   } finally {
     await daemon.stop();
@@ -80,7 +84,13 @@ export async function nonReadingClient(seconds: number): Promise<FloodFigures> {
 export async function inputFlood(writes: number): Promise<FloodFigures> {
   const daemon = await startDaemon();
   try {
-    const terminal = await request(daemon, 'POST', '/v1/terminals', { argv: ['/bin/sh', '-c', 'stty raw -echo; exec sleep 300'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
+    const terminal = await request(daemon, 'POST', '/v1/terminals', {
+      argv: ['/bin/sh', '-c', 'stty raw -echo; exec sleep 300'],
+      cwd: '/tmp',
+      rows: 24,
+      cols: 80,
+      graceMs: 500,
+    });
     const beforeMiB = daemon.rssKiB() / 1024;
     const rss = sampler(daemon);
     const socket = await openSocket(daemon);
@@ -125,7 +135,11 @@ export async function collectFlood(): Promise<FloodFigures> {
     for (const id of ids) await request(daemon, 'GET', `/v1/processes/${id}/done?timeoutMs=60000`);
     rss.stop();
     for (const id of ids) await request(daemon, 'DELETE', `/v1/processes/${id}`);
-    return { beforeMiB, peakMiB: rss.peakMiB(), outcome: refusedAt === undefined ? `${ids.length} processes, none refused` : `${ids.length} processes admitted, number ${refusedAt} refused with 429` };
+    return {
+      beforeMiB,
+      peakMiB: rss.peakMiB(),
+      outcome: refusedAt === undefined ? `${ids.length} processes, none refused` : `${ids.length} processes admitted, number ${refusedAt} refused with 429`,
+    };
   } finally {
     await daemon.stop();
   }

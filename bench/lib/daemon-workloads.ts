@@ -16,7 +16,14 @@ import type { RelayProcess } from './remote-peers.ts';
 import { percentile } from './stats.ts';
 import { bulkBytes } from './terminal-workloads.ts';
 
-const terminalSpec = (argv: string[], env: Record<string, string> = {}) => ({ argv, cwd: '/tmp', env: { ...BENCH_ENV, ...env }, rows: 24, cols: 80, graceMs: 1000 });
+const terminalSpec = (argv: string[], env: Record<string, string> = {}) => ({
+  argv,
+  cwd: '/tmp',
+  env: { ...BENCH_ENV, ...env },
+  rows: 24,
+  cols: 80,
+  graceMs: 1000,
+});
 const nowMs = (): number => Number(process.hrtime.bigint()) / 1e6;
 const selfRssKiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
 
@@ -102,7 +109,10 @@ export async function stallRelay(relay: RelayProcess, sessions: number, inputByt
   const expected = bulkBytes(inputBytes);
   const state = await Promise.all(
     Array.from({ length: sessions }, async () => {
-      const query = new URLSearchParams({ argv: JSON.stringify(['/bin/sh', '-c', `head -c ${inputBytes} /dev/zero | base64`]), env: JSON.stringify(BENCH_ENV) });
+      const query = new URLSearchParams({
+        argv: JSON.stringify(['/bin/sh', '-c', `head -c ${inputBytes} /dev/zero | base64`]),
+        env: JSON.stringify(BENCH_ENV),
+      });
       const socket = new WebSocket(`ws://127.0.0.1:${relay.port}/?${query.toString()}`);
       const entry = { socket, received: 0, stalled: false, ended: false };
       socket.on('message', (message: Buffer) => {

@@ -28,8 +28,18 @@ export async function dshEcho(kind: 'local' | 'remote', daemon: DaemonProcess, s
   const root = new Context();
   if (kind === 'local') await root.plugin(LocalSubprocess, {});
   else await root.plugin(RemoteSubprocess, { url: daemon.url, token: daemon.token });
-  root.provide('sandboxPolicy', { defaultMode: 'danger-full-access', workspaceRoot: '/tmp', resolve: () => ({ mode: 'danger-full-access', workspaceRoot: '/tmp' }) } as never);
-  const backend = new BashTerminalBackend(root, { ...(Config({}) as object), shellDialect: 'bash', shellPath: '/bin/bash', shellArgs: ['--noprofile', '--norc', '-i'], disposeGraceMs: 3000 } as ConstructorParameters<typeof BashTerminalBackend>[1]);
+  root.provide('sandboxPolicy', {
+    defaultMode: 'danger-full-access',
+    workspaceRoot: '/tmp',
+    resolve: () => ({ mode: 'danger-full-access', workspaceRoot: '/tmp' }),
+  } as never);
+  const backend = new BashTerminalBackend(root, {
+    ...(Config({}) as object),
+    shellDialect: 'bash',
+    shellPath: '/bin/bash',
+    shellArgs: ['--noprofile', '--norc', '-i'],
+    disposeGraceMs: 3000,
+  } as ConstructorParameters<typeof BashTerminalBackend>[1]);
   const owner = { id: 'bench', ctx: root, session: { events: [] } };
   const started = nowMs();
   const session = await backend.spawn({ sessionId: 'pty-bench', owner, type: 'shell' } as unknown as BackendSpec);

@@ -37,7 +37,11 @@ export async function startSshd(): Promise<Sshd | undefined> {
   if (!existsSync(SSHD)) {
     console.log('installing openssh-server for the ssh2 peer…');
     const update = spawnSync('apt-get', ['update', '-qq'], { stdio: 'ignore', timeout: 300_000 });
-    const install = spawnSync('apt-get', ['install', '-y', '-qq', 'openssh-server'], { stdio: 'ignore', timeout: 300_000, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    const install = spawnSync('apt-get', ['install', '-y', '-qq', 'openssh-server'], {
+      stdio: 'ignore',
+      timeout: 300_000,
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
     if (update.status !== 0 || install.status !== 0 || !existsSync(SSHD)) {
       console.log('openssh-server is not available; the ssh2 peer is left out');
       return undefined;

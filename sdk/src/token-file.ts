@@ -25,8 +25,7 @@ export function localTokenFile(env: NodeJS.ProcessEnv = process.env): string {
 
 /** One line of a token file that says something: an entry, or what is wrong with it. Lines count from 1. */
 export type TokenFileLine =
-  | { readonly line: number; readonly owner: string; readonly token: string; readonly userName?: string }
-  | { readonly line: number; readonly problem: string };
+  { readonly line: number; readonly owner: string; readonly token: string; readonly userName?: string } | { readonly line: number; readonly problem: string };
 
 /** The lines of a token file's text that say something, in order; blank and comment lines are left out. */
 export function tokenFileLines(text: string): TokenFileLine[] {

@@ -42,7 +42,9 @@ function listenFailure(error: NodeJS.ErrnoException, config: Config): StartError
   const where = `${config.host}:${config.port}`;
   switch (error.code) {
     case 'EADDRINUSE':
-      return new StartError(`port ${config.port} on ${config.host} is already in use (EADDRINUSE): stop what listens there, or choose another port with --port`);
+      return new StartError(
+        `port ${config.port} on ${config.host} is already in use (EADDRINUSE): stop what listens there, or choose another port with --port`,
+      );
     case 'EACCES':
       return new StartError(`not allowed to listen on ${where} (EACCES): ports below 1024 need privileges; choose another with --port`);
     case 'EADDRNOTAVAIL':
@@ -73,7 +75,9 @@ function reachableAt(bound: readonly AddressInfo[], scheme: string): string[] {
       ? Object.values(networkInterfaces())
           .flat()
           // An IPv6 any-address takes IPv4 connections too (dual stack); an IPv4 one only IPv4. Link-local needs a zone, left out.
-          .flatMap((entry) => (entry !== undefined && (family === 'IPv6' || entry.family === 'IPv4') && !entry.address.startsWith('fe80:') ? [entry.address] : []))
+          .flatMap((entry) =>
+            entry !== undefined && (family === 'IPv6' || entry.family === 'IPv4') && !entry.address.startsWith('fe80:') ? [entry.address] : [],
+          )
       : [address];
     for (const each of addresses) urls.add(`${scheme}://${each.includes(':') ? `[${each}]` : each}:${port}`);
   }
@@ -113,7 +117,10 @@ export async function serve(argv: readonly string[]): Promise<void> {
   const bound = app.addresses().flatMap((entry) => (typeof entry === 'string' ? [] : [entry]));
   const addresses = reachableAt(bound, config.tlsCert === undefined ? 'http' : 'https');
   const containment = registry.runtime.capabilities.containment;
-  app.log.info({ address, addresses, tokenFile: table.source, owners: table.owners, users: table.users, nonDumpable, containment }, generated ? 'listening; a new token was written to the token file' : 'listening');
+  app.log.info(
+    { address, addresses, tokenFile: table.source, owners: table.owners, users: table.users, nonDumpable, containment },
+    generated ? 'listening; a new token was written to the token file' : 'listening',
+  );
   if (!isLoopback(config.host)) {
     app.log.warn(
       { host: config.host, addresses, tls: config.tlsCert !== undefined },

@@ -98,31 +98,34 @@ export function definePagerContract(name: string, make: () => Promise<PagerSubje
       const reason = unavailableReasons.get(program.name);
       // On CI a missing tool fails the test instead: .ci/run installs them all.
       const skip = reason !== undefined && process.env.CI === undefined;
-      it.skipIf(skip)(`${program.name} waits for input with TERM=dumb and the prompt returns after quitting${skip ? ` (skipped: ${reason})` : ''}`, async () => {
-        if (reason !== undefined) throw new Error(`${program.name} cannot run on this CI host: ${reason}`);
-        const shell = await openBash(subject.runtime, {
-          // Pager choices of the environment the runtime inherits would change what runs.
-          env: { TERM: 'dumb', PAGER: 'less', MANPAGER: 'less', LESS: '', MORE: '', MANPATH: manRoot, ...MAN_SANDBOX_OFF },
-        });
-        const shellGroup = shell.terminal.pid;
-        await shell.terminal.write(`${program.command}\r`);
-        const first = await waitForForeground(shell.terminal, `${program.name} waiting`, (f) => f?.inputWaiting === true && f.processGroupId !== shellGroup);
-        // RETURN goes past less's warning about the dumb terminal, and is a harmless
-        // key to the others: each must be proven waiting again, with a new wait.
-        await shell.terminal.write('\r');
-        const again = await waitForForeground(
-          shell.terminal,
-          `${program.name} waiting after RETURN`,
-          (f) => f?.inputWaiting === true && f.processGroupId === first.processGroupId && f.inputWaitToken !== first.inputWaitToken,
-        );
-        expect(again.inputWaitToken).toBeDefined();
-        const since = shell.text().length;
-        await shell.terminal.write(program.quit);
-        await waitForForeground(shell.terminal, `the shell after quitting ${program.name}`, (f) => f?.processGroupId === shellGroup && f.inputWaiting);
-        await shell.waitForOutput(new RegExp(`${PROMPT.replace(/[>]/g, '\\$&')}$`), since);
-        expect(await shell.run('echo "status=$?"')).toContain('status=0');
-        await shell.terminal.terminate();
-      });
+      it.skipIf(skip)(
+        `${program.name} waits for input with TERM=dumb and the prompt returns after quitting${skip ? ` (skipped: ${reason})` : ''}`,
+        async () => {
+          if (reason !== undefined) throw new Error(`${program.name} cannot run on this CI host: ${reason}`);
+          const shell = await openBash(subject.runtime, {
+            // Pager choices of the environment the runtime inherits would change what runs.
+            env: { TERM: 'dumb', PAGER: 'less', MANPAGER: 'less', LESS: '', MORE: '', MANPATH: manRoot, ...MAN_SANDBOX_OFF },
+          });
+          const shellGroup = shell.terminal.pid;
+          await shell.terminal.write(`${program.command}\r`);
+          const first = await waitForForeground(shell.terminal, `${program.name} waiting`, (f) => f?.inputWaiting === true && f.processGroupId !== shellGroup);
+          // RETURN goes past less's warning about the dumb terminal, and is a harmless
+          // key to the others: each must be proven waiting again, with a new wait.
+          await shell.terminal.write('\r');
+          const again = await waitForForeground(
+            shell.terminal,
+            `${program.name} waiting after RETURN`,
+            (f) => f?.inputWaiting === true && f.processGroupId === first.processGroupId && f.inputWaitToken !== first.inputWaitToken,
+          );
+          expect(again.inputWaitToken).toBeDefined();
+          const since = shell.text().length;
+          await shell.terminal.write(program.quit);
+          await waitForForeground(shell.terminal, `the shell after quitting ${program.name}`, (f) => f?.processGroupId === shellGroup && f.inputWaiting);
+          await shell.waitForOutput(new RegExp(`${PROMPT.replace(/[>]/g, '\\$&')}$`), since);
+          expect(await shell.run('echo "status=$?"')).toContain('status=0');
+          await shell.terminal.terminate();
+        },
+      );
     }
   });
 }

@@ -111,7 +111,9 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
 
       it('rejects done for a missing program and a missing cwd; waitForExit is true at once', async () => {
         const missing = runtime.spawn(sh('', { argv: ['/definitely/missing/program'] }));
-        await expect(missing.done).rejects.toMatchObject(traits.spawnFailure === 'errno' ? { code: 'ENOENT' } : { code: 'EXECUTABLE_NOT_FOUND', errno: 'ENOENT' });
+        await expect(missing.done).rejects.toMatchObject(
+          traits.spawnFailure === 'errno' ? { code: 'ENOENT' } : { code: 'EXECUTABLE_NOT_FOUND', errno: 'ENOENT' },
+        );
         const badCwd = runtime.spawn(sh('true', { cwd: '/definitely/missing/dir' }));
         await expect(badCwd.done).rejects.toThrow(/ENOENT/);
         await expect(badCwd.done).rejects.toMatchObject({ code: 'CWD_NOT_FOUND' });
@@ -124,9 +126,12 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         vi.stubEnv('DSH_STALE', 'old');
         vi.stubEnv('EXECWORLD_CONTRACT_TOKEN', 'secret');
         const handle = runtime.spawn(
-          sh('echo "${EXECWORLD_CONTRACT_PROBE:-absent} ${DSH_STALE:-absent} ${EXECWORLD_CONTRACT_TOKEN:-absent} $DSH_SHELL $DSH_SESSION_ID $EXPLICIT_OVERRIDE_PASSWORD"', {
-            env: { EXECWORLD_CONTRACT_PROBE: undefined, DSH_SHELL: '1', DSH_SESSION_ID: 's', EXPLICIT_OVERRIDE_PASSWORD: 'x' },
-          }),
+          sh(
+            'echo "${EXECWORLD_CONTRACT_PROBE:-absent} ${DSH_STALE:-absent} ${EXECWORLD_CONTRACT_TOKEN:-absent} $DSH_SHELL $DSH_SESSION_ID $EXPLICIT_OVERRIDE_PASSWORD"',
+            {
+              env: { EXECWORLD_CONTRACT_PROBE: undefined, DSH_SHELL: '1', DSH_SESSION_ID: 's', EXPLICIT_OVERRIDE_PASSWORD: 'x' },
+            },
+          ),
         );
         await handle.done;
         expect(stdoutOf(handle)).toBe('absent absent absent 1 s x\n');
@@ -243,7 +248,10 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         const shell = await openBash(runtime);
         const prompt = await waitForForeground(shell.terminal, 'prompt wait', (f) => f?.inputWaiting === true);
         expect(prompt.processGroupId).toBe(shell.terminal.pid);
-        for (const [command, leave] of [['cat', '\x04'], ['python3 -q', 'exit()\r']] as const) {
+        for (const [command, leave] of [
+          ['cat', '\x04'],
+          ['python3 -q', 'exit()\r'],
+        ] as const) {
           await shell.terminal.write(`${command}\r`);
           await waitForForeground(shell.terminal, command, (f) => f?.inputWaiting === true && f.processGroupId !== shell.terminal.pid);
           await shell.terminal.write(leave);
@@ -251,7 +259,11 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         }
         const before = (await shell.terminal.inspectForeground()) as { inputWaitToken?: string } | undefined;
         await shell.terminal.write('read line\r');
-        await waitForForeground(shell.terminal, 'read', (f) => f?.inputWaiting === true && (f as { inputWaitToken?: string }).inputWaitToken !== before?.inputWaitToken);
+        await waitForForeground(
+          shell.terminal,
+          'read',
+          (f) => f?.inputWaiting === true && (f as { inputWaitToken?: string }).inputWaitToken !== before?.inputWaitToken,
+        );
         await shell.terminal.write('\r');
         await shell.terminal.write('sleep 30\r');
         const sleeping = await waitForForeground(shell.terminal, 'sleep', (f) => f !== undefined && f.processGroupId !== shell.terminal.pid);
@@ -289,7 +301,10 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
 
       it('passes bytes through unchanged: a character split across chunks survives, LF becomes CRLF', async () => {
         // The rest of the character is printed only after its first two bytes arrived, so they always arrive apart.
-        const terminal = await runtime.spawnTerminal({ ...TERMINAL, argv: ['/bin/sh', '-c', "stty -echo; printf '\\342\\202'; read line; printf '\\254 done\\n'"] });
+        const terminal = await runtime.spawnTerminal({
+          ...TERMINAL,
+          argv: ['/bin/sh', '-c', "stty -echo; printf '\\342\\202'; read line; printf '\\254 done\\n'"],
+        });
         const output = collect(terminal.output);
         await waitFor('the first two bytes', () => output.bytes().length === 2);
         await terminal.write('\r');
@@ -328,7 +343,8 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
             (foreground) => foreground?.inputWaiting === true && foreground.processGroupId !== bash.terminal.pid,
           );
           const delivered = bash.bytes().subarray(since).toString('latin1');
-          if (!delivered.includes('\n3000\r\n')) early.push(`run ${run}: group ${facts.processGroupId}, ${delivered.length} bytes, ends ${JSON.stringify(delivered.slice(-20))}`);
+          if (!delivered.includes('\n3000\r\n'))
+            early.push(`run ${run}: group ${facts.processGroupId}, ${delivered.length} bytes, ends ${JSON.stringify(delivered.slice(-20))}`);
           await bash.terminal.write('\x04');
           await bash.waitForOutput(new RegExp(`\\n${PROMPT.replace('>', '\\>')}$`), since);
         }
@@ -405,7 +421,7 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
       it('leaves no survivor from background jobs, nohup children and grandchildren', async () => {
         const shell = await openBash(runtime, { graceMs: 300 });
         await shell.run('sleep 300 &');
-        await shell.run("nohup sh -c 'trap \"\" HUP TERM; sleep 300' > /dev/null 2>&1 &");
+        await shell.run('nohup sh -c \'trap "" HUP TERM; sleep 300\' > /dev/null 2>&1 &');
         await shell.run("bash -c 'sleep 300 & sleep 300 & wait' &");
         await shell.terminal.write('sleep 300\r');
         await waitFor('the whole session', () => sessionPids(shell.terminal.pid).length >= 7);
@@ -429,7 +445,7 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
 
       it('sweeps a subshell that outlives the shell, never observed before the exit', async () => {
         const shell = await openBash(runtime, { graceMs: 300 });
-        await shell.terminal.write("(trap '' HUP TERM; sleep 300) & disown; echo \"child=$!\"; exit 0\r");
+        await shell.terminal.write('(trap \'\' HUP TERM; sleep 300) & disown; echo "child=$!"; exit 0\r');
         await expect(shell.terminal.done).resolves.toEqual({ exitCode: 0, signal: null });
         const child = Number(/child=(\d+)/.exec(shell.text())?.[1]);
         expect(child).toBeGreaterThan(0);
@@ -461,6 +477,5 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         await own.close();
       });
     });
-
   });
 }

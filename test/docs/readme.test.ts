@@ -60,7 +60,10 @@ async function run(file: string, args: string[]): Promise<{ code: number | null;
 async function running(): Promise<unknown[]> {
   const terminals = (await daemon.request('GET', '/v1/terminals')).body.terminals as { status: string; treeExited: boolean }[];
   const processes = (await daemon.request('GET', '/v1/processes')).body.processes as { status: string; treeExited: boolean }[];
-  return [...terminals.filter((terminal) => terminal.status === 'running' || !terminal.treeExited), ...processes.filter((process) => process.status === 'running' || !process.treeExited)];
+  return [
+    ...terminals.filter((terminal) => terminal.status === 'running' || !terminal.treeExited),
+    ...processes.filter((process) => process.status === 'running' || !process.treeExited),
+  ];
 }
 
 describe('README errors', () => {
@@ -79,15 +82,19 @@ describe('README examples', () => {
     for (const block of tsBlocks.filter((each) => !each.code.includes('LocalRuntime'))) expect(block.code).toContain(README_URL);
   });
 
-  it.each(tsBlocks.map((block, index) => [index + 1, block.code.split('\n')[0], block.code] as const))('ts block %i (%s) runs, exits 0 and leaves nothing running', async (index, _first, code) => {
-    const file = join(scratch, `example-${index}.mts`);
-    writeFileSync(file, code.replaceAll(README_URL, daemon.url));
-    const result = await run(join(ROOT, 'node_modules', '.bin', 'tsx'), [file]);
-    expect(result.code, result.out).toBe(0);
-    if (code.includes("write('echo hi\\r')")) expect(result.out).toContain('hi');
-    expect(await running()).toEqual([]);
-    // Each example starts tsx, which compiles it first: slow on a loaded machine.
-  }, 120_000);
+  it.each(tsBlocks.map((block, index) => [index + 1, block.code.split('\n')[0], block.code] as const))(
+    'ts block %i (%s) runs, exits 0 and leaves nothing running',
+    async (index, _first, code) => {
+      const file = join(scratch, `example-${index}.mts`);
+      writeFileSync(file, code.replaceAll(README_URL, daemon.url));
+      const result = await run(join(ROOT, 'node_modules', '.bin', 'tsx'), [file]);
+      expect(result.code, result.out).toBe(0);
+      if (code.includes("write('echo hi\\r')")) expect(result.out).toContain('hi');
+      expect(await running()).toEqual([]);
+      // Each example starts tsx, which compiles it first: slow on a loaded machine.
+    },
+    120_000,
+  );
 
   it('runs the curl block, which exits 0, answers each call and leaves nothing running', async () => {
     const { host } = new URL(daemon.url);

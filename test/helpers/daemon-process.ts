@@ -74,4 +74,3 @@ export async function startDaemon(args: string[] = [], nodeArgs: string[] = [], 
     },
   };
 }
-

@@ -14,13 +14,23 @@ export interface TestDaemon {
   readonly wsUrl: string;
   readonly daemon: Daemon;
   /** fetch against the daemon with alice's token unless `token` says otherwise (null: none). */
-  request(method: string, path: string, options?: { body?: unknown; token?: string | null; headers?: Record<string, string>; raw?: string }): Promise<{ status: number; body: any }>;
+  request(
+    method: string,
+    path: string,
+    options?: { body?: unknown; token?: string | null; headers?: Record<string, string>; raw?: string },
+  ): Promise<{ status: number; body: any }>;
   close(): Promise<void>;
 }
 
 export async function startDaemon(overrides: Partial<Config> = {}, options: { runtime?: ExecutionProvider } = {}): Promise<TestDaemon> {
   const config = { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides } as Config;
-  const tokens = new TokenTable([{ owner: 'alice', token: ALICE }, { owner: 'bob', token: BOB }], 'test');
+  const tokens = new TokenTable(
+    [
+      { owner: 'alice', token: ALICE },
+      { owner: 'bob', token: BOB },
+    ],
+    'test',
+  );
   const daemon = buildApp({ config, tokens, logger: pino({ level: 'silent' }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }) });
   const address = await daemon.app.listen({ host: '127.0.0.1', port: 0 });
   return {

@@ -27,7 +27,11 @@ export async function compose(subprocess: (root: Context) => PromiseLike<unknown
   const owner = { id: 'agent-1', ctx: root, session: { header: { cwd: '/tmp' }, events: [] as unknown[] } };
   const tools = new Map<string, Tool>();
   root.provide('agents', { get: (id: string) => (id === owner.id ? owner : undefined) } as never);
-  root.provide('sandboxPolicy', { defaultMode: 'danger-full-access', workspaceRoot: '/tmp', resolve: () => ({ mode: 'danger-full-access', workspaceRoot: '/tmp' }) } as never);
+  root.provide('sandboxPolicy', {
+    defaultMode: 'danger-full-access',
+    workspaceRoot: '/tmp',
+    resolve: () => ({ mode: 'danger-full-access', workspaceRoot: '/tmp' }),
+  } as never);
   root.provide('tools', { register: (tool: Tool & { name: string }) => (tools.set(tool.name, tool), () => tools.delete(tool.name)) } as never);
   await subprocess(root);
   await root.plugin(TerminalSessionService);
@@ -44,4 +48,3 @@ export async function compose(subprocess: (root: Context) => PromiseLike<unknown
     },
   };
 }
-

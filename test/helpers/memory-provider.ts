@@ -168,7 +168,8 @@ export class MemoryProvider implements ExecutionProvider {
   }
 
   spawn(spec: SubprocessSpawnSpec, extensions: ProcessExtensions = {}): MemoryProcess {
-    if (typeof spec.stdio.stdout === 'object' || typeof spec.stdio.stderr === 'object') throw new ProviderError('UNSUPPORTED', 'the memory provider does not collect output');
+    if (typeof spec.stdio.stdout === 'object' || typeof spec.stdio.stderr === 'object')
+      throw new ProviderError('UNSUPPORTED', 'the memory provider does not collect output');
     const process = new MemoryProcess(spec, extensions);
     this.processes.push(process);
     return process;

@@ -4,7 +4,9 @@ import { collect, waitFor } from './wait.ts';
 export const PROMPT = 'ew-prompt> ';
 
 /** A terminal handle with the foreground token, as both runtimes give it. */
-type Terminal = SubprocessTerminalHandle & { inspectForeground(): Promise<{ processGroupId: number; inputWaiting: boolean; inputWaitToken?: string | undefined } | undefined> };
+type Terminal = SubprocessTerminalHandle & {
+  inspectForeground(): Promise<{ processGroupId: number; inputWaiting: boolean; inputWaitToken?: string | undefined } | undefined>;
+};
 
 export interface OpenTerminal<T extends Terminal = Terminal> {
   readonly terminal: T;

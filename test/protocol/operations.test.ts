@@ -25,7 +25,17 @@ describe('the operation table', () => {
   it('marks as waiting exactly the calls the daemon must abort when their caller leaves', () => {
     const waiting = OPERATION_LIST.filter((spec) => spec.waits).map((spec) => spec.name);
     expect(waiting.sort()).toEqual(
-      ['terminal.done', 'process.done', 'process.wait', 'terminal.output', 'process.output', 'executable.resolve', 'terminal.terminate', 'terminal.delete', 'process.delete'].sort(),
+      [
+        'terminal.done',
+        'process.done',
+        'process.wait',
+        'terminal.output',
+        'process.output',
+        'executable.resolve',
+        'terminal.terminate',
+        'terminal.delete',
+        'process.delete',
+      ].sort(),
     );
   });
 
@@ -50,7 +60,15 @@ describe('the operation table', () => {
 
   it('never resends a signal, and always resends reads, waits and terminates', () => {
     expect(isIdempotentCall(OPERATIONS['terminal.signal'], { id: 't_1', signal: 'SIGINT' })).toBe(false);
-    for (const name of ['terminal.get', 'process.list', 'terminal.done', 'process.wait', 'terminal.terminate', 'process.terminate', 'process.closeStdin'] as const) {
+    for (const name of [
+      'terminal.get',
+      'process.list',
+      'terminal.done',
+      'process.wait',
+      'terminal.terminate',
+      'process.terminate',
+      'process.closeStdin',
+    ] as const) {
       expect(isIdempotentCall(OPERATIONS[name], { id: 't_1' }), name).toBe(true);
     }
   });

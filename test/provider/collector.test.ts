@@ -60,7 +60,12 @@ describe('OutputCollector', () => {
   });
 
   it('withholds the spill path when the final close fails, and keeps the tail', () => {
-    const fs: SpillFileSystem = { ...countingFs(() => {}), close: () => { throw Object.assign(new Error('EIO'), { code: 'EIO' }); } };
+    const fs: SpillFileSystem = {
+      ...countingFs(() => {}),
+      close: () => {
+        throw Object.assign(new Error('EIO'), { code: 'EIO' });
+      },
+    };
     const collector = new OutputCollector({ maxBytes: 2, spill: { maxBytes: 100 } }, new SpillDirectory({ fs }), 'stderr');
     push(collector, 'hello');
     expect(collector.spillPath).toBeDefined();
@@ -70,7 +75,12 @@ describe('OutputCollector', () => {
   });
 
   it('gives up the spill, not the stream, when a spill write fails', () => {
-    const fs: SpillFileSystem = { ...countingFs(() => {}), write: () => { throw Object.assign(new Error('ENOSPC'), { code: 'ENOSPC' }); } };
+    const fs: SpillFileSystem = {
+      ...countingFs(() => {}),
+      write: () => {
+        throw Object.assign(new Error('ENOSPC'), { code: 'ENOSPC' });
+      },
+    };
     const collector = new OutputCollector({ maxBytes: 2, spill: { maxBytes: 100 } }, new SpillDirectory({ fs }), 'stdout');
     push(collector, 'hello');
     push(collector, 'world');

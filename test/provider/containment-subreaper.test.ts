@@ -34,7 +34,8 @@ function children(): { pid: number; state: string; comm: string }[] {
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[1]) === process.pid) rows.push({ pid: Number(entry), state: fields[0]!, comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
+      if (Number(fields[1]) === process.pid)
+        rows.push({ pid: Number(entry), state: fields[0]!, comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
     } catch (_error) {
       // Gone while reading.
     }

@@ -13,8 +13,7 @@ const TABLE = [
   '  201   200   200 S    Mon Dec  1 09:00:05 2026',
 ].join('\n');
 
-const inspector = (responses: Record<string, string | undefined>): DarwinInspector =>
-  new DarwinInspector((file, args) => responses[[file, ...args].join(' ')]);
+const inspector = (responses: Record<string, string | undefined>): DarwinInspector => new DarwinInspector((file, args) => responses[[file, ...args].join(' ')]);
 
 describe('DarwinInspector', () => {
   it('parses the ps table and skips malformed lines', () => {

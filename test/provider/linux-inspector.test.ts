@@ -53,7 +53,10 @@ function fakeProc(processes: FakeProcess[], uptime = '50.00 10.00'): ProcSource 
 
 const x64 = (processes: FakeProcess[]): LinuxInspector => new LinuxInspector({ proc: fakeProc(processes), arch: 'x64' });
 const call = (nr: number, ...args: (number | bigint)[]): string =>
-  `${nr} ${[...args, 0, 0, 0, 0, 0, 0].slice(0, 6).map((a) => `0x${a.toString(16)}`).join(' ')} 0x7ffd0000 0x7f000000\n`;
+  `${nr} ${[...args, 0, 0, 0, 0, 0, 0]
+    .slice(0, 6)
+    .map((a) => `0x${a.toString(16)}`)
+    .join(' ')} 0x7ffd0000 0x7f000000\n`;
 const pollfd = (...entries: [fd: number, events: number][]): Buffer => {
   const buffer = Buffer.alloc(entries.length * 8);
   entries.forEach(([fd, events], index) => {
@@ -85,7 +88,6 @@ const HIGH = 2n ** 53n + 1n;
 const HIGHER = 2n ** 62n + 0x6001n;
 
 describe('parseStat', () => {
-
   it('finds the command name by the first ( and the last )', () => {
     const parsed = parseStat('42 (command with space) S 1 42 42 34823 42 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0\n');
     expect(parsed).toMatchObject({ pid: 42, state: 'S', ppid: 1, pgrp: 42, session: 42, tpgid: 42, starttime: '777' });
@@ -140,7 +142,9 @@ describe('LinuxInspector.inputWait', () => {
   });
 
   it('proves epoll_wait with fd 0 registered', () => {
-    expect(waiting({ pid: 10, pgrp: 10, threads: { 10: call(232, 5, 0x8000, 1) }, fdinfo: { 5: 'pos:\t0\nflags:\t02\ntfd:        0 events:       19 data: 0\n' } })).toBe(true);
+    expect(
+      waiting({ pid: 10, pgrp: 10, threads: { 10: call(232, 5, 0x8000, 1) }, fdinfo: { 5: 'pos:\t0\nflags:\t02\ntfd:        0 events:       19 data: 0\n' } }),
+    ).toBe(true);
   });
 
   it('proves a wait on a non-leader thread only', () => {
@@ -184,7 +188,10 @@ describe('LinuxInspector.inputWait', () => {
     ['pselect without fd 0', { pid: 10, pgrp: 10, threads: { 10: call(270, 1, 0x6000) }, memory: { 0x6000: Buffer.from([2, 0, 0, 0, 0, 0, 0, 0]) } }],
     ['poll with nfds 0', { pid: 10, pgrp: 10, threads: { 10: call(7, 0x7000, 0) }, memory: { 0x7000: pollfd([0, 1]) } }],
     ['poll with a null array', { pid: 10, pgrp: 10, threads: { 10: call(7, 0, 1) } }],
-    ['poll on fd 2 only', { pid: 10, pgrp: 10, threads: { 10: call(7, 0x7000, 1) }, memory: { 0x7000: pollfd([2, 1]) }, fds: { 2: { path: '/tmp/x', rdev: 0 } } }],
+    [
+      'poll on fd 2 only',
+      { pid: 10, pgrp: 10, threads: { 10: call(7, 0x7000, 1) }, memory: { 0x7000: pollfd([2, 1]) }, fds: { 2: { path: '/tmp/x', rdev: 0 } } },
+    ],
     ['poll without POLLIN', { pid: 10, pgrp: 10, threads: { 10: call(7, 0x7000, 1) }, memory: { 0x7000: pollfd([0, 4]) } }],
     ['epoll without fd 0', { pid: 10, pgrp: 10, threads: { 10: call(232, 5, 0x8000, 1) }, fdinfo: { 5: 'tfd:        4 events: 19\n' } }],
     ['an unknown syscall', { pid: 10, pgrp: 10, threads: { 10: call(35, 0x10) } }],
@@ -197,9 +204,18 @@ describe('LinuxInspector.inputWait', () => {
     // neither by its low bits nor as a double, though both name a terminal or a watched fd here.
     ['read of an fd wider than an int', { pid: 10, pgrp: 10, threads: { 10: call(0, 2n ** 32n, 0x5000, 1) }, fds: terminalAt(2 ** 32) }],
     ['read of fd -1', { pid: 10, pgrp: 10, threads: { 10: call(0, 2n ** 64n - 1n, 0x5000, 1) }, fds: terminalAt(2 ** 64, 2 ** 32 - 1) }],
-    ['pselect with nfds wider than an int', { pid: 10, pgrp: 10, threads: { 10: call(270, 2n ** 32n + 1n, 0x6000) }, memory: { 0x6000: Buffer.alloc(128, 0xff) } }],
-    ['poll with nfds wider than an int', { pid: 10, pgrp: 10, threads: { 10: call(7, 0x7000, 2n ** 32n + 1n) }, memory: { 0x7000: Buffer.concat([pollfd([0, 1]), Buffer.alloc(8 * 1024)]) } }],
-    ['epoll on an epfd wider than an int', { pid: 10, pgrp: 10, threads: { 10: call(232, 2n ** 32n + 5n, 0x8000, 1) }, fdinfo: { 5: WATCHES_0, [2 ** 32 + 5]: WATCHES_0 } }],
+    [
+      'pselect with nfds wider than an int',
+      { pid: 10, pgrp: 10, threads: { 10: call(270, 2n ** 32n + 1n, 0x6000) }, memory: { 0x6000: Buffer.alloc(128, 0xff) } },
+    ],
+    [
+      'poll with nfds wider than an int',
+      { pid: 10, pgrp: 10, threads: { 10: call(7, 0x7000, 2n ** 32n + 1n) }, memory: { 0x7000: Buffer.concat([pollfd([0, 1]), Buffer.alloc(8 * 1024)]) } },
+    ],
+    [
+      'epoll on an epfd wider than an int',
+      { pid: 10, pgrp: 10, threads: { 10: call(232, 2n ** 32n + 5n, 0x8000, 1) }, fdinfo: { 5: WATCHES_0, [2 ** 32 + 5]: WATCHES_0 } },
+    ],
     ['epoll with maxevents 0', { pid: 10, pgrp: 10, threads: { 10: call(232, 5, 0x8000, 0) }, fdinfo: { 5: WATCHES_0 } }],
     ['epoll with maxevents wider than an int', { pid: 10, pgrp: 10, threads: { 10: call(232, 5, 0x8000, 2n ** 64n - 1n) }, fdinfo: { 5: WATCHES_0 } }],
   ])('does not prove %s', (_name, p) => {

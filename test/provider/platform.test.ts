@@ -147,7 +147,10 @@ describe('the POSIX strategy, with real processes', () => {
   it('asks the process table about a group whose leader exited on Linux only', () => {
     // A live group whose leader the view claims exited: only a table that says "no live member" ends it.
     const { child } = spawnLeader('exec sleep 30');
-    for (const [name, asked] of [['linux', true], ['darwin', false]] as const) {
+    for (const [name, asked] of [
+      ['linux', true],
+      ['darwin', false],
+    ] as const) {
       const groupHasLiveMembers = vi.fn(() => false);
       const view = treeOf(child, { rootExited: () => true, groupHasLiveMembers });
       expect(platformFor(name).tree.alive(view)).toBe(!asked);
@@ -189,7 +192,12 @@ describe('the POSIX strategy, with real processes', () => {
     const taskkill = vi.fn();
     const runtime = new LocalRuntime({ taskkill, containment: 'none' });
     expect(runtime.platform).toBe(process.platform);
-    const handle = runtime.spawn({ argv: ['/bin/sh', '-c', 'sleep 30'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 5000 });
+    const handle = runtime.spawn({
+      argv: ['/bin/sh', '-c', 'sleep 30'],
+      cwd: '/tmp',
+      stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+      graceMs: 5000,
+    });
     handle.terminate();
     await expect(handle.done).resolves.toEqual({ exitCode: null, signal: 'SIGTERM' });
     await handle.waitForExit();

@@ -51,9 +51,7 @@ describe('resolveExecutable', () => {
 describe('executable candidates under the Windows rules', () => {
   it('appends PATHEXT extensions to a name without one, and the exact PATH key wins', () => {
     expect(windows.executableCandidates('tool', { Path: '/bin', PathExt: '.EXE;.CMD' }, 'C:\\cwd')).toEqual(['C:\\bin\\tool.EXE', 'C:\\bin\\tool.CMD']);
-    expect(windows.executableCandidates('tool', { Path: '/ambient', PATH: '/explicit', PATHEXT: '.EXE' }, 'C:\\cwd')).toEqual([
-      'C:\\explicit\\tool.EXE',
-    ]);
+    expect(windows.executableCandidates('tool', { Path: '/ambient', PATH: '/explicit', PATHEXT: '.EXE' }, 'C:\\cwd')).toEqual(['C:\\explicit\\tool.EXE']);
     expect(windows.executableCandidates('tool.exe', { PATH: '' }, 'C:\\cwd')).toEqual(['C:\\cwd\\tool.exe']);
   });
 

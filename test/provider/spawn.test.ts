@@ -15,12 +15,13 @@ const sh = (script: string, extra: Partial<SubprocessSpawnSpec> = {}): Subproces
   graceMs: 2000,
   ...extra,
 });
-const stdoutOf = (handle: { collected: { stdout?: { readFrom(n: number): { text: string } } } }): string =>
-  handle.collected.stdout!.readFrom(0).text;
+const stdoutOf = (handle: { collected: { stdout?: { readFrom(n: number): { text: string } } } }): string => handle.collected.stdout!.readFrom(0).text;
 
 describe('spawn: synchronous validation', () => {
   it('names the bad field of malformed stdio and env', () => {
-    expect(() => runtime.spawn(sh('true', { stdio: { stdin: 'bogus', stdout: 'pipe', stderr: 'pipe' } as unknown as SubprocessStdio }))).toThrow(/stdio\.stdin/);
+    expect(() => runtime.spawn(sh('true', { stdio: { stdin: 'bogus', stdout: 'pipe', stderr: 'pipe' } as unknown as SubprocessStdio }))).toThrow(
+      /stdio\.stdin/,
+    );
     expect(() => runtime.spawn(sh('true', { stdio: { stdin: 'ignore', stdout: { maxBytes: -4 }, stderr: 'pipe' } }))).toThrow(/stdio\.stdout/);
     expect(() => runtime.spawn(sh('true', { env: { 'A=B': 'x' } }))).toThrow(/env name/);
     expect(() => runtime.spawn(sh('true', { env: { A: 'x\0y' } }))).toThrow(/NUL/);

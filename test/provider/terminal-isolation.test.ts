@@ -28,10 +28,15 @@ function descriptors(pid: number): Map<number, string> {
 }
 
 describe('terminal masters stay with their terminal', () => {
-  it('gives a managed process exactly fds 0-2 and a terminal no other terminal\'s master', async () => {
+  it("gives a managed process exactly fds 0-2 and a terminal no other terminal's master", async () => {
     const first = await openBash(runtime);
     // A process started while a terminal is open holds its stdio and nothing else.
-    const sleeper = runtime.spawn({ argv: ['sleep', '300'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: { maxBytes: 4096 } }, graceMs: 1000 });
+    const sleeper = runtime.spawn({
+      argv: ['sleep', '300'],
+      cwd: '/tmp',
+      stdio: { stdin: 'ignore', stdout: 'pipe', stderr: { maxBytes: 4096 } },
+      graceMs: 1000,
+    });
     await waitFor('sleep to exec', () => readlinkSync(`/proc/${sleeper.pid}/exe`).endsWith('/sleep'));
     // sleep itself opens files while it starts (the locale archive): an inherited
     // descriptor would stay, a file of its own start-up closes.

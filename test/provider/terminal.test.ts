@@ -48,7 +48,6 @@ describe('terminal: signals', () => {
     expect(pidAlive(terminal.pid)).toBe(true);
     await terminal.terminate();
   });
-
 });
 
 describe('terminal: output', () => {
@@ -70,7 +69,6 @@ describe('terminal: allocation', () => {
     await expect(runtime.spawnTerminal({ ...spec, cwd: '/definitely/missing' })).rejects.toMatchObject({ code: 'CWD_NOT_FOUND' });
     await expect(runtime.spawnTerminal({ ...spec, argv: ['definitely-missing-program'] })).rejects.toMatchObject({ code: 'EXECUTABLE_NOT_FOUND' });
   });
-
 });
 
 describe('terminal: terminate', () => {
@@ -81,5 +79,4 @@ describe('terminal: terminate', () => {
     const child = Number(/child=(\d+)/.exec(shell.text())?.[1]);
     await waitFor('the runtime to sweep the session', () => !pidAlive(child));
   });
-
 });

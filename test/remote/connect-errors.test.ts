@@ -27,7 +27,9 @@ describe('connect names why the daemon cannot be reached', () => {
     const error = await connect(`http://127.0.0.1:${port}`, { token: ALICE }).catch((failure: unknown) => failure);
     expect(error).toBeInstanceOf(ConnectionError);
     expect(error).toMatchObject({ code: 'CONNECTION_FAILED' });
-    expect((error as Error).message).toBe(`the connection to 127.0.0.1:${port} was refused (ECONNREFUSED): no daemon listens there; is it running, and on that port?`);
+    expect((error as Error).message).toBe(
+      `the connection to 127.0.0.1:${port} was refused (ECONNREFUSED): no daemon listens there; is it running, and on that port?`,
+    );
   });
 
   it('names the token file it looked for when no token is given', async () => {
@@ -48,7 +50,29 @@ describe('a daemon with its own certificate', () => {
     const dir = mkdtempSync(join(tmpdir(), 'execworld-tls-'));
     cert = join(dir, 'cert.pem');
     const key = join(dir, 'key.pem');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-days', '1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+        '-days',
+        '1',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+      ],
+      { stdio: 'ignore' },
+    );
     secure = await startDaemon({ tlsCert: cert, tlsKey: key });
   });
   afterAll(() => secure.close());
@@ -62,7 +86,12 @@ describe('a daemon with its own certificate', () => {
 
   it('connects with the certificate given as ca, over HTTPS and WSS', async () => {
     const runtime = await connect(secure.url, { token: ALICE, ca: readFileSync(cert) });
-    const handle = runtime.spawn({ argv: ['/bin/echo', 'over tls'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: { maxBytes: 1000 }, stderr: 'pipe' }, graceMs: 500 });
+    const handle = runtime.spawn({
+      argv: ['/bin/echo', 'over tls'],
+      cwd: '/tmp',
+      stdio: { stdin: 'ignore', stdout: { maxBytes: 1000 }, stderr: 'pipe' },
+      graceMs: 500,
+    });
     await expect(handle.done).resolves.toEqual({ exitCode: 0, signal: null });
     expect(handle.collected.stdout!.readFrom(0).text).toBe('over tls\n');
     await runtime.dispose();

@@ -70,7 +70,13 @@ describe('the remote runtime under faults', () => {
 
   it('delivers terminal output byte-exact through random cuts, and input sent across cuts applies once', async () => {
     const runtime = await connect(proxy.url, { token: daemon.token, ...fast });
-    const terminal = await runtime.spawnTerminal({ argv: ['/bin/sh', '-c', 'stty -echo; echo READY; read a; read b; echo "$a+$b"; seq 1 400000'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
+    const terminal = await runtime.spawnTerminal({
+      argv: ['/bin/sh', '-c', 'stty -echo; echo READY; read a; read b; echo "$a+$b"; seq 1 400000'],
+      cwd: '/tmp',
+      rows: 24,
+      cols: 80,
+      graceMs: 1000,
+    });
     const chunks: Buffer[] = [];
     terminal.output.on('data', (chunk: Buffer) => chunks.push(chunk));
     await waitFor('echo off', () => Buffer.concat(chunks).toString().includes('READY'));
@@ -80,7 +86,9 @@ describe('the remote runtime under faults', () => {
     const cuts = { count: 1 };
     await Promise.all([cutRandomly(terminal.done, cuts), terminal.done]);
     const text = Buffer.concat(chunks).toString();
-    const expected = `READY\r\none+two\r\n${execFileSync('/bin/sh', ['-c', 'seq 1 400000'], { maxBuffer: 64 * 1024 * 1024 }).toString().replaceAll('\n', '\r\n')}`;
+    const expected = `READY\r\none+two\r\n${execFileSync('/bin/sh', ['-c', 'seq 1 400000'], { maxBuffer: 64 * 1024 * 1024 })
+      .toString()
+      .replaceAll('\n', '\r\n')}`;
     expect(sha(text)).toBe(sha(expected));
     await runtime.dispose();
   });
@@ -101,7 +109,11 @@ describe('the remote runtime under faults', () => {
     await waitFor('the connection back', () => runtime.connection.connected, 20_000);
     await terminal.write('after\r');
     await waitFor('echo after the stall', () => Buffer.concat(output).toString().includes('after'));
-    expect(Buffer.concat(output).toString().match(/before/g)).toHaveLength(2);
+    expect(
+      Buffer.concat(output)
+        .toString()
+        .match(/before/g),
+    ).toHaveLength(2);
     await terminal.terminate();
     await runtime.dispose();
   });
@@ -162,7 +174,12 @@ describe('the remote runtime under faults', () => {
   it('keeps the SDK and the daemon bounded while a consumer is paused and 1 GiB waits to be produced', async () => {
     const runtime: RemoteRuntime = await connect(proxy.url, { token: daemon.token });
     const gib = 1024 * 1024 * 1024;
-    const handle = runtime.spawn({ argv: ['/bin/sh', '-c', `head -c ${gib} /dev/zero`], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 });
+    const handle = runtime.spawn({
+      argv: ['/bin/sh', '-c', `head -c ${gib} /dev/zero`],
+      cwd: '/tmp',
+      stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+      graceMs: 1000,
+    });
     await handle.started;
     handle.stdout!.pause();
     // Measured from when the daemon's 4 MiB ring has filled, however long the start took.

@@ -34,7 +34,8 @@ afterAll(async () => {
 function recordCalls(): { sent: (marker: string) => number } {
   // A spy calls through: the messages still go out.
   const send = vi.spyOn(WebSocket.prototype, 'send');
-  const calls = (): string[] => send.mock.calls.map(([data]) => data).filter((data): data is string => typeof data === 'string' && data.startsWith('{"t":"call"'));
+  const calls = (): string[] =>
+    send.mock.calls.map(([data]) => data).filter((data): data is string => typeof data === 'string' && data.startsWith('{"t":"call"'));
   return { sent: (marker) => calls().filter((message) => message.includes(marker)).length };
 }
 
@@ -49,7 +50,13 @@ function dropInFlight<T>(start: () => T): T {
   }
 }
 
-const processSpec = (marker: string) => ({ argv: ['/bin/sleep', '30'], cwd: '/tmp', env: { RESEND_MARKER: marker }, stdio: { stdin: 'ignore' as const, stdout: 'pipe' as const, stderr: 'pipe' as const }, graceMs: 1000 });
+const processSpec = (marker: string) => ({
+  argv: ['/bin/sleep', '30'],
+  cwd: '/tmp',
+  env: { RESEND_MARKER: marker },
+  stdio: { stdin: 'ignore' as const, stdout: 'pipe' as const, stderr: 'pipe' as const },
+  graceMs: 1000,
+});
 
 describe('a call in flight when the connection drops', () => {
   it('is sent again when idempotent, and fails with OUTCOME_UNKNOWN without being sent again when not', async () => {
@@ -65,7 +72,10 @@ describe('a call in flight when the connection drops', () => {
       connection.call('terminal.get', { id: terminal.id }),
     ]);
 
-    await expect(create).rejects.toMatchObject({ code: 'OUTCOME_UNKNOWN', message: expect.stringMatching(/before the daemon answered process\.create, which is not safe to send again/) });
+    await expect(create).rejects.toMatchObject({
+      code: 'OUTCOME_UNKNOWN',
+      message: expect.stringMatching(/before the daemon answered process\.create, which is not safe to send again/),
+    });
     await expect(signal).rejects.toMatchObject({ code: 'OUTCOME_UNKNOWN', message: expect.stringMatching(/terminal\.signal/) });
     const created = await createWithRequestId;
     await expect(info).resolves.toMatchObject({ id: terminal.id, status: 'running' });

@@ -29,7 +29,7 @@ describe('two clients writing to one terminal', () => {
     for (let index = 1; index <= 5; index += 1) await terminal.write(`first-${index}\n`);
     const attached = await second.attachTerminal(terminal.id);
     for (let index = 1; index <= 5; index += 1) await attached.write(`second-${index}\n`);
-    await waitFor('the later client\'s last line echoed', () => output.text().includes('second-5'));
+    await waitFor("the later client's last line echoed", () => output.text().includes('second-5'));
     for (let index = 1; index <= 5; index += 1) expect(output.text()).toContain(`second-${index}\r\n`);
     await terminal.terminate();
   });

@@ -15,7 +15,9 @@ describe('spec checks', () => {
     expect(() => assertProgram([], 'no program', invalid)).toThrow(SideError);
     expect(() => assertProgram(['/bin/echo', 7], 'no program', invalid)).toThrow('argv[1] must be a string');
     expect(() => assertProgram(['/bin/echo', 'a\0b'], 'no program', invalid)).toThrow('argv[1] must not contain a NUL character');
-    expect(() => assertGraceMs(MAX_TIMER_DELAY_MS + 1, invalid)).toThrow(`graceMs must be a positive finite number no greater than ${MAX_TIMER_DELAY_MS}, got ${MAX_TIMER_DELAY_MS + 1}`);
+    expect(() => assertGraceMs(MAX_TIMER_DELAY_MS + 1, invalid)).toThrow(
+      `graceMs must be a positive finite number no greater than ${MAX_TIMER_DELAY_MS}, got ${MAX_TIMER_DELAY_MS + 1}`,
+    );
     expect(() => assertProgram(['/bin/echo', 'ok'], 'no program', invalid)).not.toThrow();
   });
 });

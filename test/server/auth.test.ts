@@ -18,7 +18,13 @@ const concrete = (path: string): string => path.replace('{id}', 't_doesnotexist0
 describe('auth', () => {
   it('covers every route of the table', () => {
     const routes = daemon.daemon.app.printRoutes({ commonPrefix: false });
-    for (const spec of OPERATION_LIST) expect(routes).toContain(spec.path.replace(/\{(\w+)\}/g, ':$1').split('/').pop());
+    for (const spec of OPERATION_LIST)
+      expect(routes).toContain(
+        spec.path
+          .replace(/\{(\w+)\}/g, ':$1')
+          .split('/')
+          .pop(),
+      );
   });
 
   it.each(OPERATION_LIST.filter((spec) => spec.auth).map((spec) => [spec.name, spec] as const))('%s refuses a missing or wrong token', async (_name, spec) => {
@@ -94,7 +100,9 @@ describe('owners', () => {
     expect((await daemon.request('GET', '/v1/terminals', { token: BOB })).body).toEqual({ terminals: [] });
     expect((await daemon.request('GET', '/v1/terminals')).body.terminals.map((t: { id: string }) => t.id)).toContain(terminal.body.id);
     const socket = await TestSocket.open(daemon.wsUrl, { token: BOB });
-    await expect(socket.subscribe({ target: { kind: 'terminal', id: terminal.body.id, stream: 'output' }, from: 0 })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(socket.subscribe({ target: { kind: 'terminal', id: terminal.body.id, stream: 'output' }, from: 0 })).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+    });
     socket.close();
     expect((await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`)).status).toBe(200);
     expect((await daemon.request('DELETE', `/v1/processes/${process.body.id}`)).status).toBe(200);

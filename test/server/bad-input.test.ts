@@ -29,17 +29,25 @@ describe('bad input: properties', () => {
     await daemon.request('GET', `/v1/terminals/${terminal.body.id}/done`);
     await daemon.request('POST', `/v1/processes/${process.body.id}/wait`, { body: { timeoutMs: 5000 } });
     const ids = [terminal.body.id as string, process.body.id as string, 't_missing00000', 'p_missing00000'];
-    const routes = OPERATION_LIST.filter((spec) => spec.auth && !spec.name.endsWith('.create') && !spec.name.endsWith('.delete') && !spec.name.endsWith('.terminate'));
+    const routes = OPERATION_LIST.filter(
+      (spec) => spec.auth && !spec.name.endsWith('.create') && !spec.name.endsWith('.delete') && !spec.name.endsWith('.terminate'),
+    );
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...routes), fc.constantFrom(...ids), fc.jsonValue(), fc.dictionary(fc.string(), fc.string()), async (spec, id, body, query) => {
-        const path = concrete(spec.path, id);
-        const response =
-          spec.method === 'GET'
-            ? await daemon.request('GET', `${path}?${new URLSearchParams(query).toString()}`)
-            : await daemon.request(spec.method, path, { body });
-        expect(response.status, `${spec.name} → ${JSON.stringify(response.body)}`).toBeLessThan(500);
-        if (response.status >= 400) expect(ERROR_CODES).toContain(response.body.error.code);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...routes),
+        fc.constantFrom(...ids),
+        fc.jsonValue(),
+        fc.dictionary(fc.string(), fc.string()),
+        async (spec, id, body, query) => {
+          const path = concrete(spec.path, id);
+          const response =
+            spec.method === 'GET'
+              ? await daemon.request('GET', `${path}?${new URLSearchParams(query).toString()}`)
+              : await daemon.request(spec.method, path, { body });
+          expect(response.status, `${spec.name} → ${JSON.stringify(response.body)}`).toBeLessThan(500);
+          if (response.status >= 400) expect(ERROR_CODES).toContain(response.body.error.code);
+        },
+      ),
       { numRuns: 300 },
     );
     await expectAlive();
@@ -112,7 +120,10 @@ describe('bad input: nasties', () => {
   });
 
   it('answers a body over the limit with 413, a non-JSON body with 415 or 400', async () => {
-    const huge = await daemon.request('POST', '/v1/terminals', { raw: JSON.stringify({ ...TERMINAL, env: { BIG: 'x'.repeat(100 * 1024) } }), headers: { 'content-type': 'application/json' } });
+    const huge = await daemon.request('POST', '/v1/terminals', {
+      raw: JSON.stringify({ ...TERMINAL, env: { BIG: 'x'.repeat(100 * 1024) } }),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(huge.status).toBe(413);
     expect(huge.body.error.code).toBe('PAYLOAD_TOO_LARGE');
     const text = await daemon.request('POST', '/v1/terminals', { raw: 'argv=/bin/sh', headers: { 'content-type': 'text/plain' } });

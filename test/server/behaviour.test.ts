@@ -23,15 +23,28 @@ const decode = (read: { data: string }): string => Buffer.from(read.data, 'base6
 describe('processes over REST', () => {
   it('runs a pipe-mode process: stdin writes and close, stdout from offsets, done, the whole tree', async () => {
     const created = await daemon.request('POST', '/v1/processes', {
-      body: { argv: ['/bin/sh', '-c', 'tr a-z A-Z; echo done >&2; exit 5'], cwd: '/tmp', stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+      body: {
+        argv: ['/bin/sh', '-c', 'tr a-z A-Z; echo done >&2; exit 5'],
+        cwd: '/tmp',
+        stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' },
+        graceMs: 1000,
+      },
     });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ status: 'running', stdin: 'pipe', stdinOpen: true, stdout: { mode: 'pipe' } });
     const id = created.body.id as string;
-    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', writer: 'w1', seq: 1 } })).body).toEqual({ applied: true, seq: 1 });
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', writer: 'w1', seq: 1 } })).body).toEqual({
+      applied: true,
+      seq: 1,
+    });
     // A retried write with the same seq is not applied again.
-    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', writer: 'w1', seq: 1 } })).body).toEqual({ applied: false, seq: 1 });
-    await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: Buffer.from('world\n').toString('base64'), encoding: 'base64', writer: 'w1', seq: 2 } });
+    expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'hello ', writer: 'w1', seq: 1 } })).body).toEqual({
+      applied: false,
+      seq: 1,
+    });
+    await daemon.request('POST', `/v1/processes/${id}/stdin`, {
+      body: { data: Buffer.from('world\n').toString('base64'), encoding: 'base64', writer: 'w1', seq: 2 },
+    });
     expect((await daemon.request('POST', `/v1/processes/${id}/stdin/close`)).status).toBe(200);
     // A repeated close (a retry whose first answer was lost) is success too.
     expect((await daemon.request('POST', `/v1/processes/${id}/stdin/close`)).body).toEqual({ ok: true });
@@ -64,7 +77,13 @@ describe('processes over REST', () => {
     expect(readFileSync(read.body.spillPath as string, 'utf8')).toContain('line-0001');
     const bytes = await daemon.request('GET', `/v1/processes/${id}/output/stdout?from=0`);
     expect(bytes.body.gap).toEqual({ from: 0, to: 1500 });
-    expect((await daemon.request('GET', `/v1/processes/${id}`)).body.stdout).toMatchObject({ mode: 'collect', start: 1500, end: 2000, ended: true, spillPath: read.body.spillPath });
+    expect((await daemon.request('GET', `/v1/processes/${id}`)).body.stdout).toMatchObject({
+      mode: 'collect',
+      start: 1500,
+      end: 2000,
+      ended: true,
+      spillPath: read.body.spillPath,
+    });
   });
 
   it('applies env entries and null tombstones over the scrubbed daemon environment', async () => {
@@ -104,7 +123,10 @@ describe('terminals over REST', () => {
     expect((await input({ data: 'echo one\r', writer: 'first', seq: 1 })).body.applied).toBe(false);
     // Another writer counts its own numbers: its first write is applied, not taken for a retry.
     expect((await input({ data: 'echo two\r', writer: 'second', seq: 1 })).body.applied).toBe(true);
-    expect(await input({ data: 'x', seq: 3 })).toMatchObject({ status: 400, body: { error: { code: 'INVALID_ARGUMENT', message: expect.stringMatching(/seq needs a writer/) as string } } });
+    expect(await input({ data: 'x', seq: 3 })).toMatchObject({
+      status: 400,
+      body: { error: { code: 'INVALID_ARGUMENT', message: expect.stringMatching(/seq needs a writer/) as string } },
+    });
     expect((await daemon.request('POST', `/v1/terminals/${id}/resize`, { body: { rows: 30, cols: 100 } })).body).toMatchObject({ rows: 30, cols: 100 });
     await input({ data: 'stty size\r', writer: 'first', seq: 2 });
     await waitFor('stty', async () => decode((await daemon.request('GET', `/v1/terminals/${id}/output?from=0`)).body).includes('30 100'));
@@ -117,7 +139,9 @@ describe('terminals over REST', () => {
 
   it('long-polls output until bytes arrive', async () => {
     // The program prints only after input the test sends while the poll is open, however slow its start.
-    const created = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'stty -echo; read line; echo late'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
+    const created = await daemon.request('POST', '/v1/terminals', {
+      body: { argv: ['/bin/sh', '-c', 'stty -echo; read line; echo late'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 },
+    });
     const id = created.body.id as string;
     await waitFor('the read', async () => (await daemon.request('GET', `/v1/terminals/${id}/foreground`)).body.foreground?.inputWaiting === true);
     let answered = false;
@@ -152,7 +176,9 @@ describe('limits and retention', () => {
     await waitFor('the session to be closed', async () => (await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.treeExited === true);
     expect((await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.exit).toEqual({ exitCode: 9, signal: null });
     const short = await startDaemon({ retentionMs: 300 });
-    const created = await short.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
+    const created = await short.request('POST', '/v1/terminals', {
+      body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 },
+    });
     await short.request('GET', `/v1/terminals/${created.body.id}/done`);
     await waitFor('the session to be forgotten', async () => (await short.request('GET', `/v1/terminals/${created.body.id}`)).status === 404, 20_000);
     await short.close();
@@ -162,7 +188,13 @@ describe('limits and retention', () => {
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
     const connected = daemon.daemon.hub.connections;
     // The program ends only on input sent after the daemon has seen the client go.
-    const info = await socket.call('terminal.create', { argv: ['/bin/sh', '-c', 'stty -echo; read line; echo survived'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
+    const info = await socket.call('terminal.create', {
+      argv: ['/bin/sh', '-c', 'stty -echo; read line; echo survived'],
+      cwd: '/tmp',
+      rows: 24,
+      cols: 80,
+      graceMs: 500,
+    });
     socket.socket.terminate();
     await waitFor('the daemon to see the client go', () => daemon.daemon.hub.connections < connected);
     await daemon.request('POST', `/v1/terminals/${info.id}/input`, { body: { data: 'go\r' } });
@@ -201,7 +233,29 @@ describe('TLS', () => {
     const dir = mkdtempSync(join(tmpdir(), 'execworld-tls-'));
     const cert = join(dir, 'cert.pem');
     const key = join(dir, 'key.pem');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-days', '1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+        '-days',
+        '1',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+      ],
+      { stdio: 'ignore' },
+    );
     const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
     expect(secure.url).toMatch(/^https:/);
     const body = await new Promise<string>((resolve, reject) => {

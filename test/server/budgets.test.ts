@@ -13,14 +13,21 @@ import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon({ maxSessionsPerOwner: 5, maxConnectionsPerOwner: 4, maxSubscriptionsPerOwner: 3, connectionBufferBytes: 256 * 1024, inputBacklogBytes: 64 * 1024, heartbeatMs: 1000 });
+  daemon = await startDaemon({
+    maxSessionsPerOwner: 5,
+    maxConnectionsPerOwner: 4,
+    maxSubscriptionsPerOwner: 3,
+    connectionBufferBytes: 256 * 1024,
+    inputBacklogBytes: 64 * 1024,
+    heartbeatMs: 1000,
+  });
 });
 afterAll(() => daemon.close());
 
 const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
 
 describe('a WebSocket client that sends calls and never reads', () => {
-  it('is held back, then disconnected, with the daemon\'s queue for it bounded', async () => {
+  it("is held back, then disconnected, with the daemon's queue for it bounded", async () => {
     const socket = new WebSocket(daemon.wsUrl, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${ALICE}` } });
     await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
     let closed = false;
@@ -67,7 +74,7 @@ describe('per-owner bounds', () => {
     await waitFor('the connection to close', () => daemon.daemon.hub.connections === 0);
   });
 
-  it('refuses connections and subscriptions past the owner\'s limits with 429 / LIMIT_EXCEEDED', async () => {
+  it("refuses connections and subscriptions past the owner's limits with 429 / LIMIT_EXCEEDED", async () => {
     const sockets = await Promise.all([1, 2, 3, 4].map(() => TestSocket.open(daemon.wsUrl, { token: ALICE })));
     await expect(TestSocket.open(daemon.wsUrl, { token: ALICE })).rejects.toMatchObject({ status: 429 });
     const terminal = await sockets[0]!.call('terminal.create', TERMINAL);
@@ -97,7 +104,9 @@ describe('input for a program that does not read', () => {
         daemon.request('POST', `/v1/processes/${sleeper.id}/stdin`, { body: { data: chunk, encoding: 'base64' } }).then((answer) => answers.push(answer)),
       );
       await waitFor('a refused write', () => answers.some((answer) => answer.status === 429));
-      expect(answers.find((answer) => answer.status === 429)).toMatchObject({ body: { error: { code: 'LIMIT_EXCEEDED', message: expect.stringMatching(/not reading its stdin/) as string } } });
+      expect(answers.find((answer) => answer.status === 429)).toMatchObject({
+        body: { error: { code: 'LIMIT_EXCEEDED', message: expect.stringMatching(/not reading its stdin/) as string } },
+      });
       sleeper.terminate();
       await sleeper.done;
       // Writes accepted but not taken by the pipe fail once the program is gone.

@@ -19,11 +19,22 @@ const NAMES = [...Object.keys(LEAKY), 'LANG', 'LC_ALL', 'EXTRA'];
 async function childSees(daemon: TestDaemon): Promise<Record<string, string>> {
   const script = NAMES.map((name) => `printf '%s=%s\\n' ${name} "\${${name}-<unset>}"`).join('; ');
   const created = await daemon.request('POST', '/v1/processes', {
-    body: { argv: ['/bin/sh', '-c', script], cwd: '/tmp', env: { EXTRA: 'from-request' }, stdio: { stdin: 'ignore', stdout: { maxBytes: 65536 }, stderr: 'pipe' }, graceMs: 1000 },
+    body: {
+      argv: ['/bin/sh', '-c', script],
+      cwd: '/tmp',
+      env: { EXTRA: 'from-request' },
+      stdio: { stdin: 'ignore', stdout: { maxBytes: 65536 }, stderr: 'pipe' },
+      graceMs: 1000,
+    },
   });
   await daemon.request('GET', `/v1/processes/${created.body.id}/done?timeoutMs=20000`);
   const text = (await daemon.request('GET', `/v1/processes/${created.body.id}/collected/stdout?from=0`)).body.text as string;
-  return Object.fromEntries(text.trim().split('\n').map((line) => line.split(/=(.*)/s).slice(0, 2) as [string, string]));
+  return Object.fromEntries(
+    text
+      .trim()
+      .split('\n')
+      .map((line) => line.split(/=(.*)/s).slice(0, 2) as [string, string]),
+  );
 }
 
 afterEach(() => {

@@ -112,7 +112,9 @@ describe('execworld serve', () => {
     const port = new URL(first.url).port;
     const second = await run(['serve', '--port', port]);
     expect(second.code).toBe(1);
-    expect(second.stderr).toBe(`execworld: port ${port} on 127.0.0.1 is already in use (EADDRINUSE): stop what listens there, or choose another port with --port\n`);
+    expect(second.stderr).toBe(
+      `execworld: port ${port} on 127.0.0.1 is already in use (EADDRINUSE): stop what listens there, or choose another port with --port\n`,
+    );
     expect(second.stdout).not.toMatch(/\n\s+at /);
   });
 
@@ -178,7 +180,11 @@ describe('execworld serve', () => {
     await socket.subscribe({ target: { kind: 'terminal', id: terminal.id, stream: 'output' }, from: 0, window: 64 * 1024 });
     // The ring takes bytes until it holds 1 MiB unread, then pauses the terminal.
     let first = 0;
-    await waitFor('the ring to fill', async () => (first = (await daemon.request('GET', `/v1/terminals/${terminal.id}`)).output.end as number) >= 1024 * 1024, 20_000);
+    await waitFor(
+      'the ring to fill',
+      async () => (first = (await daemon.request('GET', `/v1/terminals/${terminal.id}`)).output.end as number) >= 1024 * 1024,
+      20_000,
+    );
     const before = daemon.rssKiB();
     // A fixed pause is right here: it checks that nothing more is written meanwhile.
     await sleep(2000);
@@ -205,7 +211,14 @@ describe('execworld serve', () => {
 
   it('ends every session on SIGTERM and exits 0, leaving no process behind', async () => {
     const daemon = await serve([]);
-    const shell = await daemon.request('POST', '/v1/terminals', { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', env: { PS1: '$ ' }, rows: 24, cols: 80, graceMs: 500 });
+    const shell = await daemon.request('POST', '/v1/terminals', {
+      argv: ['/bin/bash', '--noprofile', '--norc', '-i'],
+      cwd: '/tmp',
+      env: { PS1: '$ ' },
+      rows: 24,
+      cols: 80,
+      graceMs: 500,
+    });
     await daemon.request('POST', `/v1/terminals/${shell.id}/input`, { data: 'sleep 300 & echo "job=$!"\r' });
     const tree = await daemon.request('POST', '/v1/processes', {
       argv: ['/bin/sh', '-c', 'sleep 300 & echo $!; wait'],

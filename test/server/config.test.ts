@@ -20,10 +20,17 @@ describe('loadConfig', () => {
   it('takes a file, then the environment, then flags', () => {
     const file = join(dir, 'config.json');
     writeFileSync(file, JSON.stringify({ port: 1111, ringBytes: 2048, logLevel: 'debug' }));
-    const { config } = loadConfig(['--config', file, '--port', '3333'], { EXECWORLD_PORT: '2222', EXECWORLD_RING_BYTES: '4096', EXECWORLD_ALLOWED_ORIGINS: 'http://a.example, http://b.example' });
+    const { config } = loadConfig(['--config', file, '--port', '3333'], {
+      EXECWORLD_PORT: '2222',
+      EXECWORLD_RING_BYTES: '4096',
+      EXECWORLD_ALLOWED_ORIGINS: 'http://a.example, http://b.example',
+    });
     expect(config).toMatchObject({ port: 3333, ringBytes: 4096, logLevel: 'debug', allowedOrigins: ['http://a.example', 'http://b.example'] });
     expect(Object.isFrozen(config)).toBe(true);
-    expect(loadConfig(['--allowed-origin', 'http://x.example', '--allowed-origin', 'http://y.example'], {}).config.allowedOrigins).toEqual(['http://x.example', 'http://y.example']);
+    expect(loadConfig(['--allowed-origin', 'http://x.example', '--allowed-origin', 'http://y.example'], {}).config.allowedOrigins).toEqual([
+      'http://x.example',
+      'http://y.example',
+    ]);
   });
 
   it('names the setting and its source when a value is bad', () => {
@@ -59,7 +66,13 @@ describe('tokens', () => {
   });
 
   it('maps tokens to owners and nothing else to anyone', () => {
-    const table = new TokenTable([{ owner: 'alice', token: 'alice-token-000000000' }, { owner: 'bob', token: 'bob-token-0000000000' }], 'test');
+    const table = new TokenTable(
+      [
+        { owner: 'alice', token: 'alice-token-000000000' },
+        { owner: 'bob', token: 'bob-token-0000000000' },
+      ],
+      'test',
+    );
     expect(table.ownerOf('alice-token-000000000')).toBe('alice');
     expect(table.ownerOf('bob-token-0000000000')).toBe('bob');
     expect(table.ownerOf('alice-token-00000000')).toBeUndefined();

@@ -109,12 +109,25 @@ describe('errors made before a route runs', () => {
 
   it.each([
     ['a Content-Length that is not a number', `POST /v1/terminals HTTP/1.1\r\nhost: x\r\n${AUTH}content-length: abc\r\n\r\n`, false],
-    ['both Content-Length and Transfer-Encoding', `POST /v1/terminals HTTP/1.1\r\nhost: x\r\n${AUTH}content-length: 2\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n`, false],
+    [
+      'both Content-Length and Transfer-Encoding',
+      `POST /v1/terminals HTTP/1.1\r\nhost: x\r\n${AUTH}content-length: 2\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n`,
+      false,
+    ],
     ['a request line that is not HTTP', 'HELLO\r\n\r\n', false],
-    ['a body shorter than its Content-Length', `POST /v1/executables/resolve HTTP/1.1\r\nhost: x\r\n${AUTH}content-type: application/json\r\ncontent-length: 20\r\n\r\n{}`, true],
+    [
+      'a body shorter than its Content-Length',
+      `POST /v1/executables/resolve HTTP/1.1\r\nhost: x\r\n${AUTH}content-type: application/json\r\ncontent-length: 20\r\n\r\n{}`,
+      true,
+    ],
     ['a malformed percent-encoding', `GET /v1/terminals/%zz HTTP/1.1\r\nhost: x\r\n${AUTH}connection: close\r\n\r\n`, false],
     ['an HTTP/1.1 request without Host', `GET /v1/terminals HTTP/1.1\r\n${AUTH}connection: close\r\n\r\n`, false],
-    ['a WebSocket handshake ws refuses', `GET /v1/connect HTTP/1.1\r\nhost: x\r\n${AUTH}upgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 99\r\nsec-websocket-protocol: execworld.v1\r\n\r\n`, false],
+    [
+      'a WebSocket handshake ws refuses',
+      `GET /v1/connect HTTP/1.1\r\nhost: x\r\n${AUTH}upgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: ` +
+        `dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 99\r\nsec-websocket-protocol: execworld.v1\r\n\r\n`,
+      false,
+    ],
   ])('answers %s with 400 INVALID_ARGUMENT', async (_name, text, halfClose) => {
     expectError(await raw(text, halfClose), 'INVALID_ARGUMENT');
   });

@@ -23,7 +23,12 @@ describe('the daemon as seen by its own children', () => {
           method: 'POST',
           headers,
           body: JSON.stringify({
-            argv: ['/bin/sh', '-c', 'id -u; test "$PPID" = "$0" && echo parent-is-daemon; cat /proc/$PPID/environ >/dev/null && echo READABLE || echo refused', String(daemon.pid)],
+            argv: [
+              '/bin/sh',
+              '-c',
+              'id -u; test "$PPID" = "$0" && echo parent-is-daemon; cat /proc/$PPID/environ >/dev/null && echo READABLE || echo refused',
+              String(daemon.pid),
+            ],
             cwd: '/tmp',
             stdio: { stdin: 'ignore', stdout: { maxBytes: 4096 }, stderr: { maxBytes: 4096 } },
             graceMs: 1000,

@@ -52,7 +52,13 @@ describe('npm start', () => {
       ).json();
 
     // A shell with a job of its own, so that the tree is more than the daemon.
-    const shell = await call('POST', '/v1/terminals', { argv: ['/bin/sh', '-c', 'sleep 300 & echo "job=$!"; wait'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
+    const shell = await call('POST', '/v1/terminals', {
+      argv: ['/bin/sh', '-c', 'sleep 300 & echo "job=$!"; wait'],
+      cwd: '/tmp',
+      rows: 24,
+      cols: 80,
+      graceMs: 500,
+    });
     let job = 0;
     await waitFor('the job', async () => {
       const output = await call('GET', `/v1/terminals/${shell.id}/output?from=0`);

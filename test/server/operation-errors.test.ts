@@ -95,11 +95,20 @@ beforeAll(async () => {
   ids.sleeper = (await daemon.request('POST', '/v1/processes', { body: PROCESS })).body.id;
   ids.limitedTerminal = (await limited.request('POST', '/v1/terminals', { body: TERMINAL })).body.id;
   // A program that closes its terminal and runs on.
-  ids.closedTerminal = (await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'trap "" HUP; exec 0<&- 1>&- 2>&-; sleep 30'] } })).body.id;
-  await waitFor('the program to close its terminal', async () => (await daemon.request('POST', `/v1/terminals/${ids.closedTerminal}/input`, { body: { data: 'x' } })).status === 409);
+  ids.closedTerminal = (
+    await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'trap "" HUP; exec 0<&- 1>&- 2>&-; sleep 30'] } })
+  ).body.id;
+  await waitFor(
+    'the program to close its terminal',
+    async () => (await daemon.request('POST', `/v1/terminals/${ids.closedTerminal}/input`, { body: { data: 'x' } })).status === 409,
+  );
   // Programs that never read their input: raw mode so the terminal's own queue fills at once.
-  ids.stuckTerminal = (await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'stty raw -echo; exec sleep 30'] } })).body.id;
-  ids.stuckProcess = (await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' } } })).body.id;
+  ids.stuckTerminal = (
+    await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'stty raw -echo; exec sleep 30'] } })
+  ).body.id;
+  ids.stuckProcess = (
+    await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' } } })
+  ).body.id;
 });
 afterAll(async () => {
   inspector.stubborn = false;
@@ -147,7 +156,8 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
     {
       what: 'a malformed request',
       code: 'INVALID_ARGUMENT',
-      send: () => (spec.method === 'POST' ? send(daemon, spec, unknown, { body: { ...BODIES[spec.name], bogus: 1 } }) : send(daemon, spec, unknown, { query: 'bogus=1' })),
+      send: () =>
+        spec.method === 'POST' ? send(daemon, spec, unknown, { body: { ...BODIES[spec.name], bogus: 1 } }) : send(daemon, spec, unknown, { query: 'bogus=1' }),
     },
     { what: 'headers past 16 KiB', code: 'HEADERS_TOO_LARGE', send: () => send(daemon, spec, unknown, { headers: { 'x-padding': 'p'.repeat(20_000) } }) },
   ];
@@ -163,7 +173,11 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
       code: 'PAYLOAD_TOO_LARGE',
       send: () => send(daemon, spec, unknown, { raw: JSON.stringify({ pad: 'x'.repeat(300 * 1024) }), headers: { 'content-type': 'application/json' } }),
     });
-    scenarios.push({ what: 'a body that is not JSON', code: 'UNSUPPORTED_MEDIA_TYPE', send: () => send(daemon, spec, unknown, { raw: 'x', headers: { 'content-type': 'text/plain' } }) });
+    scenarios.push({
+      what: 'a body that is not JSON',
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+      send: () => send(daemon, spec, unknown, { raw: 'x', headers: { 'content-type': 'text/plain' } }),
+    });
   }
   return scenarios;
 }
@@ -171,13 +185,17 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
 /** A daemon that holds one running session of `kind` and allows no more. */
 async function fullDaemon(kind: 'terminal' | 'process'): Promise<TestDaemon> {
   const full = await startDaemon({ maxSessionsPerOwner: 1 });
-  const created = kind === 'terminal' ? await full.request('POST', '/v1/terminals', { body: TERMINAL }) : await full.request('POST', '/v1/processes', { body: PROCESS });
+  const created =
+    kind === 'terminal' ? await full.request('POST', '/v1/terminals', { body: TERMINAL }) : await full.request('POST', '/v1/processes', { body: PROCESS });
   expect(created.status).toBe(201);
   return full;
 }
 
 /** Runs `send` against a daemon made for it, then closes that daemon. */
-async function against(make: () => Promise<TestDaemon>, sendTo: (target: TestDaemon) => Promise<{ status: number; body: any }>): Promise<{ status: number; body: any }> {
+async function against(
+  make: () => Promise<TestDaemon>,
+  sendTo: (target: TestDaemon) => Promise<{ status: number; body: any }>,
+): Promise<{ status: number; body: any }> {
   const target = await make();
   try {
     return await sendTo(target);
@@ -194,22 +212,52 @@ async function shuttingDown(): Promise<TestDaemon> {
 
 /** What each operation's own work can answer. */
 const OWN: Record<string, Scenario[]> = {
-  'executable.resolve': [{ what: 'a missing program', code: 'EXECUTABLE_NOT_FOUND', send: () => send(daemon, op('executable.resolve'), '', { body: { command: '/definitely/missing' } }) }],
+  'executable.resolve': [
+    {
+      what: 'a missing program',
+      code: 'EXECUTABLE_NOT_FOUND',
+      send: () => send(daemon, op('executable.resolve'), '', { body: { command: '/definitely/missing' } }),
+    },
+  ],
   'terminal.create': [
-    { what: 'a missing cwd', code: 'CWD_NOT_FOUND', send: () => send(daemon, op('terminal.create'), '', { body: { ...TERMINAL, cwd: '/definitely/missing' } }) },
-    { what: 'a missing program', code: 'EXECUTABLE_NOT_FOUND', send: () => send(daemon, op('terminal.create'), '', { body: { ...TERMINAL, argv: ['/definitely/missing'] } }) },
-    { what: 'the owner at its limit', code: 'LIMIT_EXCEEDED', send: () => against(() => fullDaemon('process'), (full) => send(full, op('terminal.create'), '')) },
+    {
+      what: 'a missing cwd',
+      code: 'CWD_NOT_FOUND',
+      send: () => send(daemon, op('terminal.create'), '', { body: { ...TERMINAL, cwd: '/definitely/missing' } }),
+    },
+    {
+      what: 'a missing program',
+      code: 'EXECUTABLE_NOT_FOUND',
+      send: () => send(daemon, op('terminal.create'), '', { body: { ...TERMINAL, argv: ['/definitely/missing'] } }),
+    },
+    {
+      what: 'the owner at its limit',
+      code: 'LIMIT_EXCEEDED',
+      send: () =>
+        against(
+          () => fullDaemon('process'),
+          (full) => send(full, op('terminal.create'), ''),
+        ),
+    },
     { what: 'a daemon shutting down', code: 'SHUTTING_DOWN', send: () => against(shuttingDown, (closing) => send(closing, op('terminal.create'), '')) },
     {
       what: 'a platform without terminals',
       code: 'UNSUPPORTED',
-      send: () => against(() => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }), (windows) => send(windows, op('terminal.create'), '')),
+      send: () =>
+        against(
+          () => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
+          (windows) => send(windows, op('terminal.create'), ''),
+        ),
     },
   ],
   'terminal.input': [
     { what: 'an exited terminal', code: 'TERMINAL_EXITED', send: () => send(daemon, op('terminal.input'), ids.exitedTerminal) },
     { what: 'a terminal its program closed', code: 'TERMINAL_CLOSED', send: () => send(daemon, op('terminal.input'), ids.closedTerminal) },
-    { what: 'input past the backlog of a program that does not read', code: 'LIMIT_EXCEEDED', send: () => pastBacklog('terminal.input', ids.stuckTerminal, { data: 'x'.repeat(64 * 1024) }) },
+    {
+      what: 'input past the backlog of a program that does not read',
+      code: 'LIMIT_EXCEEDED',
+      send: () => pastBacklog('terminal.input', ids.stuckTerminal, { data: 'x'.repeat(64 * 1024) }),
+    },
   ],
   'terminal.resize': [
     { what: 'an exited terminal', code: 'TERMINAL_EXITED', send: () => send(daemon, op('terminal.resize'), ids.exitedTerminal) },
@@ -231,7 +279,11 @@ const OWN: Record<string, Scenario[]> = {
   ],
   'terminal.signal': [
     { what: 'an exited terminal', code: 'NO_FOREGROUND_GROUP', send: () => send(daemon, op('terminal.signal'), ids.exitedTerminal) },
-    { what: "SIGKILL to the terminal's shell", code: 'SIGNAL_REFUSED', send: () => send(daemon, op('terminal.signal'), ids.shell, { body: { signal: 'SIGKILL' } }) },
+    {
+      what: "SIGKILL to the terminal's shell",
+      code: 'SIGNAL_REFUSED',
+      send: () => send(daemon, op('terminal.signal'), ids.shell, { body: { signal: 'SIGKILL' } }),
+    },
     {
       what: 'a host without signals',
       code: 'UNSUPPORTED',
@@ -249,17 +301,39 @@ const OWN: Record<string, Scenario[]> = {
   'terminal.delete': [{ what: 'a terminal that survives its cleanup', code: 'CLEANUP_FAILED', send: () => stubbornly(op('terminal.delete')) }],
   'process.create': [
     { what: 'a missing cwd', code: 'CWD_NOT_FOUND', send: () => send(daemon, op('process.create'), '', { body: { ...PROCESS, cwd: '/definitely/missing' } }) },
-    { what: 'a missing program', code: 'EXECUTABLE_NOT_FOUND', send: () => send(daemon, op('process.create'), '', { body: { ...PROCESS, argv: ['/definitely/missing'] } }) },
-    { what: 'arguments too large for exec', code: 'SPAWN_FAILED', send: () => send(daemon, op('process.create'), '', { body: { ...PROCESS, argv: ['/bin/true', 'x'.repeat(128 * 1024)] } }) },
-    { what: 'the owner at its limit', code: 'LIMIT_EXCEEDED', send: () => against(() => fullDaemon('terminal'), (full) => send(full, op('process.create'), '')) },
+    {
+      what: 'a missing program',
+      code: 'EXECUTABLE_NOT_FOUND',
+      send: () => send(daemon, op('process.create'), '', { body: { ...PROCESS, argv: ['/definitely/missing'] } }),
+    },
+    {
+      what: 'arguments too large for exec',
+      code: 'SPAWN_FAILED',
+      send: () => send(daemon, op('process.create'), '', { body: { ...PROCESS, argv: ['/bin/true', 'x'.repeat(128 * 1024)] } }),
+    },
+    {
+      what: 'the owner at its limit',
+      code: 'LIMIT_EXCEEDED',
+      send: () =>
+        against(
+          () => fullDaemon('terminal'),
+          (full) => send(full, op('process.create'), ''),
+        ),
+    },
     { what: 'a daemon shutting down', code: 'SHUTTING_DOWN', send: () => against(shuttingDown, (closing) => send(closing, op('process.create'), '')) },
   ],
   'process.stdin': [
     { what: 'stdin that is not a pipe', code: 'PROCESS_EXITED', send: () => send(daemon, op('process.stdin'), ids.sleeper) },
-    { what: 'input past the backlog of a program that does not read', code: 'LIMIT_EXCEEDED', send: () => pastBacklog('process.stdin', ids.stuckProcess, { data: 'x'.repeat(64 * 1024) }) },
+    {
+      what: 'input past the backlog of a program that does not read',
+      code: 'LIMIT_EXCEEDED',
+      send: () => pastBacklog('process.stdin', ids.stuckProcess, { data: 'x'.repeat(64 * 1024) }),
+    },
   ],
   'process.closeStdin': [{ what: 'stdin that is not a pipe', code: 'PROCESS_EXITED', send: () => send(daemon, op('process.closeStdin'), ids.sleeper) }],
-  'process.collected': [{ what: 'a stream that is not collected', code: 'STREAM_NOT_AVAILABLE', send: () => send(daemon, op('process.collected'), ids.sleeper) }],
+  'process.collected': [
+    { what: 'a stream that is not collected', code: 'STREAM_NOT_AVAILABLE', send: () => send(daemon, op('process.collected'), ids.sleeper) },
+  ],
 };
 
 /** Terminate or delete a terminal whose processes ignore every signal, then let them go. */
@@ -283,7 +357,9 @@ describe('documented errors', () => {
       const code = answer.body?.error?.code as ErrorCode;
       expect(spec.errors, context).toContain(code);
       expect(answer.status, context).toBe(ERROR_CATALOG[code].status);
-      expect(answer.body, context).toEqual({ error: { code, message: expect.any(String), ...(answer.body.error.errno === undefined ? {} : { errno: expect.stringMatching(/^E[A-Z0-9]+$/) }) } });
+      expect(answer.body, context).toEqual({
+        error: { code, message: expect.any(String), ...(answer.body.error.errno === undefined ? {} : { errno: expect.stringMatching(/^E[A-Z0-9]+$/) }) },
+      });
       expect(code, context).toBe(scenario.code);
       driven.add(code);
     }

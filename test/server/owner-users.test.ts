@@ -25,8 +25,14 @@ describe('token files that name OS users', () => {
 
   it('parse a third field as the user, and resolve it', () => {
     const entries = parseTokenFile(`alice ${ALICE}\nbob ${BOB} nobody\n`, 'f');
-    expect(entries).toEqual([{ owner: 'alice', token: ALICE }, { owner: 'bob', token: BOB, userName: 'nobody' }]);
-    expect(resolveUsers(entries, 'f', lookup, 0)).toEqual([{ owner: 'alice', token: ALICE }, { owner: 'bob', token: BOB, user: nobody }]);
+    expect(entries).toEqual([
+      { owner: 'alice', token: ALICE },
+      { owner: 'bob', token: BOB, userName: 'nobody' },
+    ]);
+    expect(resolveUsers(entries, 'f', lookup, 0)).toEqual([
+      { owner: 'alice', token: ALICE },
+      { owner: 'bob', token: BOB, user: nobody },
+    ]);
   });
 
   it('refuse an unknown user, and another user when the daemon is not root', () => {
@@ -45,7 +51,10 @@ describe.skipIf(!asRoot)('an owner mapped to nobody, on a daemon run by root', (
 
   beforeAll(async () => {
     writeFileSync(tokenFile, `alice ${ALICE}\nbob ${BOB} nobody\n`, { mode: 0o600 });
-    const tokens = new TokenTable(resolveUsers(parseTokenFile(`alice ${ALICE}\nbob ${BOB} nobody\n`, tokenFile), tokenFile, (name) => lookupUser(name)), tokenFile);
+    const tokens = new TokenTable(
+      resolveUsers(parseTokenFile(`alice ${ALICE}\nbob ${BOB} nobody\n`, tokenFile), tokenFile, (name) => lookupUser(name)),
+      tokenFile,
+    );
     // A state directory the mapped user can traverse, as the README asks of one with mapped owners.
     const stateDir = mkdtempSync(join(tmpdir(), 'ew-state-'));
     chmodSync(stateDir, 0o711);

@@ -72,7 +72,14 @@ describe('the daemon over the in-memory provider', () => {
     const provider = new MemoryProvider();
     daemon = await startDaemon({}, { runtime: provider });
     const created = await daemon.request('POST', '/v1/processes', {
-      body: { argv: ['memcat'], cwd: '/', env: { KEEP: 'x', DROP: null }, stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000, requestId: 'r-1' },
+      body: {
+        argv: ['memcat'],
+        cwd: '/',
+        env: { KEEP: 'x', DROP: null },
+        stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' },
+        graceMs: 1000,
+        requestId: 'r-1',
+      },
     });
     expect(created.status).toBe(201);
     const id = created.body.id as string;

@@ -87,7 +87,12 @@ describe('process.create refuses a spawn the operating system refused', () => {
 
 describe('RemoteRuntime.spawn over a refused spawn', () => {
   it('returns the handle at once and rejects done with a SpawnError carrying the code and errno', async () => {
-    const handle = runtime.spawn({ argv: ['/definitely/missing/program'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 500 });
+    const handle = runtime.spawn({
+      argv: ['/definitely/missing/program'],
+      cwd: '/tmp',
+      stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+      graceMs: 500,
+    });
     expect(handle.pid).toBe(-1);
     const error = await handle.done.catch((failure: unknown) => failure);
     expect(error).toBeInstanceOf(SpawnError);

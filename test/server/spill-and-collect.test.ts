@@ -47,7 +47,7 @@ describe('spill files', () => {
     await daemon.close();
   });
 
-  it('that a dead daemon left behind are removed by the next one, and a live one\'s are kept', async () => {
+  it("that a dead daemon left behind are removed by the next one, and a live one's are kept", async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'ew-state-'));
     // A pid above pid_max is never alive.
     const dead = join(stateDir, 'spill', 'execworld-99999999-AbC123');
@@ -71,7 +71,9 @@ describe('the collect budget', () => {
     const second = await daemon.request('POST', '/v1/processes', { body: spilling('true', 2 * 1024 * 1024) });
     expect(second).toMatchObject({ status: 429, body: { error: { code: 'LIMIT_EXCEEDED', message: expect.stringMatching(/collected output/) as string } } });
     // A process that collects nothing needs no budget.
-    expect((await daemon.request('POST', '/v1/processes', { body: { ...spilling('true'), stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } } })).status).toBe(201);
+    expect(
+      (await daemon.request('POST', '/v1/processes', { body: { ...spilling('true'), stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } } })).status,
+    ).toBe(201);
     await daemon.request('DELETE', `/v1/processes/${first.body.id}`);
     expect((await daemon.request('POST', '/v1/processes', { body: spilling('true', 2 * 1024 * 1024) })).status).toBe(201);
     await daemon.close();

@@ -186,7 +186,9 @@ describe('WebSocket streams', () => {
 
   it('replays a terminal from any retained offset over REST, with an explicit gap before the ring', async () => {
     const small = await startDaemon({ ringBytes: 4096 });
-    const created = await small.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'seq 1 5000'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
+    const created = await small.request('POST', '/v1/terminals', {
+      body: { argv: ['/bin/sh', '-c', 'seq 1 5000'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 },
+    });
     const id = created.body.id as string;
     // Read everything, acknowledging as we go, so the ring may drop what was read.
     let from = 0;

@@ -9,13 +9,7 @@
  */
 import type { Context } from '@deepseek-ai/cordis';
 import { SubprocessRuntime as DshSubprocessRuntime } from '@deepseek-ai/dsh-subprocess';
-import type {
-  SubprocessHandle,
-  SubprocessRuntime,
-  SubprocessSpawnSpec,
-  SubprocessTerminalHandle,
-  SubprocessTerminalSpawnSpec,
-} from '../seam/types.ts';
+import type { SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
 import { RemoteRuntime, type ConnectOptions } from '../remote/runtime.ts';
 
 /** A runtime the plugin can own: it is disposed when the plugin unloads. */
@@ -67,6 +61,9 @@ export interface RemoteSubprocessConfig extends ConnectOptions {
  * registers `ctx.subprocess`, and every shell, PTY and command of the harness
  * runs in the daemon's execution world.
  */
-export const RemoteSubprocess = createSubprocessPlugin<RemoteSubprocessConfig>('execworld remote subprocess', ({ url, ...options }) => new RemoteRuntime(url, options));
+export const RemoteSubprocess = createSubprocessPlugin<RemoteSubprocessConfig>(
+  'execworld remote subprocess',
+  ({ url, ...options }) => new RemoteRuntime(url, options),
+);
 
 export default RemoteSubprocess;

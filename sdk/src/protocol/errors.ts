@@ -8,26 +8,38 @@ import { z } from 'zod';
 export const ERROR_CATALOG = {
   INVALID_ARGUMENT: {
     status: 400,
-    description: 'A request field is missing, of the wrong type or out of range (the message names it), or the request is not valid HTTP or not a valid WebSocket handshake.',
+    description:
+      'A request field is missing, of the wrong type or out of range (the message names it), or the request is not valid HTTP or not a valid WebSocket handshake.',
   },
   UNAUTHORIZED: { status: 401, description: 'The bearer token is missing or wrong.' },
   FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade came from an origin that is not allowed.' },
   NOT_FOUND: { status: 404, description: 'No such route or operation, or no terminal or process of this owner by that id, whatever its shape.' },
   TERMINAL_EXITED: { status: 409, description: 'The terminal has exited; it takes no input, resize or signal.' },
-  TERMINAL_CLOSED: { status: 409, description: "The terminal's program closed the terminal (its master is released); it takes no input or resize, though the program may still run." },
+  TERMINAL_CLOSED: {
+    status: 409,
+    description: "The terminal's program closed the terminal (its master is released); it takes no input or resize, though the program may still run.",
+  },
   PROCESS_EXITED: { status: 409, description: 'The process has exited, or its stdin is closed or not a pipe.' },
   NO_FOREGROUND_GROUP: { status: 409, description: 'The terminal has no foreground process group to signal, or it exited before the signal reached it.' },
   SIGNAL_REFUSED: { status: 409, description: "SIGKILL to a terminal's own shell group; terminate the terminal instead." },
   STREAM_NOT_AVAILABLE: { status: 409, description: 'The requested stream was not spawned in a mode that has it.' },
   CWD_NOT_FOUND: { status: 422, description: 'The working directory does not exist or is not a directory.' },
-  EXECUTABLE_NOT_FOUND: { status: 422, description: 'The program is not an executable file, or is not on PATH (errno ENOENT, or EACCES for a file without execute permission).' },
-  SPAWN_FAILED: { status: 422, description: 'The operating system refused to start the process; errno says why (E2BIG: argv and environment too large for exec).' },
+  EXECUTABLE_NOT_FOUND: {
+    status: 422,
+    description: 'The program is not an executable file, or is not on PATH (errno ENOENT, or EACCES for a file without execute permission).',
+  },
+  SPAWN_FAILED: {
+    status: 422,
+    description: 'The operating system refused to start the process; errno says why (E2BIG: argv and environment too large for exec).',
+  },
   PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body or a frame is larger than the configured limit.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The request body is not JSON.' },
   LIMIT_EXCEEDED: {
     status: 429,
     description:
-      'A configured bound was reached; the message names which: sessions, connections or subscriptions per owner, calls in flight or subscriptions on one connection, the daemon-wide collect budget, or input waiting for a program that does not read (retry once it reads).',
+      'A configured bound was reached; the message names which: sessions, connections or subscriptions per owner, ' +
+      'calls in flight or subscriptions on one connection, the daemon-wide collect budget, or input waiting ' +
+      'for a program that does not read (retry once it reads).',
   },
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
   UNSUPPORTED: { status: 501, description: 'This platform cannot do what was asked: terminals on Windows, or an inspection the host cannot make.' },
@@ -36,9 +48,14 @@ export const ERROR_CATALOG = {
   URI_TOO_LONG: { status: 414, description: 'A path segment (an id, say) is longer than 100 characters.' },
   HEADERS_TOO_LARGE: {
     status: 431,
-    description: "The request line and headers together exceed Node's limit of 16 KiB; a URL that long is answered so too, as Node's parser counts it with the headers.",
+    description:
+      "The request line and headers together exceed Node's limit of 16 KiB; a URL that long is answered so too, as Node's parser counts it with the headers.",
   },
-  CLIENT_TIMEOUT: { status: 408, description: "The request's headers did not all arrive within Node's headers timeout (60 s), or the whole request not within the request timeout (--request-timeout-ms)." },
+  CLIENT_TIMEOUT: {
+    status: 408,
+    description:
+      "The request's headers did not all arrive within Node's headers timeout (60 s), or the whole request not within the request timeout (--request-timeout-ms).",
+  },
   UPGRADE_REQUIRED: { status: 426, description: 'GET /v1/connect without a WebSocket upgrade.' },
 } as const satisfies Record<string, { status: number; description: string }>;
 
@@ -56,10 +73,11 @@ export const ErrorDetail = z
       .optional()
       .meta({ description: "The operating system's name for the failure (ENOENT, EACCES, E2BIG, ...) when it reported one; spawn failures carry it." }),
   })
-  .meta({ id: 'ErrorDetail', description: 'A stable code from the error catalog, a message for people, and the errno when the operating system reported one.' });
+  .meta({
+    id: 'ErrorDetail',
+    description: 'A stable code from the error catalog, a message for people, and the errno when the operating system reported one.',
+  });
 
-export const ErrorBody = z
-  .object({ error: ErrorDetail })
-  .meta({ id: 'Error', description: 'Every error answer: a stable code and a message for people.' });
+export const ErrorBody = z.object({ error: ErrorDetail }).meta({ id: 'Error', description: 'Every error answer: a stable code and a message for people.' });
 
 export type ErrorBody = z.infer<typeof ErrorBody>;

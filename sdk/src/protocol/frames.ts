@@ -32,7 +32,12 @@ export const SubscribeParams = z
   .strictObject({
     target: StreamRef,
     from: z.int().min(0).max(Number.MAX_SAFE_INTEGER).meta({ description: 'First byte offset wanted.' }),
-    window: z.int().min(1024).max(64 * 1024 * 1024).optional().meta({ description: 'Bytes the daemon may send beyond the last ack.' }),
+    window: z
+      .int()
+      .min(1024)
+      .max(64 * 1024 * 1024)
+      .optional()
+      .meta({ description: 'Bytes the daemon may send beyond the last ack.' }),
   })
   .meta({ id: 'SubscribeParams' });
 export const SubscribeResult = z
@@ -45,10 +50,10 @@ export const SubscribeResult = z
 
 export const ClientMessage = z
   .discriminatedUnion('t', [
-  z.strictObject({ t: z.literal('call'), id: z.int().min(0), op: z.string(), params: z.record(z.string(), z.unknown()).optional() }),
-  z.strictObject({ t: z.literal('subscribe'), id: z.int().min(0), params: SubscribeParams }),
-  z.strictObject({ t: z.literal('unsubscribe'), id: z.int().min(0), sub: z.int() }),
-  z.strictObject({ t: z.literal('ack'), sub: z.int(), offset: z.int().min(0).max(Number.MAX_SAFE_INTEGER) }),
+    z.strictObject({ t: z.literal('call'), id: z.int().min(0), op: z.string(), params: z.record(z.string(), z.unknown()).optional() }),
+    z.strictObject({ t: z.literal('subscribe'), id: z.int().min(0), params: SubscribeParams }),
+    z.strictObject({ t: z.literal('unsubscribe'), id: z.int().min(0), sub: z.int() }),
+    z.strictObject({ t: z.literal('ack'), sub: z.int(), offset: z.int().min(0).max(Number.MAX_SAFE_INTEGER) }),
   ])
   .meta({
     id: 'ClientMessage',
@@ -58,10 +63,10 @@ export type ClientMessage = z.infer<typeof ClientMessage>;
 
 export const ServerMessage = z
   .discriminatedUnion('t', [
-  z.object({ t: z.literal('result'), id: z.int(), result: z.unknown() }),
-  z.object({ t: z.literal('error'), id: z.int().nullable(), error: ErrorBody.shape.error }),
-  z.object({ t: z.literal('end'), sub: z.int(), offset: z.int().meta({ description: 'The stream ended here, after every data frame of it.' }) }),
-  z.object({ t: z.literal('gap'), sub: z.int(), from: z.int(), to: z.int() }),
+    z.object({ t: z.literal('result'), id: z.int(), result: z.unknown() }),
+    z.object({ t: z.literal('error'), id: z.int().nullable(), error: ErrorBody.shape.error }),
+    z.object({ t: z.literal('end'), sub: z.int(), offset: z.int().meta({ description: 'The stream ended here, after every data frame of it.' }) }),
+    z.object({ t: z.literal('gap'), sub: z.int(), from: z.int(), to: z.int() }),
   ])
   .meta({ id: 'ServerMessage', description: 'A text message from the daemon. Stream bytes arrive as binary data frames.' });
 export type ServerMessage = z.infer<typeof ServerMessage>;

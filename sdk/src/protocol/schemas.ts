@@ -23,10 +23,17 @@ export const SessionId = z
  * A session id as a request names it. Ids are opaque to clients: one of any
  * other shape is as unknown as a missing one (404), never a validation error.
  */
-export const SessionRef = z.string().meta({ description: 'A terminal (t_…) or process (p_…) id; one that names nothing of this owner, whatever its shape, answers 404.' });
+export const SessionRef = z
+  .string()
+  .meta({ description: 'A terminal (t_…) or process (p_…) id; one that names nothing of this owner, whatever its shape, answers 404.' });
 
 export const Argv = z
-  .array(z.string().max(128 * 1024).refine(noNul, { error: 'argv entries must not contain a NUL character' }))
+  .array(
+    z
+      .string()
+      .max(128 * 1024)
+      .refine(noNul, { error: 'argv entries must not contain a NUL character' }),
+  )
   .min(1, { error: 'argv must contain a program' })
   .max(4096)
   .refine((argv) => argv[0] !== '', { error: 'argv[0] must be a non-empty program name' })
@@ -44,7 +51,10 @@ const EnvName = z
   .min(1)
   .max(4096)
   .refine((name) => !name.includes('=') && noNul(name), { error: 'environment names must not contain = or NUL' });
-const EnvValue = z.string().max(128 * 1024).refine(noNul, { error: 'environment values must not contain a NUL character' });
+const EnvValue = z
+  .string()
+  .max(128 * 1024)
+  .refine(noNul, { error: 'environment values must not contain a NUL character' });
 
 export const TerminalEnv = z
   .record(EnvName, EnvValue)
@@ -125,17 +135,25 @@ export const WriterId = z
 export const TerminalInput = z
   .strictObject({
     data: z.string().max(1024 * 1024),
-    seq: z.int().min(1).max(Number.MAX_SAFE_INTEGER).optional().meta({
-      description:
-        "Sequence number of this write among the writer's writes; needs writer. A write whose seq is not above the writer's last applied one is a retry: it is not applied again, and it answers as the first did.",
-    }),
+    seq: z
+      .int()
+      .min(1)
+      .max(Number.MAX_SAFE_INTEGER)
+      .optional()
+      .meta({
+        description:
+          "Sequence number of this write among the writer's writes; needs writer. A write whose seq is not above " +
+          "the writer's last applied one is a retry: it is not applied again, and it answers as the first did.",
+      }),
     writer: WriterId.optional(),
   })
   .meta({ id: 'TerminalInput' });
 
 export const InputResult = z
   .object({
-    applied: z.boolean().meta({ description: 'False when the write was a retry of one already applied (successfully: a retry of a failed write fails as it did).' }),
+    applied: z
+      .boolean()
+      .meta({ description: 'False when the write was a retry of one already applied (successfully: a retry of a failed write fails as it did).' }),
     seq: z.int().nullable(),
   })
   .meta({ id: 'InputResult' });
@@ -151,10 +169,15 @@ export const Foreground = z
         inputWaitToken: z.string().optional().meta({ description: 'Names the current input wait; a new wait has a new token.' }),
       })
       .nullable(),
-    outputEnd: z.int().min(0).meta({
-      description:
-        "The terminal output's end offset when the facts were read. A proven input wait is answered only once every byte the terminal produced before it is in the output, so a client that has read the output up to outputEnd has everything the waiting program printed.",
-    }),
+    outputEnd: z
+      .int()
+      .min(0)
+      .meta({
+        description:
+          "The terminal output's end offset when the facts were read. A proven input wait is answered only once " +
+          'every byte the terminal produced before it is in the output, so a client that has read the output up ' +
+          'to outputEnd has everything the waiting program printed.',
+      }),
   })
   .meta({ id: 'Foreground', description: 'The foreground process group, or null when none can be resolved.' });
 
@@ -174,10 +197,7 @@ export const OutputRead = z
     from: z.int().meta({ description: 'Offset of the first byte of data.' }),
     next: z.int().meta({ description: 'Offset to read from next.' }),
     data: z.string().meta({ description: 'The bytes, base64.' }),
-    gap: z
-      .object({ from: z.int(), to: z.int() })
-      .nullable()
-      .meta({ description: 'Bytes [from, to) are no longer retained; data starts after them.' }),
+    gap: z.object({ from: z.int(), to: z.int() }).nullable().meta({ description: 'Bytes [from, to) are no longer retained; data starts after them.' }),
     ended: z.boolean().meta({ description: 'The stream ended and next is its end.' }),
   })
   .meta({ id: 'OutputRead' });
@@ -187,7 +207,10 @@ export type OutputRead = z.infer<typeof OutputRead>;
 
 export const Collect = z
   .strictObject({
-    maxBytes: z.int().min(1).max(256 * 1024 * 1024),
+    maxBytes: z
+      .int()
+      .min(1)
+      .max(256 * 1024 * 1024),
     spill: z.strictObject({ maxBytes: z.int().min(1).max(Number.MAX_SAFE_INTEGER) }).optional(),
   })
   .meta({ id: 'Collect', description: 'Bounded collection: a tail of maxBytes, and a spill file of the whole stream while it stays within spill.maxBytes.' });
@@ -296,7 +319,10 @@ export const Health = z
       websocket: z.boolean(),
       containment: z.enum(['cgroup', 'subreaper', 'none']).meta({
         description:
-          "How sessions are contained. cgroup: each session's processes live in a cgroup of their own, so terminate ends everything they started, even what detached (setsid), and a tree is reported gone only when its cgroup is empty. subreaper: no cgroup could be made; orphaned descendants are reparented to the daemon and tracked by identity. none: a process tree is its process group, a terminal its POSIX session.",
+          "How sessions are contained. cgroup: each session's processes live in a cgroup of their own, so terminate " +
+          'ends everything they started, even what detached (setsid), and a tree is reported gone only when its ' +
+          'cgroup is empty. subreaper: no cgroup could be made; orphaned descendants are reparented to the daemon ' +
+          'and tracked by identity. none: a process tree is its process group, a terminal its POSIX session.',
       }),
     }),
   })

@@ -156,7 +156,13 @@ export class Connection implements SubscriptionHost {
       if (call.options.resend) {
         call.sentOn = undefined;
       } else {
-        this.#settle(call, new ConnectionError('OUTCOME_UNKNOWN', `the connection broke before the daemon answered ${call.options.label}, which is not safe to send again: it may or may not have taken effect`));
+        this.#settle(
+          call,
+          new ConnectionError(
+            'OUTCOME_UNKNOWN',
+            `the connection broke before the daemon answered ${call.options.label}, which is not safe to send again: it may or may not have taken effect`,
+          ),
+        );
       }
     }
     this.#scheduleReconnect(this.options.reconnectInitialDelayMs);
@@ -178,7 +184,13 @@ export class Connection implements SubscriptionHost {
         (error: Error) => {
           const lostFor = Date.now() - (this.#lostAt ?? Date.now());
           if (lostFor >= this.options.reconnectDeadlineMs) {
-            this.#fail(new ConnectionError('CONNECTION_LOST', `the daemon at ${this.options.url} could not be reached again within ${this.options.reconnectDeadlineMs} ms`, { cause: error }));
+            this.#fail(
+              new ConnectionError(
+                'CONNECTION_LOST',
+                `the daemon at ${this.options.url} could not be reached again within ${this.options.reconnectDeadlineMs} ms`,
+                { cause: error },
+              ),
+            );
             return;
           }
           this.#scheduleReconnect(Math.min(this.options.reconnectMaxDelayMs, Math.max(delayMs * 2, 1)));

@@ -78,7 +78,11 @@ export function dial(options: DialOptions): Promise<WebSocket> {
       });
       response.once('error', (error) => {
         request.destroy();
-        fail(new ConnectionError('CONNECTION_FAILED', `the daemon answered the upgrade with ${response.statusCode ?? 0} and broke off: ${error.message}`, { cause: error }));
+        fail(
+          new ConnectionError('CONNECTION_FAILED', `the daemon answered the upgrade with ${response.statusCode ?? 0} and broke off: ${error.message}`, {
+            cause: error,
+          }),
+        );
       });
     });
     socket.once('error', (error) => fail(new ConnectionError('CONNECTION_FAILED', describeUnreachable(options.url, error), { cause: error })));

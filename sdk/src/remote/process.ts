@@ -52,19 +52,19 @@ export class RemoteProcess implements SubprocessHandle {
     this.#connection = connection;
     this.#log = log;
     const stdio = spec.stdio;
-    this.started = connection.call(
-      'process.create',
-      {
-        argv: [...spec.argv],
-        cwd: spec.cwd,
-        ...(spec.env === undefined ? {} : { env: wireEnv(spec.env) }),
-        stdio: { stdin: stdio.stdin, stdout: wireOutput(stdio.stdout), stderr: wireOutput(stdio.stderr) },
-        graceMs: spec.graceMs,
-        // The request id makes the create safe to send again after a reconnect.
-        requestId: randomUUID(),
-      },
+    this.started = connection.call('process.create', {
+      argv: [...spec.argv],
+      cwd: spec.cwd,
+      ...(spec.env === undefined ? {} : { env: wireEnv(spec.env) }),
+      stdio: { stdin: stdio.stdin, stdout: wireOutput(stdio.stdout), stderr: wireOutput(stdio.stderr) },
+      graceMs: spec.graceMs,
+      // The request id makes the create safe to send again after a reconnect.
+      requestId: randomUUID(),
+    });
+    this.started.then(
+      (info) => (this.#info = info),
+      () => undefined,
     );
-    this.started.then((info) => (this.#info = info), () => undefined);
 
     this.stdin =
       stdio.stdin === 'pipe'
@@ -200,4 +200,3 @@ const isAborted = (signal: AbortSignal | undefined): boolean => signal?.aborted 
 function aborted(signal: AbortSignal): Promise<undefined> {
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(undefined), { once: true }));
 }
-

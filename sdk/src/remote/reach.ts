@@ -17,24 +17,35 @@ export function getJson(url: string, options: { readonly ca: CertificateAuthorit
   return new Promise((resolve, reject) => {
     const secure = url.startsWith('https:');
     // A connection of its own (agent: false) so no pooled socket outlives the check.
-    const request = (secure ? httpsRequest : httpRequest)(url, { agent: false, headers: { connection: 'close' }, ...(secure && options.ca !== undefined ? { ca: options.ca as string | Buffer | (string | Buffer)[] } : {}) }, (response) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      response.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > MAX_ANSWER_BYTES) request.destroy(new Error(`the answer of ${url} is larger than ${MAX_ANSWER_BYTES} bytes: not an execworld daemon`));
-        else chunks.push(chunk);
-      });
-      response.once('end', () => {
-        clearTimeout(timer);
-        try {
-          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-        } catch (_error) {
-          reject(new Error(`${url} answered ${response.statusCode ?? 0} with something other than JSON: not an execworld daemon`));
-        }
-      });
-    });
-    const timer = setTimeout(() => request.destroy(Object.assign(new Error(`no answer within ${options.timeoutMs} ms`), { code: 'ETIMEDOUT' })), options.timeoutMs);
+    const request = (secure ? httpsRequest : httpRequest)(
+      url,
+      {
+        agent: false,
+        headers: { connection: 'close' },
+        ...(secure && options.ca !== undefined ? { ca: options.ca as string | Buffer | (string | Buffer)[] } : {}),
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        response.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_ANSWER_BYTES) request.destroy(new Error(`the answer of ${url} is larger than ${MAX_ANSWER_BYTES} bytes: not an execworld daemon`));
+          else chunks.push(chunk);
+        });
+        response.once('end', () => {
+          clearTimeout(timer);
+          try {
+            resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+          } catch (_error) {
+            reject(new Error(`${url} answered ${response.statusCode ?? 0} with something other than JSON: not an execworld daemon`));
+          }
+        });
+      },
+    );
+    const timer = setTimeout(
+      () => request.destroy(Object.assign(new Error(`no answer within ${options.timeoutMs} ms`), { code: 'ETIMEDOUT' })),
+      options.timeoutMs,
+    );
     request.once('error', (error) => {
       clearTimeout(timer);
       reject(error);
@@ -57,7 +68,11 @@ const UNTRUSTED = new Set([
 
 /** The first `code` along an error's causes (fetch and ws wrap Node's). */
 function codeOf(error: unknown): string | undefined {
-  for (let current = error, depth = 0; current !== null && typeof current === 'object' && depth < 5; current = (current as { cause?: unknown }).cause, depth += 1) {
+  for (
+    let current = error, depth = 0;
+    current !== null && typeof current === 'object' && depth < 5;
+    current = (current as { cause?: unknown }).cause, depth += 1
+  ) {
     const code = (current as { code?: unknown }).code;
     if (typeof code === 'string') return code;
   }
@@ -77,9 +92,13 @@ export function describeUnreachable(url: string, error: unknown): string {
   if (code === 'ECONNREFUSED') return `the connection to ${where} was refused (ECONNREFUSED): no daemon listens there; is it running, and on that port?`;
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `cannot resolve the daemon's host ${hostname} (${code})`;
   if (code === 'ETIMEDOUT') return `no answer from ${where} (${detail})`;
-  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return `the daemon's TLS certificate does not name ${hostname} (${code}): connect with a host name the certificate names`;
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID')
+    return `the daemon's TLS certificate does not name ${hostname} (${code}): connect with a host name the certificate names`;
   if (code !== undefined && UNTRUSTED.has(code)) {
-    return `the daemon's TLS certificate is not trusted by this client (${code}: ${detail}): pass the certificate of the CA that signed it, or a self-signed daemon's own certificate, as connect(url, { ca: readFileSync('ca.pem') })`;
+    return (
+      `the daemon's TLS certificate is not trusted by this client (${code}: ${detail}): pass the certificate ` +
+      `of the CA that signed it, or a self-signed daemon's own certificate, as connect(url, { ca: readFileSync('ca.pem') })`
+    );
   }
   if (code === 'EPROTO' || code === 'ERR_SSL_WRONG_VERSION_NUMBER') return `no TLS at ${where} (${code}): if the daemon serves plain HTTP, use an http:// URL`;
   return `cannot reach the daemon at ${where}: ${detail}${code === undefined || detail.includes(code) ? '' : ` (${code})`}`;

@@ -60,13 +60,17 @@ function resolveOptions(url: string, options: ConnectOptions): ConnectionOptions
   if (!/^https?:\/\/[^/]+/.test(url)) throw new ExecworldError('INVALID_ARGUMENT', `url must be http(s)://host:port, got ${url}`);
   const local = options.token === undefined ? readLocalToken(process.env) : { token: options.token };
   if ('missing' in local) {
-    throw new ExecworldError('INVALID_ARGUMENT', `no token given, and ${local.missing} (the file a daemon on this machine writes): pass connect(url, { token })`);
+    throw new ExecworldError(
+      'INVALID_ARGUMENT',
+      `no token given, and ${local.missing} (the file a daemon on this machine writes): pass connect(url, { token })`,
+    );
   }
   const token = local.token;
   const resolved = { ...DEFAULT_CONNECT_OPTIONS, ...stripUndefined(options) };
   for (const key of Object.keys(DEFAULT_CONNECT_OPTIONS) as (keyof typeof DEFAULT_CONNECT_OPTIONS)[]) {
     const value = resolved[key];
-    if (!Number.isSafeInteger(value) || value <= 0) throw new ExecworldError('INVALID_ARGUMENT', `options.${key} must be a positive integer, got ${String(value)}`);
+    if (!Number.isSafeInteger(value) || value <= 0)
+      throw new ExecworldError('INVALID_ARGUMENT', `options.${key} must be a positive integer, got ${String(value)}`);
   }
   return { ...resolved, url, token, logger: options.logger, ca: options.ca };
 }
@@ -111,7 +115,10 @@ export class RemoteRuntime implements SubprocessRuntime {
     this.#started ??= (async () => {
       let health: OperationResult<'health.get'>;
       try {
-        health = (await getJson(`${this.url.replace(/\/+$/, '')}/v1/health`, { ca: this.#options.ca, timeoutMs: this.#options.connectTimeoutMs })) as OperationResult<'health.get'>;
+        health = (await getJson(`${this.url.replace(/\/+$/, '')}/v1/health`, {
+          ca: this.#options.ca,
+          timeoutMs: this.#options.connectTimeoutMs,
+        })) as OperationResult<'health.get'>;
       } catch (error) {
         throw new ConnectionError('CONNECTION_FAILED', describeUnreachable(this.url, error), { cause: error });
       }
@@ -205,10 +212,12 @@ export class RemoteRuntime implements SubprocessRuntime {
   #own(terminal: RemoteTerminal): RemoteTerminal {
     this.#terminals.add(terminal);
     // Released once it ended and the daemon swept its session.
-    terminal.done.then(() => terminal.terminate()).then(
-      () => this.#terminals.delete(terminal),
-      () => undefined,
-    );
+    terminal.done
+      .then(() => terminal.terminate())
+      .then(
+        () => this.#terminals.delete(terminal),
+        () => undefined,
+      );
     return terminal;
   }
 
@@ -235,7 +244,11 @@ export class RemoteRuntime implements SubprocessRuntime {
   }
 
   /** Retained output of a terminal from a byte offset, with the gap when that offset is gone. */
-  async readTerminalOutput(id: string, from: number, maxBytes?: number): Promise<{ from: number; next: number; data: Buffer; gap: { from: number; to: number } | null; ended: boolean }> {
+  async readTerminalOutput(
+    id: string,
+    from: number,
+    maxBytes?: number,
+  ): Promise<{ from: number; next: number; data: Buffer; gap: { from: number; to: number } | null; ended: boolean }> {
     const read = await this.call('terminal.output', { id, from, ...(maxBytes === undefined ? {} : { maxBytes }) });
     return { ...read, data: Buffer.from(read.data, 'base64') };
   }
@@ -262,4 +275,3 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   await runtime.start();
   return runtime;
 }
-

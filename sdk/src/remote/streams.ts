@@ -188,11 +188,17 @@ export class RemoteStdin extends Writable {
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.#write(chunk).then(() => callback(), (error: Error) => callback(asPipeError(error)));
+    this.#write(chunk).then(
+      () => callback(),
+      (error: Error) => callback(asPipeError(error)),
+    );
   }
 
   override _final(callback: (error?: Error | null) => void): void {
-    this.#close().then(() => callback(), (error: Error) => callback(asPipeError(error)));
+    this.#close().then(
+      () => callback(),
+      (error: Error) => callback(asPipeError(error)),
+    );
   }
 }
 

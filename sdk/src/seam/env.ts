@@ -67,11 +67,7 @@ export function mergeEnvironment(
  * Looks up a variable the way the platform does: exactly on POSIX; on Windows an
  * exact key wins, otherwise the first key that matches ignoring case.
  */
-export function lookupEnvironment(
-  env: Readonly<Record<string, string>>,
-  name: string,
-  caseInsensitive: boolean,
-): string | undefined {
+export function lookupEnvironment(env: Readonly<Record<string, string>>, name: string, caseInsensitive: boolean): string | undefined {
   if (Object.hasOwn(env, name)) return env[name];
   if (!caseInsensitive) return undefined;
   const upper = name.toUpperCase();

@@ -3,11 +3,7 @@
  * @module
  */
 import { endAll, mergeEnvironment, scrubEnvironment, settleAll } from '@execworld/sdk/seam';
-import type {
-  SubprocessRuntime,
-  SubprocessSpawnSpec,
-  SubprocessTerminalSpawnSpec,
-} from '@execworld/sdk/seam';
+import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, TerminalExtensions } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
@@ -284,7 +280,13 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       tree: this.#platform.tree,
       spill: this.#spillFor(runAs),
       groupHasLiveMembers: (pgid) => this.#getInspector().groupHasLiveMembers(pgid),
-      processGroups: () => new Map(this.#getInspector().snapshot().filter((row) => row.alive).map((row) => [row.identity.pid, row.pgrp])),
+      processGroups: () =>
+        new Map(
+          this.#getInspector()
+            .snapshot()
+            .filter((row) => row.alive)
+            .map((row) => [row.identity.pid, row.pgrp]),
+        ),
     };
   }
 

@@ -309,7 +309,10 @@ export function assertStdio(stdio: unknown): void {
   if (stdin !== 'ignore' && stdin !== 'pipe' && !dataOk) {
     throw new ProviderError('INVALID_ARGUMENT', "stdio.stdin must be 'ignore', 'pipe' or { data: string }");
   }
-  for (const [name, mode] of [['stdout', stdout], ['stderr', stderr]] as const) {
+  for (const [name, mode] of [
+    ['stdout', stdout],
+    ['stderr', stderr],
+  ] as const) {
     if (mode === 'pipe' || mode === 'inherit') continue;
     const collect = mode as { maxBytes?: unknown; spill?: { maxBytes?: unknown } } | null;
     const positive = (value: unknown): boolean => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;

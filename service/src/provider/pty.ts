@@ -93,18 +93,8 @@ export class UnixPty {
     const { native, helperPath } = nativePty();
     const env = Object.entries(options.env).map(([name, value]) => `${name}=${value}`);
     const fork = (): ReturnType<NativePty['fork']> =>
-      native.fork(
-        options.file,
-        [...options.args],
-        env,
-        options.cwd,
-        options.cols,
-        options.rows,
-        -1,
-        -1,
-        true,
-        helperPath,
-        (exitCode, signal) => this.#onChildExit({ exitCode, signal }),
+      native.fork(options.file, [...options.args], env, options.cwd, options.cols, options.rows, -1, -1, true, helperPath, (exitCode, signal) =>
+        this.#onChildExit({ exitCode, signal }),
       );
     const term = options.spawnInside === undefined ? fork() : options.spawnInside(fork);
     this.pid = term.pid;
@@ -331,7 +321,6 @@ export class UnixPty {
     this.#events.onExit(this.#exit);
   }
 }
-
 
 /** A write or resize refused because the terminal's master is closed or its process exited. */
 export class PtyClosedError extends Error {

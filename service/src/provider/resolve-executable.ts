@@ -45,10 +45,7 @@ export async function resolveExecutable(
     if (found) return candidate;
   }
   const absolute = candidates.length === 1 && candidates[0] === command;
-  throw new ProviderError(
-    'EXECUTABLE_NOT_FOUND',
-    absolute ? `executable ${command} is not an executable file` : `executable ${command} was not found on PATH`,
-  );
+  throw new ProviderError('EXECUTABLE_NOT_FOUND', absolute ? `executable ${command} is not an executable file` : `executable ${command} was not found on PATH`);
 }
 
 /** Whether the terminal's program can be executed the way the child will look it up. */

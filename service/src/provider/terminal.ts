@@ -14,12 +14,7 @@
 import { constants as osConstants } from 'node:os';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type {
-  SubprocessOutcome,
-  SubprocessTerminalForeground,
-  SubprocessTerminalHandle,
-  SubprocessTerminalSignal,
-} from '@execworld/sdk/seam';
+import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '@execworld/sdk/seam';
 import { MAX_TERMINAL_SIZE, retryableOnce, TERMINAL_SIGNALS } from '@execworld/sdk/seam';
 import type { SessionCell } from './containment/containment.ts';
 import { CleanupError, ProviderError } from './errors.ts';
@@ -137,7 +132,10 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     const pending = this.#pty.pendingInputBytes;
     if (pending > 0 && pending + Buffer.byteLength(data) > this.#inputBacklogBytes) {
       return Promise.reject(
-        new ProviderError('LIMIT_EXCEEDED', `the terminal's program is not reading its input: ${pending} bytes already wait (the limit is ${this.#inputBacklogBytes})`),
+        new ProviderError(
+          'LIMIT_EXCEEDED',
+          `the terminal's program is not reading its input: ${pending} bytes already wait (the limit is ${this.#inputBacklogBytes})`,
+        ),
       );
     }
     return this.#pty.write(data).catch((error: unknown) => {

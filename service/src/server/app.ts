@@ -224,7 +224,8 @@ export function buildApp(options: AppOptions): Daemon {
         config: { auth: spec.auth },
         handler: async (request, reply) => {
           const input = spec.method === 'POST' ? (request.body ?? {}) : typedQuery(request.query as Record<string, unknown>);
-          if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new ServiceError('INVALID_ARGUMENT', 'the request body must be a JSON object');
+          if (typeof input !== 'object' || input === null || Array.isArray(input))
+            throw new ServiceError('INVALID_ARGUMENT', 'the request body must be a JSON object');
           const validated = bound.schema.safeParse({ ...(request.params as object), ...input });
           if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, spec.method === 'GET' ? 'query' : 'body'));
           // The caller went away when the response closes before it was sent. (A request's own

@@ -105,7 +105,11 @@ export function resolveUsers(
  * from the user-only default file, which is created with a fresh token the
  * first time.
  */
-export function loadTokens(tokenFile: string | undefined, defaultFile: string, lookup: (name: string) => RunAs | undefined): { table: TokenTable; generated: boolean } {
+export function loadTokens(
+  tokenFile: string | undefined,
+  defaultFile: string,
+  lookup: (name: string) => RunAs | undefined,
+): { table: TokenTable; generated: boolean } {
   const path = tokenFile ?? defaultFile;
   if (tokenFile === undefined && !existsSync(defaultFile)) {
     mkdirSync(dirname(defaultFile), { recursive: true, mode: 0o700 });

@@ -31,29 +31,155 @@ const positiveInt = (max: number) => z.coerce.number().int().min(1).max(max);
 const SETTINGS = {
   host: { flag: 'host', env: 'EXECWORLD_HOST', schema: z.string().min(1), default: '127.0.0.1', help: 'address to bind' },
   port: { flag: 'port', env: 'EXECWORLD_PORT', schema: z.coerce.number().int().min(0).max(65535), default: 7878, help: 'port to listen on (0: any free port)' },
-  tokenFile: { flag: 'token-file', env: 'EXECWORLD_TOKEN_FILE', schema: z.string().min(1).optional(), default: undefined, help: 'file holding the token, or lines of "<owner> <token> [<os user>]"; without it a token is generated into ~/.config/execworld/token' },
-  stateDir: { flag: 'state-dir', env: 'EXECWORLD_STATE_DIR', schema: z.string().min(1).optional(), default: undefined, help: 'directory for spill files and crash recovery (default $XDG_STATE_HOME/execworld, ~/.local/state/execworld)' },
-  containment: { flag: 'containment', env: 'EXECWORLD_CONTAINMENT', schema: z.enum(['auto', 'cgroup', 'subreaper', 'none']), default: 'auto', help: 'how sessions are contained: cgroup (a cgroup v2 per session), subreaper, none, or auto: a cgroup where one can be made, else the subreaper' },
-  tlsCert: { flag: 'tls-cert', env: 'EXECWORLD_TLS_CERT', schema: z.string().min(1).optional(), default: undefined, help: 'PEM certificate file; serves HTTPS and WSS with --tls-key' },
+  tokenFile: {
+    flag: 'token-file',
+    env: 'EXECWORLD_TOKEN_FILE',
+    schema: z.string().min(1).optional(),
+    default: undefined,
+    help: 'file holding the token, or lines of "<owner> <token> [<os user>]"; without it a token is generated into ~/.config/execworld/token',
+  },
+  stateDir: {
+    flag: 'state-dir',
+    env: 'EXECWORLD_STATE_DIR',
+    schema: z.string().min(1).optional(),
+    default: undefined,
+    help: 'directory for spill files and crash recovery (default $XDG_STATE_HOME/execworld, ~/.local/state/execworld)',
+  },
+  containment: {
+    flag: 'containment',
+    env: 'EXECWORLD_CONTAINMENT',
+    schema: z.enum(['auto', 'cgroup', 'subreaper', 'none']),
+    default: 'auto',
+    help: 'how sessions are contained: cgroup (a cgroup v2 per session), subreaper, none, or auto: a cgroup where one can be made, else the subreaper',
+  },
+  tlsCert: {
+    flag: 'tls-cert',
+    env: 'EXECWORLD_TLS_CERT',
+    schema: z.string().min(1).optional(),
+    default: undefined,
+    help: 'PEM certificate file; serves HTTPS and WSS with --tls-key',
+  },
   tlsKey: { flag: 'tls-key', env: 'EXECWORLD_TLS_KEY', schema: z.string().min(1).optional(), default: undefined, help: 'PEM private key file' },
-  logLevel: { flag: 'log-level', env: 'EXECWORLD_LOG_LEVEL', schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), default: 'info', help: 'fatal, error, warn, info, debug, trace or silent' },
-  allowedOrigins: { flag: 'allowed-origin', env: 'EXECWORLD_ALLOWED_ORIGINS', schema: z.array(z.string().min(1)), default: [] as string[], help: 'browser origin allowed to open WebSockets (repeatable; env: comma-separated); none by default' },
-  passEnv: { flag: 'pass-env', env: 'EXECWORLD_PASS_ENV', schema: z.array(z.string().regex(/^(\*|[A-Za-z_][A-Za-z0-9_]*\*?)$/, { error: 'pass-env entries are names, prefixes ending in *, or * alone' })), default: [...DEFAULT_PASS_ENV], help: `name of the daemon's environment children get (repeatable; env: comma-separated; NAME_* a prefix, * all but credential-shaped names)` },
+  logLevel: {
+    flag: 'log-level',
+    env: 'EXECWORLD_LOG_LEVEL',
+    schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    default: 'info',
+    help: 'fatal, error, warn, info, debug, trace or silent',
+  },
+  allowedOrigins: {
+    flag: 'allowed-origin',
+    env: 'EXECWORLD_ALLOWED_ORIGINS',
+    schema: z.array(z.string().min(1)),
+    default: [] as string[],
+    help: 'browser origin allowed to open WebSockets (repeatable; env: comma-separated); none by default',
+  },
+  passEnv: {
+    flag: 'pass-env',
+    env: 'EXECWORLD_PASS_ENV',
+    schema: z.array(z.string().regex(/^(\*|[A-Za-z_][A-Za-z0-9_]*\*?)$/, { error: 'pass-env entries are names, prefixes ending in *, or * alone' })),
+    default: [...DEFAULT_PASS_ENV],
+    help: `name of the daemon's environment children get (repeatable; env: comma-separated; NAME_* a prefix, * all but credential-shaped names)`,
+  },
   maxBodyBytes: { flag: 'max-body-bytes', env: 'EXECWORLD_MAX_BODY_BYTES', schema: positiveInt(1024 * MiB), default: 32 * MiB, help: 'largest request body' },
-  maxFrameBytes: { flag: 'max-frame-bytes', env: 'EXECWORLD_MAX_FRAME_BYTES', schema: positiveInt(1024 * MiB), default: 32 * MiB, help: 'largest WebSocket message from a client' },
-  maxSessionsPerOwner: { flag: 'max-sessions', env: 'EXECWORLD_MAX_SESSIONS', schema: positiveInt(100_000), default: 256, help: 'running terminals plus processes per owner' },
-  maxRetainedPerOwner: { flag: 'max-retained', env: 'EXECWORLD_MAX_RETAINED', schema: positiveInt(100_000), default: 256, help: 'ended sessions whose facts are kept per owner' },
-  ringBytes: { flag: 'ring-bytes', env: 'EXECWORLD_RING_BYTES', schema: positiveInt(1024 * MiB), default: 1 * MiB, help: 'output kept per stream for replay; a stream with this much unread output pauses its program' },
-  windowBytes: { flag: 'window-bytes', env: 'EXECWORLD_WINDOW_BYTES', schema: positiveInt(64 * MiB), default: 256 * 1024, help: 'default WebSocket credit window per stream' },
-  retentionMs: { flag: 'retention-ms', env: 'EXECWORLD_RETENTION_MS', schema: positiveInt(MAX_TIMER_DELAY_MS), default: 10 * 60_000, help: 'how long an ended session and its output are kept' },
-  heartbeatMs: { flag: 'heartbeat-ms', env: 'EXECWORLD_HEARTBEAT_MS', schema: positiveInt(600_000), default: 15_000, help: 'WebSocket ping interval; a peer silent for two intervals is dropped' },
-  inputBacklogBytes: { flag: 'input-backlog-bytes', env: 'EXECWORLD_INPUT_BACKLOG_BYTES', schema: positiveInt(1024 * MiB), default: 4 * MiB, help: 'input a terminal or stdin pipe holds for a program that does not read it; more is refused with 429' },
-  collectBudgetBytes: { flag: 'collect-budget-bytes', env: 'EXECWORLD_COLLECT_BUDGET_BYTES', schema: positiveInt(64 * 1024 * MiB), default: 1024 * MiB, help: 'collect-mode tails held in memory by all running processes together; a create beyond it is refused with 429' },
-  maxConnectionsPerOwner: { flag: 'max-connections', env: 'EXECWORLD_MAX_CONNECTIONS', schema: positiveInt(100_000), default: 64, help: 'open WebSocket connections per owner' },
-  maxSubscriptionsPerOwner: { flag: 'max-subscriptions', env: 'EXECWORLD_MAX_SUBSCRIPTIONS', schema: positiveInt(1_000_000), default: 4096, help: 'open stream subscriptions per owner, over all its connections' },
-  connectionBufferBytes: { flag: 'connection-buffer-bytes', env: 'EXECWORLD_CONNECTION_BUFFER_BYTES', schema: positiveInt(1024 * MiB), default: 16 * MiB, help: "answers queued for a WebSocket client that does not read: past this its calls are not read; past 4 times this it is disconnected (1008)" },
-  requestTimeoutMs: { flag: 'request-timeout-ms', env: 'EXECWORLD_REQUEST_TIMEOUT_MS', schema: positiveInt(MAX_TIMER_DELAY_MS), default: 120_000, help: 'longest time a client may take to send one HTTP request, body included' },
-  orphanTimeoutMs: { flag: 'orphan-timeout-ms', env: 'EXECWORLD_ORPHAN_TIMEOUT_MS', schema: z.coerce.number().int().min(0).max(MAX_TIMER_DELAY_MS), default: 0, help: 'terminate sessions nobody has touched for this long (0: never)' },
+  maxFrameBytes: {
+    flag: 'max-frame-bytes',
+    env: 'EXECWORLD_MAX_FRAME_BYTES',
+    schema: positiveInt(1024 * MiB),
+    default: 32 * MiB,
+    help: 'largest WebSocket message from a client',
+  },
+  maxSessionsPerOwner: {
+    flag: 'max-sessions',
+    env: 'EXECWORLD_MAX_SESSIONS',
+    schema: positiveInt(100_000),
+    default: 256,
+    help: 'running terminals plus processes per owner',
+  },
+  maxRetainedPerOwner: {
+    flag: 'max-retained',
+    env: 'EXECWORLD_MAX_RETAINED',
+    schema: positiveInt(100_000),
+    default: 256,
+    help: 'ended sessions whose facts are kept per owner',
+  },
+  ringBytes: {
+    flag: 'ring-bytes',
+    env: 'EXECWORLD_RING_BYTES',
+    schema: positiveInt(1024 * MiB),
+    default: 1 * MiB,
+    help: 'output kept per stream for replay; a stream with this much unread output pauses its program',
+  },
+  windowBytes: {
+    flag: 'window-bytes',
+    env: 'EXECWORLD_WINDOW_BYTES',
+    schema: positiveInt(64 * MiB),
+    default: 256 * 1024,
+    help: 'default WebSocket credit window per stream',
+  },
+  retentionMs: {
+    flag: 'retention-ms',
+    env: 'EXECWORLD_RETENTION_MS',
+    schema: positiveInt(MAX_TIMER_DELAY_MS),
+    default: 10 * 60_000,
+    help: 'how long an ended session and its output are kept',
+  },
+  heartbeatMs: {
+    flag: 'heartbeat-ms',
+    env: 'EXECWORLD_HEARTBEAT_MS',
+    schema: positiveInt(600_000),
+    default: 15_000,
+    help: 'WebSocket ping interval; a peer silent for two intervals is dropped',
+  },
+  inputBacklogBytes: {
+    flag: 'input-backlog-bytes',
+    env: 'EXECWORLD_INPUT_BACKLOG_BYTES',
+    schema: positiveInt(1024 * MiB),
+    default: 4 * MiB,
+    help: 'input a terminal or stdin pipe holds for a program that does not read it; more is refused with 429',
+  },
+  collectBudgetBytes: {
+    flag: 'collect-budget-bytes',
+    env: 'EXECWORLD_COLLECT_BUDGET_BYTES',
+    schema: positiveInt(64 * 1024 * MiB),
+    default: 1024 * MiB,
+    help: 'collect-mode tails held in memory by all running processes together; a create beyond it is refused with 429',
+  },
+  maxConnectionsPerOwner: {
+    flag: 'max-connections',
+    env: 'EXECWORLD_MAX_CONNECTIONS',
+    schema: positiveInt(100_000),
+    default: 64,
+    help: 'open WebSocket connections per owner',
+  },
+  maxSubscriptionsPerOwner: {
+    flag: 'max-subscriptions',
+    env: 'EXECWORLD_MAX_SUBSCRIPTIONS',
+    schema: positiveInt(1_000_000),
+    default: 4096,
+    help: 'open stream subscriptions per owner, over all its connections',
+  },
+  connectionBufferBytes: {
+    flag: 'connection-buffer-bytes',
+    env: 'EXECWORLD_CONNECTION_BUFFER_BYTES',
+    schema: positiveInt(1024 * MiB),
+    default: 16 * MiB,
+    help: 'answers queued for a WebSocket client that does not read: past this its calls are not read; past 4 times this it is disconnected (1008)',
+  },
+  requestTimeoutMs: {
+    flag: 'request-timeout-ms',
+    env: 'EXECWORLD_REQUEST_TIMEOUT_MS',
+    schema: positiveInt(MAX_TIMER_DELAY_MS),
+    default: 120_000,
+    help: 'longest time a client may take to send one HTTP request, body included',
+  },
+  orphanTimeoutMs: {
+    flag: 'orphan-timeout-ms',
+    env: 'EXECWORLD_ORPHAN_TIMEOUT_MS',
+    schema: z.coerce.number().int().min(0).max(MAX_TIMER_DELAY_MS),
+    default: 0,
+    help: 'terminate sessions nobody has touched for this long (0: never)',
+  },
 } as const;
 
 /** Settings that take several values: a repeatable flag, a comma-separated variable. */
@@ -77,7 +203,8 @@ export class ConfigError extends Error {
 /** The `--help` text of `execworld serve`, made from the settings table. */
 export function serveHelp(): string {
   const lines = Object.values(SETTINGS).map((setting) => {
-    const shown = setting.default === undefined || (Array.isArray(setting.default) && setting.default.length === 0) ? '' : ` (default ${String(setting.default)})`;
+    const shown =
+      setting.default === undefined || (Array.isArray(setting.default) && setting.default.length === 0) ? '' : ` (default ${String(setting.default)})`;
     return `  --${setting.flag.padEnd(20)} ${setting.help}${shown}\n  ${''.padEnd(22)} env ${setting.env}`;
   });
   return [
@@ -143,7 +270,12 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   for (const [key, setting] of Object.entries(SETTINGS)) {
     const fromEnv = env[setting.env];
     if (fromEnv !== undefined && fromEnv !== '') {
-      raw[key] = LIST_SETTINGS.has(key) ? fromEnv.split(',').map((entry) => entry.trim()).filter(Boolean) : fromEnv;
+      raw[key] = LIST_SETTINGS.has(key)
+        ? fromEnv
+            .split(',')
+            .map((entry) => entry.trim())
+            .filter(Boolean)
+        : fromEnv;
       sources[key] = `environment variable ${setting.env}`;
     }
     const fromFlag = flags[setting.flag];

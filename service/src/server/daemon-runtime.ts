@@ -71,12 +71,16 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   });
   const recover = async (): Promise<void> => {
     if (self === undefined) {
-      log.info({ containment: containment.mode, reason: selection.cgroupUnavailable }, 'sessions are not contained: no cgroup and no subreaper on this platform');
+      log.info(
+        { containment: containment.mode, reason: selection.cgroupUnavailable },
+        'sessions are not contained: no cgroup and no subreaper on this platform',
+      );
       return;
     }
     const report = await recoverSessions(journalDirectory, { self });
     const swept = containment instanceof CgroupContainment ? await containment.sweepStale() : [];
-    if (report.journals.length > 0 || swept.length > 0) log.warn({ ...report, cgroups: [...report.cgroups, ...swept] }, 'ended the sessions of daemons that died without ending them');
+    if (report.journals.length > 0 || swept.length > 0)
+      log.warn({ ...report, cgroups: [...report.cgroups, ...swept] }, 'ended the sessions of daemons that died without ending them');
     journal = new SessionJournal(journalDirectory, self);
     if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
     log.info(
@@ -99,4 +103,3 @@ function processExists(pid: number): boolean {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
-

@@ -73,7 +73,10 @@ function spawnFailure(error: NodeJS.ErrnoException, errno: string): ServiceError
   const text = typeof error.errno === 'number' ? getSystemErrorMap().get(error.errno)?.[1] : undefined;
   // A file without execute permission is not an executable, as terminal.create says of it too.
   const code = errno === 'ENOENT' || errno === 'EACCES' ? 'EXECUTABLE_NOT_FOUND' : 'SPAWN_FAILED';
-  return new ServiceError(code, `cannot start ${error.path ?? 'the program'}: ${text ?? 'refused by the operating system'} (${errno})`, { cause: error, errno });
+  return new ServiceError(code, `cannot start ${error.path ?? 'the program'}: ${text ?? 'refused by the operating system'} (${errno})`, {
+    cause: error,
+    errno,
+  });
 }
 
 /** What a client sees of an error; anything unknown is INTERNAL. */
@@ -88,7 +91,8 @@ export function toServiceError(error: unknown): ServiceError {
     const syscall = (error as NodeJS.ErrnoException).syscall ?? '';
     if (syscall.startsWith('spawn')) return spawnFailure(error, errno);
     // The foreground group exited between its lookup and the signal.
-    if (syscall === 'kill' && errno === 'ESRCH') return new ServiceError('NO_FOREGROUND_GROUP', 'the foreground process group exited before the signal reached it', { cause: error, errno });
+    if (syscall === 'kill' && errno === 'ESRCH')
+      return new ServiceError('NO_FOREGROUND_GROUP', 'the foreground process group exited before the signal reached it', { cause: error, errno });
   }
   return new ServiceError('INTERNAL', 'internal error', { cause: error });
 }

@@ -40,7 +40,11 @@ function readStream(stream: ByteStream, from: number | undefined, maxBytes: numb
   };
 }
 
-async function longPollRead(ctx: CallContext, stream: ByteStream, params: { from?: number | undefined; waitMs?: number | undefined; maxBytes?: number | undefined }) {
+async function longPollRead(
+  ctx: CallContext,
+  stream: ByteStream,
+  params: { from?: number | undefined; waitMs?: number | undefined; maxBytes?: number | undefined },
+) {
   const from = params.from ?? stream.start;
   if (from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${from} is past the end of the stream (${stream.end})`);
   // Acknowledge before waiting: a ring held full by these very bytes would otherwise keep its program paused.
@@ -165,7 +169,11 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'process.done': async (ctx, params) => {
     const session = ctx.registry.get(ctx.owner, params.id, 'process');
     // The session recorded the outcome in its own earlier callback on the same promise.
-    const settled = await within(session.handle.done.catch(() => undefined), params.timeoutMs, ctx);
+    const settled = await within(
+      session.handle.done.catch(() => undefined),
+      params.timeoutMs,
+      ctx,
+    );
     return { settled: settled && (session.exit !== undefined || session.failure !== undefined), exit: session.exit ?? null, error: session.failure ?? null };
   },
   'process.wait': async (ctx, params) => {

@@ -32,7 +32,9 @@ export function clientError(error: Error & { code?: string; reason?: string }): 
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return new ServiceError('CLIENT_TIMEOUT', 'the request headers did not arrive in time', { cause: error });
     default:
-      return new ServiceError('INVALID_ARGUMENT', `the request is not valid HTTP: ${error.reason ?? error.message} (${error.code ?? 'unknown'})`, { cause: error });
+      return new ServiceError('INVALID_ARGUMENT', `the request is not valid HTTP: ${error.reason ?? error.message} (${error.code ?? 'unknown'})`, {
+        cause: error,
+      });
   }
 }
 
@@ -57,8 +59,10 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
  */
 export function answerFrameworkError(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
   let answer: ServiceError;
-  if (error.code === 'FST_ERR_BAD_URL') answer = new ServiceError('INVALID_ARGUMENT', 'the URL is not valid: a percent-encoded byte is malformed', { cause: error });
-  else if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') answer = new ServiceError('URI_TOO_LONG', 'a path segment is longer than 100 characters', { cause: error });
+  if (error.code === 'FST_ERR_BAD_URL')
+    answer = new ServiceError('INVALID_ARGUMENT', 'the URL is not valid: a percent-encoded byte is malformed', { cause: error });
+  else if (error.code === 'FST_ERR_MAX_PARAM_LENGTH')
+    answer = new ServiceError('URI_TOO_LONG', 'a path segment is longer than 100 characters', { cause: error });
   else answer = toServiceError(error);
   void reply.code(answer.status).send({ error: answer.body() });
 }
@@ -71,8 +75,10 @@ export function fastifyError(error: unknown, maxBodyBytes: number): ServiceError
   const { code, statusCode, message } = error as { code?: unknown; statusCode?: unknown; message?: unknown };
   if (typeof code !== 'string' || !code.startsWith('FST_ERR')) return undefined;
   const text = typeof message === 'string' ? message : code;
-  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') return new ServiceError('PAYLOAD_TOO_LARGE', `the request body is larger than ${maxBodyBytes} bytes`, { cause: error });
-  if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return new ServiceError('UNSUPPORTED_MEDIA_TYPE', 'send the request body as application/json', { cause: error });
+  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+    return new ServiceError('PAYLOAD_TOO_LARGE', `the request body is larger than ${maxBodyBytes} bytes`, { cause: error });
+  if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+    return new ServiceError('UNSUPPORTED_MEDIA_TYPE', 'send the request body as application/json', { cause: error });
   // Every other client fault fastify names (a body shorter than its Content-Length, say) is a bad request.
   if (typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500) return new ServiceError('INVALID_ARGUMENT', text, { cause: error });
   return undefined;

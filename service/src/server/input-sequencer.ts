@@ -42,7 +42,10 @@ export class InputSequencer {
       return false;
     }
     if (seq <= state.last - RETRY_WINDOW) {
-      throw new ServiceError('INVALID_ARGUMENT', `seq ${seq} of writer ${writer} is older than its last ${RETRY_WINDOW} writes; its outcome is no longer known`);
+      throw new ServiceError(
+        'INVALID_ARGUMENT',
+        `seq ${seq} of writer ${writer} is older than its last ${RETRY_WINDOW} writes; its outcome is no longer known`,
+      );
     }
     // A number below the last one that was never seen is a write that arrived late: applied, not dropped.
     state.last = Math.max(state.last, seq);

@@ -119,4 +119,3 @@ export class Subscription {
     this.#unsubscribe();
   }
 }
-

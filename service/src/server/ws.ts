@@ -200,7 +200,13 @@ class Connection {
     try {
       const validated = operation.schema.safeParse(params);
       if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, 'params'));
-      const ctx: CallContext = { owner: this.owner, registry: this.#options.registry, version: this.#options.version, signal: controller?.signal ?? NEVER_ABORTED, unbounded: true };
+      const ctx: CallContext = {
+        owner: this.owner,
+        registry: this.#options.registry,
+        version: this.#options.version,
+        signal: controller?.signal ?? NEVER_ABORTED,
+        unbounded: true,
+      };
       const result = await operation.handler(ctx, validated.data);
       this.send({ t: 'result', id, result });
     } catch (error) {
@@ -289,7 +295,9 @@ export class WebSocketHub {
   /** Why `owner` may not open another connection now, if it may not. */
   refusal(owner: string): ServiceError | undefined {
     const limit = this.#options.maxConnectionsPerOwner;
-    return this.connectionsOf(owner) >= limit ? new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already has ${limit} WebSocket connections open (the limit)`) : undefined;
+    return this.connectionsOf(owner) >= limit
+      ? new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already has ${limit} WebSocket connections open (the limit)`)
+      : undefined;
   }
 
   accept(socket: WebSocket, owner: string, log: Logger): void {

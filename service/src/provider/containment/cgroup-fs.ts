@@ -82,7 +82,6 @@ export class CgroupUnavailableError extends Error {
   }
 }
 
-
 /** True while `pid` names a process that has not exited (a zombie has). */
 export function processRuns(pid: number): boolean {
   try {
@@ -196,4 +195,3 @@ export function locateOwnCgroup(): string {
   }
   throw new CgroupUnavailableError(`no writable cgroup2 mount shows this process's cgroup ${own}`);
 }
-

@@ -83,7 +83,9 @@ export class CgroupContainment implements Containment {
       this.#originProcs = openSync(join(this.origin, 'cgroup.procs'), 'w');
     } catch (error) {
       removeCgroup(this.directory);
-      throw error instanceof CgroupUnavailableError ? error : new CgroupUnavailableError(`cannot open ${this.origin}/cgroup.procs: ${(error as Error).message}`, { cause: error });
+      throw error instanceof CgroupUnavailableError
+        ? error
+        : new CgroupUnavailableError(`cannot open ${this.origin}/cgroup.procs: ${(error as Error).message}`, { cause: error });
     }
     // Whether this process may move itself at all: into its cgroup and straight back.
     try {

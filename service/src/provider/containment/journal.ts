@@ -31,7 +31,9 @@ const KILL_ROUNDS = 4;
 
 function isIdentity(value: unknown): value is ProcessIdentity {
   const candidate = value as ProcessIdentity | null;
-  return typeof candidate === 'object' && candidate !== null && Number.isSafeInteger(candidate.pid) && candidate.pid > 0 && typeof candidate.started === 'string';
+  return (
+    typeof candidate === 'object' && candidate !== null && Number.isSafeInteger(candidate.pid) && candidate.pid > 0 && typeof candidate.started === 'string'
+  );
 }
 
 function parseJournal(text: string): JournalFile | undefined {

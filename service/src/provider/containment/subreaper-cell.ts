@@ -203,6 +203,8 @@ export class SubreaperCell implements SessionCell {
   }
 
   #anyAlive(): boolean {
-    return this.#roots.some((root) => this.#inspector.isAlive(root.identity)) || [...this.#tracked.values()].some((row) => this.#inspector.isAlive(row.identity));
+    return (
+      this.#roots.some((root) => this.#inspector.isAlive(root.identity)) || [...this.#tracked.values()].some((row) => this.#inspector.isAlive(row.identity))
+    );
   }
 }

@@ -32,7 +32,10 @@ export function parseStat(text: string): ProcStat | undefined {
   const close = text.lastIndexOf(')');
   if (open <= 0 || close < open) return undefined;
   const pid = Number(text.slice(0, open).trim());
-  const fields = text.slice(close + 2).trim().split(/\s+/);
+  const fields = text
+    .slice(close + 2)
+    .trim()
+    .split(/\s+/);
   // fields[0] is proc(5) field 3.
   const state = fields[0];
   const ints = [pid, Number(fields[1]), Number(fields[2]), Number(fields[3]), Number(fields[4]), Number(fields[5])];
@@ -226,4 +229,3 @@ export const hostProc: ProcSource = {
     }
   },
 };
-

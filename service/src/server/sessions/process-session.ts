@@ -120,10 +120,15 @@ export class ProcessSession extends Session {
       const stdin = this.#stdinOrThrow();
       const waiting = stdin.writableLength;
       if (waiting > 0 && waiting + data.length > this.#inputBacklogBytes) {
-        throw new ServiceError('LIMIT_EXCEEDED', `the process is not reading its stdin: ${waiting} bytes already wait (the limit is ${this.#inputBacklogBytes})`);
+        throw new ServiceError(
+          'LIMIT_EXCEEDED',
+          `the process is not reading its stdin: ${waiting} bytes already wait (the limit is ${this.#inputBacklogBytes})`,
+        );
       }
       await new Promise<void>((resolve, reject) => {
-        stdin.write(data, (error) => (error === null || error === undefined ? resolve() : reject(new ServiceError('PROCESS_EXITED', `stdin write failed: ${error.message}`))));
+        stdin.write(data, (error) =>
+          error === null || error === undefined ? resolve() : reject(new ServiceError('PROCESS_EXITED', `stdin write failed: ${error.message}`)),
+        );
       });
     });
   }

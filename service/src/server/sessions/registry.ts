@@ -186,7 +186,10 @@ export class SessionRegistry {
     const reserved = this.#reserved.get(owner) ?? 0;
     const running = [...this.#sessions.values()].filter((session) => session.owner === owner && session.finishedAt === undefined).length + reserved;
     if (running >= this.#limits.maxSessionsPerOwner) {
-      throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already runs ${running} terminals and processes (the limit is ${this.#limits.maxSessionsPerOwner})`);
+      throw new ServiceError(
+        'LIMIT_EXCEEDED',
+        `owner ${owner} already runs ${running} terminals and processes (the limit is ${this.#limits.maxSessionsPerOwner})`,
+      );
     }
     this.#reserved.set(owner, reserved + 1);
     let released = false;
