@@ -4,6 +4,9 @@
  * are all derived from it, and so are the semantics of a call: whether it may
  * be resent after a reconnect (`idempotent`) and whether it may wait for an
  * event (`waits`).
+ *
+ * It is one file on purpose, however many operations it lists (about 400
+ * lines today): one place to read every call the daemon serves.
  * @module
  */
 import type { z } from 'zod';

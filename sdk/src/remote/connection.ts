@@ -13,7 +13,7 @@
  * with CONNECTION_LOST.
  *
  * The reconnect state machine, the calls in flight and the subscriptions
- * share the socket's life, so they stay in this one file (about 380 lines);
+ * share the socket's life, so they stay in this one file (about 400 lines);
  * one attempt to open the socket is in `dial.ts`, a subscription's own state
  * in `subscription.ts`.
  * @module
