@@ -20,6 +20,8 @@ interface Program {
   readonly command: string;
   /** What quits it. */
   readonly quit: string;
+  /** The command name of the process that waits for input. */
+  readonly reader: string;
 }
 
 /** The man page the test reads: its own, because slim images ship none (dpkg path-exclude /usr/share/man). */
@@ -31,11 +33,12 @@ const PAGE = 'ewpager';
  * functional, vim and top draw with what little dumb offers.
  */
 const PROGRAMS: readonly Program[] = [
-  { name: 'less', tools: ['seq', 'less'], command: 'seq 1 300 | less', quit: 'q' },
-  { name: 'more', tools: ['seq', 'more'], command: 'seq 1 300 | more', quit: 'q' },
-  { name: 'vim', tools: ['vim'], command: 'vim', quit: ':q!\r' },
-  { name: 'man', tools: ['man', 'less'], command: `man ${PAGE}`, quit: 'q' },
-  { name: 'top', tools: ['top'], command: 'top', quit: 'q' },
+  { name: 'less', tools: ['seq', 'less'], command: 'seq 1 300 | less', quit: 'q', reader: 'less' },
+  { name: 'more', tools: ['seq', 'more'], command: 'seq 1 300 | more', quit: 'q', reader: 'more' },
+  { name: 'vim', tools: ['vim'], command: 'vim', quit: ':q!\r', reader: 'vim' },
+  // man reads nothing itself: its pager does.
+  { name: 'man', tools: ['man', 'less'], command: `man ${PAGE}`, quit: 'q', reader: 'less' },
+  { name: 'top', tools: ['top'], command: 'top', quit: 'q', reader: 'top' },
 ];
 
 /**
@@ -109,6 +112,8 @@ export function definePagerContract(name: string, make: () => Promise<PagerSubje
           const shellGroup = shell.terminal.pid;
           await shell.terminal.write(`${program.command}\r`);
           const first = await waitForForeground(shell.terminal, `${program.name} waiting`, (f) => f?.inputWaiting === true && f.processGroupId !== shellGroup);
+          // The program proven to wait is named, so a caller can say which one asks.
+          expect((first as { command?: string }).command).toBe(program.reader);
           // RETURN goes past less's warning about the dumb terminal, and is a harmless
           // key to the others: each must be proven waiting again, with a new wait.
           await shell.terminal.write('\r');

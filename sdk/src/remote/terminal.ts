@@ -17,6 +17,8 @@ type TerminalInfo = OperationResult<'terminal.get'>;
 /** Foreground facts, with the identity of the input wait when there is one. */
 export interface RemoteTerminalForeground extends SubprocessTerminalForeground {
   inputWaitToken?: string | undefined;
+  /** The command name of the program proven to wait for input, where the daemon's platform tells it. */
+  command?: string | undefined;
 }
 
 export class RemoteTerminal implements SubprocessTerminalHandle {

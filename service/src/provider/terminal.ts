@@ -30,6 +30,8 @@ export interface TerminalForeground extends SubprocessTerminalForeground {
    * the same wait and changes once it wakes and blocks again.
    */
   inputWaitToken?: string;
+  /** Present while `inputWaiting`: the command name of the program proven to wait, where the platform tells it. */
+  command?: string;
 }
 
 /** The signals `signalForeground` accepts. */
@@ -210,7 +212,8 @@ export class LocalTerminal implements SubprocessTerminalHandle {
     // earlier writes reached the terminal, and the flush reads them all. Output
     // still buffered for a slow reader means "not yet"; the next poll proves it.
     if (wait === undefined || !this.#pty.flush() || this.output.readableLength > 0) return { processGroupId: pgid, inputWaiting: false };
-    return { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token };
+    const command = rows.find((row) => row.identity.pid === wait.readers[0])?.name;
+    return { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token, ...(command === undefined ? {} : { command }) };
   }
 
   #onData(chunk: Buffer): void {

@@ -22,6 +22,8 @@ export interface ProcessIdentity {
 /** One row of the process table. */
 export interface ProcessRow {
   readonly identity: ProcessIdentity;
+  /** The command name, when the platform reports it. */
+  readonly name?: string | undefined;
   readonly ppid: number;
   /** Process group, when the platform reports it. */
   readonly pgrp: number | undefined;
@@ -43,6 +45,8 @@ export interface InputWait {
    * existed before an input write is told apart from a new one.
    */
   readonly token: string;
+  /** The processes whose threads were proven blocked, in table order. */
+  readonly readers: readonly number[];
 }
 
 /** The terminal a foreground group belongs to, used to tell terminal reads from other reads. */

@@ -10,6 +10,8 @@ import { closeSync, openSync, readSync, readdirSync, readlinkSync, statSync } fr
 /** The fields of `/proc/<pid>/stat` the provider uses. */
 export interface ProcStat {
   readonly pid: number;
+  /** The command name (field 2, without its parentheses; at most 15 bytes). */
+  readonly name: string;
   readonly state: string;
   readonly ppid: number;
   readonly pgrp: number;
@@ -43,7 +45,7 @@ export function parseStat(text: string): ProcStat | undefined {
   if (state?.length !== 1 || starttime === undefined || !/^\d+$/.test(starttime)) return undefined;
   if (!ints.every((value) => Number.isSafeInteger(value))) return undefined;
   const [, ppid, pgrp, session, ttyNr, tpgid] = ints as [number, number, number, number, number, number];
-  return { pid, state, ppid, pgrp, session, ttyNr, tpgid, starttime };
+  return { pid, name: text.slice(open + 1, close), state, ppid, pgrp, session, ttyNr, tpgid, starttime };
 }
 
 /** True for the states of a process that has ended: zombie, dead. */

@@ -83,6 +83,7 @@ export class LinuxInspector implements ProcessInspector {
     if (table === undefined) return undefined;
     const terminalRdev = terminal === undefined ? undefined : (terminal.rdev ?? this.#proc.deviceOf(terminal.path));
     const tokens: string[] = [];
+    const readers: number[] = [];
     for (const member of rows ?? this.snapshot()) {
       if (member.pgrp !== pgid || !member.alive) continue;
       const reads = (fd: number): boolean => this.#readsTerminal(member, fd, terminalRdev);
@@ -95,9 +96,10 @@ export class LinuxInspector implements ProcessInspector {
         // Re-read after the proof: a thread that woke meanwhile is no proof.
         if (this.#proc.syscall(pid, tid) !== text) continue;
         tokens.push(`${pid}/${tid}/${member.identity.started}/${call.nr}/${this.#proc.switches(pid, tid) ?? '?'}`);
+        if (!readers.includes(pid)) readers.push(pid);
       }
     }
-    return tokens.length === 0 ? undefined : { token: tokens.join(',') };
+    return tokens.length === 0 ? undefined : { token: tokens.join(','), readers };
   }
 
   /**
@@ -175,6 +177,7 @@ export class LinuxInspector implements ProcessInspector {
   snapshot(): ProcessRow[] {
     return this.table().map((stat) => ({
       identity: { pid: stat.pid, started: stat.starttime },
+      name: stat.name,
       ppid: stat.ppid,
       pgrp: stat.pgrp,
       session: stat.session,
