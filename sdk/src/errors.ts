@@ -24,7 +24,13 @@ export type ClientErrorCode =
   /** The runtime was closed. */
   | 'CLOSED'
   /** A spec given to the SDK is not valid; the message names the field. */
-  | 'INVALID_ARGUMENT';
+  | 'INVALID_ARGUMENT'
+  /** A persistent shell is running a command (or another call) and cannot take this one. */
+  | 'SHELL_BUSY'
+  /** A persistent shell did not get ready: it exited, or its start timed out. */
+  | 'SHELL_START_FAILED'
+  /** The caller's signal aborted the call. */
+  | 'ABORTED';
 
 export class ExecworldError extends Error {
   readonly code: ErrorCode | ClientErrorCode;

@@ -1,0 +1,10 @@
+/**
+ * Persistent shells over any seam runtime: run a command, get its output and
+ * exact exit status; cwd, variables and functions persist between runs.
+ * @module @execworld/sdk/shell
+ */
+export { PersistentShell, ShellError, type ShellOptions } from './persistent-shell.ts';
+export type { RunOptions, RunReason, RunResult } from './types.ts';
+export type { ShellDialect } from './dialect.ts';
+export { bash, quoteForBash } from './bash.ts';
+export { renderTerminalText } from './render.ts';

@@ -1,0 +1,413 @@
+/**
+ * `PersistentShell`: a shell on a terminal of any seam runtime (local or
+ * remote) that runs one command at a time and answers with its output and
+ * exact exit status. cwd, variables and functions persist between runs.
+ *
+ * Readiness is driven by events, not a fixed poll: the run's end marker (its
+ * status), the prompt marker of a line cut short (an interrupt), the shell's
+ * exit, and the runtime's proof that a program of the command waits for
+ * input, which is asked for when the output goes quiet (soon after, then
+ * backing off) and never while output flows.
+ * @module
+ */
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:os';
+import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle } from '../seam/types.ts';
+import { ExecworldError } from '../errors.ts';
+import { bash } from './bash.ts';
+import { RunCapture } from './capture.ts';
+import { readyMarker, type ShellDialect } from './dialect.ts';
+import type { RunOptions, RunReason, RunResult } from './types.ts';
+
+export interface ShellOptions {
+  /** @default bash */
+  readonly dialect?: ShellDialect | undefined;
+  /** The shell program, for a dialect whose default is not wanted (e.g. `/usr/local/bin/bash`). */
+  readonly shellPath?: string | undefined;
+  readonly cwd: string;
+  /** Entries over the dialect's own (TERM=dumb, PAGER=cat…); null unsets one. */
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  /** @default 40 */
+  readonly rows?: number | undefined;
+  /** @default 160 */
+  readonly cols?: number | undefined;
+  /** The terminal's grace between TERM and KILL when the shell is ended. @default 2000 */
+  readonly graceMs?: number | undefined;
+  /** Longest wait for a new shell to be ready. @default 20000 */
+  readonly startTimeoutMs?: number | undefined;
+  /** Longest wait for the shell's prompt after an interrupt, before the shell is started anew. @default 3000 */
+  readonly interruptGraceMs?: number | undefined;
+}
+
+const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
+/** The first look for an input wait after the output went quiet; it doubles up to the last. */
+const PROBE_FIRST_MS = 5;
+const PROBE_MAX_MS = 250;
+
+/** The error of a shell that cannot run the call: busy, closed, or failed to start. */
+export class ShellError extends ExecworldError {}
+
+const newNonce = (): string => randomBytes(9).toString('base64url').replace(/[-_]/g, 'x');
+
+function signalOfStatus(status: number | null): NodeJS.Signals | null {
+  if (status === null || status <= 128 || status > 128 + 64) return null;
+  const number = status - 128;
+  for (const [name, value] of Object.entries(constants.signals)) if (value === number) return name as NodeJS.Signals;
+  return null;
+}
+
+/** One started shell: its terminal, its output offset, and the run reading its output. */
+class ShellSession {
+  readonly terminal: SubprocessTerminalHandle;
+  readonly nonce = newNonce();
+  /** Bytes of output so far. */
+  offset = 0;
+  /** Set once the output ended and the shell exited. */
+  exit: SubprocessOutcome | undefined;
+  readonly ended: Promise<SubprocessOutcome>;
+  capture: RunCapture | undefined;
+  /** Called with every chunk of output (after the capture took it), and once more at the exit. */
+  onOutput: ((chunk?: Buffer) => void) | undefined;
+  /** The shell's own hooks were lost (a shell that came back without its markers): start anew before the next run. */
+  broken = false;
+
+  constructor(terminal: SubprocessTerminalHandle) {
+    this.terminal = terminal;
+    const output = terminal.output;
+    const outputEnded = new Promise<void>((resolve) => {
+      output.once('end', resolve);
+      output.once('close', resolve);
+      output.once('error', () => resolve());
+    });
+    output.on('data', (chunk: Buffer) => {
+      const at = this.offset;
+      this.offset += chunk.length;
+      this.capture?.push(chunk, at);
+      this.onOutput?.(chunk);
+    });
+    this.ended = Promise.all([terminal.done, outputEnded]).then(([outcome]) => {
+      this.exit = outcome;
+      this.onOutput?.();
+      return outcome;
+    });
+    this.ended.catch(() => undefined);
+  }
+}
+
+/** The state of the run in progress, across the calls that answer it. */
+interface Run {
+  readonly capture: RunCapture;
+  readonly session: ShellSession;
+  readonly maxOutputBytes: number;
+}
+
+export class PersistentShell {
+  readonly #runtime: SubprocessRuntime;
+  readonly #options: ShellOptions;
+  readonly #dialect: ShellDialect;
+  #session: Promise<ShellSession> | undefined;
+  #run: Run | undefined;
+  #busy = false;
+  #closed = false;
+
+  private constructor(runtime: SubprocessRuntime, options: ShellOptions) {
+    this.#runtime = runtime;
+    this.#options = options;
+    this.#dialect = options.dialect ?? bash;
+  }
+
+  /** Starts a shell on `runtime` and waits until it is ready. */
+  static async start(runtime: SubprocessRuntime, options: ShellOptions): Promise<PersistentShell> {
+    const shell = new PersistentShell(runtime, options);
+    await shell.#ensureSession();
+    return shell;
+  }
+
+  /** The terminal the shell runs on now (a new one after a reset). */
+  get terminal(): Promise<SubprocessTerminalHandle> {
+    return this.#ensureSession().then((session) => session.terminal);
+  }
+
+  /** Whether a run waits to be answered (after `waiting_for_input` or `idle_timeout`). */
+  get pending(): boolean {
+    return this.#run !== undefined;
+  }
+
+  /**
+   * Runs `command` in the shell. Refused with SHELL_BUSY while an earlier run
+   * is open (a program of it waits for input): its input is never typed into.
+   */
+  async run(command: string, options: RunOptions = {}): Promise<RunResult> {
+    if (typeof command !== 'string') throw new ShellError('INVALID_ARGUMENT', 'command must be a string');
+    return this.#exclusive(async () => {
+      if (this.#run !== undefined) {
+        throw new ShellError('SHELL_BUSY', 'the previous command still runs (it waits for input or was left idle): send() to it, wait(), or interrupt() it');
+      }
+      const startedAt = performance.now();
+      const session = await this.#ensureSession(options.signal);
+      const runNonce = newNonce();
+      const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+      const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes, () => undefined);
+      session.capture = capture;
+      this.#run = { capture, session, maxOutputBytes };
+      await session.terminal.write(`${this.#dialect.wrap(command, runNonce, session.nonce)}\r`);
+      return this.#answer(startedAt, options);
+    });
+  }
+
+  /** Writes `input` to the open run's program (a reply to its prompt) and waits for the run as `run` does. */
+  async send(input: string, options: RunOptions = {}): Promise<RunResult> {
+    return this.#exclusive(async () => {
+      const run = this.#openRun('send');
+      const startedAt = performance.now();
+      await run.session.terminal.write(input);
+      return this.#answer(startedAt, options);
+    });
+  }
+
+  /** Waits on for the open run. */
+  async wait(options: RunOptions = {}): Promise<RunResult> {
+    return this.#exclusive(async () => {
+      this.#openRun('wait');
+      return this.#answer(performance.now(), options);
+    });
+  }
+
+  /** Interrupts the open run's program (SIGINT) and answers how it ended. */
+  async interrupt(): Promise<RunResult> {
+    return this.#exclusive(async () => {
+      const run = this.#openRun('interrupt');
+      return this.#interrupt(run, performance.now(), 'canceled');
+    });
+  }
+
+  /** Ends the shell and everything it runs. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const session = this.#session;
+    this.#session = undefined;
+    this.#run = undefined;
+    const started = await session?.catch(() => undefined);
+    await started?.terminal.terminate();
+  }
+
+  #openRun(call: string): Run {
+    const run = this.#run;
+    if (run === undefined) throw new ShellError('INVALID_ARGUMENT', `${call}: no command is running`);
+    return run;
+  }
+
+  /** One call at a time: a second call while one waits is refused, never queued behind a wait. */
+  async #exclusive<T>(body: () => Promise<T>): Promise<T> {
+    if (this.#closed) throw new ShellError('CLOSED', 'the shell is closed');
+    if (this.#busy) throw new ShellError('SHELL_BUSY', 'another call on this shell is in progress');
+    this.#busy = true;
+    try {
+      return await body();
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  #ensureSession(signal?: AbortSignal): Promise<ShellSession> {
+    this.#session ??= this.#startSession(signal);
+    const session = this.#session;
+    // A failed start is not kept: the next call tries again.
+    session.catch(() => {
+      if (this.#session === session) this.#session = undefined;
+    });
+    return session;
+  }
+
+  async #startSession(signal?: AbortSignal): Promise<ShellSession> {
+    const dialect = this.#dialect;
+    const env = { ...dialect.environment(), ...this.#options.env };
+    const terminal = await this.#runtime.spawnTerminal({
+      argv: dialect.argv(this.#options.shellPath),
+      cwd: this.#options.cwd,
+      env,
+      rows: this.#options.rows ?? 40,
+      cols: this.#options.cols ?? 160,
+      graceMs: this.#options.graceMs ?? 2000,
+      signal,
+    });
+    const session = new ShellSession(terminal);
+    const ready = Buffer.from(readyMarker(session.nonce), 'latin1');
+    let seen = Buffer.alloc(0);
+    const timeoutMs = this.#options.startTimeoutMs ?? 20_000;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => finish(new ShellError('SHELL_START_FAILED', `the shell was not ready within ${timeoutMs} ms`)), timeoutMs);
+        const onAbort = (): void => finish(new ShellError('ABORTED', 'aborted while the shell started'));
+        signal?.addEventListener('abort', onAbort, { once: true });
+        const finish = (error?: Error): void => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          session.onOutput = undefined;
+          if (error === undefined) resolve();
+          else reject(error);
+        };
+        session.onOutput = (chunk) => {
+          if (chunk !== undefined) {
+            // Only the tail can hold a marker that is not yet complete.
+            seen = Buffer.concat([seen.subarray(Math.max(0, seen.length - ready.length)), chunk]);
+            if (seen.includes(ready)) finish();
+          } else if (session.exit !== undefined) {
+            finish(new ShellError('SHELL_START_FAILED', `the shell exited while starting (${JSON.stringify(session.exit)})`));
+          }
+        };
+        terminal.write(`${dialect.setup(session.nonce)}\r`).catch((error: unknown) => finish(error as Error));
+      });
+    } catch (error) {
+      await terminal.terminate().catch(() => undefined);
+      throw error;
+    }
+    return session;
+  }
+
+  /**
+   * Waits for the open run's next answer: its line ended, its program waits
+   * for input, the shell exited, silence, the deadline, or the caller's abort.
+   */
+  async #answer(startedAt: number, options: RunOptions): Promise<RunResult> {
+    const run = this.#run!;
+    const { session, capture } = run;
+    const outcome = await new Promise<{ reason: RunReason; waitingFor?: RunResult['waitingFor'] }>((resolve) => {
+      let settled = false;
+      let probeDelay = PROBE_FIRST_MS;
+      let probeTimer: ReturnType<typeof setTimeout> | undefined;
+      let probing = false;
+      let idleTimer: ReturnType<typeof setTimeout> | undefined;
+      const finish = (reason: RunReason, waitingFor?: RunResult['waitingFor']): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(probeTimer);
+        clearTimeout(idleTimer);
+        clearTimeout(deadline);
+        options.signal?.removeEventListener('abort', onAbort);
+        session.onOutput = undefined;
+        resolve({ reason, ...(waitingFor === undefined ? {} : { waitingFor }) });
+      };
+      const check = (): boolean => {
+        if (capture.lineEnd !== undefined) finish('completed');
+        else if (session.exit !== undefined) finish('shell_exited');
+        return settled;
+      };
+      const probe = async (): Promise<void> => {
+        probeTimer = undefined;
+        if (settled || probing) return;
+        probing = true;
+        try {
+          const facts = (await session.terminal.inspectForeground()) as { processGroupId: number; inputWaiting: boolean; command?: string } | undefined;
+          if (settled || check()) return;
+          // The shell's own group counts once it took the run's line: a builtin such as `read` waits there.
+          if (facts?.inputWaiting === true && (facts.processGroupId !== session.terminal.pid || capture.started)) {
+            finish('waiting_for_input', { processGroupId: facts.processGroupId, command: facts.command });
+            return;
+          }
+        } catch (_error) {
+          // An exited terminal has no foreground; the exit answers.
+        } finally {
+          probing = false;
+        }
+        if (!settled) schedule();
+      };
+      const schedule = (): void => {
+        clearTimeout(probeTimer);
+        probeTimer = setTimeout(() => void probe(), probeDelay);
+        probeDelay = Math.min(probeDelay * 2, PROBE_MAX_MS);
+      };
+      const armIdle = (): void => {
+        if (options.idleTimeoutMs === undefined) return;
+        clearTimeout(idleTimer);
+        idleTimer = setTimeout(() => finish('idle_timeout'), options.idleTimeoutMs);
+      };
+      const onAbort = (): void => finish('canceled');
+      const deadline = options.timeoutMs === undefined ? undefined : setTimeout(() => finish('timeout'), options.timeoutMs);
+      if (options.signal?.aborted === true) {
+        finish('canceled');
+        return;
+      }
+      options.signal?.addEventListener('abort', onAbort, { once: true });
+      session.onOutput = () => {
+        if (check()) return;
+        armIdle();
+        // Output flows: look for a wait again soon after it stops.
+        probeDelay = PROBE_FIRST_MS;
+        schedule();
+      };
+      if (check()) return;
+      armIdle();
+      schedule();
+    });
+    if (outcome.reason === 'timeout' || outcome.reason === 'canceled') return this.#interrupt(run, startedAt, outcome.reason);
+    return this.#result(run, startedAt, outcome.reason, outcome.waitingFor);
+  }
+
+  /** SIGINT to the foreground; the answer once the shell is back, or after a reset when it does not come back. */
+  async #interrupt(run: Run, startedAt: number, reason: 'timeout' | 'canceled'): Promise<RunResult> {
+    const { session, capture } = run;
+    if (capture.lineEnd === undefined && session.exit === undefined) {
+      try {
+        await session.terminal.signalForeground('SIGINT');
+      } catch (_error) {
+        // Gone meanwhile: the exit or the markers tell.
+      }
+      const back = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => done(false), this.#options.interruptGraceMs ?? 3000);
+        const done = (value: boolean): void => {
+          clearTimeout(timer);
+          session.onOutput = undefined;
+          resolve(value);
+        };
+        session.onOutput = () => {
+          if (capture.lineEnd !== undefined || session.exit !== undefined) done(true);
+        };
+        session.onOutput();
+      });
+      if (!back) session.broken = true;
+    }
+    return this.#result(run, startedAt, reason);
+  }
+
+  #result(run: Run, startedAt: number, reason: RunReason, waitingFor?: RunResult['waitingFor']): RunResult {
+    const { session, capture } = run;
+    const open = reason === 'waiting_for_input' || reason === 'idle_timeout';
+    const exited = capture.lineEnd === undefined && session.exit !== undefined;
+    const taken = capture.take(open || exited || session.broken);
+    let exitCode: number | null = null;
+    let signal: NodeJS.Signals | null = null;
+    if (capture.lineEnd !== undefined) {
+      exitCode = capture.lineEnd.status;
+      signal = signalOfStatus(exitCode);
+    } else if (exited) {
+      exitCode = session.exit!.exitCode;
+      signal = session.exit!.signal;
+    }
+    const finalReason: RunReason = reason === 'completed' && exited ? 'shell_exited' : reason;
+    if (!open) {
+      this.#run = undefined;
+      session.capture = undefined;
+      if (session.exit !== undefined || session.broken) this.#reset(session);
+    }
+    return {
+      output: taken.output,
+      exitCode,
+      signal,
+      reason: finalReason,
+      durationMs: performance.now() - startedAt,
+      truncated: taken.truncated,
+      ...(waitingFor === undefined ? {} : { waitingFor }),
+      outputStart: taken.outputStart,
+      outputEnd: taken.outputEnd,
+    };
+  }
+
+  /** Drops a shell that exited or lost its hooks; the next run starts a fresh one. */
+  #reset(session: ShellSession): void {
+    void this.#session?.then((current) => {
+      if (current === session) this.#session = undefined;
+    });
+    if (session.exit === undefined) void session.terminal.terminate().catch(() => undefined);
+  }
+}
