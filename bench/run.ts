@@ -18,10 +18,11 @@ import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFi
 import { collectFlood, inputFlood, nonReadingClient } from './lib/budget-workloads.ts';
 import { chunkCounts, dshBulkMs, type BulkProvider } from './lib/dsh-bulk.ts';
 import { dshEcho } from './lib/dsh-workload.ts';
+import { dshToolFigures, engineFigures, type ShellFigures } from './lib/shell.ts';
 import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
 import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } from './lib/remote-peers.ts';
 import { ssh2ColdPeer, ssh2Peer, startSshd } from './lib/ssh-peer.ts';
-import { fmt, median, printTable, RoundTable, spread } from './lib/stats.ts';
+import { fmt, median, percentile, printTable, RoundTable, spread } from './lib/stats.ts';
 import { bulk, bulkBytes, closeIdle, echo, inspect, interruptLatency, promptMs, ptyCeilingMbps, resizeLatency, tail } from './lib/terminal-workloads.ts';
 
 const { values: args } = parseArgs({
@@ -335,6 +336,39 @@ if (enabled('dsh-bulk')) {
     ]),
   );
   results.dshBulk = { ms: Object.fromEntries(providers.map((name) => [name, table.values(name)])), chunks };
+}
+
+if (enabled('shell')) {
+  const runs = quick ? 50 : 200;
+  const figures: Record<string, ShellFigures> = {};
+  // Interleaved so no path always runs first on a warming machine.
+  for (const kind of ['local', 'remote'] as const) {
+    figures[`engine ${kind}`] = await engineFigures(kind, daemon, runs);
+    figures[`dsh tool ${kind}`] = await dshToolFigures(kind, daemon, Math.min(runs, 50));
+  }
+  const row = (name: string, base: string): string[] => {
+    const own = figures[name]!;
+    const ref = figures[base]!;
+    return [
+      name,
+      fmt(percentile(own.trueMs, 50), 2),
+      fmt(percentile(own.trueMs, 99), 2),
+      name === base ? '' : `${fmt(percentile(own.trueMs, 50) / percentile(ref.trueMs, 50), 3)}×`,
+      fmt(own.bulkMs, 0),
+      name === base ? '' : `${fmt(own.bulkMs / ref.bulkMs, 2)}×`,
+    ];
+  };
+  printTable(
+    `persistent shell: run('true') (${runs} runs; the dsh tool ${Math.min(runs, 50)}) and one run printing 10 MB (seq 1 1250000)`,
+    ['path', 'true p50 (ms)', 'true p99 (ms)', 'p50 vs dsh tool', '10 MB run (ms)', 'vs dsh tool'],
+    [
+      row('engine local', 'dsh tool local'),
+      row('dsh tool local', 'dsh tool local'),
+      row('engine remote', 'dsh tool remote'),
+      row('dsh tool remote', 'dsh tool remote'),
+    ],
+  );
+  results.shell = figures;
 }
 
 if (enabled('budgets')) {
