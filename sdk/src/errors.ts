@@ -25,10 +25,6 @@ export type ClientErrorCode =
   | 'CLOSED'
   /** A spec given to the SDK is not valid; the message names the field. */
   | 'INVALID_ARGUMENT'
-  /** A persistent shell is running a command (or another call) and cannot take this one. */
-  | 'SHELL_BUSY'
-  /** A persistent shell did not get ready: it exited, or its start timed out. */
-  | 'SHELL_START_FAILED'
   /** The caller's signal aborted the call. */
   | 'ABORTED';
 
@@ -120,6 +116,8 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   NO_FOREGROUND_GROUP: StateError,
   SIGNAL_REFUSED: StateError,
   STREAM_NOT_AVAILABLE: StateError,
+  SHELL_BUSY: StateError,
+  SHELL_START_FAILED: SpawnError,
   CWD_NOT_FOUND: SpawnError,
   EXECUTABLE_NOT_FOUND: SpawnError,
   SPAWN_FAILED: SpawnError,

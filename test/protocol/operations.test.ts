@@ -35,6 +35,12 @@ describe('the operation table', () => {
         'terminal.terminate',
         'terminal.delete',
         'process.delete',
+        'shell.create',
+        'shell.run',
+        'shell.send',
+        'shell.wait',
+        'shell.interrupt',
+        'shell.delete',
       ].sort(),
     );
   });

@@ -6,6 +6,9 @@
  * shape. Every listed code is driven here, or named below with the reason it
  * cannot be, so a list cannot claim more than the daemon does either.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CATALOG, OPERATION_LIST, type ErrorCode, type OperationSpec } from '@execworld/sdk/protocol';
 import { LocalRuntime } from '@execworld/service';
@@ -54,6 +57,10 @@ const BODIES: Record<string, Record<string, unknown>> = {
   'process.create': PROCESS,
   'process.stdin': { data: 'x' },
   'process.wait': { timeoutMs: 0 },
+  'shell.create': { cwd: '/tmp' },
+  'shell.run': { command: 'true' },
+  'shell.send': { input: 'x' },
+  'shell.wait': {},
 };
 const QUERIES: Record<string, string> = { 'process.collected': 'from=0' };
 
@@ -335,6 +342,140 @@ const OWN: Record<string, Scenario[]> = {
     { what: 'a stream that is not collected', code: 'STREAM_NOT_AVAILABLE', send: () => send(daemon, op('process.collected'), ids.sleeper) },
   ],
 };
+
+/** A shell whose start runs PROMPT_COMMAND from its environment first: it exits once `flag` exists. */
+function flaggedShell(flag: string): Record<string, unknown> {
+  return { cwd: '/tmp', env: { PROMPT_COMMAND: `[ -e ${flag} ] && exit 7` } };
+}
+
+/** A new shell of alice's on the main daemon. */
+async function newShell(body: Record<string, unknown> = { cwd: '/tmp' }): Promise<string> {
+  const created = await daemon.request('POST', '/v1/shells', { body });
+  expect(created.status).toBe(201);
+  return created.body.id as string;
+}
+
+/** A shell call made while another call on the same shell is in progress. */
+async function whileBusy(name: string, body: Record<string, unknown>): Promise<{ status: number; body: any }> {
+  const id = await newShell();
+  const running = daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'sleep 30' } });
+  await waitFor('the run to be in progress', async () => (await daemon.request('GET', `/v1/shells/${id}`)).body.state === 'running');
+  try {
+    return await send(daemon, op(name), id, { body });
+  } finally {
+    await daemon.request('DELETE', `/v1/shells/${id}`);
+    await running;
+  }
+}
+
+/** A shell whose next start fails as `make` says, after its first shell exited. */
+async function restartFails(prepare: (id: string) => Promise<void>, body: Record<string, unknown> = { cwd: '/tmp' }, target = daemon) {
+  const created = await target.request('POST', '/v1/shells', { body });
+  expect(created.status).toBe(201);
+  await prepare(created.body.id as string);
+  return send(target, op('shell.run'), created.body.id as string);
+}
+
+Object.assign(OWN, {
+  'shell.create': [
+    { what: 'a missing cwd', code: 'CWD_NOT_FOUND', send: () => send(daemon, op('shell.create'), '', { body: { cwd: '/definitely/missing' } }) },
+    {
+      what: 'a shell that exits while starting',
+      code: 'SHELL_START_FAILED',
+      send: () => send(daemon, op('shell.create'), '', { body: flaggedShell('/') }),
+    },
+    {
+      what: 'the owner at its limit',
+      code: 'LIMIT_EXCEEDED',
+      send: () =>
+        against(
+          () => fullDaemon('process'),
+          (full) => send(full, op('shell.create'), ''),
+        ),
+    },
+    { what: 'a daemon shutting down', code: 'SHUTTING_DOWN', send: () => against(shuttingDown, (closing) => send(closing, op('shell.create'), '')) },
+    {
+      what: 'a platform without terminals',
+      code: 'UNSUPPORTED',
+      send: () =>
+        against(
+          () => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
+          (windows) => send(windows, op('shell.create'), ''),
+        ),
+    },
+  ],
+  'shell.run': [
+    {
+      what: 'a run while a program of the last one waits for input',
+      code: 'SHELL_BUSY',
+      send: async () => {
+        const id = await newShell();
+        await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'read line' } });
+        return send(daemon, op('shell.run'), id);
+      },
+    },
+    {
+      what: 'a run whose fresh shell finds its cwd gone',
+      code: 'CWD_NOT_FOUND',
+      send: () => {
+        const cwd = mkdtempSync(join(tmpdir(), 'execworld-shell-cwd-'));
+        return restartFails(
+          async (id) => void (await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: `cd / && rmdir ${cwd} && exit 0` } })),
+          { cwd },
+        );
+      },
+    },
+    {
+      what: 'a run whose fresh shell exits while starting',
+      code: 'SHELL_START_FAILED',
+      send: () => {
+        const flag = join(mkdtempSync(join(tmpdir(), 'execworld-shell-flag-')), 'flag');
+        return restartFails(
+          async (id) => void (await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: `touch ${flag}; exit 0` } })),
+          flaggedShell(flag),
+        );
+      },
+    },
+    {
+      what: 'a run whose fresh shell finds the owner at its limit',
+      code: 'LIMIT_EXCEEDED',
+      send: () =>
+        against(
+          () => startDaemon({ maxSessionsPerOwner: 2 }),
+          (full) =>
+            restartFails(
+              async (id) => {
+                await full.request('POST', `/v1/shells/${id}/run`, { body: { command: 'exit 0' } });
+                await waitFor('the exited shell to free its slot', async () => (await full.request('POST', '/v1/processes', { body: PROCESS })).status === 201);
+                expect((await full.request('POST', '/v1/processes', { body: PROCESS })).status).toBe(201);
+              },
+              { cwd: '/tmp' },
+              full,
+            ),
+        ),
+    },
+  ],
+  'shell.send': [{ what: 'a send while a run is in progress', code: 'SHELL_BUSY', send: () => whileBusy('shell.send', { input: 'x' }) }],
+  'shell.wait': [{ what: 'a wait while a run is in progress', code: 'SHELL_BUSY', send: () => whileBusy('shell.wait', {}) }],
+  'shell.interrupt': [{ what: 'an interrupt while a run is in progress', code: 'SHELL_BUSY', send: () => whileBusy('shell.interrupt', {}) }],
+  'shell.delete': [
+    {
+      what: 'a shell whose terminal survives its cleanup',
+      code: 'CLEANUP_FAILED',
+      send: async () => {
+        const created = await limited.request('POST', '/v1/shells', { body: { cwd: '/tmp' } });
+        expect(created.status).toBe(201);
+        inspector.stubborn = true;
+        try {
+          return await send(limited, op('shell.delete'), created.body.id as string);
+        } finally {
+          inspector.stubborn = false;
+          expect((await limited.request('DELETE', `/v1/shells/${created.body.id}`)).status).toBe(200);
+        }
+      },
+    },
+  ],
+} satisfies Record<string, Scenario[]>);
 
 /** Terminate or delete a terminal whose processes ignore every signal, then let them go. */
 async function stubbornly(spec: OperationSpec): Promise<{ status: number; body: any }> {

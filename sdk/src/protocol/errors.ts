@@ -22,6 +22,10 @@ export const ERROR_CATALOG = {
   PROCESS_EXITED: { status: 409, description: 'The process has exited, or its stdin is closed or not a pipe.' },
   NO_FOREGROUND_GROUP: { status: 409, description: 'The terminal has no foreground process group to signal, or it exited before the signal reached it.' },
   SIGNAL_REFUSED: { status: 409, description: "SIGKILL to a terminal's own shell group; terminate the terminal instead." },
+  SHELL_BUSY: {
+    status: 409,
+    description: 'The shell is running a command (or another call): a run that waits for input takes send, wait or interrupt, never a new command.',
+  },
   STREAM_NOT_AVAILABLE: { status: 409, description: 'The requested stream was not spawned in a mode that has it.' },
   CWD_NOT_FOUND: { status: 422, description: 'The working directory does not exist or is not a directory.' },
   EXECUTABLE_NOT_FOUND: {
@@ -34,6 +38,7 @@ export const ERROR_CATALOG = {
   },
   PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body or a frame is larger than the configured limit.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The request body is not JSON.' },
+  SHELL_START_FAILED: { status: 422, description: 'The shell did not get ready: it exited while starting, or did not answer within its start timeout.' },
   LIMIT_EXCEEDED: {
     status: 429,
     description:

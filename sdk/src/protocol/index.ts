@@ -6,7 +6,7 @@
 export { ERROR_CATALOG, ERROR_CODES, ErrorBody, ErrorDetail } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
 export { OPERATION_LIST, OPERATIONS, isIdempotentCall } from './operations.ts';
-export type { Idempotency, OperationName, OperationParams, OperationResult, OperationSpec, Operations } from './operations.ts';
+export type { Idempotency, OperationInput, OperationName, OperationParams, OperationResult, OperationSpec, Operations } from './operations.ts';
 export * as schemas from './schemas.ts';
 export {
   ClientMessage,

@@ -392,11 +392,107 @@ export const OPERATIONS = {
     idempotent: true,
     waits: true,
   }),
+
+  'shell.create': op({
+    name: 'shell.create',
+    method: 'POST',
+    path: '/v1/shells',
+    summary: 'Start a persistent shell; answers once it is ready',
+    input: s.ShellCreate,
+    result: s.ShellInfo,
+    status: 201,
+    errors: ['CWD_NOT_FOUND', 'SHELL_START_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN', 'UNSUPPORTED'],
+    idempotent: { when: ['requestId'] },
+    waits: true,
+  }),
+  'shell.list': op({
+    name: 'shell.list',
+    method: 'GET',
+    path: '/v1/shells',
+    summary: "List the owner's shells",
+    result: s.ShellList,
+    idempotent: true,
+    waits: false,
+  }),
+  'shell.get': op({
+    name: 'shell.get',
+    method: 'GET',
+    path: '/v1/shells/{id}',
+    summary: 'One shell',
+    params: id,
+    result: s.ShellInfo,
+    idempotent: true,
+    waits: false,
+  }),
+  'shell.run': op({
+    name: 'shell.run',
+    method: 'POST',
+    path: '/v1/shells/{id}/run',
+    summary: 'Run a command in the shell; answers when it completed, waits for input, went idle, timed out, or the shell exited',
+    params: id,
+    input: s.ShellRun,
+    result: s.RunResult,
+    // A run after the shell exited starts a fresh one, which can fail as a create does.
+    errors: ['SHELL_BUSY', 'CWD_NOT_FOUND', 'SHELL_START_FAILED', 'LIMIT_EXCEEDED'],
+    idempotent: false,
+    waits: true,
+  }),
+  'shell.send': op({
+    name: 'shell.send',
+    method: 'POST',
+    path: '/v1/shells/{id}/send',
+    summary: "Write input to the open run's program (a reply to its prompt) and wait as run does",
+    params: id,
+    input: s.ShellSend,
+    result: s.RunResult,
+    errors: ['SHELL_BUSY'],
+    idempotent: false,
+    waits: true,
+  }),
+  'shell.wait': op({
+    name: 'shell.wait',
+    method: 'POST',
+    path: '/v1/shells/{id}/wait',
+    summary: 'Wait on for the open run',
+    params: id,
+    input: s.ShellWait,
+    result: s.RunResult,
+    errors: ['SHELL_BUSY'],
+    idempotent: false,
+    waits: true,
+  }),
+  'shell.interrupt': op({
+    name: 'shell.interrupt',
+    method: 'POST',
+    path: '/v1/shells/{id}/interrupt',
+    summary: "Interrupt the open run's program (SIGINT) and answer how it ended",
+    params: id,
+    result: s.RunResult,
+    errors: ['SHELL_BUSY'],
+    idempotent: false,
+    waits: true,
+  }),
+  'shell.delete': op({
+    name: 'shell.delete',
+    method: 'DELETE',
+    path: '/v1/shells/{id}',
+    summary: 'End the shell, its terminal and everything it runs, and forget it',
+    params: id,
+    result: s.Ok,
+    errors: ['CLEANUP_FAILED'],
+    idempotent: true,
+    waits: true,
+  }),
 } as const;
 
 export type Operations = typeof OPERATIONS;
 export type OperationName = keyof Operations;
+/** An operation's parameters as its handler gets them: validated, defaults filled in. */
 export type OperationParams<N extends OperationName> = { [K in keyof Operations[N]['params']]: z.infer<Operations[N]['params'][K]> } & z.infer<
+  Operations[N]['input']
+>;
+/** An operation's parameters as a caller sends them: fields with a default may be left out. */
+export type OperationInput<N extends OperationName> = { [K in keyof Operations[N]['params']]: z.input<Operations[N]['params'][K]> } & z.input<
   Operations[N]['input']
 >;
 export type OperationResult<N extends OperationName> = z.infer<Operations[N]['result']>;

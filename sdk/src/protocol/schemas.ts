@@ -16,8 +16,8 @@ const noNul = (value: string): boolean => !value.includes('\0');
 
 export const SessionId = z
   .string()
-  .regex(/^[a-z]_[A-Za-z0-9_-]{1,64}$/, { error: 'id must look like t_… or p_…' })
-  .meta({ id: 'SessionId', description: 'A terminal (t_…) or process (p_…) id.' });
+  .regex(/^[a-z]_[A-Za-z0-9_-]{1,64}$/, { error: 'id must look like t_…, p_… or s_…' })
+  .meta({ id: 'SessionId', description: 'A terminal (t_…), process (p_…) or shell (s_…) id.' });
 
 /**
  * A session id as a request names it. Ids are opaque to clients: one of any
@@ -25,7 +25,7 @@ export const SessionId = z
  */
 export const SessionRef = z
   .string()
-  .meta({ description: 'A terminal (t_…) or process (p_…) id; one that names nothing of this owner, whatever its shape, answers 404.' });
+  .meta({ description: 'A terminal (t_…), process (p_…) or shell (s_…) id; one that names nothing of this owner, whatever its shape, answers 404.' });
 
 export const Argv = z
   .array(
@@ -329,6 +329,79 @@ export const Health = z
   })
   .meta({ id: 'Health' });
 export type Health = z.infer<typeof Health>;
+
+// Shells
+
+export const ShellDialectName = z.enum(['bash']).meta({ description: 'The shell language.' });
+
+export const ShellCreate = z
+  .strictObject({
+    dialect: ShellDialectName.default('bash'),
+    cwd: Cwd,
+    env: TerminalEnv.optional(),
+    requestId: RequestId.optional(),
+  })
+  .meta({ id: 'ShellCreate' });
+
+export const ShellInfo = z
+  .object({
+    id: SessionId,
+    dialect: ShellDialectName,
+    cwd: z.string(),
+    terminalId: SessionId.nullable().meta({ description: 'The terminal the shell runs on now (a new one after the shell exited); null between shells.' }),
+    state: z.enum(['idle', 'running', 'open', 'closed']).meta({
+      description:
+        'idle: ready for a run; running: a call is in progress; open: the last run answered waiting_for_input or idle_timeout and awaits send, wait or interrupt; closed.',
+    }),
+    createdAt: z.string(),
+  })
+  .meta({ id: 'ShellInfo' });
+
+export const ShellList = z.object({ shells: z.array(ShellInfo) }).meta({ id: 'ShellList' });
+
+/** How long a run may last and how much of its output one answer holds. */
+const RunLimits = {
+  timeoutMs: z.int().min(1).max(MAX_TIMER_DELAY_MS).optional().meta({ description: 'Interrupt the command (SIGINT) after this long: reason timeout.' }),
+  idleTimeoutMs: z
+    .int()
+    .min(1)
+    .max(MAX_TIMER_DELAY_MS)
+    .optional()
+    .meta({ description: 'Answer idle_timeout after this much silence, leaving the command running.' }),
+  maxOutputBytes: z
+    .int()
+    .min(2)
+    .max(64 * 1024 * 1024)
+    .optional()
+    .meta({ description: 'Output one answer holds at most (default 1 MiB): beyond it the head and tail are kept and a line counts the bytes cut.' }),
+};
+
+export const ShellRun = z
+  .strictObject({
+    command: z
+      .string()
+      .min(1)
+      .max(1024 * 1024),
+    ...RunLimits,
+  })
+  .meta({ id: 'ShellRun' });
+export const ShellSend = z.strictObject({ input: z.string().max(1024 * 1024), ...RunLimits }).meta({ id: 'ShellSend' });
+export const ShellWait = z.strictObject({ ...RunLimits }).meta({ id: 'ShellWait' });
+
+export const RunResult = z
+  .object({
+    output: z.string().meta({ description: 'Output since the previous answer of this run, as text: escape sequences removed, line ends as \n.' }),
+    exitCode: z.int().nullable(),
+    signal: z.string().nullable(),
+    reason: z.enum(['completed', 'waiting_for_input', 'idle_timeout', 'timeout', 'canceled', 'shell_exited']),
+    durationMs: z.number(),
+    truncated: z.boolean(),
+    waitingFor: z.object({ processGroupId: z.int(), command: z.string().optional() }).nullable(),
+    outputStart: z.int().min(0).meta({ description: "Offset of the output's first byte in the terminal's output stream." }),
+    outputEnd: z.int().min(0),
+    terminalId: SessionId.nullable().meta({ description: 'The terminal whose output stream the offsets count.' }),
+  })
+  .meta({ id: 'RunResult' });
 
 export const Empty = z.strictObject({});
 export const Ok = z.object({ ok: z.literal(true) }).meta({ id: 'Ok' });

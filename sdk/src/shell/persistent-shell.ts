@@ -181,14 +181,16 @@ export class PersistentShell {
     });
   }
 
-  /** Ends the shell and everything it runs. */
+  /**
+   * Ends the shell and everything it runs. Later calls fail with CLOSED; a
+   * close whose cleanup failed may be called again to retry it.
+   */
   async close(): Promise<void> {
     this.#closed = true;
-    const session = this.#session;
-    this.#session = undefined;
     this.#run = undefined;
-    const started = await session?.catch(() => undefined);
+    const started = await this.#session?.catch(() => undefined);
     await started?.terminal.terminate();
+    this.#session = undefined;
   }
 
   #openRun(call: string): Run {

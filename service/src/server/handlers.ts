@@ -7,6 +7,7 @@ import { OPERATION_LIST, PROTOCOL_VERSION, type OperationName, type OperationPar
 import { MAX_WAIT_MS, type SubprocessOutputMode, type SubprocessSpawnSpec, type SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import { z } from 'zod';
 import type { SessionRegistry } from './sessions/registry.ts';
+import { runOptions } from './sessions/shells.ts';
 import { ServiceError } from './errors.ts';
 import { waitForBytes, type ByteStream } from './streams.ts';
 
@@ -187,6 +188,21 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   },
   'process.delete': async (ctx, params) => {
     await ctx.registry.delete(ctx.owner, params.id, 'process');
+    return { ok: true };
+  },
+
+  'shell.create': async (ctx, params) => {
+    const { dialect, cwd, env, requestId } = params;
+    return (await ctx.registry.shells.create(ctx.owner, { dialect, cwd, ...(env === undefined ? {} : { env }) }, requestId)).info();
+  },
+  'shell.list': (ctx) => ({ shells: ctx.registry.shells.list(ctx.owner).map((entry) => entry.info()) }),
+  'shell.get': (ctx, params) => ctx.registry.shells.get(ctx.owner, params.id).info(),
+  'shell.run': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.run(params.command, runOptions(params, ctx.signal))),
+  'shell.send': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.send(params.input, runOptions(params, ctx.signal))),
+  'shell.wait': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.wait(runOptions(params, ctx.signal))),
+  'shell.interrupt': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.interrupt()),
+  'shell.delete': async (ctx, params) => {
+    await ctx.registry.shells.delete(ctx.owner, params.id);
     return { ok: true };
   },
 };

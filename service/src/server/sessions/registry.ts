@@ -11,6 +11,7 @@ import type { SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworl
 import type { ExecutionProvider, RunAs } from '../../provider/api.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { collectBytesOf, ProcessSession } from './process-session.ts';
+import { ShellRegistry } from './shells.ts';
 import { TerminalSession } from './terminal-session.ts';
 
 export interface SessionLimits {
@@ -31,6 +32,8 @@ export type AnySession = TerminalSession | ProcessSession;
 
 export class SessionRegistry {
   readonly runtime: ExecutionProvider;
+  /** The shells the daemon runs on the owners' terminals. */
+  readonly shells: ShellRegistry;
   readonly #limits: SessionLimits;
   readonly #log: Logger;
   readonly #sessions = new Map<string, AnySession>();
@@ -50,6 +53,7 @@ export class SessionRegistry {
   /** @param runAsOf - the OS user an owner's programs run as, if not the daemon's own. */
   constructor(runtime: ExecutionProvider, limits: SessionLimits, log: Logger, runAsOf: (owner: string) => RunAs | undefined = () => undefined) {
     this.runtime = runtime;
+    this.shells = new ShellRegistry(this, log, limits.maxSessionsPerOwner);
     this.#runAsOf = runAsOf;
     this.#limits = limits;
     this.#log = log;
@@ -171,6 +175,7 @@ export class SessionRegistry {
   shutdown(): Promise<void> {
     this.#shuttingDown ??= (async () => {
       clearInterval(this.#orphanSweep);
+      await this.shells.shutdown();
       const results = await Promise.allSettled([...this.#sessions.values()].map((session) => session.terminate()));
       for (const result of results) if (result.status === 'rejected') this.#log.error({ err: result.reason }, 'session cleanup failed at shutdown');
       await this.runtime.dispose().catch((error: unknown) => this.#log.error({ err: error }, 'runtime disposal failed'));

@@ -1,0 +1,161 @@
+/**
+ * The shells the daemon runs itself: a `PersistentShell` (the SDK's engine)
+ * per shell, over the owner's own terminal sessions, so each of its terminals
+ * is listed, attachable and bounded like any other.
+ * @module
+ */
+import { randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger as Logger } from 'fastify';
+import type { schemas } from '@execworld/sdk/protocol';
+import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
+import { bash, PersistentShell, type RunOptions, type RunResult } from '@execworld/sdk/shell';
+import { ServiceError } from '../errors.ts';
+import type { SessionRegistry } from './registry.ts';
+import { terminalView } from './shell-terminal.ts';
+
+type ShellInfo = typeof schemas.ShellInfo._zod.output;
+type WireResult = typeof schemas.RunResult._zod.output;
+
+export interface ShellSpec {
+  readonly dialect: 'bash';
+  readonly cwd: string;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+}
+
+class DaemonShell {
+  readonly id = `s_${randomBytes(12).toString('base64url')}`;
+  readonly owner: string;
+  readonly spec: ShellSpec;
+  readonly createdAt = new Date();
+  shell: PersistentShell | undefined;
+  terminalId: string | null = null;
+  running = false;
+  closed = false;
+
+  constructor(owner: string, spec: ShellSpec) {
+    this.owner = owner;
+    this.spec = spec;
+  }
+
+  info(): ShellInfo {
+    const state = this.closed ? 'closed' : this.running ? 'running' : this.shell?.pending === true ? 'open' : 'idle';
+    return { id: this.id, dialect: this.spec.dialect, cwd: this.spec.cwd, terminalId: this.terminalId, state, createdAt: this.createdAt.toISOString() };
+  }
+}
+
+/** The shell engine's errors in the catalog's terms. */
+function serviceError(error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = error instanceof Error ? error.message : String(error);
+  if (code === 'SHELL_BUSY' || code === 'SHELL_START_FAILED') return new ServiceError(code, message, { cause: error });
+  if (code === 'CLOSED') return new ServiceError('NOT_FOUND', 'the shell is closed', { cause: error });
+  return error;
+}
+
+export class ShellRegistry {
+  readonly #registry: SessionRegistry;
+  readonly #log: Logger;
+  readonly #shells = new Map<string, DaemonShell>();
+  readonly #requests = new Map<string, Promise<DaemonShell>>();
+  readonly #requestOf = new Map<string, string>();
+  readonly #maxPerOwner: number;
+
+  /** @param maxPerOwner - shells one owner may hold (each also holds a terminal while its shell runs). */
+  constructor(registry: SessionRegistry, log: Logger, maxPerOwner: number) {
+    this.#registry = registry;
+    this.#log = log;
+    this.#maxPerOwner = maxPerOwner;
+  }
+
+  /** Starts a shell and answers once it is ready; a retry with the same `requestId` gets the same shell. */
+  create(owner: string, spec: ShellSpec, requestId?: string): Promise<DaemonShell> {
+    if (requestId === undefined) return this.#create(owner, spec);
+    const key = `${owner}\0${requestId}`;
+    const known = this.#requests.get(key);
+    if (known !== undefined) return known;
+    const creation = this.#create(owner, spec);
+    this.#requests.set(key, creation);
+    creation.then(
+      (entry) => this.#requestOf.set(entry.id, key),
+      () => this.#requests.delete(key),
+    );
+    return creation;
+  }
+
+  async #create(owner: string, spec: ShellSpec): Promise<DaemonShell> {
+    const held = this.list(owner).length;
+    if (held >= this.#maxPerOwner) throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already holds ${held} shells (the limit is ${this.#maxPerOwner})`);
+    const entry = new DaemonShell(owner, spec);
+    const registry = this.#registry;
+    const runtime: SubprocessRuntime = {
+      resolveExecutable: (command, env, signal) => registry.runtime.resolveExecutable(command, env, signal),
+      spawn: () => {
+        throw new ServiceError('UNSUPPORTED', 'a shell starts terminals only');
+      },
+      spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec) => {
+        const session = await registry.createTerminal(owner, terminalSpec);
+        entry.terminalId = session.id;
+        return terminalView(session);
+      },
+    };
+    try {
+      entry.shell = await PersistentShell.start(runtime, { dialect: bash, cwd: spec.cwd, env: spec.env });
+    } catch (error) {
+      throw serviceError(error);
+    }
+    this.#shells.set(entry.id, entry);
+    this.#log.info({ shell: entry.id, owner, terminal: entry.terminalId }, 'shell started');
+    return entry;
+  }
+
+  get(owner: string, id: string): DaemonShell {
+    const entry = this.#shells.get(id);
+    if (entry === undefined || entry.owner !== owner) throw new ServiceError('NOT_FOUND', `no shell ${id}`);
+    return entry;
+  }
+
+  list(owner: string): DaemonShell[] {
+    return [...this.#shells.values()].filter((entry) => entry.owner === owner);
+  }
+
+  /** Runs one call of the engine on the shell, and answers its result in wire form. */
+  async call(owner: string, id: string, body: (shell: PersistentShell) => Promise<RunResult>): Promise<WireResult> {
+    const entry = this.get(owner, id);
+    const shell = entry.shell!;
+    entry.running = true;
+    try {
+      const result = await body(shell);
+      return { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId };
+    } catch (error) {
+      throw serviceError(error);
+    } finally {
+      entry.running = false;
+    }
+  }
+
+  /** Ends the shell and forgets it; a shell whose cleanup failed stays, closed, for the delete to be retried. */
+  async delete(owner: string, id: string): Promise<void> {
+    const entry = this.get(owner, id);
+    entry.closed = true;
+    await entry.shell?.close();
+    this.#shells.delete(id);
+    const request = this.#requestOf.get(id);
+    this.#requestOf.delete(id);
+    if (request !== undefined) this.#requests.delete(request);
+  }
+
+  /** Ends every shell (their terminals are ended with the registry's sessions). */
+  async shutdown(): Promise<void> {
+    const all = [...this.#shells.values()];
+    this.#shells.clear();
+    await Promise.allSettled(all.map((entry) => entry.shell?.close()));
+  }
+}
+
+/** The run options of a wire call, with the caller's going away as the abort. */
+export function runOptions(
+  params: { timeoutMs?: number | undefined; idleTimeoutMs?: number | undefined; maxOutputBytes?: number | undefined },
+  signal: AbortSignal,
+): RunOptions {
+  return { timeoutMs: params.timeoutMs, idleTimeoutMs: params.idleTimeoutMs, maxOutputBytes: params.maxOutputBytes, signal };
+}

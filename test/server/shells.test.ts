@@ -1,0 +1,128 @@
+/**
+ * Shells the daemon runs itself (/v1/shells and the WebSocket calls): the
+ * engine over the owner's own terminals, long requests, and what a client
+ * that goes away, a busy shell and bad input get.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, type RemoteRuntime } from '@execworld/sdk';
+import { ALICE, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+let daemon: TestDaemon;
+let runtime: RemoteRuntime;
+
+beforeAll(async () => {
+  daemon = await startDaemon();
+  runtime = await connect(daemon.url, { token: ALICE });
+});
+afterAll(async () => {
+  await runtime?.dispose();
+  await daemon?.close();
+});
+
+async function createShell(): Promise<string> {
+  const created = await daemon.request('POST', '/v1/shells', { body: { cwd: '/tmp' } });
+  expect(created.status).toBe(201);
+  return created.body.id as string;
+}
+
+describe('/v1/shells', () => {
+  it('starts a shell on a terminal of the owner and runs commands in it, state kept', async () => {
+    const id = await createShell();
+    const info = (await daemon.request('GET', `/v1/shells/${id}`)).body;
+    expect(info).toMatchObject({ id, dialect: 'bash', cwd: '/tmp', state: 'idle' });
+    const terminals = (await daemon.request('GET', '/v1/terminals')).body.terminals as { id: string; status: string }[];
+    expect(terminals.find((terminal) => terminal.id === info.terminalId)?.status).toBe('running');
+
+    await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'cd / && export SEEN=yes' } });
+    const run = await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'echo "$SEEN in $PWD"; exit_with() { return $1; }; exit_with 4' } });
+    expect(run.status).toBe(200);
+    expect(run.body).toMatchObject({
+      output: 'yes in /\n',
+      exitCode: 4,
+      signal: null,
+      reason: 'completed',
+      truncated: false,
+      waitingFor: null,
+      terminalId: info.terminalId,
+    });
+    // The offsets name the bytes in the terminal's own stream.
+    const raw = await daemon.request(
+      'GET',
+      `/v1/terminals/${info.terminalId}/output?from=${run.body.outputStart}&maxBytes=${run.body.outputEnd - run.body.outputStart}`,
+    );
+    expect(Buffer.from(raw.body.data as string, 'base64').toString()).toBe('yes in /\r\n');
+    expect((await daemon.request('GET', '/v1/shells')).body.shells.map((shell: { id: string }) => shell.id)).toContain(id);
+  });
+
+  it('answers waiting_for_input, refuses a new command with 409 SHELL_BUSY, and takes the reply', async () => {
+    const id = await createShell();
+    const asked = await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'read -p "ok? " a; echo "got $a"' } });
+    expect(asked.body).toMatchObject({ reason: 'waiting_for_input', output: 'ok? ' });
+    expect((await daemon.request('GET', `/v1/shells/${id}`)).body.state).toBe('open');
+    const busy = await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'echo typed-into-read' } });
+    expect(busy.status).toBe(409);
+    expect(busy.body.error.code).toBe('SHELL_BUSY');
+    expect((await daemon.request('POST', `/v1/shells/${id}/send`, { body: { input: 'yes\r' } })).body).toMatchObject({
+      reason: 'completed',
+      output: 'got yes\n',
+      exitCode: 0,
+    });
+  });
+
+  it('reports the shell’s exit and runs the next command on a fresh terminal', async () => {
+    const id = await createShell();
+    const before = (await daemon.request('GET', `/v1/shells/${id}`)).body.terminalId as string;
+    expect((await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'exit 3' } })).body).toMatchObject({ reason: 'shell_exited', exitCode: 3 });
+    const next = await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'echo again' } });
+    expect(next.body).toMatchObject({ reason: 'completed', output: 'again\n' });
+    expect(next.body.terminalId).not.toBe(before);
+  });
+
+  it('interrupts the command when the REST caller goes away, and the shell takes the next one', async () => {
+    const id = await createShell();
+    const controller = new AbortController();
+    const request = fetch(`${daemon.url}/v1/shells/${id}/run`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ command: 'sleep 60' }),
+      signal: controller.signal,
+    }).catch(() => undefined);
+    await waitFor('the run to be in progress', async () => (await daemon.request('GET', `/v1/shells/${id}`)).body.state === 'running');
+    controller.abort();
+    await request;
+    await waitFor('the shell to be idle again', async () => (await daemon.request('GET', `/v1/shells/${id}`)).body.state === 'idle');
+    expect((await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'echo next' } })).body).toMatchObject({
+      reason: 'completed',
+      output: 'next\n',
+    });
+  });
+
+  it('runs over the WebSocket with the SDK, and deletes the shell and its terminal', async () => {
+    const created = await runtime.call('shell.create', { cwd: '/tmp' });
+    const result = await runtime.call('shell.run', { id: created.id, command: 'printf "%s" over-ws' });
+    expect(result).toMatchObject({ output: 'over-ws', exitCode: 0, reason: 'completed' });
+    expect(await runtime.call('shell.delete', { id: created.id })).toEqual({ ok: true });
+    const gone = await daemon.request('GET', `/v1/shells/${created.id}`);
+    expect(gone.status).toBe(404);
+    await waitFor('the shell terminal to be swept', async () => (await daemon.request('GET', `/v1/terminals/${created.terminalId}`)).body.treeExited === true);
+  });
+
+  it('refuses bad input with 400 and another owner’s shell with 404', async () => {
+    const id = await createShell();
+    const empty = await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: '' } });
+    expect(empty.status).toBe(400);
+    expect(empty.body.error.code).toBe('INVALID_ARGUMENT');
+    const dialect = await daemon.request('POST', '/v1/shells', { body: { cwd: '/tmp', dialect: 'zsh' } });
+    expect(dialect.status).toBe(400);
+    expect(dialect.body.error.message).toMatch(/dialect/);
+    const missingCwd = await daemon.request('POST', '/v1/shells', { body: { cwd: '/definitely/missing' } });
+    expect(missingCwd.status).toBe(422);
+    expect(missingCwd.body.error.code).toBe('CWD_NOT_FOUND');
+    const foreign = await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'true' }, token: BOB });
+    expect(foreign.status).toBe(404);
+    expect(foreign.body.error.code).toBe('NOT_FOUND');
+    const noRun = await daemon.request('POST', `/v1/shells/${id}/wait`, { body: {} });
+    expect(noRun.status).toBe(400);
+  });
+});
