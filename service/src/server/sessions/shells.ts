@@ -148,7 +148,7 @@ export class ShellRegistry {
   async shutdown(): Promise<void> {
     const all = [...this.#shells.values()];
     this.#shells.clear();
-    await Promise.allSettled(all.map((entry) => entry.shell?.close()));
+    await Promise.allSettled(all.map((entry) => entry.shell?.close() ?? Promise.resolve()));
   }
 }
 
