@@ -9,7 +9,7 @@ import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daem
 
 let daemon: TestDaemon;
 let socket: TestSocket;
-const ids = { terminal: '', process: '' };
+const ids = { terminal: '', process: '', shell: '' };
 
 beforeAll(async () => {
   daemon = await startDaemon();
@@ -49,6 +49,15 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'process.wait': () => ({ id: ids.process, timeoutMs: 10 }),
   'process.terminate': () => ({ id: ids.process }),
   'process.delete': () => ({ id: ids.process }),
+  'shell.create': () => ({ cwd: '/tmp' }),
+  'shell.list': () => ({}),
+  'shell.get': () => ({ id: ids.shell }),
+  // Three reads keep the run open for the calls that need one: send answers one, wait finds the next waiting, interrupt ends it.
+  'shell.run': () => ({ id: ids.shell, command: 'read a; read b; read c' }),
+  'shell.send': () => ({ id: ids.shell, input: 'a\r' }),
+  'shell.wait': () => ({ id: ids.shell, idleTimeoutMs: 60_000 }),
+  'shell.interrupt': () => ({ id: ids.shell }),
+  'shell.delete': () => ({ id: ids.shell }),
 };
 
 /** Runs the operations in table order, so a session exists before it is used and ends last. */
@@ -97,6 +106,7 @@ describe('operation contract', () => {
       expect(parsed.success, `${spec.name} result ${JSON.stringify(result)}`).toBe(true);
       if (spec.name === 'terminal.create') ids.terminal = (result as { id: string }).id;
       if (spec.name === 'process.create') ids.process = (result as { id: string }).id;
+      if (spec.name === 'shell.create') ids.shell = (result as { id: string }).id;
     }
   });
 });

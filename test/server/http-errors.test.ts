@@ -79,6 +79,8 @@ describe('ids are opaque', () => {
     'terminal.signal': { signal: 'SIGINT' },
     'process.stdin': { data: 'x' },
     'process.wait': { timeoutMs: 0 },
+    'shell.run': { command: 'true' },
+    'shell.send': { input: 'x' },
   };
 
   it.each(withId.map((spec) => [spec.name, spec] as const))('%s answers a malformed id with 404 NOT_FOUND', async (_name, spec) => {

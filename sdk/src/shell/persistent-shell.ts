@@ -16,7 +16,7 @@ import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle } f
 import { ExecworldError } from '../errors.ts';
 import { bash } from './bash.ts';
 import { RunCapture } from './capture.ts';
-import { readyMarker, type ShellDialect } from './dialect.ts';
+import { promptMarkerSuffix, readyMarker, type ShellDialect } from './dialect.ts';
 import type { RunOptions, RunReason, RunResult } from './types.ts';
 
 export interface ShellOptions {
@@ -43,6 +43,8 @@ const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
 /** The first look for an input wait after the output went quiet; it doubles up to the last. */
 const PROBE_FIRST_MS = 5;
 const PROBE_MAX_MS = 250;
+/** Longest wait before a line is typed for the shell to be back at its prompt (its marker). */
+const PROMPT_WAIT_MS = 2000;
 
 /** The error of a shell that cannot run the call: busy, closed, or failed to start. */
 export class ShellError extends ExecworldError {}
@@ -70,9 +72,19 @@ class ShellSession {
   onOutput: ((chunk?: Buffer) => void) | undefined;
   /** The shell's own hooks were lost (a shell that came back without its markers): start anew before the next run. */
   broken = false;
+  /** The shell printed its prompt marker since the last line was typed: it is back at its prompt. */
+  atPrompt = false;
+  /** Called when `atPrompt` became true. */
+  onPrompt: (() => void) | undefined;
+  readonly #promptSuffix: string;
+  /** The end of the previous chunk, for a prompt marker split between chunks. */
+  #tail = '';
+  /** Writes in the order they were asked for. */
+  #writes: Promise<void> = Promise.resolve();
 
   constructor(terminal: SubprocessTerminalHandle) {
     this.terminal = terminal;
+    this.#promptSuffix = promptMarkerSuffix(this.nonce);
     const output = terminal.output;
     const outputEnded = new Promise<void>((resolve) => {
       output.once('end', resolve);
@@ -82,15 +94,38 @@ class ShellSession {
     output.on('data', (chunk: Buffer) => {
       const at = this.offset;
       this.offset += chunk.length;
+      this.#watch(chunk);
       this.capture?.push(chunk, at);
       this.onOutput?.(chunk);
     });
     this.ended = Promise.all([terminal.done, outputEnded]).then(([outcome]) => {
       this.exit = outcome;
       this.onOutput?.();
+      this.onPrompt?.();
       return outcome;
     });
     this.ended.catch(() => undefined);
+  }
+
+  /** Types `data`, after every earlier write. */
+  write(data: string): Promise<void> {
+    const next = this.#writes.then(() => this.terminal.write(data));
+    this.#writes = next.catch(() => undefined);
+    return next;
+  }
+
+  /** The line typed next is read by the shell at its prompt, not by what ran before. */
+  typed(): void {
+    this.atPrompt = false;
+  }
+
+  /** Notes the prompt marker. */
+  #watch(chunk: Buffer): void {
+    const text = this.#tail + chunk.toString('latin1');
+    this.#tail = text.slice(-this.#promptSuffix.length);
+    if (this.atPrompt || !text.includes(this.#promptSuffix)) return;
+    this.atPrompt = true;
+    this.onPrompt?.();
   }
 }
 
@@ -144,13 +179,14 @@ export class PersistentShell {
         throw new ShellError('SHELL_BUSY', 'the previous command still runs (it waits for input or was left idle): send() to it, wait(), or interrupt() it');
       }
       const startedAt = performance.now();
-      const session = await this.#ensureSession(options.signal);
+      const session = await this.#readySession(options.signal);
       const runNonce = newNonce();
       const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
       const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes, () => undefined);
       session.capture = capture;
       this.#run = { capture, session, maxOutputBytes };
-      await session.terminal.write(`${this.#dialect.wrap(command, runNonce, session.nonce)}\r`);
+      session.typed();
+      await session.write(`${this.#dialect.wrap(command, runNonce, session.nonce)}\r`);
       return this.#answer(startedAt, options);
     });
   }
@@ -160,7 +196,7 @@ export class PersistentShell {
     return this.#exclusive(async () => {
       const run = this.#openRun('send');
       const startedAt = performance.now();
-      await run.session.terminal.write(input);
+      await run.session.write(input);
       return this.#answer(startedAt, options);
     });
   }
@@ -211,6 +247,34 @@ export class PersistentShell {
     }
   }
 
+  /**
+   * The session a line can be typed into now: a live one (a shell that ended
+   * between runs is replaced), back at its prompt, or after PROMPT_WAIT_MS
+   * anyway (a shell whose prompt hook was removed).
+   */
+  async #readySession(signal?: AbortSignal): Promise<ShellSession> {
+    let session = await this.#ensureSession(signal);
+    if (session.exit !== undefined) {
+      this.#reset(session);
+      this.#session = undefined;
+      session = await this.#ensureSession(signal);
+    }
+    const ready = (): boolean => session.exit !== undefined || session.atPrompt;
+    if (ready()) return session;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, PROMPT_WAIT_MS);
+      function done(): void {
+        clearTimeout(timer);
+        session.onPrompt = undefined;
+        resolve();
+      }
+      session.onPrompt = () => {
+        if (ready()) done();
+      };
+    });
+    return session;
+  }
+
   #ensureSession(signal?: AbortSignal): Promise<ShellSession> {
     this.#session ??= this.#startSession(signal);
     const session = this.#session;
@@ -258,7 +322,7 @@ export class PersistentShell {
             finish(new ShellError('SHELL_START_FAILED', `the shell exited while starting (${JSON.stringify(session.exit)})`));
           }
         };
-        terminal.write(`${dialect.setup(session.nonce)}\r`).catch((error: unknown) => finish(error as Error));
+        session.write(`${dialect.setup(session.nonce)}\r`).catch((error: unknown) => finish(error as Error));
       });
     } catch (error) {
       await terminal.terminate().catch(() => undefined);
