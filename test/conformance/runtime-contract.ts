@@ -350,7 +350,7 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         }
         expect(early).toEqual([]);
         await bash.terminal.terminate();
-      });
+      }, 180_000); // 200 rounds of output and proof: well under 30 s alone, past it while other suites load the machine.
 
       it('applies backpressure: a paused reader blocks the program, and nothing is lost', async () => {
         const terminal = await runtime.spawnTerminal({ ...TERMINAL, argv: ['/bin/sh', '-c', 'head -c 3000000 /dev/zero | base64'] });

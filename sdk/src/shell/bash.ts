@@ -26,6 +26,7 @@ export function quoteForBash(text: string): string {
 
 export const bash: ShellDialect = {
   name: 'bash',
+  queriesCursorAtPrompt: false,
   argv: (shellPath = '/bin/bash') => [shellPath, '--noprofile', '--norc', '-i'],
   environment: () => ({ TERM: 'dumb', PAGER: 'cat', GIT_PAGER: 'cat', PS1: '', PS2: '', HISTFILE: '', BASH_SILENCE_DEPRECATION_WARNING: '1' }),
   setup: (nonce) =>

@@ -8,6 +8,12 @@
 
 export interface ShellDialect {
   readonly name: 'bash' | 'pwsh';
+  /**
+   * Whether the shell asks the terminal for the cursor position at each
+   * prompt and reads nothing else until it is answered: the engine then
+   * answers its queries, and waits for the answer before typing a line.
+   */
+  readonly queriesCursorAtPrompt: boolean;
   /** The program and arguments that start an interactive shell. */
   argv(shellPath?: string): string[];
   /** Environment entries the shell starts with (under the caller's). */

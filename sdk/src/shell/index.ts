@@ -7,4 +7,5 @@ export { PersistentShell, ShellError, type ShellOptions } from './persistent-she
 export type { RunOptions, RunReason, RunResult } from './types.ts';
 export type { ShellDialect } from './dialect.ts';
 export { bash, quoteForBash } from './bash.ts';
+export { pwsh, quoteForPwsh } from './pwsh.ts';
 export { renderTerminalText } from './render.ts';

@@ -16,6 +16,7 @@ import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle } f
 import { ExecworldError } from '../errors.ts';
 import { bash } from './bash.ts';
 import { RunCapture } from './capture.ts';
+import { QueryAnswerer } from './queries.ts';
 import { promptMarkerSuffix, readyMarker, type ShellDialect } from './dialect.ts';
 import type { RunOptions, RunReason, RunResult } from './types.ts';
 
@@ -74,16 +75,36 @@ class ShellSession {
   broken = false;
   /** The shell printed its prompt marker since the last line was typed: it is back at its prompt. */
   atPrompt = false;
-  /** Called when `atPrompt` became true. */
+  /** Since that prompt marker, a query of the shell was answered (for a shell that asks at each prompt). */
+  answeredAtPrompt = false;
+  /** A query of the shell was answered: its line editor is up. */
+  answered = false;
+  /** Called when `atPrompt` or `answeredAtPrompt` changed. */
   onPrompt: (() => void) | undefined;
+  readonly #answerer: QueryAnswerer | undefined;
   readonly #promptSuffix: string;
   /** The end of the previous chunk, for a prompt marker split between chunks. */
   #tail = '';
   /** Writes in the order they were asked for. */
   #writes: Promise<void> = Promise.resolve();
 
-  constructor(terminal: SubprocessTerminalHandle) {
+  /** @param answerQueries - the size of the terminal whose queries the session answers, if it does. */
+  constructor(terminal: SubprocessTerminalHandle, answerQueries?: { rows: number; cols: number }) {
     this.terminal = terminal;
+    this.#answerer =
+      answerQueries === undefined
+        ? undefined
+        : new QueryAnswerer(answerQueries.rows, answerQueries.cols, (answer) => {
+            void this.write(answer).catch(() => undefined);
+            if (!this.answered) {
+              this.answered = true;
+              this.onPrompt?.();
+            }
+            if (this.atPrompt && !this.answeredAtPrompt) {
+              this.answeredAtPrompt = true;
+              this.onPrompt?.();
+            }
+          });
     this.#promptSuffix = promptMarkerSuffix(this.nonce);
     const output = terminal.output;
     const outputEnded = new Promise<void>((resolve) => {
@@ -94,12 +115,14 @@ class ShellSession {
     output.on('data', (chunk: Buffer) => {
       const at = this.offset;
       this.offset += chunk.length;
+      this.#answerer?.feed(chunk);
       this.#watch(chunk);
       this.capture?.push(chunk, at);
       this.onOutput?.(chunk);
     });
     this.ended = Promise.all([terminal.done, outputEnded]).then(([outcome]) => {
       this.exit = outcome;
+      this.#answerer?.dispose();
       this.onOutput?.();
       this.onPrompt?.();
       return outcome;
@@ -117,6 +140,7 @@ class ShellSession {
   /** The line typed next is read by the shell at its prompt, not by what ran before. */
   typed(): void {
     this.atPrompt = false;
+    this.answeredAtPrompt = false;
   }
 
   /** Notes the prompt marker. */
@@ -125,6 +149,7 @@ class ShellSession {
     this.#tail = text.slice(-this.#promptSuffix.length);
     if (this.atPrompt || !text.includes(this.#promptSuffix)) return;
     this.atPrompt = true;
+    this.answeredAtPrompt = false;
     this.onPrompt?.();
   }
 }
@@ -259,7 +284,7 @@ export class PersistentShell {
       this.#session = undefined;
       session = await this.#ensureSession(signal);
     }
-    const ready = (): boolean => session.exit !== undefined || session.atPrompt;
+    const ready = (): boolean => session.exit !== undefined || (session.atPrompt && (!this.#dialect.queriesCursorAtPrompt || session.answeredAtPrompt));
     if (ready()) return session;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(done, PROMPT_WAIT_MS);
@@ -288,16 +313,19 @@ export class PersistentShell {
   async #startSession(signal?: AbortSignal): Promise<ShellSession> {
     const dialect = this.#dialect;
     const env = { ...dialect.environment(), ...this.#options.env };
+    const size = { rows: this.#options.rows ?? 40, cols: this.#options.cols ?? 160 };
+    const answers = dialect.queriesCursorAtPrompt;
     const terminal = await this.#runtime.spawnTerminal({
       argv: dialect.argv(this.#options.shellPath),
       cwd: this.#options.cwd,
       env,
-      rows: this.#options.rows ?? 40,
-      cols: this.#options.cols ?? 160,
+      ...size,
       graceMs: this.#options.graceMs ?? 2000,
       signal,
+      // The session answers the shell's queries: a runtime that would too (a daemon) is asked not to.
+      ...(answers ? { answerQueries: false } : {}),
     });
-    const session = new ShellSession(terminal);
+    const session = new ShellSession(terminal, answers ? size : undefined);
     const ready = Buffer.from(readyMarker(session.nonce), 'latin1');
     let seen = Buffer.alloc(0);
     const timeoutMs = this.#options.startTimeoutMs ?? 20_000;
@@ -322,7 +350,15 @@ export class PersistentShell {
             finish(new ShellError('SHELL_START_FAILED', `the shell exited while starting (${JSON.stringify(session.exit)})`));
           }
         };
-        session.write(`${dialect.setup(session.nonce)}\r`).catch((error: unknown) => finish(error as Error));
+        const typeSetup = (): void => void session.write(`${dialect.setup(session.nonce)}\r`).catch((error: unknown) => finish(error as Error));
+        // A shell that asks at its prompt reads its first line once its line editor is up (its first query answered).
+        if (!dialect.queriesCursorAtPrompt || session.answered) typeSetup();
+        else
+          session.onPrompt = () => {
+            if (!session.answered) return;
+            session.onPrompt = undefined;
+            typeSetup();
+          };
       });
     } catch (error) {
       await terminal.terminate().catch(() => undefined);

@@ -1,0 +1,86 @@
+/**
+ * The persistent shell's pwsh dialect on real PowerShell 7, over each seam
+ * runtime. It runs wherever pwsh is installed; with CI set a missing pwsh
+ * fails it instead of skipping.
+ */
+import { accessSync, constants } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { PersistentShell, pwsh } from '@execworld/sdk/shell';
+import type { ShellSubject } from './shell-contract.ts';
+
+/** The pwsh program: on PATH, or where `dotnet tool install --global` puts it. */
+export function findPwsh(): string | undefined {
+  const candidates = [...(process.env.PATH ?? '').split(delimiter).map((directory) => join(directory, 'pwsh')), join(homedir(), '.dotnet', 'tools', 'pwsh')];
+  return candidates.find((candidate) => {
+    try {
+      accessSync(candidate, constants.X_OK);
+      return true;
+    } catch (_error) {
+      return false;
+    }
+  });
+}
+
+export function definePwshShellContract(name: string, make: () => Promise<ShellSubject>): void {
+  const program = findPwsh();
+  const skip = program === undefined && process.env.CI === undefined;
+  describe.skipIf(skip)(`${name}: persistent pwsh${skip ? ' (skipped: pwsh is not installed)' : ''}`, { timeout: 120_000 }, () => {
+    let subject: ShellSubject;
+    let shell: PersistentShell;
+
+    beforeAll(async () => {
+      if (program === undefined) throw new Error('pwsh is not installed: dotnet tool install --global PowerShell --version 7.6.10');
+      vi.stubEnv('EXECWORLD_PWSH_PROBE_TOKEN', 'secret-value');
+      subject = await make();
+      shell = await PersistentShell.start(subject.runtime, { dialect: pwsh, shellPath: program, cwd: '/tmp', startTimeoutMs: 90_000 });
+    }, 120_000);
+    afterAll(async () => {
+      await shell?.close();
+      await subject?.close();
+    });
+
+    it('keeps cwd and $env: variables, and answers output and exact statuses', async () => {
+      expect(await shell.run('Set-Location /; $env:KEPT = "value"')).toMatchObject({ exitCode: 0, reason: 'completed' });
+      expect(await shell.run('Write-Output "$env:KEPT in $((Get-Location).Path)"')).toMatchObject({ output: 'value in /\n', exitCode: 0 });
+      expect(await shell.run('/bin/sh -c "exit 3"')).toMatchObject({ exitCode: 3 });
+      // A cmdlet-only run after one that set $LASTEXITCODE: 0, not the stale 3.
+      expect(await shell.run('Get-Date | Out-Null')).toMatchObject({ exitCode: 0 });
+      expect(await shell.run('throw "boom"')).toMatchObject({ output: 'boom\n', exitCode: 1 });
+      expect(await shell.run('Get-Item /definitely/missing')).toMatchObject({ exitCode: 1 });
+    });
+
+    it('carries UTF-8, multi-line commands and here-strings', async () => {
+      expect((await shell.run('Write-Output "ünïcödé ✓"')).output).toBe('ünïcödé ✓\n');
+      expect((await shell.run("$x = 2\nif ($x -eq 2) {\n  Write-Output 'two'\n}")).output).toBe('two\n');
+      expect((await shell.run("@'\nhere $not `expanded\nstring\n'@")).output).toBe('here $not `expanded\nstring\n');
+    });
+
+    it('scrubs secret-looking variables of the host from the child environment', async () => {
+      expect((await shell.run('Write-Output "[$env:EXECWORLD_PWSH_PROBE_TOKEN]"')).output).toBe('[]\n');
+    });
+
+    it('bounds large output', async () => {
+      const result = await shell.run('1..100000 | ForEach-Object { "line $_" }', { maxOutputBytes: 32 * 1024, timeoutMs: 90_000 });
+      expect(result).toMatchObject({ exitCode: 0, truncated: true, reason: 'completed' });
+      expect(result.output.startsWith('line 1\nline 2\n')).toBe(true);
+      expect(result.output.endsWith('line 100000\n')).toBe(true);
+      expect(result.output).toMatch(/\[… \d+ bytes of output cut …\]/);
+    });
+
+    it('reports a program waiting for input, and interrupts a running command with SIGINT', async () => {
+      const waiting = await shell.run('cat');
+      expect(waiting).toMatchObject({ reason: 'waiting_for_input', waitingFor: { command: 'cat' } });
+      expect(await shell.interrupt()).toMatchObject({ reason: 'canceled', exitCode: 130 });
+      expect(await shell.run('sleep 30', { timeoutMs: 500 })).toMatchObject({ reason: 'timeout', exitCode: 130, signal: 'SIGINT' });
+      expect((await shell.run('Write-Output after')).output).toBe('after\n');
+    });
+
+    it('reports the shell’s exit and starts a fresh one', async () => {
+      await shell.run('$env:FROM_OLD = "yes"');
+      expect(await shell.run('exit 4')).toMatchObject({ reason: 'shell_exited', exitCode: 4 });
+      expect(await shell.run('Write-Output "[$env:FROM_OLD]"', { timeoutMs: 90_000 })).toMatchObject({ output: '[]\n', exitCode: 0 });
+    });
+  });
+}
