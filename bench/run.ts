@@ -18,7 +18,7 @@ import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFi
 import { collectFlood, inputFlood, nonReadingClient } from './lib/budget-workloads.ts';
 import { chunkCounts, dshBulkMs, type BulkProvider } from './lib/dsh-bulk.ts';
 import { dshEcho } from './lib/dsh-workload.ts';
-import { dshToolFigures, engineFigures, type ShellFigures } from './lib/shell.ts';
+import { dshToolFigures, engineFigures, pwshFigures, type ShellFigures } from './lib/shell.ts';
 import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
 import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } from './lib/remote-peers.ts';
 import { ssh2ColdPeer, ssh2Peer, startSshd } from './lib/ssh-peer.ts';
@@ -368,7 +368,30 @@ if (enabled('shell')) {
       row('dsh tool remote', 'dsh tool remote'),
     ],
   );
-  results.shell = figures;
+  const pwshRows: string[][] = [];
+  const pwshRaw: Record<string, unknown> = {};
+  for (const kind of ['local', 'remote'] as const) {
+    const figure = await pwshFigures(kind, daemon, Math.min(runs, 50));
+    pwshRaw[kind] = figure ?? null;
+    const bashP50 = percentile(figures[`engine ${kind}`]!.trueMs, 50);
+    pwshRows.push(
+      figure === undefined
+        ? [kind, 'pwsh is not installed', '', '', '']
+        : [
+            kind,
+            fmt(percentile(figure.nullMs, 50), 2),
+            fmt(percentile(figure.nullMs, 99), 2),
+            `${fmt(percentile(figure.nullMs, 50) / bashP50, 1)}×`,
+            fmt(figure.startMs, 0),
+          ],
+    );
+  }
+  printTable(
+    "persistent pwsh: run('$null') beside bash's run('true'), and the shell's start",
+    ['runtime', '$null p50 (ms)', '$null p99 (ms)', 'p50 vs bash true', 'start (ms)'],
+    pwshRows,
+  );
+  results.shell = { ...figures, pwsh: pwshRaw };
 }
 
 if (enabled('budgets')) {

@@ -9,7 +9,8 @@ import type { Context } from '@deepseek-ai/cordis';
 import { connect } from '@execworld/sdk';
 import { RemoteSubprocess } from '@execworld/sdk/dsh';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
-import { PersistentShell } from '@execworld/sdk/shell';
+import { PersistentShell, pwsh } from '@execworld/sdk/shell';
+import { findPwsh } from '../../test/conformance/shell-pwsh-contract.ts';
 import { LocalRuntime } from '@execworld/service';
 import { LocalSubprocess } from '@execworld/service/dsh';
 import { compose } from '../../test/helpers/dsh-harness.ts';
@@ -42,6 +43,30 @@ export async function engineFigures(kind: 'local' | 'remote', daemon: DaemonProc
     const bulkMs = nowMs() - started;
     if (bulk.exitCode !== 0 || !bulk.output.endsWith('1250000\n')) throw new Error('the 10 MB run did not complete');
     return { trueMs, bulkMs };
+  } finally {
+    await shell.close();
+    await runtime.dispose();
+  }
+}
+
+/** `runs` × `$null` through PersistentShell's pwsh dialect, and the shell's start; undefined without pwsh. */
+export async function pwshFigures(kind: 'local' | 'remote', daemon: DaemonProcess, runs: number): Promise<{ nullMs: number[]; startMs: number } | undefined> {
+  const program = findPwsh();
+  if (program === undefined) return undefined;
+  const runtime: SubprocessRuntime & { dispose(): Promise<void> } = kind === 'local' ? new LocalRuntime() : await connect(daemon.url, { token: daemon.token });
+  const started = nowMs();
+  const shell = await PersistentShell.start(runtime, { dialect: pwsh, shellPath: program, cwd: '/tmp', startTimeoutMs: 120_000 });
+  const startMs = nowMs() - started;
+  try {
+    await shell.run('$null');
+    const nullMs: number[] = [];
+    for (let index = 0; index < runs; index += 1) {
+      const begun = nowMs();
+      const result = await shell.run('$null');
+      nullMs.push(nowMs() - begun);
+      if (result.exitCode !== 0) throw new Error(`$null answered ${JSON.stringify(result)}`);
+    }
+    return { nullMs, startMs };
   } finally {
     await shell.close();
     await runtime.dispose();
