@@ -380,6 +380,11 @@ Object.assign(OWN, {
   'shell.create': [
     { what: 'a missing cwd', code: 'CWD_NOT_FOUND', send: () => send(daemon, op('shell.create'), '', { body: { cwd: '/definitely/missing' } }) },
     {
+      what: 'a pwsh shell without pwsh on its PATH',
+      code: 'EXECUTABLE_NOT_FOUND',
+      send: () => send(daemon, op('shell.create'), '', { body: { cwd: '/tmp', dialect: 'pwsh', env: { PATH: '/definitely/missing' } } }),
+    },
+    {
       what: 'a shell that exits while starting',
       code: 'SHELL_START_FAILED',
       send: () => send(daemon, op('shell.create'), '', { body: flaggedShell('/') }),

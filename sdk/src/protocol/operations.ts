@@ -401,7 +401,7 @@ export const OPERATIONS = {
     input: s.ShellCreate,
     result: s.ShellInfo,
     status: 201,
-    errors: ['CWD_NOT_FOUND', 'SHELL_START_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN', 'UNSUPPORTED'],
+    errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'SHELL_START_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN', 'UNSUPPORTED'],
     idempotent: { when: ['requestId'] },
     waits: true,
   }),

@@ -332,7 +332,9 @@ export type Health = z.infer<typeof Health>;
 
 // Shells
 
-export const ShellDialectName = z.enum(['bash']).meta({ description: 'The shell language.' });
+export const ShellDialectName = z
+  .enum(['bash', 'pwsh'])
+  .meta({ description: "The shell language: bash, or PowerShell 7 (pwsh, looked up on the PATH of the shell's environment)." });
 
 export const ShellCreate = z
   .strictObject({

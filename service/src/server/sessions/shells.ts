@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
-import { bash, PersistentShell, type RunOptions, type RunResult } from '@execworld/sdk/shell';
+import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
 import type { SessionRegistry } from './registry.ts';
 import { terminalView } from './shell-terminal.ts';
@@ -17,7 +17,7 @@ type ShellInfo = typeof schemas.ShellInfo._zod.output;
 type WireResult = typeof schemas.RunResult._zod.output;
 
 export interface ShellSpec {
-  readonly dialect: 'bash';
+  readonly dialect: 'bash' | 'pwsh';
   readonly cwd: string;
   readonly env?: Readonly<Record<string, string>> | undefined;
 }
@@ -98,8 +98,15 @@ export class ShellRegistry {
         return terminalView(session);
       },
     };
+    // pwsh is looked up as a terminal's program is: on the PATH of the shell's own environment.
+    const shellPath = spec.dialect === 'pwsh' ? await registry.runtime.resolveExecutable('pwsh', spec.env) : undefined;
     try {
-      entry.shell = await PersistentShell.start(runtime, { dialect: bash, cwd: spec.cwd, env: spec.env });
+      entry.shell = await PersistentShell.start(runtime, {
+        dialect: spec.dialect === 'pwsh' ? pwsh : bash,
+        cwd: spec.cwd,
+        env: spec.env,
+        ...(shellPath === undefined ? {} : { shellPath, startTimeoutMs: 60_000 }),
+      });
     } catch (error) {
       throw serviceError(error);
     }
