@@ -41,6 +41,7 @@ export const BATCH_BYTES = 64 * 1024;
 const MAX_PENDING_SIZES = 64;
 /** Longest window title kept, in UTF-16 units. */
 const MAX_TITLE_LENGTH = 4096;
+const TRAILING_SPACES = / +$/;
 /** The emulator's narrowest terminal (xterm's limit). */
 const MIN_EMULATOR_COLS = 2;
 
@@ -310,7 +311,8 @@ export class TerminalScreen {
     const term = this.#term!;
     const buffer = term.buffer.active;
     const lines: string[] = [];
-    for (let row = 0; row < term.rows; row += 1) lines.push(buffer.getLine(buffer.baseY + row)?.translateToString(true) ?? '');
+    // Cells never written are trimmed by the emulator, written spaces here.
+    for (let row = 0; row < term.rows; row += 1) lines.push((buffer.getLine(buffer.baseY + row)?.translateToString(true) ?? '').replace(TRAILING_SPACES, ''));
     return {
       offset: this.#fed,
       complete: this.#complete,
