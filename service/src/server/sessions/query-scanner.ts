@@ -41,76 +41,82 @@ export class QueryScanner {
 
   /** Reads `chunk` on from where the previous one ended; true when a query ended in it. */
   scan(chunk: Uint8Array): boolean {
+    // The state lives in locals while the chunk is read (the loop runs per byte of a sequence).
+    let state = this.#state;
+    let dollar = this.#dollar;
+    let afterC2 = this.#afterC2;
     let found = false;
-    let index = 0;
     const length = chunk.length;
-    // Where the next 0xC2 is, searched again only once passed.
+    // Where the next ESC and 0xC2 are, searched again only once passed.
+    let nextEscape = -1;
     let nextC2 = -1;
+    let index = 0;
     while (index < length) {
-      if (this.#state === State.Ground && !this.#afterC2) {
+      if (state === State.Ground && !afterC2) {
         // Plain text: jump to the next byte that can start a sequence.
+        if (nextEscape < index) {
+          nextEscape = chunk.indexOf(ESC, index);
+          if (nextEscape === -1) nextEscape = length;
+        }
         if (nextC2 < index) {
           nextC2 = chunk.indexOf(C2, index);
           if (nextC2 === -1) nextC2 = length;
         }
-        let escape = chunk.indexOf(ESC, index);
-        if (escape === -1 || escape > nextC2) escape = nextC2;
-        if (escape >= length) return found;
-        index = escape;
+        index = Math.min(nextEscape, nextC2);
+        if (index >= length) break;
       }
-      if (this.#step(chunk[index]!)) found = true;
+      const byte = chunk[index]!;
       index += 1;
+      if (afterC2) {
+        afterC2 = false;
+        if (byte === C1_CSI) {
+          state = State.Csi;
+          dollar = false;
+          continue;
+        }
+        if (byte === C1_DCS) {
+          state = State.Ground;
+          found = true;
+          continue;
+        }
+        // Another C1 control ends what was going on; any other character leaves it be.
+        if (byte >= 0x80 && byte <= 0x9f) {
+          state = State.Ground;
+          continue;
+        }
+        if (byte >= 0xa0 && byte <= 0xbf) continue;
+        // Not a continuation byte: the 0xC2 was stray, and this byte counts on its own.
+      }
+      if (byte === ESC) {
+        state = State.Escape;
+      } else if (byte === C2) {
+        afterC2 = true;
+      } else if (byte === CAN || byte === SUB) {
+        state = State.Ground;
+      } else if (state === State.Csi) {
+        if (byte === 0x24) dollar = true;
+        else if (byte >= 0x40 && byte <= 0x7e) {
+          // The final byte: n (status reports), c (device attributes), p after $ (mode reports).
+          if (byte === 0x6e || byte === 0x63 || (byte === 0x70 && dollar)) found = true;
+          state = State.Ground;
+        }
+      } else if (state === State.Escape) {
+        if (byte === 0x5b) {
+          state = State.Csi;
+          dollar = false;
+        } else if (byte === 0x50) {
+          // A DCS string: setting requests are among them.
+          state = State.Ground;
+          found = true;
+        } else if (byte >= 0x20 && byte <= 0x2f) state = State.EscapeIntermediate;
+        else if (byte >= 0x30 && byte <= 0x7e) state = State.Ground;
+      } else if (state === State.EscapeIntermediate && byte >= 0x30 && byte <= 0x7e) {
+        state = State.Ground;
+      }
     }
+    this.#state = state;
+    this.#dollar = dollar;
+    this.#afterC2 = afterC2;
     return found;
-  }
-
-  /** One byte; true when it ends a query. */
-  #step(byte: number): boolean {
-    if (this.#afterC2) {
-      this.#afterC2 = false;
-      if (byte === C1_CSI) return this.#enterCsi();
-      if (byte === C1_DCS) return this.#ground(true);
-      // Another C1 control ends what was going on; any other character leaves it be.
-      if (byte >= 0x80 && byte <= 0x9f) return this.#ground(false);
-      if (byte >= 0xa0 && byte <= 0xbf) return false;
-      // Not a continuation byte: the 0xC2 was stray, this byte counts on its own.
-    }
-    if (byte === ESC) {
-      this.#state = State.Escape;
-      return false;
-    }
-    if (byte === C2) {
-      this.#afterC2 = true;
-      return false;
-    }
-    if (byte === CAN || byte === SUB) return this.#ground(false);
-    switch (this.#state) {
-      case State.Ground:
-        return false;
-      case State.Escape:
-        if (byte === 0x5b) return this.#enterCsi();
-        if (byte === 0x50) return this.#ground(true);
-        if (byte >= 0x20 && byte <= 0x2f) this.#state = State.EscapeIntermediate;
-        else if (byte >= 0x30 && byte <= 0x7e) this.#state = State.Ground;
-        return false;
-      case State.EscapeIntermediate:
-        if (byte >= 0x30 && byte <= 0x7e) this.#state = State.Ground;
-        return false;
-      case State.Csi:
-        if (byte === 0x24) this.#dollar = true;
-        if (byte < 0x40 || byte > 0x7e) return false;
-        return this.#ground(byte === 0x6e || byte === 0x63 || (byte === 0x70 && this.#dollar));
-    }
-  }
-
-  #enterCsi(): boolean {
-    this.#state = State.Csi;
-    this.#dollar = false;
-    return false;
-  }
-
-  #ground(query: boolean): boolean {
-    this.#state = State.Ground;
-    return query;
   }
 }
