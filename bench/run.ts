@@ -6,6 +6,9 @@
  *
  *   npm run bench -- --rounds 5 --only echo,bulk --peers remote,ws-relay --quick
  *
+ * Workloads (--only): prompt, inspect, echo, bulk, screen, tail, control, close, dsh, dsh-bulk,
+ * budgets, resume, stall, isolation, idle.
+ *
  * Peers: local (LocalRuntime in process), dsh-local (@deepseek-ai/dsh-subprocess-local),
  * node-pty (raw), ws-relay (minimal relay), remote (the SDK over one connection
  * to the daemon), remote-cold (a connection per terminal), daemon-rest (REST
@@ -21,6 +24,7 @@ import { dshEcho } from './lib/dsh-workload.ts';
 import { dshToolFigures, engineFigures, pwshFigures, type ShellFigures } from './lib/shell.ts';
 import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
 import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } from './lib/remote-peers.ts';
+import { SCREEN_MODES, screenPeers, snapshotLatency } from './lib/screen-workloads.ts';
 import { ssh2ColdPeer, ssh2Peer, startSshd } from './lib/ssh-peer.ts';
 import { fmt, median, percentile, printTable, RoundTable, spread } from './lib/stats.ts';
 import { bulk, bulkBytes, closeIdle, echo, inspect, interruptLatency, promptMs, ptyCeilingMbps, resizeLatency, tail } from './lib/terminal-workloads.ts';
@@ -210,6 +214,60 @@ if (enabled('bulk')) {
     rows,
   );
   results.bulk = Object.fromEntries([...names(peers), 'pty-ceiling'].map((name) => [name, { mbps: table.values(name), cpuMsPerMb: cpuPerMb.values(name) }]));
+}
+
+if (enabled('screen')) {
+  // B2 through the daemon three ways in one run, rotated within each round: what the screen machinery costs.
+  const { peers: modes, runtime: screenRuntime } = await screenPeers(daemon);
+  const table = new RoundTable();
+  const cpuPerMb = new RoundTable();
+  const complete = new Map<string, number>();
+  for (let round = 0; round < rounds; round += 1) {
+    for (const peer of rotation(modes, round)) {
+      const cpuBefore = cpuOf(daemon.pid);
+      const figures = await attempt(peer, bulk(peer, BULK_INPUT));
+      if (figures === undefined) continue;
+      cpuPerMb.add(peer.name, ((cpuOf(daemon.pid) - cpuBefore) * 1000) / (bulkBytes(BULK_INPUT) / 1e6));
+      table.add(peer.name, figures.mbps);
+      complete.set(peer.name, (complete.get(peer.name) ?? 0) + (figures.complete ? 1 : 0));
+    }
+  }
+  const base = 'no emulator';
+  printTable(
+    `terminal screens: B2 bulk, ${(bulkBytes(BULK_INPUT) / 1e6).toFixed(1)} MB through the daemon (MB/s), with no emulator, the default query scanner, and the emulator fed`,
+    ['mode', 'MB/s', `ratio vs ${base}`, 'daemon CPU ms/MB', `CPU vs ${base}`, 'complete'],
+    Object.keys(SCREEN_MODES).map((name) => [
+      name,
+      spread(table.values(name), 1),
+      ratioCell(table, name, base),
+      spread(cpuPerMb.values(name), 1),
+      ratioCell(cpuPerMb, name, base),
+      `${complete.get(name) ?? 0}/${rounds}`,
+    ]),
+  );
+  const latency = { idle: { p50: [] as number[], p99: [] as number[] }, busy: { p50: [] as number[], p99: [] as number[], count: [] as number[] } };
+  for (let round = 0; round < Math.min(rounds, 3); round += 1) {
+    const idle = await snapshotLatency(screenRuntime, 'idle', quick ? 200 : 1000, 0);
+    latency.idle.p50.push(idle.p50);
+    latency.idle.p99.push(idle.p99);
+    const busy = await snapshotLatency(screenRuntime, 'busy', 0, quick ? 10_000_000 : 30_000_000);
+    latency.busy.p50.push(busy.p50);
+    latency.busy.p99.push(busy.p99);
+    latency.busy.count.push(busy.count);
+  }
+  printTable(
+    'terminal screens: snapshot round trip through the SDK (ms), on an idle 80×24 terminal and back to back during bulk output',
+    ['terminal', 'p50', 'p99', 'snapshots'],
+    [
+      ['idle', spread(latency.idle.p50), spread(latency.idle.p99), String(quick ? 200 : 1000)],
+      ['during bulk', spread(latency.busy.p50), spread(latency.busy.p99), spread(latency.busy.count, 0)],
+    ],
+  );
+  results.screen = {
+    bulk: Object.fromEntries(Object.keys(SCREEN_MODES).map((name) => [name, { mbps: table.values(name), cpuMsPerMb: cpuPerMb.values(name) }])),
+    snapshotLatency: latency,
+  };
+  await screenRuntime.dispose();
 }
 
 if (enabled('tail')) {

@@ -17,10 +17,10 @@ export type {
 export { connect, DEFAULT_CONNECT_OPTIONS, RemoteRuntime } from './remote/runtime.ts';
 export { localToken, localTokenFile } from './token-file.ts';
 export type { CertificateAuthority } from './remote/reach.ts';
-export type { ConnectOptions } from './remote/runtime.ts';
+export type { ConnectOptions, RemoteTerminalOptions } from './remote/runtime.ts';
 export { RemoteProcess } from './remote/process.ts';
 export { RemoteTerminal } from './remote/terminal.ts';
-export type { RemoteTerminalForeground } from './remote/terminal.ts';
+export type { RemoteTerminalForeground, TerminalScreen } from './remote/terminal.ts';
 export type { Logger } from './remote/connection.ts';
 export {
   AuthError,

@@ -33,6 +33,7 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'terminal.input': () => ({ id: ids.terminal, data: 'x' }),
   'terminal.resize': () => ({ id: ids.terminal, rows: 30, cols: 90 }),
   'terminal.foreground': () => ({ id: ids.terminal }),
+  'terminal.screen': () => ({ id: ids.terminal }),
   'terminal.signal': () => ({ id: ids.terminal, signal: 'SIGTSTP' }),
   'terminal.output': () => ({ id: ids.terminal, from: 0 }),
   'terminal.done': () => ({ id: ids.terminal, timeoutMs: 10 }),

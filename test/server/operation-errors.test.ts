@@ -284,6 +284,17 @@ const OWN: Record<string, Scenario[]> = {
       },
     },
   ],
+  'terminal.screen': [
+    {
+      what: 'a terminal with more cells than a screen holds',
+      code: 'LIMIT_EXCEEDED',
+      send: () =>
+        against(
+          () => startDaemon({ screenMaxCells: TERMINAL.rows * TERMINAL.cols - 1 }),
+          async (small) => send(small, op('terminal.screen'), (await small.request('POST', '/v1/terminals', { body: TERMINAL })).body.id),
+        ),
+    },
+  ],
   'terminal.signal': [
     { what: 'an exited terminal', code: 'NO_FOREGROUND_GROUP', send: () => send(daemon, op('terminal.signal'), ids.exitedTerminal) },
     {

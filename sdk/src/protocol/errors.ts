@@ -43,8 +43,8 @@ export const ERROR_CATALOG = {
     status: 429,
     description:
       'A configured bound was reached; the message names which: sessions, connections or subscriptions per owner, ' +
-      'calls in flight or subscriptions on one connection, the daemon-wide collect budget, or input waiting ' +
-      'for a program that does not read (retry once it reads).',
+      'calls in flight or subscriptions on one connection, the daemon-wide collect budget, input waiting ' +
+      'for a program that does not read (retry once it reads), or the cells of a terminal screen.',
   },
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
   UNSUPPORTED: { status: 501, description: 'This platform cannot do what was asked: terminals on Windows, or an inspection the host cannot make.' },

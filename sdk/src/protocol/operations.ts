@@ -216,6 +216,17 @@ export const OPERATIONS = {
     idempotent: true,
     waits: false,
   }),
+  'terminal.screen': op({
+    name: 'terminal.screen',
+    method: 'GET',
+    path: '/v1/terminals/{id}/screen',
+    summary: "The terminal's screen: text rows, cursor, alternate screen and title, at an exact output offset",
+    params: id,
+    result: s.Screen,
+    errors: ['LIMIT_EXCEEDED'],
+    idempotent: true,
+    waits: false,
+  }),
   'terminal.signal': op({
     name: 'terminal.signal',
     method: 'POST',

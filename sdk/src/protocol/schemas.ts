@@ -101,6 +101,15 @@ export const TerminalCreate = z
     cols: Dimension,
     graceMs: GraceMs,
     requestId: RequestId.optional(),
+    answerQueries: z
+      .boolean()
+      .optional()
+      .meta({
+        description:
+          'Whether the daemon answers the queries the program sends its terminal (cursor position, device attributes, mode ' +
+          'and setting reports), so that a program asking never waits for a client; default true. False when a client runs ' +
+          'its own terminal emulator and answers them itself: the daemon then never does, attached client or not.',
+      }),
   })
   .meta({ id: 'TerminalCreate' });
 export type TerminalCreate = z.infer<typeof TerminalCreate>;
@@ -119,6 +128,7 @@ export const TerminalInfo = z
     treeExited: z.boolean(),
     createdAt: z.string(),
     exitedAt: z.string().nullable(),
+    answerQueries: z.boolean().meta({ description: "Whether the daemon answers the program's terminal queries (see TerminalCreate)." }),
     output: StreamState,
   })
   .meta({ id: 'TerminalInfo' });
@@ -181,6 +191,34 @@ export const Foreground = z
       }),
   })
   .meta({ id: 'Foreground', description: 'The foreground process group, or null when none can be resolved.' });
+
+export const Screen = z
+  .object({
+    offset: z
+      .int()
+      .min(0)
+      .meta({
+        description:
+          'The output offset the screen reflects: every output byte before it was parsed, none after. Reading the output ' +
+          'from here continues the screen with nothing lost or repeated.',
+      }),
+    complete: z.boolean().meta({
+      description:
+        "The emulator parsed the terminal's output from its first byte. False when it started after the output ring had dropped " +
+        'older bytes (or the terminal was resized more often than the daemon tracks before the emulator caught up): ' +
+        'the screen is then what the retained output draws.',
+    }),
+    rows: z.int().min(1),
+    cols: z.int().min(1),
+    lines: z.array(z.string()).meta({ description: 'The screen, one string per row from the top, trailing spaces trimmed.' }),
+    cursor: z
+      .object({ row: z.int().min(0), col: z.int().min(0), visible: z.boolean() })
+      .meta({ description: 'Where the cursor is, 0-based from the top left, and whether the program shows it.' }),
+    alternate: z.boolean().meta({ description: 'The alternate screen is shown (a full-screen program such as vim or less runs).' }),
+    title: z.string().meta({ description: 'The window title the program set last (OSC 0 or 2); empty when none.' }),
+  })
+  .meta({ id: 'Screen', description: "A terminal's screen as a headless terminal emulator draws it, at an exact output offset." });
+export type Screen = z.infer<typeof Screen>;
 
 export const SignalRequest = z.strictObject({ signal: TerminalSignal }).meta({ id: 'SignalRequest' });
 export const SignalResult = z.object({ processGroupId: z.int() }).meta({ id: 'SignalResult' });

@@ -14,7 +14,18 @@ import { Connection, type ConnectionOptions, type Logger } from './connection.ts
 import { RemoteProcess } from './process.ts';
 import { readLocalToken } from '../token-file.ts';
 import { describeUnreachable, getJson, type CertificateAuthority } from './reach.ts';
-import { RemoteTerminal } from './terminal.ts';
+import { RemoteTerminal, type TerminalScreen } from './terminal.ts';
+
+/** What a terminal create takes beyond the seam's spec. */
+export interface RemoteTerminalOptions {
+  /**
+   * Whether the daemon answers the queries the program sends its terminal
+   * (cursor position, device attributes, …). False for a client that runs its
+   * own terminal emulator and answers them itself.
+   * @default true
+   */
+  readonly answerQueries?: boolean;
+}
 
 export interface ConnectOptions {
   /**
@@ -171,7 +182,7 @@ export class RemoteRuntime implements SubprocessRuntime {
     return handle;
   }
 
-  async spawnTerminal(spec: SubprocessTerminalSpawnSpec): Promise<RemoteTerminal> {
+  async spawnTerminal(spec: SubprocessTerminalSpawnSpec, options: RemoteTerminalOptions = {}): Promise<RemoteTerminal> {
     this.#assertOpen();
     assertSpawnSpec(spec, 'terminal argv must contain a program');
     spec.signal?.throwIfAborted();
@@ -183,6 +194,7 @@ export class RemoteRuntime implements SubprocessRuntime {
       cols: spec.cols,
       graceMs: spec.graceMs,
       requestId: randomUUID(),
+      ...(options.answerQueries === undefined ? {} : { answerQueries: options.answerQueries }),
     });
     const terminal = this.#own(new RemoteTerminal(this.#connection, info));
     if (spec.signal?.aborted === true) {
@@ -201,6 +213,14 @@ export class RemoteRuntime implements SubprocessRuntime {
   /** The processes this token's owner has on the daemon. */
   async listProcesses(): Promise<OperationResult<'process.list'>['processes']> {
     return (await this.call('process.list', {})).processes;
+  }
+
+  /**
+   * A terminal's screen as the daemon's emulator draws it, at an exact output
+   * offset (`offset`): attach from there to follow it with nothing lost or repeated.
+   */
+  async screen(id: string): Promise<TerminalScreen> {
+    return await this.call('terminal.screen', { id });
   }
 
   /** A handle on a terminal that already runs, from another client or before a restart; output replays from `from`. */

@@ -13,6 +13,8 @@ import { toOutcome } from './process.ts';
 import { SubscribedReadable } from './streams.ts';
 
 type TerminalInfo = OperationResult<'terminal.get'>;
+/** A terminal's screen at an exact output offset (`terminal.screen`). */
+export type TerminalScreen = OperationResult<'terminal.screen'>;
 
 /** Foreground facts, with the identity of the input wait when there is one. */
 export interface RemoteTerminalForeground extends SubprocessTerminalForeground {
@@ -112,6 +114,16 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
   /** Changes the terminal's size; its foreground program gets SIGWINCH. */
   async resize(cols: number, rows: number): Promise<void> {
     await this.#track(this.#connection.call('terminal.resize', { id: this.id, rows, cols }));
+  }
+
+  /**
+   * The terminal's screen as the daemon's emulator draws it: text rows,
+   * cursor, alternate screen and title, at `offset`, an exact output offset.
+   * Reading the output from `offset` on (`RemoteRuntime.attachTerminal(id, { from })`)
+   * continues it with nothing lost or repeated.
+   */
+  async screen(): Promise<TerminalScreen> {
+    return await this.#connection.call('terminal.screen', { id: this.id });
   }
 
   /** The daemon's facts of this terminal. */

@@ -12,7 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
-import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle } from '../seam/types.ts';
+import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
 import { ExecworldError } from '../errors.ts';
 import { bash } from './bash.ts';
 import { RunCapture } from './capture.ts';
@@ -315,16 +315,14 @@ export class PersistentShell {
     const env = { ...dialect.environment(), ...this.#options.env };
     const size = { rows: this.#options.rows ?? 40, cols: this.#options.cols ?? 160 };
     const answers = dialect.queriesCursorAtPrompt;
-    const terminal = await this.#runtime.spawnTerminal({
-      argv: dialect.argv(this.#options.shellPath),
-      cwd: this.#options.cwd,
-      env,
-      ...size,
-      graceMs: this.#options.graceMs ?? 2000,
-      signal,
-      // The session answers the shell's queries: a runtime that would too (a daemon) is asked not to.
-      ...(answers ? { answerQueries: false } : {}),
-    });
+    // The session answers the shell's queries: a runtime that would too (a daemon, through RemoteRuntime's
+    // terminal options) is asked not to. A runtime without such options ignores the argument.
+    type WithOptions = (spec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => Promise<SubprocessTerminalHandle>;
+    const spawnTerminal: WithOptions = this.#runtime.spawnTerminal.bind(this.#runtime);
+    const terminal = await spawnTerminal(
+      { argv: dialect.argv(this.#options.shellPath), cwd: this.#options.cwd, env, ...size, graceMs: this.#options.graceMs ?? 2000, signal },
+      answers ? { answerQueries: false } : undefined,
+    );
     const session = new ShellSession(terminal, answers ? size : undefined);
     const ready = Buffer.from(readyMarker(session.nonce), 'latin1');
     let seen = Buffer.alloc(0);

@@ -110,6 +110,13 @@ const SETTINGS = {
     default: 1 * MiB,
     help: 'output kept per stream for replay; a stream with this much unread output pauses its program',
   },
+  screenMaxCells: {
+    flag: 'screen-max-cells',
+    env: 'EXECWORLD_SCREEN_MAX_CELLS',
+    schema: positiveInt(16 * MiB),
+    default: 256 * 1024,
+    help: "most cells (rows × cols) a terminal's screen is kept for; a larger terminal's screen is refused with 429 and its queries go unanswered",
+  },
   windowBytes: {
     flag: 'window-bytes',
     env: 'EXECWORLD_WINDOW_BYTES',

@@ -111,7 +111,8 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     path: await ctx.registry.runtime.resolveExecutable(params.command, params.env, ctx.signal),
   }),
 
-  'terminal.create': async (ctx, params) => (await ctx.registry.createTerminal(ctx.owner, terminalSpec(params), params.requestId)).info(),
+  'terminal.create': async (ctx, params) =>
+    (await ctx.registry.createTerminal(ctx.owner, terminalSpec(params), params.requestId, params.answerQueries ?? true)).info(),
   'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.owner, 'terminal').map((session) => session.info()) }),
   'terminal.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').info(),
   'terminal.input': async (ctx, params) => {
@@ -129,6 +130,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     // Read after the facts: a proven wait was reported only once the output before it reached the ring.
     return { foreground: facts ?? null, outputEnd: session.output.end };
   },
+  'terminal.screen': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').screen.snapshot(),
   'terminal.signal': async (ctx, params) => ({
     processGroupId: await ctx.registry.get(ctx.owner, params.id, 'terminal').handle.signalForeground(params.signal),
   }),

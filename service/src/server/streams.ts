@@ -74,6 +74,8 @@ export class RingStream extends ListenedStream implements ByteStream {
   #start = 0;
   #end = 0;
   #consumed = 0;
+  /** The offset an internal reader (a terminal's screen) still needs every byte from; see holdFrom. */
+  #held = Number.POSITIVE_INFINITY;
   #ended = false;
 
   constructor(capacity: number) {
@@ -96,7 +98,7 @@ export class RingStream extends ListenedStream implements ByteStream {
   }
   /** The source must stop until a reader frees room. */
   get full(): boolean {
-    return this.unread >= this.capacity;
+    return this.unread >= this.capacity || this.#end - this.#held >= this.capacity;
   }
   /** Bytes held in memory. */
   get retained(): number {
@@ -124,6 +126,19 @@ export class RingStream extends ListenedStream implements ByteStream {
     this.#consumed = next;
     this.#evict();
     this.notify();
+  }
+
+  /**
+   * An internal reader (a terminal's screen) needs every byte from `offset` on
+   * (undefined: no longer): they are not dropped, and once `capacity` of them
+   * wait the stream is `full` and its source stops, as for unread bytes.
+   * Unlike `consumed`, it may move back, and it says nothing of other readers.
+   */
+  holdFrom(offset: number | undefined): void {
+    const wasFull = this.full;
+    this.#held = offset ?? Number.POSITIVE_INFINITY;
+    this.#evict();
+    if (wasFull && !this.full) this.notify();
   }
 
   read(from: number, maxBytes: number): StreamSlice {
@@ -158,11 +173,12 @@ export class RingStream extends ListenedStream implements ByteStream {
 
   /** Drops read bytes from the head while more than `capacity` is held. */
   #evict(): void {
-    while (this.#end - this.#start > this.capacity && this.#start < this.#consumed) {
+    const read = Math.min(this.#consumed, this.#held);
+    while (this.#end - this.#start > this.capacity && this.#start < read) {
       const head = this.#chunks[this.#head]!;
       const headStart = this.#start;
       const headEnd = this.#starts[this.#head]! + head.length;
-      const droppable = Math.min(headEnd - headStart, this.#consumed - this.#start, this.#end - this.#start - this.capacity);
+      const droppable = Math.min(headEnd - headStart, read - this.#start, this.#end - this.#start - this.capacity);
       this.#start += droppable;
       if (this.#start === headEnd) {
         this.#chunks[this.#head] = EMPTY;
@@ -183,11 +199,14 @@ const EMPTY = Buffer.alloc(0);
 /**
  * Pumps a readable (a terminal's output, a piped stdout) into a ring, pausing
  * it while the ring holds `capacity` unread bytes: the program then blocks on
- * its next write instead of the daemon buffering without bound.
+ * its next write instead of the daemon buffering without bound. `observe`
+ * sees each chunk once it is in the ring, with the offset of its first byte.
  */
-export function feedRing(source: Readable, ring: RingStream): void {
+export function feedRing(source: Readable, ring: RingStream, observe?: (chunk: Buffer, offset: number) => void): void {
   source.on('data', (chunk: Buffer) => {
+    const offset = ring.end;
     ring.append(chunk);
+    observe?.(chunk, offset);
     if (ring.full) source.pause();
   });
   ring.onChange(() => {

@@ -22,6 +22,8 @@ export interface SessionLimits {
   readonly collectBudgetBytes: number;
   readonly maxRetainedPerOwner: number;
   readonly ringBytes: number;
+  /** The most cells (rows × cols) a terminal's screen is kept for. */
+  readonly screenMaxCells: number;
   readonly retentionMs: number;
   readonly orphanTimeoutMs: number;
   /** Pauses between automatic sweeps of an exited terminal's session. @default SWEEP_RETRY_DELAYS_MS */
@@ -67,8 +69,11 @@ export class SessionRegistry {
     return this.#sessions.size;
   }
 
-  /** Starts a terminal; a retry with the same `requestId` gets the session the first made. */
-  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string): Promise<TerminalSession> {
+  /**
+   * Starts a terminal; a retry with the same `requestId` gets the session the first made.
+   * @param answerQueries - whether the daemon answers the program's terminal queries
+   */
+  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries = true): Promise<TerminalSession> {
     return this.#once(owner, requestId, 'terminal', async () => {
       // The slot is held from before the spawn's await until the session is registered:
       // creates pipelined on one connection cannot all pass the count.
@@ -79,7 +84,13 @@ export class SessionRegistry {
           owner,
           spec,
           handle,
-          { ringBytes: this.#limits.ringBytes, sweepRetryDelaysMs: this.#limits.sweepRetryDelaysMs, onFinished: () => this.#finished(session) },
+          {
+            ringBytes: this.#limits.ringBytes,
+            answerQueries,
+            screenMaxCells: this.#limits.screenMaxCells,
+            sweepRetryDelaysMs: this.#limits.sweepRetryDelaysMs,
+            onFinished: () => this.#finished(session),
+          },
           this.#log,
         );
         this.#sessions.set(session.id, session);

@@ -92,8 +92,9 @@ export class ShellRegistry {
       spawn: () => {
         throw new ServiceError('UNSUPPORTED', 'a shell starts terminals only');
       },
-      spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec) => {
-        const session = await registry.createTerminal(owner, terminalSpec);
+      // The engine answers the queries of a shell that asks (pwsh), and tells the daemon not to.
+      spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => {
+        const session = await registry.createTerminal(owner, terminalSpec, undefined, options?.answerQueries ?? true);
         entry.terminalId = session.id;
         return terminalView(session);
       },

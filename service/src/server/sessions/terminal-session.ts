@@ -1,6 +1,7 @@
 /**
- * A terminal session: the provider's terminal, its output ring, and the sweep
- * that ends whatever its program left behind once it exited.
+ * A terminal session: the provider's terminal, its output ring, its screen
+ * (see terminal-screen.ts), and the sweep that ends whatever its program left
+ * behind once it exited.
  * @module
  */
 import type { FastifyBaseLogger as Logger } from 'fastify';
@@ -10,6 +11,7 @@ import type { ProviderTerminal } from '../../provider/api.ts';
 import { ServiceError } from '../errors.ts';
 import { feedRing, RingStream } from '../streams.ts';
 import { Session } from './session.ts';
+import { TerminalScreen } from './terminal-screen.ts';
 
 type TerminalInfo = typeof schemas.TerminalInfo._zod.output;
 
@@ -23,6 +25,10 @@ export const SWEEP_RETRY_DELAYS_MS: readonly number[] = [1_000, 2_000, 4_000, 8_
 
 export interface TerminalSessionOptions {
   readonly ringBytes: number;
+  /** Whether the daemon answers the queries the terminal's program sends (cursor position, device attributes, …). */
+  readonly answerQueries: boolean;
+  /** The most cells (rows × cols) a screen is kept for. */
+  readonly screenMaxCells: number;
   /** @default SWEEP_RETRY_DELAYS_MS */
   readonly sweepRetryDelaysMs?: readonly number[] | undefined;
   /** Called once nothing of the session runs. */
@@ -33,6 +39,8 @@ export class TerminalSession extends Session {
   readonly kind = 'terminal' as const;
   readonly handle: ProviderTerminal;
   readonly output: RingStream;
+  readonly screen: TerminalScreen;
+  readonly answerQueries: boolean;
   readonly argv: readonly string[];
   readonly cwd: string;
   rows: number;
@@ -52,7 +60,15 @@ export class TerminalSession extends Session {
     this.cols = spec.cols;
     this.#onFinished = options.onFinished;
     this.output = new RingStream(options.ringBytes);
-    feedRing(handle.output, this.output);
+    this.answerQueries = options.answerQueries;
+    this.screen = new TerminalScreen(this.output, {
+      rows: spec.rows,
+      cols: spec.cols,
+      answerQueries: options.answerQueries,
+      maxCells: options.screenMaxCells,
+      reply: (data) => this.#reply(data),
+    });
+    feedRing(handle.output, this.output, (chunk, offset) => this.screen.observe(chunk, offset));
     this.settled = handle.done.then(async (outcome) => {
       this.exit = outcome;
       this.exitedAt = new Date();
@@ -107,6 +123,21 @@ export class TerminalSession extends Session {
     this.handle.resize(cols, rows);
     this.rows = rows;
     this.cols = cols;
+    this.screen.resize(rows, cols);
+  }
+
+  /** Writes the screen's answer to a query of the program; one the terminal no longer takes is dropped. */
+  #reply(data: string): void {
+    if (this.exit !== undefined) return;
+    try {
+      this.handle.write(data).catch((error: unknown) => this.log.debug({ err: error }, 'answer to a terminal query not written'));
+    } catch (error) {
+      this.log.debug({ err: error }, 'answer to a terminal query not written');
+    }
+  }
+
+  override dispose(): void {
+    this.screen.dispose();
   }
 
   info(): TerminalInfo {
@@ -122,6 +153,7 @@ export class TerminalSession extends Session {
       treeExited: this.finishedAt !== undefined,
       createdAt: this.createdAt.toISOString(),
       exitedAt: this.exitedAt?.toISOString() ?? null,
+      answerQueries: this.answerQueries,
       output: { start: this.output.start, end: this.output.end, ended: this.output.ended },
     };
   }
