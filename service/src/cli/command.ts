@@ -51,7 +51,7 @@ function argumentError(error: Error & { code?: string }): string {
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
       return `unknown option ${quoted}`;
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
-      return `option ${quoted.split(' ')[0]!.replace(/^-\w, /, '')} needs a value`;
+      return `option ${quoted.replace(/^-\w, /, '').split(' ')[0]} needs a value`;
     case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
       return `unexpected argument ${quoted}`;
     default:
