@@ -69,13 +69,16 @@ export const tmuxUnavailable: string | undefined =
 
 const execFileAsync = promisify(execFile);
 
+/** What the pane's shell prints before the command's exit status. */
+const EXIT_MARK = 'pane command exited: ';
+
 /** Quotes a word for the shell tmux runs a pane's command with. */
 const quote = (word: string): string => `'${word.replaceAll("'", `'\\''`)}'`;
 
 /**
  * A tmux server of its own (its own socket and configuration), whose panes
- * stay after their command exits so that its exit status can be read, and
- * have no status line, so a window's size is its pane's.
+ * stay after their command exits so that what it printed last (and its exit
+ * status) can be read, and have no status line, so a window's size is its pane's.
  */
 export class Tmux {
   readonly #dir: string;
@@ -99,7 +102,9 @@ export class Tmux {
     const assignments = Object.entries(env)
       .filter(([key, value]) => value !== undefined && /^[A-Za-z_][A-Za-z0-9_]*$/.test(key))
       .map(([key, value]) => quote(`${key}=${value!}`));
-    const command = `exec env -i ${assignments.join(' ')} ${[BIN, ...args].map(quote).join(' ')}`;
+    // The exit status is printed by a shell around the command: tmux's own pane_dead_status is sometimes never filled in.
+    const report = `"$@"; echo "${EXIT_MARK}$?"`;
+    const command = `exec env -i ${assignments.join(' ')} /bin/sh -c ${quote(report)} sh ${[BIN, ...args].map(quote).join(' ')}`;
     await this.tmux('new-session', '-d', '-s', name, '-x', String(size.cols), '-y', String(size.rows), command);
   }
 
@@ -112,9 +117,12 @@ export class Tmux {
     await this.tmux('send-keys', '-t', name, '-l', text);
   }
 
-  /** The pane's visible text, wrapped lines joined. */
+  /**
+   * The pane's text, wrapped lines joined, with the lines scrolled off its top
+   * (tmux scrolls a dead pane's screen by a line to say it is dead).
+   */
   async screen(name: string): Promise<string> {
-    return await this.tmux('capture-pane', '-p', '-J', '-t', name);
+    return await this.tmux('capture-pane', '-p', '-J', '-S', '-', '-t', name);
   }
 
   /** Waits until the pane's text satisfies `predicate`; the error shows the pane. */
@@ -128,19 +136,10 @@ export class Tmux {
     return text;
   }
 
-  /** The exit status of the pane's command once it exited; waits for that. */
+  /** The exit status of the pane's command once it exited (128+n for a signal n, as the shell says it); waits for that. */
   async exitStatus(name: string, timeoutMs = 30_000): Promise<number> {
-    let status = -1;
-    await waitFor(
-      `the command of pane ${name} to exit`,
-      async () => {
-        const [dead, code] = (await this.tmux('display-message', '-p', '-t', name, '#{pane_dead} #{pane_dead_status}')).trim().split(' ');
-        status = Number(code);
-        return dead === '1';
-      },
-      timeoutMs,
-    );
-    return status;
+    const screen = await this.waitForScreen(name, 'the command to exit', (text) => text.includes(EXIT_MARK), timeoutMs);
+    return Number(new RegExp(`${EXIT_MARK}(\\d+)`).exec(screen)![1]);
   }
 
   /** Resizes session `name`'s window, as a person dragging its edge would. */
