@@ -6,10 +6,11 @@
  * tmux is needed: .ci/run installs it. On CI (CI set) a missing tmux fails
  * these tests; elsewhere they are skipped, with the reason in their title.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { cliEnv, Tmux, tmuxUnavailable } from '../helpers/cli.ts';
-import { waitFor } from '../helpers/wait.ts';
+import { pidAlive, waitFor } from '../helpers/wait.ts';
 
 const skip = tmuxUnavailable !== undefined && process.env.CI === undefined;
 
@@ -88,6 +89,24 @@ describe.skipIf(skip)(`in a terminal${skip ? ` (skipped: ${tmuxUnavailable})` : 
     await tmux.keys('again', 'Enter');
     expect(await tmux.exitStatus('again')).toBe(7);
     expect((await terminals())[0]).toMatchObject({ status: 'exited' });
+  }, 120_000);
+
+  it('shell: closing the window (SIGHUP) detaches, and the shell runs on', async () => {
+    const before = new Set((await terminals()).map((each) => each.id));
+    await tmux.start('closed', ['shell', '--env', 'HISTFILE=/dev/null'], env, { cols: 80, rows: 24 });
+    await tmux.waitForScreen('closed', 'the prompt', (screen) => screen.trim() !== '');
+    const [terminal] = (await terminals()).filter((each) => !before.has(each.id));
+    // The pane's shell runs the command as its child.
+    const shell = Number((await tmux.tmux('display-message', '-p', '-t', 'closed', '#{pane_pid}')).trim());
+    const command = Number(readFileSync(`/proc/${shell}/task/${shell}/children`, 'utf8').trim().split(' ')[0]);
+    expect(pidAlive(command)).toBe(true);
+    await tmux.tmux('kill-session', '-t', 'closed');
+    await waitFor('the command to exit', () => !pidAlive(command));
+    // The terminal still runs and still takes input.
+    await daemon.request('POST', `/v1/terminals/${terminal!.id}/input`, { body: { data: 'echo still-$((4*4))\r' } });
+    await waitFor('the shell to answer', async () => (await terminalOutput(terminal!.id)).includes('still-16'));
+    expect((await daemon.request('GET', `/v1/terminals/${terminal!.id}`)).body.status).toBe('running');
+    await daemon.request('DELETE', `/v1/terminals/${terminal!.id}`);
   }, 120_000);
 
   it('exec --tty: the program sees a terminal of the window size, keys reach it raw, and its status is the exit status', async () => {
