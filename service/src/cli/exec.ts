@@ -9,7 +9,7 @@
  * @module
  */
 import { finished } from 'node:stream/promises';
-import type { RemoteRuntime } from '@execworld/sdk';
+import type { RemoteRuntime, RemoteTerminal } from '@execworld/sdk';
 import { CLIENT_OPTIONS, clientHelp, exitStatus, GRACE_MS, openRuntime } from './client.ts';
 import { parseCommandLine, parseEnvEntries, splitAtProgram, UsageError, type Command } from './command.ts';
 import { initialSize, interact, terminalEnv } from './interactive.ts';
@@ -54,14 +54,16 @@ async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string, 
     stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' },
     graceMs: GRACE_MS,
   });
-  const { id } = await handle.started;
-  const stdin = handle.stdin!;
-  const stdout = handle.stdout!;
-  const stderr = handle.stderr!;
+  // From the spawn on, before the daemon even answered: a terminate waits for the acknowledgement.
   const terminate = (): void => handle.terminate();
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   for (const signal of signals) process.on(signal, terminate);
+  let id: string | undefined;
   try {
+    id = (await handle.started).id;
+    const stdin = handle.stdin!;
+    const stdout = handle.stdout!;
+    const stderr = handle.stderr!;
     let stdinFailure: Error | undefined;
     stdin.on('error', (error) => {
       process.stdin.unpipe(stdin);
@@ -80,16 +82,32 @@ async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string, 
     return exitStatus(outcome);
   } finally {
     for (const signal of signals) process.off(signal, terminate);
-    process.stdin.unpipe(stdin);
+    process.stdin.unpipe();
     process.stdin.pause();
-    await runtime.call('process.delete', { id }).catch(() => undefined);
+    if (id !== undefined) await runtime.call('process.delete', { id }).catch(() => undefined);
   }
 }
 
 /** The program on a terminal, this one connected to it until it exits. */
 async function execTerminal(runtime: RemoteRuntime, argv: string[], cwd: string, env: Record<string, string> | undefined): Promise<number> {
-  const terminal = await runtime.spawnTerminal({ argv, cwd, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS });
+  // A signal while the terminal is being made ends it as soon as it is there; interact takes over the signals without a gap.
+  let interrupted = false;
+  const early = (): void => {
+    interrupted = true;
+  };
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const signal of signals) process.on(signal, early);
+  let terminal: RemoteTerminal;
   try {
+    terminal = await runtime.spawnTerminal({ argv, cwd, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS });
+  } finally {
+    for (const signal of signals) process.off(signal, early);
+  }
+  try {
+    if (interrupted) {
+      await terminal.terminate();
+      return exitStatus(await terminal.done);
+    }
     const end = await interact(terminal, { detachable: false, onSignal: 'terminate' });
     // Not detachable: it ends with the program.
     return end.detached ? 0 : exitStatus(end.outcome);
