@@ -1,192 +1,143 @@
 /**
- * The `execworld` command.
+ * The `execworld` command: a dispatcher over its subcommands, one module each
+ * in `cli/` (each exports a {@link Command}; see `cli/command.ts`). A module is
+ * loaded only when its command runs, so the client commands never load the
+ * daemon.
  *
- *   execworld serve [options]   run the daemon (see `execworld serve --help`)
- *   execworld token-file        print where a local daemon keeps its token
- *   execworld --version         print the version
+ *   execworld serve [options]        run the daemon
+ *   execworld exec [options] -- argv run one program, exit with its status
+ *   execworld shell | attach <id>    an interactive terminal; Ctrl-P Ctrl-Q detaches
+ *   execworld ps | logs <id> | kill <id>
+ *   execworld token-file             print where a local daemon keeps its token
+ *   execworld --version              print the version
  *
- * Exit status: 0 on success (and after SIGTERM or SIGINT once every session
- * ended); 2 for a usage error (an unknown command or option, a bad setting),
- * with a pointer to --help; 1 when the daemon cannot start or stop (a port in
- * use, an unreadable file), with a message and no stack trace.
+ * Exit status: exec, shell and attach give their program's; every command
+ * exits 1 when execworld or the daemon failed (one line on stderr, naming the
+ * error's code when it has one) and 2 for a usage error (with a pointer to
+ * --help); serve exits 0 after SIGTERM or SIGINT once every session ended.
  * @module
  */
-import type { AddressInfo } from 'node:net';
-import { networkInterfaces, userInfo } from 'node:os';
-import { makeNonDumpable } from './provider/libc.ts';
-import { lookupUser } from './provider/run-as.ts';
-import { buildApp, packageVersion } from './server/app.ts';
-import { loadTokens } from './server/auth.ts';
-import { ConfigError, defaultTokenFile, loadConfig, serveHelp, type Config } from './server/config.ts';
+import { readFileSync } from 'node:fs';
+import { isExecworldError } from '@execworld/sdk';
+import { clientHelp, describeFailure } from './cli/client.ts';
+import { CliError, FAILURE_STATUS, USAGE_STATUS, UsageError, type Command } from './cli/command.ts';
 
-const USAGE = `Usage: execworld <command>
+interface CommandEntry {
+  readonly name: string;
+  readonly summary: string;
+  load(): Promise<Command>;
+}
+
+/** Every command, in the order the help lists them. */
+const COMMANDS: readonly CommandEntry[] = [
+  { name: 'serve', summary: 'run the daemon (execworld serve --help for its options)', load: async () => (await import('./cli/serve.ts')).command },
+  { name: 'exec', summary: "run a program on the daemon's host and exit with its status", load: async () => (await import('./cli/exec.ts')).command },
+  { name: 'shell', summary: 'start an interactive bash on a new terminal and attach to it', load: async () => (await import('./cli/shell.ts')).command },
+  { name: 'attach', summary: 'attach this terminal to a terminal of the daemon', load: async () => (await import('./cli/attach.ts')).command },
+  { name: 'ps', summary: 'list the terminals and processes', load: async () => (await import('./cli/ps.ts')).command },
+  { name: 'logs', summary: "print a terminal's or a process's output (-f follows it)", load: async () => (await import('./cli/logs.ts')).command },
+  { name: 'kill', summary: 'end a terminal or a process (--delete forgets it too)', load: async () => (await import('./cli/kill.ts')).command },
+  {
+    name: 'token-file',
+    summary: 'print the path of the token file a local daemon uses by default',
+    load: async () => (await import('./cli/token-file.ts')).command,
+  },
+];
+
+function usage(): string {
+  const width = Math.max(...COMMANDS.map((entry) => entry.name.length)) + 2;
+  return `Usage: execworld [--url <url>] [--token <token>] <command> [options]
 
 Commands:
-  serve        run the daemon (execworld serve --help for its options)
-  token-file   print the path of the token file a local daemon uses by default
+${COMMANDS.map((entry) => `  ${entry.name.padEnd(width)} ${entry.summary}`).join('\n')}
+
+The commands but serve and token-file talk to a daemon, named by these options
+(before the command or among its own):
+${clientHelp()}
 
 Options:
-  --version    print the version
-  --help       show this help
+  --version            print the version
+  -h, --help           show this help; execworld <command> --help shows a command's
 
-Exit status: 0 on success, 2 for a usage error, 1 when the daemon cannot start.
+Ctrl-P Ctrl-Q detaches from a terminal (shell, attach), which runs on.
+
+Exit status: exec, shell and attach exit with their program's status (128+n
+when signal n ended it); any command exits 1 when execworld or the daemon
+failed (one line on stderr: execworld: CODE: message) and 2 for a usage error;
+serve exits 1 when the daemon cannot start.
 `;
-
-/** A failure an operator can act on: said in one line, exit status 1, no stack trace. */
-class StartError extends Error {
-  override name = 'StartError';
 }
 
-/** The operator's words for an operating-system failure to listen on `host:port`. */
-function listenFailure(error: NodeJS.ErrnoException, config: Config): StartError {
-  const where = `${config.host}:${config.port}`;
-  switch (error.code) {
-    case 'EADDRINUSE':
-      return new StartError(
-        `port ${config.port} on ${config.host} is already in use (EADDRINUSE): stop what listens there, or choose another port with --port`,
-      );
-    case 'EACCES':
-      return new StartError(`not allowed to listen on ${where} (EACCES): ports below 1024 need privileges; choose another with --port`);
-    case 'EADDRNOTAVAIL':
-      return new StartError(`${config.host} is not an address of this machine (EADDRNOTAVAIL); choose another with --host`);
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-      return new StartError(`cannot resolve --host ${config.host} (${error.code})`);
-    default:
-      return new StartError(`cannot listen on ${where}: ${error.message}`);
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
+
+/** The client options given before the command (`execworld --url … ps`), handed on to the command. */
+function leadingClientOptions(argv: readonly string[]): { options: string[]; rest: string[] } {
+  let index = 0;
+  while (index < argv.length) {
+    const arg = argv[index]!;
+    if (arg === '--url' || arg === '--token') index += 2;
+    else if (arg.startsWith('--url=') || arg.startsWith('--token=')) index += 1;
+    else break;
   }
+  return { options: argv.slice(0, Math.min(index, argv.length)), rest: argv.slice(index) };
 }
 
-/** Whether `host` binds only this machine's loopback interface. */
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host);
+/** A usage error: what was wrong, where the help is. */
+function usageError(message: string, help: string): number {
+  process.stderr.write(`execworld: ${message}\nRun '${help}' for the usage.\n`);
+  return USAGE_STATUS;
 }
 
-/** Whether `host` is the any-address of IPv4 or IPv6: every interface. */
-function isUnspecified(host: string): boolean {
-  return host === '0.0.0.0' || host === '::';
+/** Exit status of a command whose stdout reader went away (`execworld logs … | head`), as a program killed by SIGPIPE. */
+const BROKEN_PIPE_STATUS = 128 + 13;
+
+function onStdoutError(error: NodeJS.ErrnoException): void {
+  if (error.code === 'EPIPE') process.exit(BROKEN_PIPE_STATUS);
+  throw error;
 }
 
-/** The URLs the daemon can be reached at: each interface address for an any-address bind, else the bound ones. */
-function reachableAt(bound: readonly AddressInfo[], scheme: string): string[] {
-  const urls = new Set<string>();
-  for (const { address, family, port } of bound) {
-    const addresses = isUnspecified(address)
-      ? Object.values(networkInterfaces())
-          .flat()
-          // An IPv6 any-address takes IPv4 connections too (dual stack); an IPv4 one only IPv4. Link-local needs a zone, left out.
-          .flatMap((entry) =>
-            entry !== undefined && (family === 'IPv6' || entry.family === 'IPv4') && !entry.address.startsWith('fe80:') ? [entry.address] : [],
-          )
-      : [address];
-    for (const each of addresses) urls.add(`${scheme}://${each.includes(':') ? `[${each}]` : each}:${port}`);
+/** Runs the command `argv` names; resolves with its exit status, or undefined while it runs on (the daemon). */
+async function dispatch(argv: readonly string[]): Promise<number | undefined> {
+  const { options, rest } = leadingClientOptions(argv);
+  const [name, ...args] = rest;
+  switch (name) {
+    case '--version':
+    case 'version':
+      process.stdout.write(`${packageVersion()}\n`);
+      return 0;
+    case undefined:
+    case '--help':
+    case '-h':
+      process.stdout.write(usage());
+      return 0;
+    case 'help': {
+      // `execworld help <command>`: that command's help.
+      const entry = COMMANDS.find((each) => each.name === args[0]);
+      process.stdout.write(entry === undefined ? usage() : (await entry.load()).help);
+      return 0;
+    }
   }
-  return [...urls];
-}
-
-/** Runs the daemon until SIGTERM or SIGINT, then ends every session and exits 0. */
-export async function serve(argv: readonly string[]): Promise<void> {
-  const { config, help } = loadConfig(argv);
-  if (help) {
-    process.stdout.write(serveHelp());
-    return;
-  }
-  // Before anything secret is read: processes of this uid (the daemon's own children) cannot
-  // read a non-dumpable process's environment or memory through /proc.
-  const nonDumpable = makeNonDumpable();
-  const { table, generated } = loadTokens(config.tokenFile, defaultTokenFile(), (name) => lookupUser(name));
-  let daemon: ReturnType<typeof buildApp>;
+  const entry = COMMANDS.find((each) => each.name === name);
+  if (entry === undefined) return usageError(`${name.startsWith('-') ? 'unknown option' : 'unknown command'} ${name}`, 'execworld --help');
+  // The daemon's log has its own rule (a reader that goes away ends logging, not the daemon).
+  if (entry.name !== 'serve') process.stdout.on('error', onStdoutError);
   try {
-    daemon = buildApp({ config, tokens: table, ownsHostProcess: true });
+    return await (await entry.load()).run([...options, ...args]);
   } catch (error) {
-    const { code, path } = error as NodeJS.ErrnoException;
-    // The TLS certificate and key are read here.
-    if (typeof code === 'string' && typeof path === 'string') throw new StartError(`cannot read ${path} (${code})`);
-    throw error;
+    if (error instanceof UsageError) return usageError(error.message, `execworld ${entry.name} --help`);
+    // One line for what a user can act on; a fault of execworld itself keeps its stack.
+    if (!(error instanceof CliError) && !isExecworldError(error)) throw error;
+    process.stderr.write(`execworld: ${describeFailure(error)}\n`);
+    return FAILURE_STATUS;
   }
-  const { app, registry } = daemon;
-  let address: string;
-  try {
-    address = await app.listen({ host: config.host, port: config.port });
-  } catch (error) {
-    await app.close();
-    if (typeof (error as NodeJS.ErrnoException).code === 'string') throw listenFailure(error as NodeJS.ErrnoException, config);
-    throw error;
-  }
-  // A string is a Unix socket path, which the daemon never binds.
-  const bound = app.addresses().flatMap((entry) => (typeof entry === 'string' ? [] : [entry]));
-  const addresses = reachableAt(bound, config.tlsCert === undefined ? 'http' : 'https');
-  const containment = registry.runtime.capabilities.containment;
-  app.log.info(
-    { address, addresses, tokenFile: table.source, owners: table.owners, users: table.users, nonDumpable, containment },
-    generated ? 'listening; a new token was written to the token file' : 'listening',
-  );
-  if (!isLoopback(config.host)) {
-    app.log.warn(
-      { host: config.host, addresses, tls: config.tlsCert !== undefined },
-      `the daemon is reachable from the network on ${addresses.join(', ')}: anyone with a token can run programs as ${userInfo().username}` +
-        (config.tlsCert === undefined ? '; tokens and output cross the network unencrypted (serve TLS with --tls-cert and --tls-key)' : ''),
-    );
-  }
-  let stopping = false;
-  const stop = (signal: NodeJS.Signals): void => {
-    if (stopping) return;
-    stopping = true;
-    app.log.info({ signal }, 'shutting down: ending every session');
-    app.close().then(
-      () => {
-        app.log.info('every session ended; exiting');
-        process.exit(0);
-      },
-      (error: unknown) => {
-        app.log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
 }
 
 export async function main(argv: readonly string[]): Promise<void> {
-  const [command, ...rest] = argv;
-  try {
-    switch (command) {
-      case 'serve':
-        await serve(rest);
-        return;
-      case 'token-file':
-        process.stdout.write(`${defaultTokenFile()}\n`);
-        return;
-      case '--version':
-      case 'version':
-        process.stdout.write(`${packageVersion()}\n`);
-        return;
-      case undefined:
-      case '--help':
-      case '-h':
-      case 'help':
-        process.stdout.write(USAGE);
-        return;
-      default:
-        usageError(`${command.startsWith('-') ? 'unknown option' : 'unknown command'} ${command}`, 'execworld --help');
-    }
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      usageError(error.message, `execworld ${command ?? ''} --help`);
-      return;
-    }
-    if (error instanceof StartError) {
-      process.stderr.write(`execworld: ${error.message}\n`);
-      process.exitCode = 1;
-      return;
-    }
-    throw error;
-  }
-}
-
-/** A usage error: what was wrong, where the help is, exit status 2. */
-function usageError(message: string, help: string): void {
-  process.stderr.write(`execworld: ${message}\nRun '${help.replace(/ {2,}/g, ' ')}' for the usage.\n`);
-  process.exitCode = 2;
+  const status = await dispatch(argv);
+  if (status === undefined) return;
+  // Once stdout and stderr took everything, exit: a client command may still hold its stdin (a terminal) open.
+  await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write('', () => resolve()))));
+  process.exit(status);
 }

@@ -1,7 +1,7 @@
 /**
  * The daemon's HTTP application: REST routes made from the operation table,
  * the WebSocket endpoint, auth, and the error mapping. `buildApp` never
- * listens; `serve` in cli.ts does.
+ * listens; `serve` in cli/serve.ts does.
  * @module
  */
 import { readFileSync } from 'node:fs';

@@ -1,0 +1,123 @@
+/**
+ * What every subcommand of `execworld` shares: the shape of a command module,
+ * usage errors, and parsing a command line with `node:util`'s parseArgs.
+ *
+ * A command is one module of this directory exporting `command` (a
+ * {@link Command}); `service/src/cli.ts` lists them and loads the one asked
+ * for, so adding a command is a module and a line in that list.
+ * @module
+ */
+import { parseArgs } from 'node:util';
+
+/** Exit status of a usage error: an unknown command or option, a missing argument. */
+export const USAGE_STATUS = 2;
+/** Exit status of a failure of execworld itself or of the daemon (the line on stderr names it). */
+export const FAILURE_STATUS = 1;
+
+export interface Command {
+  /** The `--help` text. */
+  readonly help: string;
+  /**
+   * Runs the command with the arguments after its name. Resolves with the exit
+   * status, or `undefined` for a command that goes on running after it
+   * resolves (the daemon).
+   * @throws {UsageError} for a command line it cannot take
+   */
+  run(args: readonly string[]): Promise<number | undefined>;
+}
+
+/** A command line the command cannot take: said in a line, with a pointer to its --help, exit status 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** A failure the user can act on, without a code of the daemon's: said in one line, exit status 1. */
+export class CliError extends Error {
+  override name = 'CliError';
+}
+
+type OptionKind = { readonly type: 'string' | 'boolean'; readonly multiple?: boolean; readonly short?: string };
+export type OptionTable = Readonly<Record<string, OptionKind>>;
+
+/** The parsed values of `table`: strings, booleans, or lists of the repeatable ones. */
+export type OptionValues<T extends OptionTable> = {
+  -readonly [K in keyof T]?: T[K]['type'] extends 'boolean' ? boolean : T[K]['multiple'] extends true ? string[] : string;
+};
+
+/** parseArgs's complaint in the words of a command line. */
+function argumentError(error: Error & { code?: string }): string {
+  const quoted = /'([^']+)'/.exec(error.message)?.[1] ?? '';
+  switch (error.code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+      return `unknown option ${quoted}`;
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
+      return `option ${quoted.replace(/^-\w, /, '').split(' ')[0]} needs a value`;
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+      return `unexpected argument ${quoted}`;
+    default:
+      return error.message;
+  }
+}
+
+/**
+ * Parses `args` against `table` (plus `-h`/`--help`), strictly: an unknown
+ * option or a missing value is a {@link UsageError}. Positionals are returned
+ * in order; how many a command takes is its own to check.
+ */
+export function parseCommandLine<T extends OptionTable>(args: readonly string[], table: T): { values: OptionValues<T>; positionals: string[]; help: boolean } {
+  let parsed: { values: Record<string, unknown>; positionals: string[] };
+  try {
+    parsed = parseArgs({
+      args: [...args],
+      options: { ...(table as Record<string, OptionKind>), help: { type: 'boolean', short: 'h' } },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (error) {
+    throw new UsageError(argumentError(error as Error & { code?: string }));
+  }
+  const { help, ...values } = parsed.values;
+  return { values: values as OptionValues<T>, positionals: parsed.positionals, help: help === true };
+}
+
+/**
+ * Splits a command line whose tail is a program's argv: the options before
+ * `--` or before the first argument that is not an option (or the value of
+ * one), and the argv after. So `exec ls -l` and `exec -- ls -l` mean the same,
+ * and an option of the program is never taken for one of execworld's.
+ */
+export function splitAtProgram(args: readonly string[], table: OptionTable): { options: string[]; argv: string[] } {
+  const takesValue = new Set<string>();
+  for (const [name, kind] of Object.entries(table)) {
+    if (kind.type !== 'string') continue;
+    takesValue.add(`--${name}`);
+    if (kind.short !== undefined) takesValue.add(`-${kind.short}`);
+  }
+  let index = 0;
+  while (index < args.length) {
+    const arg = args[index]!;
+    if (arg === '--') return { options: args.slice(0, index), argv: args.slice(index + 1) };
+    if (!arg.startsWith('-') || arg === '-') break;
+    index += takesValue.has(arg) ? 2 : 1;
+  }
+  return { options: args.slice(0, index), argv: args.slice(index) };
+}
+
+/** `--env NAME=VALUE` entries as an environment; a {@link UsageError} for one without a name or `=`. */
+export function parseEnvEntries(entries: readonly string[] | undefined): Record<string, string> | undefined {
+  if (entries === undefined || entries.length === 0) return undefined;
+  const env: Record<string, string> = {};
+  for (const entry of entries) {
+    const equals = entry.indexOf('=');
+    if (equals <= 0) throw new UsageError(`--env takes NAME=VALUE, got ${JSON.stringify(entry)}`);
+    env[entry.slice(0, equals)] = entry.slice(equals + 1);
+  }
+  return env;
+}
+
+/** One positional for each of `names`, or a {@link UsageError} saying which is missing or extra. */
+export function expectPositionals(positionals: readonly string[], names: readonly string[]): string[] {
+  if (positionals.length < names.length) throw new UsageError(`missing ${names[positionals.length]}`);
+  if (positionals.length > names.length) throw new UsageError(`unexpected argument ${positionals[names.length]}`);
+  return [...positionals];
+}

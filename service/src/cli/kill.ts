@@ -1,0 +1,59 @@
+/**
+ * `execworld kill [--delete] <id>`: ends a terminal or a process tree, and
+ * returns once nothing of it runs.
+ * @module
+ */
+import { MAX_WAIT_MS } from '@execworld/sdk/seam';
+import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
+import { expectPositionals, parseCommandLine, type Command } from './command.ts';
+import { findSession } from './sessions.ts';
+
+const OPTIONS = { delete: { type: 'boolean' }, ...CLIENT_OPTIONS } as const;
+
+const HELP = `Usage: execworld kill [options] <id>
+
+Ends a terminal or a process (an id of 'execworld ps') with everything it
+started: SIGTERM (and SIGHUP to a terminal's shell), then SIGKILL after the
+session's grace. Returns once nothing of it runs. An ended session stays
+listed, with its output, until the daemon's retention ends; --delete forgets
+it at once.
+
+Options:
+  --delete             forget it too: its output and exit are gone
+${clientHelp()}
+  -h, --help           show this help
+
+Exit status: 0 once it ended; 1 when execworld or the daemon failed (NOT_FOUND:
+nothing of this owner has that id); 2 for a usage error.
+`;
+
+export const command: Command = {
+  help: HELP,
+  async run(args) {
+    const { values, positionals, help } = parseCommandLine(args, OPTIONS);
+    if (help) {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    const [id] = expectPositionals(positionals, ['<id>']) as [string];
+    const runtime = await openRuntime(values);
+    try {
+      const session = await findSession(runtime, id);
+      if (session.kind === 'terminal') {
+        // Both answer once nothing of the terminal's session runs.
+        if (values.delete === true) await runtime.call('terminal.delete', { id });
+        else await runtime.call('terminal.terminate', { id });
+      } else if (values.delete === true) {
+        await runtime.call('process.delete', { id });
+      } else {
+        await runtime.call('process.terminate', { id });
+        // A process's terminate answers at once; the tree is gone when a wait says so.
+        let gone = false;
+        while (!gone) gone = (await runtime.call('process.wait', { id, timeoutMs: MAX_WAIT_MS })).treeExited;
+      }
+      return 0;
+    } finally {
+      runtime.close();
+    }
+  },
+};

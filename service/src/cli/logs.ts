@@ -1,0 +1,92 @@
+/**
+ * `execworld logs [-f] <id>`: what a terminal printed, or a process's stdout
+ * and stderr (on this command's stdout and stderr), from the oldest byte the
+ * daemon still keeps; with -f, on until the stream ends.
+ * @module
+ */
+import { once } from 'node:events';
+import { MAX_WAIT_MS } from '@execworld/sdk/seam';
+import type { OperationResult } from '@execworld/sdk/protocol';
+import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
+import { expectPositionals, parseCommandLine, type Command } from './command.ts';
+import { findSession } from './sessions.ts';
+
+const OPTIONS = { follow: { type: 'boolean', short: 'f' }, ...CLIENT_OPTIONS } as const;
+
+const HELP = `Usage: execworld logs [options] <id>
+
+Prints the output of a terminal, or the stdout and stderr of a process (on
+this command's stdout and stderr), from the oldest byte the daemon still keeps
+(each stream keeps its last --ring-bytes, 1 MiB by default). Bytes no longer
+kept are said on stderr.
+
+Options:
+  -f, --follow         go on printing until the output ends (the program exited)
+${clientHelp()}
+  -h, --help           show this help
+
+Exit status: 0; 1 when execworld or the daemon failed (NOT_FOUND: nothing of
+this owner has that id); 2 for a usage error.
+`;
+
+/** One read of a stream: from an offset (undefined: the oldest kept), waiting up to waitMs for bytes. */
+type Reader = (from: number | undefined, waitMs: number) => Promise<OperationResult<'terminal.output'>>;
+
+/** Writes `bytes` to `target`, waiting while it is full. */
+async function write(target: NodeJS.WritableStream, bytes: Buffer): Promise<void> {
+  if (!target.write(bytes)) await once(target, 'drain');
+}
+
+/**
+ * Copies a stream to `target`: to `end` (where the stream stood when asked)
+ * or, following, to the stream's end.
+ */
+async function copy(read: Reader, target: NodeJS.WritableStream, options: { follow: boolean; end: number; name: string }): Promise<void> {
+  let from: number | undefined;
+  for (;;) {
+    const chunk = await read(from, options.follow ? MAX_WAIT_MS : 0);
+    if (chunk.gap !== null) process.stderr.write(`execworld: ${options.name} bytes ${chunk.gap.from} to ${chunk.gap.to} are no longer kept\n`);
+    const bytes = Buffer.from(chunk.data, 'base64');
+    if (bytes.length > 0) await write(target, bytes);
+    from = chunk.next;
+    if (chunk.ended) return;
+    if (!options.follow && (bytes.length === 0 || from >= options.end)) return;
+  }
+}
+
+export const command: Command = {
+  help: HELP,
+  async run(args) {
+    const { values, positionals, help } = parseCommandLine(args, OPTIONS);
+    if (help) {
+      process.stdout.write(HELP);
+      return 0;
+    }
+    const [id] = expectPositionals(positionals, ['<id>']) as [string];
+    const follow = values.follow === true;
+    const runtime = await openRuntime(values);
+    try {
+      const session = await findSession(runtime, id);
+      const at = (from: number | undefined): { from?: number } => (from === undefined ? {} : { from });
+      if (session.kind === 'terminal') {
+        const read: Reader = (from, waitMs) => runtime.call('terminal.output', { id, ...at(from), waitMs });
+        await copy(read, process.stdout, { follow, end: session.info.output.end, name: 'output' });
+      } else {
+        const copies: Promise<void>[] = [];
+        for (const [name, target] of [
+          ['stdout', process.stdout],
+          ['stderr', process.stderr],
+        ] as const) {
+          const stream = session.info[name];
+          if (stream === null) continue;
+          const read: Reader = (from, waitMs) => runtime.call('process.output', { id, stream: name, ...at(from), waitMs });
+          copies.push(copy(read, target, { follow, end: stream.end, name }));
+        }
+        await Promise.all(copies);
+      }
+      return 0;
+    } finally {
+      runtime.close();
+    }
+  },
+};

@@ -1,0 +1,101 @@
+/**
+ * `execworld exec` without a terminal, as a person runs it against a daemon:
+ * the program's exit status, its stdout and stderr apart, stdin passed on and
+ * closed at its end, --env and --cwd, and a signal to the command ending the
+ * program.
+ */
+import { mkdtempSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { cliEnv, runCli, startCli } from '../helpers/cli.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+let daemon: TestDaemon;
+let env: NodeJS.ProcessEnv;
+
+beforeAll(async () => {
+  daemon = await startDaemon();
+  env = cliEnv(daemon.url, ALICE);
+});
+afterAll(() => daemon.close());
+
+/** The owner's processes the daemon still lists. */
+async function processes(): Promise<{ id: string; status: string; argv: string[] }[]> {
+  return (await daemon.request('GET', '/v1/processes')).body.processes;
+}
+
+describe('execworld exec', () => {
+  it.each([
+    ['exits 0', ['true'], 0],
+    ['exits 3', ['sh', '-c', 'exit 3'], 3],
+    ['is killed by SIGKILL', ['sh', '-c', 'kill -9 $$'], 128 + 9],
+  ])('exits with the status of a program that %s', async (_what, argv, status) => {
+    const result = await runCli(['exec', '--', ...argv], { env });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(status);
+  });
+
+  it("writes the program's stdout and stderr to its own, apart, and forgets the process once it ended", async () => {
+    const result = await runCli(['exec', 'sh', '-c', 'echo to-out; echo to-err >&2; echo more-out'], { env });
+    expect(result).toMatchObject({ code: 0, stdout: 'to-out\nmore-out\n', stderr: 'to-err\n' });
+    expect(await processes()).toEqual([]);
+  });
+
+  it("passes its stdin on to the program's, and closes it at its end", async () => {
+    const lines = Array.from({ length: 2000 }, (_unused, index) => `line ${index}`).join('\n') + '\n';
+    const result = await runCli(['exec', '--', 'cat'], { env, stdin: lines });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(lines);
+  });
+
+  it('sets --env entries and runs in --cwd; options after the program are its own', async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'execworld-exec-cwd-')));
+    const result = await runCli(
+      ['exec', '--env', 'GREETING=hello world', '-e', 'EMPTY=', '--cwd', dir, 'sh', '-c', 'echo "$GREETING|${EMPTY-unset}|$(pwd)"', '--env'],
+      {
+        env,
+      },
+    );
+    expect(result).toMatchObject({ code: 0, stdout: `hello world||${dir}\n` });
+  });
+
+  it("runs in this command's directory by default", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'execworld-exec-here-')));
+    const result = await runCli(['exec', '--', 'pwd'], { env, cwd: dir });
+    expect(result.stdout).toBe(`${dir}\n`);
+  });
+
+  it('ends the program when it is interrupted, and exits with the status of how it ended', async () => {
+    const cli = startCli(['exec', '--', 'sleep', '300'], { env, stdin: { open: true } });
+    await waitFor('sleep to run on the daemon', async () => (await processes()).some((each) => each.status === 'running' && each.argv[0] === 'sleep'), 30_000);
+    cli.child.kill('SIGINT');
+    const result = await cli.result;
+    // SIGTERM ended it, the first step of a terminate.
+    expect(result.code).toBe(128 + 15);
+    expect(await processes()).toEqual([]);
+  });
+
+  it('says in one line why the program did not start, with exit status 1', async () => {
+    const missing = await runCli(['exec', '--', 'no-such-program-here'], { env });
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^execworld: EXECUTABLE_NOT_FOUND: .*no-such-program-here.*\n$/);
+    const nowhere = await runCli(['exec', '--cwd', '/no/such/dir', '--', 'true'], { env });
+    expect(nowhere.code).toBe(1);
+    expect(nowhere.stderr).toMatch(/^execworld: CWD_NOT_FOUND: .*\/no\/such\/dir.*\n$/);
+  });
+
+  it('refuses a command line without a program, or with a bad option or --env, with exit status 2', async () => {
+    for (const [args, message] of [
+      [['exec'], 'missing the program to run'],
+      [['exec', '--tty'], 'missing the program to run'],
+      [['exec', '--bogus', 'true'], 'unknown option --bogus'],
+      [['exec', '--env', 'NOEQUALS', 'true'], '--env takes NAME=VALUE, got "NOEQUALS"'],
+      [['exec', '--cwd'], 'option --cwd needs a value'],
+    ] as const) {
+      const result = await runCli(args, { env });
+      expect(result, args.join(' ')).toMatchObject({ code: 2, stderr: `execworld: ${message}\nRun 'execworld exec --help' for the usage.\n` });
+    }
+  });
+});

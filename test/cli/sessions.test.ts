@@ -1,0 +1,181 @@
+/**
+ * `execworld ps`, `kill` and `logs` against a daemon, the daemon and token a
+ * command finds, the one-line errors and their exit status, and the help.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { cliEnv, runCli, startCli } from '../helpers/cli.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+let daemon: TestDaemon;
+let env: NodeJS.ProcessEnv;
+
+beforeAll(async () => {
+  daemon = await startDaemon();
+  env = cliEnv(daemon.url, ALICE);
+});
+afterAll(() => daemon.close());
+afterEach(async () => {
+  // Each test starts with no session of the owner.
+  for (const kind of ['terminals', 'processes'] as const) {
+    for (const { id } of (await daemon.request('GET', `/v1/${kind}`)).body[kind]) await daemon.request('DELETE', `/v1/${kind}/${id}`);
+  }
+});
+
+const BASH = {
+  argv: ['/bin/bash', '--noprofile', '--norc', '-i'],
+  cwd: '/tmp',
+  env: { PS1: 'ew$ ', HISTFILE: '/dev/null' },
+  rows: 24,
+  cols: 80,
+  graceMs: 1000,
+};
+
+async function createProcess(argv: string[]): Promise<{ id: string; pid: number }> {
+  const { status, body } = await daemon.request('POST', '/v1/processes', {
+    body: { argv, cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+  });
+  expect(status).toBe(201);
+  return body;
+}
+
+async function createTerminal(): Promise<{ id: string; pid: number }> {
+  const { status, body } = await daemon.request('POST', '/v1/terminals', { body: BASH });
+  expect(status).toBe(201);
+  return body;
+}
+
+async function processEnded(id: string): Promise<void> {
+  await waitFor(`${id} to end`, async () => (await daemon.request('GET', `/v1/processes/${id}`)).body.status === 'exited');
+}
+
+/** A line of ps's table, its columns separated by runs of blanks. */
+const row = (...cells: string[]): RegExp => new RegExp(`^${cells.map((cell) => cell.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join(' +')}$`);
+
+describe('execworld ps', () => {
+  it('lists terminals and processes oldest first: id, pid, status, exit and argv', async () => {
+    const terminal = await createTerminal();
+    const failed = await createProcess(['sh', '-c', 'exit 4']);
+    await processEnded(failed.id);
+    const sleeper = await createProcess(['sleep', '300']);
+    const result = await runCli(['ps'], { env });
+    expect(result.code).toBe(0);
+    expect(result.stdout.trimEnd().split('\n')).toEqual([
+      expect.stringMatching(row('ID', 'PID', 'STATUS', 'EXIT', 'ARGV')),
+      expect.stringMatching(row(terminal.id, String(terminal.pid), 'running', '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', "sh -c 'exit 4'")),
+      expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', 'sleep 300')),
+    ]);
+  });
+});
+
+describe('execworld kill', () => {
+  it('ends a process tree and returns once it is gone; the process stays listed with how it ended', async () => {
+    const sleeper = await createProcess(['sh', '-c', 'sleep 300 & wait']);
+    const result = await runCli(['kill', sleeper.id], { env });
+    expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    const info = (await daemon.request('GET', `/v1/processes/${sleeper.id}`)).body;
+    expect(info).toMatchObject({ status: 'exited', exit: { exitCode: null, signal: 'SIGTERM' }, treeExited: true });
+  });
+
+  it('ends a terminal and returns once nothing of it runs; --delete forgets it', async () => {
+    const terminal = await createTerminal();
+    expect((await runCli(['kill', terminal.id], { env })).code).toBe(0);
+    expect((await daemon.request('GET', `/v1/terminals/${terminal.id}`)).body).toMatchObject({ status: 'exited', treeExited: true });
+    const other = await createTerminal();
+    expect((await runCli(['kill', '--delete', other.id], { env })).code).toBe(0);
+    expect((await daemon.request('GET', `/v1/terminals/${other.id}`)).status).toBe(404);
+  });
+});
+
+describe('execworld logs', () => {
+  it("prints a process's stdout and stderr apart, from the start", async () => {
+    const printer = await createProcess(['sh', '-c', 'echo out-1; echo err-1 >&2; echo out-2']);
+    await processEnded(printer.id);
+    const result = await runCli(['logs', printer.id], { env });
+    expect(result).toMatchObject({ code: 0, stdout: 'out-1\nout-2\n', stderr: 'err-1\n' });
+  });
+
+  it("prints a terminal's output so far, and with -f follows it until the program exits", async () => {
+    const terminal = await createTerminal();
+    await daemon.request('POST', `/v1/terminals/${terminal.id}/input`, { body: { data: 'echo first-$((1+1))\r' } });
+    await waitFor('the first echo', async () => {
+      const output = (await daemon.request('GET', `/v1/terminals/${terminal.id}/output?from=0&waitMs=0`)).body;
+      return Buffer.from(output.data, 'base64').toString().includes('first-2');
+    });
+    const now = await runCli(['logs', terminal.id], { env });
+    expect(now.code).toBe(0);
+    expect(now.stdout).toContain('first-2');
+
+    const follow = startCli(['logs', '-f', terminal.id], { env });
+    // It has printed what there was and waits for more.
+    await waitFor('logs -f to print the first echo', () => follow.stdout().includes('first-2'), 30_000);
+    await daemon.request('POST', `/v1/terminals/${terminal.id}/input`, { body: { data: 'echo then-$((2+3)); exit 6\r' } });
+    const result = await follow.result;
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('then-5');
+    expect(result.stdout.indexOf('then-5')).toBeGreaterThan(result.stdout.indexOf('first-2'));
+  });
+});
+
+describe('errors', () => {
+  it('say an unknown id in one line naming the code, with exit status 1', async () => {
+    const attach = await runCli(['attach', 't_nosuchterminal'], { env });
+    expect(attach).toMatchObject({ code: 1, stdout: '', stderr: 'execworld: NOT_FOUND: no terminal t_nosuchterminal\n' });
+    for (const command of ['kill', 'logs']) {
+      const result = await runCli([command, 'p_nosuchprocess'], { env });
+      expect(result, command).toMatchObject({ code: 1, stderr: 'execworld: NOT_FOUND: no terminal or process p_nosuchprocess\n' });
+    }
+  });
+
+  it('say a refused token in one line; --token beats EXECWORLD_TOKEN, which beats the token file', async () => {
+    const bad = await runCli(['ps', '--token', 'not-the-token-0123456789'], { env });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^execworld: UNAUTHORIZED: .+\n$/);
+    const badEnv = { ...env, EXECWORLD_TOKEN: 'not-the-token-0123456789' };
+    expect((await runCli(['ps'], { env: badEnv })).stderr).toMatch(/^execworld: UNAUTHORIZED: /);
+    expect(await runCli(['ps', '--token', ALICE], { env: badEnv })).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  it('say that there is no token, or no daemon at the URL, with exit status 1', async () => {
+    const noToken = await runCli(['ps'], { env: { ...env, XDG_CONFIG_HOME: mkdtempSync(join(tmpdir(), 'execworld-empty-')) } });
+    expect(noToken.code).toBe(1);
+    expect(noToken.stderr).toMatch(/^execworld: no token: pass --token or set EXECWORLD_TOKEN \(there is no .*execworld\/token.*\)\n$/);
+    const nowhere = { ...env, EXECWORLD_URL: 'http://127.0.0.1:1' };
+    const unreachable = await runCli(['ps'], { env: nowhere });
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toMatch(/^execworld: CONNECTION_FAILED: .*127\.0\.0\.1:1.*\n$/);
+    // --url before the command, or among its options, beats EXECWORLD_URL.
+    expect((await runCli(['--url', daemon.url, 'ps'], { env: nowhere })).code).toBe(0);
+    expect((await runCli(['ps', `--url=${daemon.url}`], { env: nowhere })).code).toBe(0);
+  });
+});
+
+describe('help', () => {
+  const COMMANDS = ['serve', 'exec', 'shell', 'attach', 'ps', 'logs', 'kill', 'token-file'];
+
+  it('lists every command, and each command answers --help', async () => {
+    const top = await runCli(['--help'], { env });
+    expect(top.code).toBe(0);
+    for (const command of COMMANDS) expect(top.stdout).toMatch(new RegExp(`^ {2}${command} +\\S`, 'm'));
+    const helps = await Promise.all(COMMANDS.map((command) => runCli([command, '--help'], { env })));
+    helps.forEach((help, index) => {
+      expect(help, COMMANDS[index]).toMatchObject({ code: 0, stderr: '' });
+      expect(help.stdout, COMMANDS[index]).toMatch(new RegExp(`^Usage: execworld ${COMMANDS[index]}\\b`));
+    });
+  });
+
+  it('refuses a missing or extra argument with exit status 2', async () => {
+    expect(await runCli(['attach'], { env })).toMatchObject({
+      code: 2,
+      stderr: "execworld: missing <terminal-id>\nRun 'execworld attach --help' for the usage.\n",
+    });
+    expect(await runCli(['ps', 'extra'], { env })).toMatchObject({
+      code: 2,
+      stderr: "execworld: unexpected argument extra\nRun 'execworld ps --help' for the usage.\n",
+    });
+  });
+});
