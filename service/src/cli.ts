@@ -31,11 +31,13 @@ interface CommandEntry {
 /** Every command, in the order the help lists them. */
 const COMMANDS: readonly CommandEntry[] = [
   { name: 'serve', summary: 'run the daemon (execworld serve --help for its options)', load: async () => (await import('./cli/serve.ts')).command },
+  { name: 'run', summary: 'run a command in a persistent shell and exit with its status', load: async () => (await import('./cli/run.ts')).command },
   { name: 'exec', summary: "run a program on the daemon's host and exit with its status", load: async () => (await import('./cli/exec.ts')).command },
   { name: 'shell', summary: 'start an interactive bash on a new terminal and attach to it', load: async () => (await import('./cli/shell.ts')).command },
   { name: 'attach', summary: 'attach this terminal to a terminal of the daemon', load: async () => (await import('./cli/attach.ts')).command },
   { name: 'ps', summary: 'list the terminals and processes', load: async () => (await import('./cli/ps.ts')).command },
   { name: 'logs', summary: "print a terminal's or a process's output (-f follows it)", load: async () => (await import('./cli/logs.ts')).command },
+  { name: 'screen', summary: "print a terminal's screen", load: async () => (await import('./cli/screen.ts')).command },
   { name: 'kill', summary: 'end a terminal or a process (--delete forgets it too)', load: async () => (await import('./cli/kill.ts')).command },
   {
     name: 'token-file',
