@@ -101,6 +101,37 @@ export function defineShellContract(name: string, make: () => Promise<ShellSubje
       expect(await shell.send('q')).toMatchObject({ reason: 'completed', exitCode: 0 });
     });
 
+    it('reports full-screen programs and a pager git starts as waiting, with their names', async () => {
+      const edited = await shell.run('vim -u NONE -n notes.txt');
+      expect(edited).toMatchObject({ reason: 'waiting_for_input', waitingFor: { command: 'vim' } });
+      await expect(shell.run('echo typed-into-vim')).rejects.toMatchObject({ code: 'SHELL_BUSY' });
+      expect(await shell.send(':q!\r')).toMatchObject({ reason: 'completed', exitCode: 0 });
+
+      const repo = mkdtempSync(join(tmpdir(), 'execworld-git-'));
+      const made = await shell.run(
+        `cd ${repo} && git init -q && for n in $(seq 1 60); do git -c user.name=t -c user.email=t@t commit -q --allow-empty -m "commit $n"; done; cd ${home}`,
+        { timeoutMs: 120_000 },
+      );
+      expect(made.exitCode).toBe(0);
+      // Without a pager setting of its own (the shell's PAGER=cat and GIT_PAGER=cat unset), git pages through less.
+      const logged = await shell.run(`env -u GIT_PAGER -u PAGER git -C ${repo} log --oneline`);
+      expect(logged.reason).toBe('waiting_for_input');
+      // Debian's git pages through `pager`, the system's choice of pager (less here).
+      expect(['less', 'pager']).toContain(logged.waitingFor?.command);
+      expect(await shell.send('q')).toMatchObject({ reason: 'completed', exitCode: 0 });
+    });
+
+    it('bounds 100 MB of output to the head and tail asked for', async () => {
+      // 100,000,000 bytes of base64 (135,000,000 with its line ends), on the terminal with CRLF.
+      const result = await shell.run('head -c 75000000 /dev/zero | base64 -w 76', { maxOutputBytes: 256 * 1024, timeoutMs: 600_000 });
+      expect(result).toMatchObject({ exitCode: 0, truncated: true, reason: 'completed' });
+      const lines = 100_000_000 / 76;
+      const total = 100_000_000 + 2 * Math.ceil(lines);
+      const cut = Number(/\[… (\d+) bytes of output cut …\]/.exec(result.output)![1]);
+      expect(cut + 256 * 1024).toBe(total);
+      expect(result.outputEnd - result.outputStart).toBe(total);
+    }, 600_000);
+
     it('gives stdin-reading commands no stale input', async () => {
       const result = await shell.run('cat', { idleTimeoutMs: 60_000 });
       expect(result.reason).toBe('waiting_for_input');
