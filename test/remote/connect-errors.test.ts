@@ -3,13 +3,13 @@
  * port, a certificate this client does not trust says so and how to pass its
  * CA (and `ca` then works), and a missing token names the file looked for.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { connect, ConnectionError, ExecworldError } from '@execworld/sdk';
+import { selfSignedCertificate } from '../helpers/tls.ts';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 /** A port nothing listens on: one the kernel just handed out and was given back. */
@@ -47,32 +47,9 @@ describe('a daemon with its own certificate', () => {
   let secure: TestDaemon;
   let cert: string;
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'execworld-tls-'));
-    cert = join(dir, 'cert.pem');
-    const key = join(dir, 'key.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-        '-days',
-        '1',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-      ],
-      { stdio: 'ignore' },
-    );
+    const certificate = selfSignedCertificate();
+    cert = certificate.cert;
+    const key = certificate.key;
     secure = await startDaemon({ tlsCert: cert, tlsKey: key });
   });
   afterAll(() => secure.close());

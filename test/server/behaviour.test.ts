@@ -2,13 +2,11 @@
  * The daemon's own behaviour: processes end to end, limits, retention of exit
  * facts, heartbeats, idempotent retries, and TLS.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MAX_SUBSCRIPTIONS } from '../../service/src/server/ws.ts';
+import { selfSignedCertificate } from '../helpers/tls.ts';
 import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { sleep, waitFor } from '../helpers/wait.ts';
 
@@ -230,32 +228,7 @@ describe('heartbeats', () => {
 
 describe('TLS', () => {
   it('serves HTTPS with a given certificate and key', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'execworld-tls-'));
-    const cert = join(dir, 'cert.pem');
-    const key = join(dir, 'key.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-        '-days',
-        '1',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-      ],
-      { stdio: 'ignore' },
-    );
+    const { cert, key } = selfSignedCertificate();
     const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
     expect(secure.url).toMatch(/^https:/);
     const body = await new Promise<string>((resolve, reject) => {

@@ -17,7 +17,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { expectPositionals, parseCommandLine, type Command } from './command.ts';
+import { expectPositionals, type Command, defineCommand } from './command.ts';
 import { attachAndWait, DETACH_KEYS } from './interactive.ts';
 
 const OPTIONS = { ...CLIENT_OPTIONS } as const;
@@ -41,23 +41,15 @@ it); 0 after a detach; 1 when execworld or the daemon failed (the line on
 stderr says why); 2 for a usage error.
 `;
 
-export const command: Command = {
-  help: HELP,
-  async run(args) {
-    const { values, positionals, help } = parseCommandLine(args, OPTIONS);
-    if (help) {
-      process.stdout.write(HELP);
-      return 0;
-    }
-    const [id] = expectPositionals(positionals, ['<terminal-id>']);
-    const runtime = await openRuntime(values);
-    try {
-      const terminal = await runtime.attachTerminal(id!);
-      if (process.stdout.isTTY) process.stdout.write(CLEAR_SCREEN);
-      return await attachAndWait(terminal);
-    } finally {
-      // Closing only detaches: the terminal runs on.
-      runtime.close();
-    }
-  },
-};
+export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
+  const [id] = expectPositionals(positionals, ['<terminal-id>']);
+  const runtime = await openRuntime(values);
+  try {
+    const terminal = await runtime.attachTerminal(id!);
+    if (process.stdout.isTTY) process.stdout.write(CLEAR_SCREEN);
+    return await attachAndWait(terminal);
+  } finally {
+    // Closing only detaches: the terminal runs on.
+    runtime.close();
+  }
+});

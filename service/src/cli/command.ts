@@ -121,3 +121,25 @@ export function expectPositionals(positionals: readonly string[], names: readonl
   if (positionals.length > names.length) throw new UsageError(`unexpected argument ${positionals[names.length]}`);
   return [...positionals];
 }
+
+/**
+ * A command of `help` and `options`: parses its command line, answers
+ * `--help`, and runs `body` with the options and positional arguments.
+ */
+export function defineCommand<T extends OptionTable>(
+  help: string,
+  options: T,
+  body: (values: OptionValues<T>, positionals: string[]) => Promise<number | undefined>,
+): Command {
+  return {
+    help,
+    async run(args) {
+      const { values, positionals, help: asked } = parseCommandLine(args, options);
+      if (asked) {
+        process.stdout.write(help);
+        return 0;
+      }
+      return body(values, positionals);
+    },
+  };
+}

@@ -5,7 +5,7 @@
  */
 import { MAX_WAIT_MS } from '@execworld/sdk/seam';
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { expectPositionals, parseCommandLine, type Command } from './command.ts';
+import { expectPositionals, type Command, defineCommand } from './command.ts';
 import { findSession } from './sessions.ts';
 
 const OPTIONS = { delete: { type: 'boolean' }, ...CLIENT_OPTIONS } as const;
@@ -27,33 +27,25 @@ Exit status: 0 once it ended; 1 when execworld or the daemon failed (NOT_FOUND:
 nothing of this owner has that id); 2 for a usage error.
 `;
 
-export const command: Command = {
-  help: HELP,
-  async run(args) {
-    const { values, positionals, help } = parseCommandLine(args, OPTIONS);
-    if (help) {
-      process.stdout.write(HELP);
-      return 0;
+export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
+  const [id] = expectPositionals(positionals, ['<id>']) as [string];
+  const runtime = await openRuntime(values);
+  try {
+    const session = await findSession(runtime, id);
+    if (session.kind === 'terminal') {
+      // Both answer once nothing of the terminal's session runs.
+      if (values.delete === true) await runtime.call('terminal.delete', { id });
+      else await runtime.call('terminal.terminate', { id });
+    } else if (values.delete === true) {
+      await runtime.call('process.delete', { id });
+    } else {
+      await runtime.call('process.terminate', { id });
+      // A process's terminate answers at once; the tree is gone when a wait says so.
+      let gone = false;
+      while (!gone) gone = (await runtime.call('process.wait', { id, timeoutMs: MAX_WAIT_MS })).treeExited;
     }
-    const [id] = expectPositionals(positionals, ['<id>']) as [string];
-    const runtime = await openRuntime(values);
-    try {
-      const session = await findSession(runtime, id);
-      if (session.kind === 'terminal') {
-        // Both answer once nothing of the terminal's session runs.
-        if (values.delete === true) await runtime.call('terminal.delete', { id });
-        else await runtime.call('terminal.terminate', { id });
-      } else if (values.delete === true) {
-        await runtime.call('process.delete', { id });
-      } else {
-        await runtime.call('process.terminate', { id });
-        // A process's terminate answers at once; the tree is gone when a wait says so.
-        let gone = false;
-        while (!gone) gone = (await runtime.call('process.wait', { id, timeoutMs: MAX_WAIT_MS })).treeExited;
-      }
-      return 0;
-    } finally {
-      runtime.close();
-    }
-  },
-};
+    return 0;
+  } finally {
+    runtime.close();
+  }
+});

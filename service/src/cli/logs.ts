@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { MAX_WAIT_MS } from '@execworld/sdk/seam';
 import type { OperationResult } from '@execworld/sdk/protocol';
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { expectPositionals, parseCommandLine, type Command } from './command.ts';
+import { expectPositionals, type Command, defineCommand } from './command.ts';
 import { findSession } from './sessions.ts';
 
 const OPTIONS = { follow: { type: 'boolean', short: 'f' }, ...CLIENT_OPTIONS } as const;
@@ -54,39 +54,31 @@ async function copy(read: Reader, target: NodeJS.WritableStream, options: { foll
   }
 }
 
-export const command: Command = {
-  help: HELP,
-  async run(args) {
-    const { values, positionals, help } = parseCommandLine(args, OPTIONS);
-    if (help) {
-      process.stdout.write(HELP);
-      return 0;
-    }
-    const [id] = expectPositionals(positionals, ['<id>']) as [string];
-    const follow = values.follow === true;
-    const runtime = await openRuntime(values);
-    try {
-      const session = await findSession(runtime, id);
-      const at = (from: number | undefined): { from?: number } => (from === undefined ? {} : { from });
-      if (session.kind === 'terminal') {
-        const read: Reader = (from, waitMs) => runtime.call('terminal.output', { id, ...at(from), waitMs });
-        await copy(read, process.stdout, { follow, end: session.info.output.end, name: 'output' });
-      } else {
-        const copies: Promise<void>[] = [];
-        for (const [name, target] of [
-          ['stdout', process.stdout],
-          ['stderr', process.stderr],
-        ] as const) {
-          const stream = session.info[name];
-          if (stream === null) continue;
-          const read: Reader = (from, waitMs) => runtime.call('process.output', { id, stream: name, ...at(from), waitMs });
-          copies.push(copy(read, target, { follow, end: stream.end, name }));
-        }
-        await Promise.all(copies);
+export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
+  const [id] = expectPositionals(positionals, ['<id>']) as [string];
+  const follow = values.follow === true;
+  const runtime = await openRuntime(values);
+  try {
+    const session = await findSession(runtime, id);
+    const at = (from: number | undefined): { from?: number } => (from === undefined ? {} : { from });
+    if (session.kind === 'terminal') {
+      const read: Reader = (from, waitMs) => runtime.call('terminal.output', { id, ...at(from), waitMs });
+      await copy(read, process.stdout, { follow, end: session.info.output.end, name: 'output' });
+    } else {
+      const copies: Promise<void>[] = [];
+      for (const [name, target] of [
+        ['stdout', process.stdout],
+        ['stderr', process.stderr],
+      ] as const) {
+        const stream = session.info[name];
+        if (stream === null) continue;
+        const read: Reader = (from, waitMs) => runtime.call('process.output', { id, stream: name, ...at(from), waitMs });
+        copies.push(copy(read, target, { follow, end: stream.end, name }));
       }
-      return 0;
-    } finally {
-      runtime.close();
+      await Promise.all(copies);
     }
-  },
-};
+    return 0;
+  } finally {
+    runtime.close();
+  }
+});

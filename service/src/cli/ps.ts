@@ -4,7 +4,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime, shellQuote } from './client.ts';
-import { expectPositionals, parseCommandLine, type Command } from './command.ts';
+import { expectPositionals, type Command, defineCommand } from './command.ts';
 
 const OPTIONS = { ...CLIENT_OPTIONS } as const;
 
@@ -47,23 +47,15 @@ export function formatTable(rows: readonly Row[]): string {
   return cells.map((line) => line.map((cell, column) => (column === line.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ')).join('\n') + '\n';
 }
 
-export const command: Command = {
-  help: HELP,
-  async run(args) {
-    const { values, positionals, help } = parseCommandLine(args, OPTIONS);
-    if (help) {
-      process.stdout.write(HELP);
-      return 0;
-    }
-    expectPositionals(positionals, []);
-    const runtime = await openRuntime(values);
-    try {
-      const [terminals, processes] = await Promise.all([runtime.listTerminals(), runtime.listProcesses()]);
-      const rows: Row[] = [...terminals, ...processes].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
-      process.stdout.write(formatTable(rows));
-      return 0;
-    } finally {
-      runtime.close();
-    }
-  },
-};
+export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
+  expectPositionals(positionals, []);
+  const runtime = await openRuntime(values);
+  try {
+    const [terminals, processes] = await Promise.all([runtime.listTerminals(), runtime.listProcesses()]);
+    const rows: Row[] = [...terminals, ...processes].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    process.stdout.write(formatTable(rows));
+    return 0;
+  } finally {
+    runtime.close();
+  }
+});

@@ -4,7 +4,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { CliError, expectPositionals, parseCommandLine, parseEnvEntries, UsageError, type Command } from './command.ts';
+import { CliError, expectPositionals, parseEnvEntries, UsageError, type Command, defineCommand } from './command.ts';
 
 const OPTIONS = {
   shell: { type: 'string' },
@@ -51,61 +51,53 @@ function milliseconds(value: string | undefined, option: string): number | undef
   return number;
 }
 
-export const command: Command = {
-  help: HELP,
-  async run(args) {
-    const { values, positionals, help } = parseCommandLine(args, OPTIONS);
-    if (help) {
-      process.stdout.write(HELP);
-      return 0;
-    }
-    const [text] = expectPositionals(positionals, ["'<command>'"]) as [string];
-    const timeoutMs = milliseconds(values.timeout, 'timeout');
-    const idleTimeoutMs = milliseconds(values['idle-timeout'], 'idle-timeout');
-    if (values.shell !== undefined && (values.pwsh === true || values.cwd !== undefined || values.env !== undefined)) {
-      throw new UsageError('--pwsh, --cwd and --env make a new shell; they do not go with --shell');
-    }
-    const env = parseEnvEntries(values.env);
-    const runtime = await openRuntime(values);
-    let created: string | undefined;
-    let keep = values.keep === true;
-    // Ctrl-C: the connection closes, and the daemon interrupts the run of a caller that went away.
-    const interrupt = (): void => runtime.close();
-    process.once('SIGINT', interrupt);
-    try {
-      let id = values.shell;
-      if (id === undefined) {
-        const shell = await runtime.call('shell.create', {
-          dialect: values.pwsh === true ? 'pwsh' : 'bash',
-          cwd: values.cwd ?? process.cwd(),
-          ...(env === undefined ? {} : { env }),
-        });
-        id = created = shell.id;
-        if (keep) process.stderr.write(`execworld: shell ${id}\n`);
-      }
-      const result = await runtime.call('shell.run', {
-        id,
-        command: text,
-        ...(timeoutMs === undefined ? {} : { timeoutMs }),
-        ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
+  const [text] = expectPositionals(positionals, ["'<command>'"]) as [string];
+  const timeoutMs = milliseconds(values.timeout, 'timeout');
+  const idleTimeoutMs = milliseconds(values['idle-timeout'], 'idle-timeout');
+  if (values.shell !== undefined && (values.pwsh === true || values.cwd !== undefined || values.env !== undefined)) {
+    throw new UsageError('--pwsh, --cwd and --env make a new shell; they do not go with --shell');
+  }
+  const env = parseEnvEntries(values.env);
+  const runtime = await openRuntime(values);
+  let created: string | undefined;
+  let keep = values.keep === true;
+  // Ctrl-C: the connection closes, and the daemon interrupts the run of a caller that went away.
+  const interrupt = (): void => runtime.close();
+  process.once('SIGINT', interrupt);
+  try {
+    let id = values.shell;
+    if (id === undefined) {
+      const shell = await runtime.call('shell.create', {
+        dialect: values.pwsh === true ? 'pwsh' : 'bash',
+        cwd: values.cwd ?? process.cwd(),
+        ...(env === undefined ? {} : { env }),
       });
-      process.stdout.write(result.output);
-      if (result.reason === 'waiting_for_input' || result.reason === 'idle_timeout') {
-        // Its program is still there: the shell is kept so that it can be answered or interrupted.
-        keep = true;
-        const what =
-          result.reason === 'waiting_for_input'
-            ? `waits for input${result.waitingFor?.command === undefined ? '' : ` (${result.waitingFor.command})`}`
-            : 'went idle';
-        throw new CliError(`${result.reason.toUpperCase()}: the command ${what}; shell ${id} keeps it`);
-      }
-      if (result.reason === 'timeout') process.stderr.write(`execworld: TIMEOUT: the command was interrupted after ${timeoutMs} ms\n`);
-      if (result.exitCode !== null) return result.exitCode;
-      return 1;
-    } finally {
-      process.off('SIGINT', interrupt);
-      if (created !== undefined && !keep) await runtime.call('shell.delete', { id: created }).catch(() => undefined);
-      runtime.close();
+      id = created = shell.id;
+      if (keep) process.stderr.write(`execworld: shell ${id}\n`);
     }
-  },
-};
+    const result = await runtime.call('shell.run', {
+      id,
+      command: text,
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+      ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+    });
+    process.stdout.write(result.output);
+    if (result.reason === 'waiting_for_input' || result.reason === 'idle_timeout') {
+      // Its program is still there: the shell is kept so that it can be answered or interrupted.
+      keep = true;
+      const what =
+        result.reason === 'waiting_for_input'
+          ? `waits for input${result.waitingFor?.command === undefined ? '' : ` (${result.waitingFor.command})`}`
+          : 'went idle';
+      throw new CliError(`${result.reason.toUpperCase()}: the command ${what}; shell ${id} keeps it`);
+    }
+    if (result.reason === 'timeout') process.stderr.write(`execworld: TIMEOUT: the command was interrupted after ${timeoutMs} ms\n`);
+    if (result.exitCode !== null) return result.exitCode;
+    return 1;
+  } finally {
+    process.off('SIGINT', interrupt);
+    if (created !== undefined && !keep) await runtime.call('shell.delete', { id: created }).catch(() => undefined);
+    runtime.close();
+  }
+});

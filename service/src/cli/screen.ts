@@ -4,7 +4,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { expectPositionals, parseCommandLine, type Command } from './command.ts';
+import { expectPositionals, type Command, defineCommand } from './command.ts';
 
 const OPTIONS = { json: { type: 'boolean' }, ...CLIENT_OPTIONS } as const;
 
@@ -23,28 +23,20 @@ Exit status: 0; 1 when execworld or the daemon failed (NOT_FOUND: no terminal
 of this owner has that id); 2 for a usage error.
 `;
 
-export const command: Command = {
-  help: HELP,
-  async run(args) {
-    const { values, positionals, help } = parseCommandLine(args, OPTIONS);
-    if (help) {
-      process.stdout.write(HELP);
+export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
+  const [id] = expectPositionals(positionals, ['<terminal-id>']) as [string];
+  const runtime = await openRuntime(values);
+  try {
+    const screen = await runtime.call('terminal.screen', { id });
+    if (values.json === true) {
+      process.stdout.write(`${JSON.stringify(screen, null, 2)}\n`);
       return 0;
     }
-    const [id] = expectPositionals(positionals, ['<terminal-id>']) as [string];
-    const runtime = await openRuntime(values);
-    try {
-      const screen = await runtime.call('terminal.screen', { id });
-      if (values.json === true) {
-        process.stdout.write(`${JSON.stringify(screen, null, 2)}\n`);
-        return 0;
-      }
-      const lines = [...screen.lines];
-      while (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
-      process.stdout.write(lines.map((line) => `${line}\n`).join(''));
-      return 0;
-    } finally {
-      runtime.close();
-    }
-  },
-};
+    const lines = [...screen.lines];
+    while (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+    process.stdout.write(lines.map((line) => `${line}\n`).join(''));
+    return 0;
+  } finally {
+    runtime.close();
+  }
+});

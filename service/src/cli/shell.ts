@@ -4,7 +4,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, GRACE_MS, openRuntime } from './client.ts';
-import { expectPositionals, parseCommandLine, parseEnvEntries, type Command } from './command.ts';
+import { expectPositionals, parseEnvEntries, type Command, defineCommand } from './command.ts';
 import { attachAndWait, DETACH_KEYS, initialSize, terminalEnv } from './interactive.ts';
 
 /** A login shell: the profile of the daemon host's user sets up its environment, as a fresh login would. */
@@ -34,23 +34,15 @@ it); 0 after a detach; 1 when execworld or the daemon failed (the line on
 stderr says why); 2 for a usage error.
 `;
 
-export const command: Command = {
-  help: HELP,
-  async run(args) {
-    const { values, positionals, help } = parseCommandLine(args, OPTIONS);
-    if (help) {
-      process.stdout.write(HELP);
-      return 0;
-    }
-    expectPositionals(positionals, []);
-    const env = { ...terminalEnv(), ...parseEnvEntries(values.env) };
-    const runtime = await openRuntime(values);
-    try {
-      const terminal = await runtime.spawnTerminal({ argv: SHELL_ARGV, cwd: values.cwd ?? process.cwd(), env, ...initialSize(), graceMs: GRACE_MS });
-      return await attachAndWait(terminal);
-    } finally {
-      // Closing only detaches: a shell that was detached from runs on.
-      runtime.close();
-    }
-  },
-};
+export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
+  expectPositionals(positionals, []);
+  const env = { ...terminalEnv(), ...parseEnvEntries(values.env) };
+  const runtime = await openRuntime(values);
+  try {
+    const terminal = await runtime.spawnTerminal({ argv: SHELL_ARGV, cwd: values.cwd ?? process.cwd(), env, ...initialSize(), graceMs: GRACE_MS });
+    return await attachAndWait(terminal);
+  } finally {
+    // Closing only detaches: a shell that was detached from runs on.
+    runtime.close();
+  }
+});
