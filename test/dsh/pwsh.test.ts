@@ -1,14 +1,32 @@
 /**
  * The DeepSeek harness's persistent pwsh stack — dsh-terminal-bash in its pwsh
- * dialect and dsh-tool-pwsh-persistent — over the reference provider
- * (@deepseek-ai/dsh-subprocess-local), our LocalRuntime plugin and our
- * RemoteRuntime plugin: the same calls give the same results over each.
+ * dialect and dsh-tool-pwsh-persistent, 0.1.0-rc.8 — over the reference
+ * provider (@deepseek-ai/dsh-subprocess-local), our LocalRuntime plugin and
+ * our RemoteRuntime plugin: the same calls give the same results over each.
  *
- * pwsh on Linux asks its terminal for the cursor position (ESC [ 6 n) before
- * every prompt, and no part of this stack answers (the first test shows it,
- * over each provider; ../helpers/terminal-replies.ts says what follows). The
- * stack here therefore runs with the cursor requests answered, in front of
- * each provider alike.
+ * What these packages do on Linux, over every provider alike:
+ * - pwsh asks its terminal for the cursor position (ESC [ 6 n) before every
+ *   prompt and while it edits a line, and nothing in the stack answers (the
+ *   first test shows it over each provider; ../helpers/terminal-replies.ts
+ *   says what follows). Unanswered, in a run here over the reference and the
+ *   local provider alike, the first tool call returned the start-up echo, the
+ *   second the first call's markers, and the fourth found the shell exited
+ *   (code 0). The stack here runs with the requests answered, in front of
+ *   each provider.
+ * - The backend types its bootstrap (UTF-8 setup, prompt function) before
+ *   pwsh has the terminal in raw mode; the line discipline turns its CR into
+ *   LF, which PSReadLine takes as a new line of the input, so the bootstrap
+ *   is not run, yet start-up settles on its echo, which holds `dsh> `. The
+ *   tool's initialization line comes next, and its Enter runs both together.
+ * - The tool's own prompt replaces `dsh> `, so the backend's marker readiness
+ *   never matches: a call settles on the provider's proof that pwsh waits for
+ *   input, once a poll has seen pwsh leave its wait after the write, or else
+ *   after 3.5 s of silence. Short calls such as `$null` take either time.
+ * - The tool's wrapper catches a terminating error: its message is lost and
+ *   only `[exit code: 1]` is shown. A non-terminating error shows its message
+ *   and no exit code.
+ * - PSReadLine keeps a history and shows inline predictions from it; the
+ *   tests keep that history in a scratch XDG_DATA_HOME.
  *
  * Needs PowerShell 7 (pwsh on PATH or in ~/.dotnet/tools): skipped where it
  * is missing, failed where it is missing and CI is set.
