@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: the workloads of performance.md Part 3 (B1–B8) and the
- * harness's own `echo hi`, in interleaved rounds with the peers in rotating
+ * harness's own `echo hi` and pwsh `$null` calls, in interleaved rounds with the peers in rotating
  * order inside each round. Each figure is the median over rounds [min–max];
  * each ratio the median of per-round ratios, taken within the round.
  *
@@ -20,6 +20,7 @@ import { startDaemon } from './lib/daemon.ts';
 import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFigures } from './lib/daemon-workloads.ts';
 import { collectFlood, inputFlood, nonReadingClient } from './lib/budget-workloads.ts';
 import { chunkCounts, dshBulkMs, type BulkProvider } from './lib/dsh-bulk.ts';
+import { dshPwsh, findPwsh, type PwshProvider } from './lib/dsh-pwsh.ts';
 import { dshEcho } from './lib/dsh-workload.ts';
 import { dshToolFigures, engineFigures, pwshFigures, type ShellFigures } from './lib/shell.ts';
 import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
@@ -450,6 +451,44 @@ if (enabled('shell')) {
     pwshRows,
   );
   results.shell = { ...figures, pwsh: pwshRaw };
+}
+
+if (enabled('pwsh')) {
+  const pwshPath = findPwsh();
+  if (pwshPath === undefined) {
+    console.log('\npwsh: skipped, pwsh not found (see the README’s development notes)');
+  } else {
+    const providers: PwshProvider[] = ['reference', 'local', 'remote'];
+    const calls = quick ? 5 : 20;
+    const first = new RoundTable();
+    const call = new RoundTable();
+    const slow = new Map<string, number>();
+    for (let round = 0; round < Math.min(rounds, 3); round += 1) {
+      // Rotated so no provider always runs first.
+      for (const provider of [...providers.slice(round % 3), ...providers.slice(0, round % 3)]) {
+        const figures = await dshPwsh(provider, daemon, pwshPath, calls);
+        first.add(provider, figures.firstCallMs);
+        call.add(provider, median(figures.callMs));
+        for (const ms of figures.callMs) call.add(`${provider}:all`, ms);
+        slow.set(provider, (slow.get(provider) ?? 0) + figures.callMs.filter((ms) => ms >= 3000).length);
+      }
+    }
+    printTable(
+      `the harness: dsh-tool-pwsh-persistent over dsh-terminal-bash (pwsh dialect), cursor requests answered; ${calls} \`$null\` calls per round after the first`,
+      ['provider', 'first call: shell start-up + $null (ms)', '$null call p50 (ms)', '$null call min–max (ms)', 'calls settled by silence (≥ 3 s)'],
+      providers.map((name) => {
+        const all = call.values(`${name}:all`);
+        return [
+          name,
+          spread(first.values(name), 0),
+          spread(call.values(name), 0),
+          `${fmt(Math.min(...all), 0)}–${fmt(Math.max(...all), 0)}`,
+          `${slow.get(name) ?? 0}/${all.length}`,
+        ];
+      }),
+    );
+    results.pwsh = Object.fromEntries(providers.map((name) => [name, { firstCallMs: first.values(name), callMs: call.values(`${name}:all`) }]));
+  }
 }
 
 if (enabled('budgets')) {

@@ -10,7 +10,7 @@ import { connect } from '@execworld/sdk';
 import { RemoteSubprocess } from '@execworld/sdk/dsh';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
 import { PersistentShell, pwsh } from '@execworld/sdk/shell';
-import { findPwsh } from '../../test/conformance/shell-pwsh-contract.ts';
+import { findPwsh } from './dsh-pwsh.ts';
 import { LocalRuntime } from '@execworld/service';
 import { LocalSubprocess } from '@execworld/service/dsh';
 import { compose } from '../../test/helpers/dsh-harness.ts';

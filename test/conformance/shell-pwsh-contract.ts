@@ -3,35 +3,23 @@
  * runtime. It runs wherever pwsh is installed; with CI set a missing pwsh
  * fails it instead of skipping.
  */
-import { accessSync, constants } from 'node:fs';
 import { homedir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PersistentShell, pwsh } from '@execworld/sdk/shell';
+import { requiredTool } from '../helpers/tools.ts';
 import type { ShellSubject } from './shell-contract.ts';
 
-/** The pwsh program: on PATH, or where `dotnet tool install --global` puts it. */
-export function findPwsh(): string | undefined {
-  const candidates = [...(process.env.PATH ?? '').split(delimiter).map((directory) => join(directory, 'pwsh')), join(homedir(), '.dotnet', 'tools', 'pwsh')];
-  return candidates.find((candidate) => {
-    try {
-      accessSync(candidate, constants.X_OK);
-      return true;
-    } catch (_error) {
-      return false;
-    }
-  });
-}
+/** PowerShell 7: on PATH, or where `dotnet tool install --global` puts it. */
+export const PWSH = requiredTool('pwsh', { candidates: [join(homedir(), '.dotnet', 'tools', 'pwsh')], installedBy: "the README's development notes" });
 
 export function definePwshShellContract(name: string, make: () => Promise<ShellSubject>): void {
-  const program = findPwsh();
-  const skip = program === undefined && process.env.CI === undefined;
-  describe.skipIf(skip)(`${name}: persistent pwsh${skip ? ' (skipped: pwsh is not installed)' : ''}`, { timeout: 120_000 }, () => {
+  describe.skipIf(PWSH.skip)(`${name}: persistent pwsh${PWSH.note}`, { timeout: 120_000 }, () => {
     let subject: ShellSubject;
     let shell: PersistentShell;
 
     beforeAll(async () => {
-      if (program === undefined) throw new Error('pwsh is not installed: dotnet tool install --global PowerShell --version 7.6.10');
+      const program = PWSH.require();
       vi.stubEnv('EXECWORLD_PWSH_PROBE_TOKEN', 'secret-value');
       subject = await make();
       shell = await PersistentShell.start(subject.runtime, { dialect: pwsh, shellPath: program, cwd: '/tmp', startTimeoutMs: 90_000 });

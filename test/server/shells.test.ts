@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
 import { ALICE, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { findPwsh } from '../conformance/shell-pwsh-contract.ts';
+import { PWSH } from '../conformance/shell-pwsh-contract.ts';
 
 let daemon: TestDaemon;
 let runtime: RemoteRuntime;
@@ -110,23 +110,17 @@ describe('/v1/shells', () => {
     await waitFor('the shell terminal to be swept', async () => (await daemon.request('GET', `/v1/terminals/${created.terminalId}`)).body.treeExited === true);
   });
 
-  const pwshProgram = findPwsh();
-  const noPwsh = pwshProgram === undefined && process.env.CI === undefined;
-  it.skipIf(noPwsh)(
-    `runs a pwsh shell found on the PATH of its environment${noPwsh ? ' (skipped: pwsh is not installed)' : ''}`,
-    { timeout: 120_000 },
-    async () => {
-      if (pwshProgram === undefined) throw new Error('pwsh is not installed: dotnet tool install --global PowerShell --version 7.6.10');
-      const created = await daemon.request('POST', '/v1/shells', {
-        body: { cwd: '/tmp', dialect: 'pwsh', env: { PATH: `${dirname(pwshProgram)}:/usr/bin:/bin` } },
-      });
-      expect(created.status, JSON.stringify(created.body)).toBe(201);
-      expect(created.body.dialect).toBe('pwsh');
-      const run = await daemon.request('POST', `/v1/shells/${created.body.id}/run`, { body: { command: 'Write-Output "hi from pwsh"; /bin/sh -c "exit 5"' } });
-      expect(run.body).toMatchObject({ output: 'hi from pwsh\n', exitCode: 5, reason: 'completed' });
-      expect((await daemon.request('DELETE', `/v1/shells/${created.body.id}`)).status).toBe(200);
-    },
-  );
+  it.skipIf(PWSH.skip)(`runs a pwsh shell found on the PATH of its environment${PWSH.note}`, { timeout: 120_000 }, async () => {
+    const pwshProgram = PWSH.require();
+    const created = await daemon.request('POST', '/v1/shells', {
+      body: { cwd: '/tmp', dialect: 'pwsh', env: { PATH: `${dirname(pwshProgram)}:/usr/bin:/bin` } },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body.dialect).toBe('pwsh');
+    const run = await daemon.request('POST', `/v1/shells/${created.body.id}/run`, { body: { command: 'Write-Output "hi from pwsh"; /bin/sh -c "exit 5"' } });
+    expect(run.body).toMatchObject({ output: 'hi from pwsh\n', exitCode: 5, reason: 'completed' });
+    expect((await daemon.request('DELETE', `/v1/shells/${created.body.id}`)).status).toBe(200);
+  });
 
   it('refuses bad input with 400 and another owner’s shell with 404', async () => {
     const id = await createShell();
