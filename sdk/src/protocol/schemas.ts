@@ -425,8 +425,10 @@ export const ShellRun = z
     ...RunLimits,
   })
   .meta({ id: 'ShellRun' });
-export const ShellSend = z.strictObject({ input: z.string().max(1024 * 1024), ...RunLimits }).meta({ id: 'ShellSend' });
-export const ShellWait = z.strictObject({ ...RunLimits }).meta({ id: 'ShellWait' });
+/** A send or wait answers within the run's output bound. */
+const { maxOutputBytes: _runOnly, ...WaitLimits } = RunLimits;
+export const ShellSend = z.strictObject({ input: z.string().max(1024 * 1024), ...WaitLimits }).meta({ id: 'ShellSend' });
+export const ShellWait = z.strictObject({ ...WaitLimits }).meta({ id: 'ShellWait' });
 
 export const RunResult = z
   .object({

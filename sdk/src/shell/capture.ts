@@ -87,13 +87,11 @@ export class RunCapture {
   /** Stream offset of the first byte of the output not yet answered. */
   #outputStart: number;
   #lineEnd: LineEnd | undefined;
-  #onChange: () => void;
 
   /**
    * @param from - the stream offset of the first byte this run may see (the write of its line).
-   * @param onChange - called when the run's state changed (markers seen, bytes taken).
    */
-  constructor(runNonce: string, sessionNonce: string, from: number, maxBytes: number, onChange: () => void) {
+  constructor(runNonce: string, sessionNonce: string, from: number, maxBytes: number) {
     this.#start = Buffer.from(startMarker(runNonce), 'latin1');
     this.#end = Buffer.from(endMarker(runNonce), 'latin1');
     this.#promptSuffix = Buffer.from(promptMarkerSuffix(sessionNonce), 'latin1');
@@ -103,7 +101,6 @@ export class RunCapture {
     this.#bytes = new BoundedBytes(maxBytes);
     this.#pendingAt = from;
     this.#outputStart = from;
-    this.#onChange = onChange;
   }
 
   /** The run's start marker was seen: the shell took its line. */
@@ -122,7 +119,6 @@ export class RunCapture {
     this.#pending = this.#pending.length === 0 ? chunk : Buffer.concat([this.#pending, chunk]);
     if (this.#pending.length === chunk.length) this.#pendingAt = at;
     this.#scan();
-    this.#onChange();
   }
 
   /**

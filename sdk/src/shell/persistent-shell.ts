@@ -158,7 +158,6 @@ class ShellSession {
 interface Run {
   readonly capture: RunCapture;
   readonly session: ShellSession;
-  readonly maxOutputBytes: number;
 }
 
 export class PersistentShell {
@@ -207,11 +206,19 @@ export class PersistentShell {
       const session = await this.#readySession(options.signal);
       const runNonce = newNonce();
       const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
-      const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes, () => undefined);
+      const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes);
       session.capture = capture;
-      this.#run = { capture, session, maxOutputBytes };
+      this.#run = { capture, session };
       session.typed();
-      await session.write(`${this.#dialect.wrap(command, runNonce, session.nonce)}\r`);
+      try {
+        await session.write(`${this.#dialect.wrap(command, runNonce, session.nonce)}\r`);
+      } catch (error) {
+        // The line never reached the shell (its terminal ended meanwhile): no run is open, and the next starts afresh.
+        this.#run = undefined;
+        session.capture = undefined;
+        this.#reset(session);
+        throw error;
+      }
       return this.#answer(startedAt, options);
     });
   }

@@ -28,6 +28,7 @@ export interface RunOptions {
   /**
    * Output bytes one answer holds at most: beyond it the head and the tail are
    * kept (half each) and a line in between says how many bytes were cut.
+   * Set by `run`; `send` and `wait` answer within the run's.
    * @default 1 MiB
    */
   readonly maxOutputBytes?: number | undefined;
