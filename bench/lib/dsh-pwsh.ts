@@ -37,7 +37,8 @@ export async function dshPwsh(provider: PwshProvider, daemon: DaemonProcess, pws
     if (provider === 'local') return root.plugin(LocalSubprocess, {});
     return root.plugin(RemoteSubprocess, { url: daemon.url, token: daemon.token });
   };
-  const harness = await composePwsh(plugin, { pwshPath, toolTimeoutMs: 60_000 });
+  // Over the daemon the stack runs as published: the daemon answers pwsh's cursor requests.
+  const harness = await composePwsh(plugin, { pwshPath, toolTimeoutMs: 60_000, answerCursorRequests: provider !== 'remote' });
   const run = async (): Promise<number> => {
     const started = nowMs();
     const output = await harness.pwsh.execute({ command: '$null' }, { agent: harness.owner, signal: AbortSignal.timeout(90_000) });

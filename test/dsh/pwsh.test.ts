@@ -11,8 +11,10 @@
  *   says what follows). Unanswered, in a run here over the reference and the
  *   local provider alike, the first tool call returned the start-up echo, the
  *   second the first call's markers, and the fourth found the shell exited
- *   (code 0). The stack here runs with the requests answered, in front of
- *   each provider.
+ *   (code 0). The daemon answers them (unless a terminal is created with
+ *   answerQueries: false), so over the remote provider the stack runs as
+ *   published; over the other two the requests are answered in front of the
+ *   provider.
  * - The backend types its bootstrap (UTF-8 setup, prompt function) before
  *   pwsh has the terminal in raw mode; the line discipline turns its CR into
  *   LF, which PSReadLine takes as a new line of the input, so the bootstrap
@@ -38,6 +40,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RemoteRuntime } from '@execworld/sdk';
 import { RemoteSubprocess } from '@execworld/sdk/dsh';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
 import { LocalSubprocess } from '@execworld/service/dsh';
@@ -81,19 +84,17 @@ describe.skipIf(pwsh.skip)(`the DeepSeek pwsh stack${pwsh.note}`, () => {
     ['remote', (root: Context) => root.plugin(RemoteSubprocess, { url: daemon.url, token: ALICE })],
   ] as const;
 
-  describe.each(providers)('unanswered cursor requests over the %s provider', (_name, subprocess) => {
+  describe.each(providers)('unanswered cursor requests over the %s provider', (name, subprocess) => {
     it('pwsh asks for the cursor position before its first prompt and shows none until it is answered', async () => {
       const root = new Context();
       await subprocess(root);
       const runtime = (root as unknown as { subprocess: SubprocessRuntime }).subprocess;
-      const terminal = await runtime.spawnTerminal({
-        argv: [pwshPath, '-NoLogo', '-NoProfile'],
-        cwd: '/tmp',
-        env: { TERM: 'dumb' },
-        rows: 40,
-        cols: 160,
-        graceMs: 1000,
-      });
+      const spec = { argv: [pwshPath, '-NoLogo', '-NoProfile'], cwd: '/tmp', env: { TERM: 'dumb' }, rows: 40, cols: 160, graceMs: 1000 };
+      // The daemon answers terminal queries unless told not to: here nobody may.
+      const terminal =
+        name === 'remote'
+          ? await (runtime as unknown as { runtime: RemoteRuntime }).runtime.spawnTerminal(spec, { answerQueries: false })
+          : await runtime.spawnTerminal(spec);
       try {
         const output = collect(terminal.output);
         await waitFor('a cursor position request', () => output.text().includes('\x1b[6n'), 20_000);
@@ -109,10 +110,33 @@ describe.skipIf(pwsh.skip)(`the DeepSeek pwsh stack${pwsh.note}`, () => {
     }, 60_000);
   });
 
-  describe.each(providers)('over the %s provider', (_name, subprocess) => {
+  it('is answered by the daemon over the remote provider, with no client answering', async () => {
+    const root = new Context();
+    await root.plugin(RemoteSubprocess, { url: daemon.url, token: ALICE });
+    const runtime = (root as unknown as { subprocess: SubprocessRuntime }).subprocess;
+    const terminal = await runtime.spawnTerminal({
+      argv: [pwshPath, '-NoLogo', '-NoProfile'],
+      cwd: '/tmp',
+      env: { TERM: 'dumb' },
+      rows: 40,
+      cols: 160,
+      graceMs: 1000,
+    });
+    try {
+      const output = collect(terminal.output);
+      await waitFor('the prompt, the daemon having answered', () => output.text().includes('PS /tmp>'), 30_000);
+      expect(output.text()).toContain('\x1b[6n');
+    } finally {
+      await terminal.terminate();
+      await root.fiber.dispose();
+    }
+  }, 60_000);
+
+  describe.each(providers)('over the %s provider', (name, subprocess) => {
     let harness: PwshHarness;
     beforeAll(async () => {
-      harness = await composePwsh(subprocess, { pwshPath });
+      // Over the daemon the stack runs as published: the daemon answers pwsh's cursor requests itself.
+      harness = await composePwsh(subprocess, { pwshPath, answerCursorRequests: name !== 'remote' });
     }, 60_000);
     afterAll(() => harness?.close());
 
