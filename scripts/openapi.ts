@@ -6,6 +6,7 @@
  * @module
  */
 import { z } from 'zod';
+import { CONTENT_PATH } from '@execworld/sdk/fs';
 import {
   ClientMessage,
   DATA_HEADER_BYTES,
@@ -19,6 +20,7 @@ import {
   SubscribeResult,
   WS_SUBPROTOCOL,
   WS_TOKEN_PROTOCOL_PREFIX,
+  schemas as wire,
   type ErrorCode,
   type OperationSpec,
 } from '@execworld/sdk/protocol';
@@ -55,6 +57,21 @@ export const CONNECT_ERRORS: readonly ErrorCode[] = [
   'HEADERS_TOO_LARGE',
   'CLIENT_TIMEOUT',
   'UPGRADE_REQUIRED',
+];
+
+/** The error codes of `GET /v1/files/content`: what a read of a file can meet, and what any request can get. */
+export const CONTENT_ERRORS: readonly ErrorCode[] = [
+  'INVALID_ARGUMENT',
+  'UNAUTHORIZED',
+  'FS_PERMISSION_DENIED',
+  'FS_NOT_FOUND',
+  'FS_NOT_REGULAR_FILE',
+  'FS_TOO_LARGE',
+  'HEADERS_TOO_LARGE',
+  'CLIENT_TIMEOUT',
+  'INTERNAL',
+  'FS_IO_ERROR',
+  'UNSUPPORTED',
 ];
 
 /** The error response of one group of codes of a status, named by its codes, kept once in components.responses. */
@@ -211,6 +228,33 @@ export function buildOpenApiDocument(version: string): Json {
       },
     },
   };
+  paths[CONTENT_PATH] = {
+    get: {
+      operationId: 'files.content',
+      summary: "A file's bytes, streamed from an offset",
+      description:
+        'The raw bytes of a regular file, from `offset` to the end it had when opened, whatever is appended or replaces it meanwhile. ' +
+        "The answer carries the file's size and version in `X-Execworld-Size` and `X-Execworld-Version`; a download that was cut resumes " +
+        'with `offset` set to the bytes it has (compare the version to know it is the same file).',
+      tags: ['fs'],
+      parameters: Object.entries(wire.ContentQuery.shape).map(([name, field]) => {
+        const optional = field instanceof z.ZodOptional || field instanceof z.ZodDefault;
+        const { description, ...schema } = schemaOf(field) as Json & { description?: string };
+        return { name, in: 'query', required: !optional, ...(description === undefined ? {} : { description }), schema };
+      }),
+      responses: {
+        '200': {
+          description: 'The bytes',
+          headers: {
+            'X-Execworld-Size': { description: "The file's size when it was opened.", schema: { type: 'integer', minimum: 0 } },
+            'X-Execworld-Version': { description: "The file's version when it was opened.", schema: { type: 'string' } },
+          },
+          content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } },
+        },
+        ...errorResponses(CONTENT_ERRORS, responses),
+      },
+    },
+  };
   return {
     openapi: '3.1.0',
     info: {
@@ -227,6 +271,8 @@ export function buildOpenApiDocument(version: string): Json {
       { name: 'executable', description: 'Executable lookup' },
       { name: 'terminal', description: 'Processes on terminals' },
       { name: 'process', description: 'Managed process trees' },
+      { name: 'shell', description: 'Persistent shells' },
+      { name: 'fs', description: 'Files of the execution world' },
       { name: 'websocket', description: 'The multiplexed connection' },
     ],
     paths,

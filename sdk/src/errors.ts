@@ -91,6 +91,11 @@ export class DaemonError extends RemoteError {
   override name = 'DaemonError';
 }
 
+/** A filesystem operation failed; `code` is the seam's FS_* code. */
+export class FileSystemError extends RemoteError {
+  override name = 'FileSystemError';
+}
+
 /** Failures of the connection itself. */
 export class ConnectionError extends ExecworldError {
   declare readonly code: ClientErrorCode;
@@ -130,6 +135,18 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   HEADERS_TOO_LARGE: InvalidRequestError,
   CLIENT_TIMEOUT: InvalidRequestError,
   UPGRADE_REQUIRED: InvalidRequestError,
+  FS_NOT_FOUND: FileSystemError,
+  FS_NOT_DIRECTORY: FileSystemError,
+  FS_NOT_REGULAR_FILE: FileSystemError,
+  FS_NOT_TEXT: FileSystemError,
+  FS_TOO_LARGE: FileSystemError,
+  FS_PERMISSION_DENIED: FileSystemError,
+  FS_IO_ERROR: FileSystemError,
+  FS_STALE_VERSION: FileSystemError,
+  FS_NOT_OBSERVED: FileSystemError,
+  FS_AMBIGUOUS_EDIT: FileSystemError,
+  FS_EDIT_NOT_FOUND: FileSystemError,
+  FS_ABORTED: FileSystemError,
 };
 
 /** The error for a daemon answer `{ code, message, errno? }`. */

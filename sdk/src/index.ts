@@ -27,6 +27,7 @@ export {
   ConnectionError,
   DaemonError,
   ExecworldError,
+  FileSystemError,
   InvalidRequestError,
   isExecworldError,
   LimitError,

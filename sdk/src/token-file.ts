@@ -25,7 +25,8 @@ export function localTokenFile(env: NodeJS.ProcessEnv = process.env): string {
 
 /** One line of a token file that says something: an entry, or what is wrong with it. Lines count from 1. */
 export type TokenFileLine =
-  { readonly line: number; readonly owner: string; readonly token: string; readonly userName?: string } | { readonly line: number; readonly problem: string };
+  | { readonly line: number; readonly owner: string; readonly token: string; readonly userName?: string; readonly root?: string }
+  | { readonly line: number; readonly problem: string };
 
 /** The lines of a token file's text that say something, in order; blank and comment lines are left out. */
 export function tokenFileLines(text: string): TokenFileLine[] {
@@ -39,13 +40,24 @@ export function tokenFileLines(text: string): TokenFileLine[] {
 }
 
 function tokenFileLine(fields: readonly string[], line: number): TokenFileLine {
-  if (fields.length > 3) return { line, problem: 'expected "<token>" or "<owner> <token> [<os user>]"' };
-  const [owner, token] = fields.length === 1 ? [DEFAULT_OWNER, fields[0]!] : [fields[0]!, fields[1]!];
+  const usage = 'expected "<token>" or "<owner> <token> [<os user>] [root=<directory>]"';
+  const options = fields.slice(2).filter((field) => field.includes('='));
+  const plain = fields.filter((field) => !field.includes('='));
+  if (plain.length > 3 || (fields.length > 1 && fields[1]!.includes('='))) return { line, problem: usage };
+  const [owner, token] = plain.length === 1 ? [DEFAULT_OWNER, plain[0]!] : [plain[0]!, plain[1]!];
   if (token.length < MIN_TOKEN_LENGTH) return { line, problem: `the token is shorter than ${MIN_TOKEN_LENGTH} characters` };
   if (!/^[A-Za-z0-9._~-]{1,128}$/.test(owner)) return { line, problem: 'owner names use letters, digits and . _ ~ -' };
-  const userName = fields[2];
+  const userName = plain[2];
   if (userName !== undefined && !/^[A-Za-z_][A-Za-z0-9._-]{0,31}\$?$/.test(userName)) return { line, problem: `${userName} is not a user name` };
-  return { line, owner, token, ...(userName === undefined ? {} : { userName }) };
+  let root: string | undefined;
+  for (const option of options) {
+    const [name, value] = [option.slice(0, option.indexOf('=')), option.slice(option.indexOf('=') + 1)];
+    if (name !== 'root') return { line, problem: `unknown option ${name}= (the one option is root=<directory>)` };
+    if (root !== undefined) return { line, problem: 'root= is given twice' };
+    if (!value.startsWith('/') && !/^[A-Za-z]:[\\/]/.test(value)) return { line, problem: `root= must be an absolute directory, not "${value}"` };
+    root = value;
+  }
+  return { line, owner, token, ...(userName === undefined ? {} : { userName }), ...(root === undefined ? {} : { root }) };
 }
 
 /**

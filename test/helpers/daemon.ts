@@ -3,7 +3,7 @@ import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL, type ServerMessage } from '@execworld/sdk/protocol';
 import type { ExecutionProvider } from '../../service/src/provider/api.ts';
 import { buildApp, type Daemon } from '../../service/src/server/app.ts';
-import { TokenTable } from '../../service/src/server/auth.ts';
+import { TokenTable, type TokenEntry } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts';
 
 export const ALICE = 'alice-token-0123456789abcdef';
@@ -22,15 +22,12 @@ export interface TestDaemon {
   close(): Promise<void>;
 }
 
-export async function startDaemon(overrides: Partial<Config> = {}, options: { runtime?: ExecutionProvider } = {}): Promise<TestDaemon> {
+export async function startDaemon(
+  overrides: Partial<Config> = {},
+  options: { runtime?: ExecutionProvider; /** Owners beside alice and bob. */ owners?: readonly TokenEntry[] } = {},
+): Promise<TestDaemon> {
   const config = { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides } as Config;
-  const tokens = new TokenTable(
-    [
-      { owner: 'alice', token: ALICE },
-      { owner: 'bob', token: BOB },
-    ],
-    'test',
-  );
+  const tokens = new TokenTable([{ owner: 'alice', token: ALICE }, { owner: 'bob', token: BOB }, ...(options.owners ?? [])], 'test');
   const daemon = buildApp({ config, tokens, logger: pino({ level: 'silent' }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }) });
   const address = await daemon.app.listen({ host: '127.0.0.1', port: 0 });
   return {

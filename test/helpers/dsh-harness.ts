@@ -11,6 +11,8 @@ import { TerminalSessionService } from '@deepseek-ai/dsh-terminal';
 import * as terminalBash from '@deepseek-ai/dsh-terminal-bash';
 import * as toolBashPersistent from '@deepseek-ai/dsh-tool-bash-persistent';
 import * as toolPwshPersistent from '@deepseek-ai/dsh-tool-pwsh-persistent';
+import * as fsObservationPolicy from '@deepseek-ai/dsh-fs-observation-policy';
+import * as toolFs from '@deepseek-ai/dsh-tool-fs';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
 import { spawnAnsweringCursorRequests } from './terminal-replies.ts';
 
@@ -26,21 +28,34 @@ export interface Harness {
   close(): Promise<void>;
 }
 
+/** A file tool of dsh-tool-fs: it answers its outcome, or throws the seam's FsError. */
+export interface FileTool {
+  execute(args: Record<string, unknown>, exec: { agent: unknown; signal: AbortSignal }): Promise<Record<string, unknown>>;
+}
+
+export interface FilesHarness extends Harness {
+  readonly read: FileTool;
+  readonly write: FileTool;
+  readonly edit: FileTool;
+}
+
 export interface PwshHarness extends Omit<Harness, 'bash'> {
   readonly pwsh: Tool;
 }
 
 /** The owner, the agent registry, the sandbox policy and the tool registry on a new root, then `subprocess` and the terminal registry. */
-async function base(subprocess: (root: Context) => PromiseLike<unknown>) {
+async function base(subprocess: (root: Context) => PromiseLike<unknown>, cwd = '/tmp') {
   const root = new Context();
-  const owner = { id: 'agent-1', ctx: root, session: { header: { cwd: '/tmp' }, events: [] as unknown[] } };
+  const owner = { id: 'agent-1', ctx: root, session: { header: { cwd }, events: [] as unknown[] } };
   const tools = new Map<string, Tool>();
   root.provide('agents', { get: (id: string) => (id === owner.id ? owner : undefined) } as never);
   root.provide('sandboxPolicy', {
     defaultMode: 'danger-full-access',
-    workspaceRoot: '/tmp',
-    resolve: () => ({ mode: 'danger-full-access', workspaceRoot: '/tmp' }),
+    workspaceRoot: cwd,
+    resolve: () => ({ mode: 'danger-full-access', workspaceRoot: cwd }),
   } as never);
+  // The file tools add sections to the system prompt; nothing here reads them.
+  root.provide('systemPrompt', { section: () => () => undefined } as never);
   root.provide('tools', { register: (tool: Tool & { name: string }) => (tools.set(tool.name, tool), () => tools.delete(tool.name)) } as never);
   await subprocess(root);
   await root.plugin(TerminalSessionService);
@@ -57,6 +72,22 @@ export async function compose(subprocess: (root: Context) => PromiseLike<unknown
   await harness.root.plugin(terminalBash, { shellPath: '/bin/bash', disposeGraceMs: 1000, idleSilenceMs: 3000 });
   await harness.root.plugin(toolBashPersistent, { timeoutMs: options.toolTimeoutMs ?? 20_000 });
   return { ...harness, bash: tools.get('bash')! };
+}
+
+/**
+ * The harness with the persistent bash tool and the file tools (read, write,
+ * edit, with the observation policy: read before write, stale edits refused)
+ * over what `world` registers: `ctx.subprocess` and `ctx.fs`. Relative paths
+ * resolve against `cwd`, the agent's session directory.
+ */
+export async function composeWithFiles(world: (root: Context) => PromiseLike<unknown>, cwd: string): Promise<FilesHarness> {
+  const { tools, ...harness } = await base(world, cwd);
+  await harness.root.plugin(terminalBash, { shellPath: '/bin/bash', disposeGraceMs: 1000, idleSilenceMs: 3000 });
+  await harness.root.plugin(toolBashPersistent, { timeoutMs: 20_000 });
+  await harness.root.plugin(fsObservationPolicy);
+  await harness.root.plugin(toolFs);
+  const file = (name: string) => tools.get(name) as unknown as FileTool;
+  return { ...harness, bash: tools.get('bash')!, read: file('read'), write: file('write'), edit: file('edit') };
 }
 
 export interface PwshOptions {

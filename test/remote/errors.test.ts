@@ -5,7 +5,18 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CATALOG, ERROR_CODES } from '@execworld/sdk/protocol';
-import { AuthError, connect, DaemonError, InvalidRequestError, LimitError, NotFoundError, REMOTE_ERROR_CLASSES, SpawnError, StateError } from '@execworld/sdk';
+import {
+  AuthError,
+  connect,
+  DaemonError,
+  FileSystemError,
+  InvalidRequestError,
+  LimitError,
+  NotFoundError,
+  REMOTE_ERROR_CLASSES,
+  SpawnError,
+  StateError,
+} from '@execworld/sdk';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 let daemon: TestDaemon;
@@ -16,6 +27,7 @@ afterAll(() => daemon.close());
 
 describe('SDK error classes', () => {
   it('maps every catalog code to the class of its status', () => {
+    const classOf = (code: string, status: number): unknown => (code.startsWith('FS_') ? FileSystemError : classOfStatus(status));
     const classOfStatus = (status: number): unknown => {
       if (status === 401 || status === 403) return AuthError;
       if (status === 404) return NotFoundError;
@@ -25,7 +37,7 @@ describe('SDK error classes', () => {
       if (status >= 500) return DaemonError;
       return InvalidRequestError;
     };
-    for (const code of ERROR_CODES) expect(REMOTE_ERROR_CLASSES[code], code).toBe(classOfStatus(ERROR_CATALOG[code].status));
+    for (const code of ERROR_CODES) expect(REMOTE_ERROR_CLASSES[code], code).toBe(classOf(code, ERROR_CATALOG[code].status));
   });
 
   it('rejects connect with an AuthError when the daemon refuses the token', async () => {

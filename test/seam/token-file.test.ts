@@ -38,7 +38,7 @@ describe('the token file', () => {
 
   it('names what is wrong with a line that is not a token line', () => {
     expect(tokenFileLines(`a b c d\nshort\nal/ice ${TOKEN}\nbob ${TOKEN} 9lives\n`)).toEqual([
-      { line: 1, problem: 'expected "<token>" or "<owner> <token> [<os user>]"' },
+      { line: 1, problem: 'expected "<token>" or "<owner> <token> [<os user>] [root=<directory>]"' },
       { line: 2, problem: 'the token is shorter than 16 characters' },
       { line: 3, problem: 'owner names use letters, digits and . _ ~ -' },
       { line: 4, problem: '9lives is not a user name' },

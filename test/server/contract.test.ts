@@ -3,6 +3,9 @@
  * and over the WebSocket, answers with its success status and a result that
  * parses with its result schema. A new operation without an entry here fails.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_LIST, type OperationSpec } from '@execworld/sdk/protocol';
 import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
@@ -10,6 +13,10 @@ import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daem
 let daemon: TestDaemon;
 let socket: TestSocket;
 const ids = { terminal: '', process: '', shell: '' };
+/** The directory the filesystem calls work in, with a text file whose edit undoes itself. */
+const dir = mkdtempSync(join(tmpdir(), 'contract-'));
+const file = join(dir, 'notes.txt');
+writeFileSync(file, 'alpha\n');
 
 beforeAll(async () => {
   daemon = await startDaemon();
@@ -18,6 +25,7 @@ beforeAll(async () => {
 afterAll(async () => {
   socket.close();
   await daemon.close();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
@@ -59,6 +67,13 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'shell.wait': () => ({ id: ids.shell, idleTimeoutMs: 60_000 }),
   'shell.interrupt': () => ({ id: ids.shell }),
   'shell.delete': () => ({ id: ids.shell }),
+  'fs.resolve': () => ({ path: 'notes.txt', cwd: dir, readTextMaxBytes: 1024 }),
+  'fs.stat': () => ({ path: file }),
+  'fs.lstat': () => ({ path: file }),
+  'fs.readText': () => ({ path: file }),
+  'fs.listDir': () => ({ path: dir }),
+  'fs.writeText': () => ({ path: join(dir, 'written.txt'), content: 'hello\n' }),
+  'fs.editText': () => ({ path: file, edit: { oldString: 'alpha', newString: 'alpha', replaceAll: false } }),
 };
 
 /** Runs the operations in table order, so a session exists before it is used and ends last. */

@@ -6,7 +6,7 @@
  * shape. Every listed code is driven here, or named below with the reason it
  * cannot be, so a list cannot claim more than the daemon does either.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -61,7 +61,34 @@ const BODIES: Record<string, Record<string, unknown>> = {
   'shell.run': { command: 'true' },
   'shell.send': { input: 'x' },
   'shell.wait': {},
+  'fs.resolve': { path: '/tmp' },
+  'fs.stat': { path: '/tmp' },
+  'fs.lstat': { path: '/tmp' },
+  'fs.readText': { path: '/etc/hostname' },
+  'fs.listDir': { path: '/tmp' },
+  'fs.writeText': { path: '/tmp/unused', content: '' },
+  'fs.editText': { path: '/tmp/unused', edit: { oldString: 'a', newString: 'b' } },
 };
+
+/** The filesystem scenarios' directory: a text file, a binary file, a subdirectory, a link loop. */
+const files = mkdtempSync(join(tmpdir(), 'operation-errors-'));
+const text = join(files, 'text.txt');
+const binary = join(files, 'binary.bin');
+const subdirectory = join(files, 'sub');
+const loop = join(files, 'loop');
+writeFileSync(text, 'one two two\n');
+writeFileSync(binary, Buffer.from([0x61, 0, 0x62]));
+mkdirSync(subdirectory);
+writeFileSync(join(subdirectory, 'a'), '');
+writeFileSync(join(subdirectory, 'b'), '');
+symlinkSync('loop', loop);
+/** An owner confined to the subdirectory, and one that runs as another OS user. */
+const CONFINED = 'carol-token-0123456789abcdefg';
+const OTHER_USER = 'dave-token-0123456789abcdefgh';
+const owners = [
+  { owner: 'carol', token: CONFINED, root: subdirectory },
+  { owner: 'dave', token: OTHER_USER, user: { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent', shell: '/usr/sbin/nologin' } },
+];
 const QUERIES: Record<string, string> = { 'process.collected': 'from=0' };
 
 let daemon: TestDaemon;
@@ -92,7 +119,7 @@ async function pastBacklog(name: string, id: string, body: Record<string, unknow
 }
 
 beforeAll(async () => {
-  daemon = await startDaemon({ maxBodyBytes: 256 * 1024 });
+  daemon = await startDaemon({ maxBodyBytes: 256 * 1024 }, { owners });
   inspector = new SwitchableInspector();
   limited = await startDaemon({}, { runtime: new LocalRuntime({ inspector }) });
   const exited = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
@@ -217,8 +244,87 @@ async function shuttingDown(): Promise<TestDaemon> {
   return target;
 }
 
+/** What any filesystem call meets: a path that is not there, one outside the owner's root, a link loop, an owner running as another user. */
+function fsScenarios(name: string, body: Record<string, unknown>): Scenario[] {
+  const call = (change: Record<string, unknown>, token?: string) =>
+    send(daemon, op(name), '', { body: { ...body, ...change }, ...(token === undefined ? {} : { token }) });
+  return [
+    { what: 'a relative path without a cwd', code: 'FS_NOT_FOUND', send: () => call({ path: 'relative/path' }) },
+    { what: "a path outside the owner's root", code: 'FS_PERMISSION_DENIED', send: () => call({ path: text }, CONFINED) },
+    { what: 'a link loop', code: 'FS_IO_ERROR', send: () => call({ path: join(loop, 'x') }) },
+    { what: 'an owner that runs as another OS user', code: 'UNSUPPORTED', send: () => call({}, OTHER_USER) },
+  ];
+}
+
+/** A daemon whose filesystem bounds are tiny. */
+const tinyBounds = () => startDaemon({ maxReadTextBytes: 4, maxListEntries: 1 });
+
 /** What each operation's own work can answer. */
 const OWN: Record<string, Scenario[]> = {
+  'fs.resolve': fsScenarios('fs.resolve', { path: text }),
+  'fs.stat': fsScenarios('fs.stat', { path: text }),
+  'fs.lstat': fsScenarios('fs.lstat', { path: text }),
+  'fs.readText': [
+    ...fsScenarios('fs.readText', { path: text }),
+    { what: 'a directory', code: 'FS_NOT_REGULAR_FILE', send: () => send(daemon, op('fs.readText'), '', { body: { path: files } }) },
+    { what: 'a binary file', code: 'FS_NOT_TEXT', send: () => send(daemon, op('fs.readText'), '', { body: { path: binary } }) },
+    {
+      what: 'a file past the whole-read bound',
+      code: 'FS_TOO_LARGE',
+      send: () => against(tinyBounds, (tiny) => send(tiny, op('fs.readText'), '', { body: { path: text } })),
+    },
+  ],
+  'fs.listDir': [
+    ...fsScenarios('fs.listDir', { path: files }),
+    { what: 'a file', code: 'FS_NOT_DIRECTORY', send: () => send(daemon, op('fs.listDir'), '', { body: { path: text } }) },
+    {
+      what: 'more entries than a listing answers',
+      code: 'FS_TOO_LARGE',
+      send: () => against(tinyBounds, (tiny) => send(tiny, op('fs.listDir'), '', { body: { path: subdirectory } })),
+    },
+  ],
+  'fs.writeText': [
+    ...fsScenarios('fs.writeText', { path: join(files, 'new.txt'), content: 'x' }),
+    { what: 'a directory', code: 'FS_NOT_REGULAR_FILE', send: () => send(daemon, op('fs.writeText'), '', { body: { path: subdirectory, content: 'x' } }) },
+    {
+      what: "a version that is not the file's",
+      code: 'FS_STALE_VERSION',
+      send: () => send(daemon, op('fs.writeText'), '', { body: { path: text, content: 'x', expected: { kind: 'replaceIfVersion', version: 'old' } } }),
+    },
+    {
+      what: 'a create of a file that exists',
+      code: 'FS_NOT_OBSERVED',
+      send: () => send(daemon, op('fs.writeText'), '', { body: { path: text, content: 'x', expected: { kind: 'createIfAbsent' } } }),
+    },
+  ],
+  'fs.editText': [
+    ...fsScenarios('fs.editText', { path: text, edit: { oldString: 'one', newString: 'one' } }),
+    {
+      what: 'a directory',
+      code: 'FS_NOT_REGULAR_FILE',
+      send: () => send(daemon, op('fs.editText'), '', { body: { path: subdirectory, edit: { oldString: 'a', newString: 'b' } } }),
+    },
+    {
+      what: 'a binary file',
+      code: 'FS_NOT_TEXT',
+      send: () => send(daemon, op('fs.editText'), '', { body: { path: binary, edit: { oldString: 'a', newString: 'b' } } }),
+    },
+    {
+      what: 'a missing file',
+      code: 'FS_STALE_VERSION',
+      send: () => send(daemon, op('fs.editText'), '', { body: { path: join(files, 'missing'), edit: { oldString: 'a', newString: 'b' } } }),
+    },
+    {
+      what: 'text that occurs twice',
+      code: 'FS_AMBIGUOUS_EDIT',
+      send: () => send(daemon, op('fs.editText'), '', { body: { path: text, edit: { oldString: 'two', newString: 'three' } } }),
+    },
+    {
+      what: 'text that does not occur',
+      code: 'FS_EDIT_NOT_FOUND',
+      send: () => send(daemon, op('fs.editText'), '', { body: { path: text, edit: { oldString: 'zzz', newString: 'y' } } }),
+    },
+  ],
   'executable.resolve': [
     {
       what: 'a missing program',

@@ -1,8 +1,10 @@
 /**
- * A cordis plugin that registers any execworld runtime as the DeepSeek
- * harness's `ctx.subprocess`. Loaded in place of
- * `@deepseek-ai/dsh-subprocess-local`, it moves every persistent shell, PTY
- * and command of the harness onto that runtime.
+ * Cordis plugins for the DeepSeek harness. `RemoteWorld` registers a
+ * daemon's world as both `ctx.subprocess` and `ctx.fs`: loaded in place of
+ * `@deepseek-ai/dsh-subprocess-local` and `@deepseek-ai/dsh-fs-local`, it
+ * moves every shell, PTY, command and file tool of the harness into that
+ * world, over one connection. `RemoteSubprocess` and `RemoteFileSystem`
+ * register one of the two.
  *
  * The `@deepseek-ai` packages are peer dependencies of this entry only.
  * @module @execworld/sdk/dsh
@@ -11,6 +13,10 @@ import type { Context } from '@deepseek-ai/cordis';
 import { SubprocessRuntime as DshSubprocessRuntime } from '@deepseek-ai/dsh-subprocess';
 import type { SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
 import { RemoteRuntime, type ConnectOptions } from '../remote/runtime.ts';
+import { RemoteFiles, type RemoteFilesOptions } from '../fs/remote-files.ts';
+import { createFileSystemPlugin } from './fs-plugin.ts';
+
+export { createFileSystemPlugin, type FileSystemPlugin } from './fs-plugin.ts';
 
 /** A runtime the plugin can own: it is disposed when the plugin unloads. */
 export interface OwnedRuntime extends SubprocessRuntime {
@@ -65,5 +71,65 @@ export const RemoteSubprocess = createSubprocessPlugin<RemoteSubprocessConfig>(
   'execworld remote subprocess',
   ({ url, ...options }) => new RemoteRuntime(url, options),
 );
+
+/** Config of the remote filesystem plugin: the daemon's URL, the connect options, and the filesystem's own. */
+export interface RemoteFileSystemConfig extends ConnectOptions, RemoteFilesOptions {
+  readonly url: string;
+}
+
+function split(config: RemoteFileSystemConfig): { url: string; connect: ConnectOptions; files: RemoteFilesOptions } {
+  const { url, cwd, prefetchTextBytes, prefetchMaxAgeMs, ...connect } = config;
+  return {
+    url,
+    connect,
+    files: { cwd, ...(prefetchTextBytes === undefined ? {} : { prefetchTextBytes }), ...(prefetchMaxAgeMs === undefined ? {} : { prefetchMaxAgeMs }) },
+  };
+}
+
+/** `ctx.plugin(RemoteFileSystem, { url, token })` registers `ctx.fs` over the daemon's files, on a connection of its own. */
+export const RemoteFileSystem = createFileSystemPlugin<RemoteFileSystemConfig>('execworld remote fs', (config) => {
+  const { url, connect, files } = split(config);
+  const runtime = new RemoteRuntime(url, connect);
+  return { files: new RemoteFiles(runtime, files), dispose: () => runtime.dispose() };
+});
+
+/** Config of {@link RemoteWorld}: the daemon, and which of the two seams to register. */
+export interface RemoteWorldConfig extends RemoteFileSystemConfig {
+  /** Register `ctx.subprocess`. @default true */
+  readonly subprocess?: boolean;
+  /** Register `ctx.fs`. @default true */
+  readonly fs?: boolean;
+}
+
+/**
+ * `ctx.plugin(RemoteWorld, { url, token })` registers both `ctx.subprocess`
+ * and `ctx.fs` over one connection to the daemon, so a file the agent writes
+ * is the file its commands see. Unloading it ends what it started.
+ */
+export const RemoteWorld = {
+  name: 'execworld-remote-world',
+  async apply(ctx: Context, config: RemoteWorldConfig): Promise<void> {
+    const { subprocess = true, fs = true, ...rest } = config;
+    const { url, connect, files } = split(rest);
+    const runtime = new RemoteRuntime(url, connect);
+    ctx.effect(() => () => runtime.dispose(), 'execworld remote world teardown');
+    if (subprocess) {
+      const shared: OwnedRuntime = {
+        resolveExecutable: (command, env, signal) => runtime.resolveExecutable(command, env, signal),
+        spawn: (spec) => runtime.spawn(spec),
+        spawnTerminal: (spec) => runtime.spawnTerminal(spec),
+      };
+      await ctx.plugin(
+        createSubprocessPlugin('execworld remote world subprocess', () => shared),
+        {},
+      );
+    }
+    if (fs)
+      await ctx.plugin(
+        createFileSystemPlugin('execworld remote world fs', () => ({ files: new RemoteFiles(runtime, files) })),
+        {},
+      );
+  },
+};
 
 export default RemoteSubprocess;

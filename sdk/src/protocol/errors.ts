@@ -47,7 +47,11 @@ export const ERROR_CATALOG = {
       'for a program that does not read (retry once it reads), or the cells of a terminal screen.',
   },
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
-  UNSUPPORTED: { status: 501, description: 'This platform cannot do what was asked: terminals on Windows, or an inspection the host cannot make.' },
+  UNSUPPORTED: {
+    status: 501,
+    description:
+      'This daemon cannot do what was asked: terminals on Windows, an inspection the host cannot make, or filesystem calls of an owner that runs as another OS user.',
+  },
   SHUTTING_DOWN: { status: 503, description: 'The daemon is shutting down and takes no new work.' },
   INTERNAL: { status: 500, description: 'A fault in the daemon itself.' },
   URI_TOO_LONG: { status: 414, description: 'A path segment (an id, say) is longer than 100 characters.' },
@@ -62,6 +66,29 @@ export const ERROR_CATALOG = {
       "The request's headers did not all arrive within Node's headers timeout (60 s), or the whole request not within the request timeout (--request-timeout-ms).",
   },
   UPGRADE_REQUIRED: { status: 426, description: 'GET /v1/connect without a WebSocket upgrade.' },
+  FS_NOT_FOUND: {
+    status: 404,
+    description: 'The file or directory does not exist, a parent of the path is not a directory, or the path is empty or relative without a cwd.',
+  },
+  FS_NOT_DIRECTORY: { status: 409, description: 'A listing was asked of something that is not a directory.' },
+  FS_NOT_REGULAR_FILE: { status: 409, description: 'A read or write was asked of something that is not a regular file (a directory, a device, a FIFO).' },
+  FS_NOT_TEXT: { status: 422, description: 'The file is not text: not valid UTF-8, or a NUL byte in its first 8 KiB (anywhere, for an edit).' },
+  FS_TOO_LARGE: {
+    status: 422,
+    description:
+      "The file is larger than the read's maxBytes, or than what one answer may hold (the message says which); a directory has more entries than one listing answers.",
+  },
+  FS_PERMISSION_DENIED: { status: 403, description: "The operating system refused access, or the path leads outside the owner's root." },
+  FS_IO_ERROR: { status: 500, description: 'The operating system failed the operation for another reason; errno says which.' },
+  FS_STALE_VERSION: { status: 409, description: 'The file changed (or is gone) since the version the write or edit was guarded with.' },
+  FS_NOT_OBSERVED: { status: 409, description: 'A create-if-absent write found the file already there.' },
+  FS_AMBIGUOUS_EDIT: { status: 422, description: 'The edit text occurs more than once and replaceAll was not set.' },
+  FS_EDIT_NOT_FOUND: { status: 422, description: 'The edit text is empty or does not occur in the file.' },
+  FS_ABORTED: {
+    status: 409,
+    description:
+      'The caller cancelled the operation before it took effect: the SDK raises it for an aborted signal; the daemon stops the work of a caller that went away, who gets no answer.',
+  },
 } as const satisfies Record<string, { status: number; description: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;

@@ -91,6 +91,13 @@ function catalogOrder(codes: readonly ErrorCode[], order: readonly ErrorCode[]):
 }
 
 const id = { id: s.SessionRef };
+/**
+ * What any filesystem call can answer: the path is not there or not reachable,
+ * or the system failed; and UNSUPPORTED for an owner that runs as another OS
+ * user. (A call whose caller went away stops with FS_ABORTED, which nobody is
+ * there to get.)
+ */
+const FS_READ_ERRORS = ['FS_NOT_FOUND', 'FS_PERMISSION_DENIED', 'FS_IO_ERROR', 'UNSUPPORTED'] as const satisfies readonly ErrorCode[];
 const stream = { id: s.SessionRef, stream: s.StreamName };
 
 function op<const Name extends string, Input extends z.ZodObject, Result extends z.ZodType, Params extends Record<string, z.ZodType>>(spec: {
@@ -493,6 +500,85 @@ export const OPERATIONS = {
     errors: ['CLEANUP_FAILED'],
     idempotent: true,
     waits: true,
+  }),
+
+  'fs.resolve': op({
+    name: 'fs.resolve',
+    method: 'POST',
+    path: '/v1/fs/resolve',
+    summary: "Resolve a path to its target (the file's real path) and say what is there; with readTextMaxBytes, read a small text file in the same call",
+    input: s.FsResolve,
+    result: s.FsResolved,
+    errors: FS_READ_ERRORS,
+    idempotent: true,
+    waits: false,
+  }),
+  'fs.stat': op({
+    name: 'fs.stat',
+    method: 'POST',
+    path: '/v1/fs/stat',
+    summary: 'What a path leads to (links followed): version, type and size; info is null when nothing is there',
+    input: s.FsRef,
+    result: s.FsStatResult,
+    errors: FS_READ_ERRORS,
+    idempotent: true,
+    waits: false,
+  }),
+  'fs.lstat': op({
+    name: 'fs.lstat',
+    method: 'POST',
+    path: '/v1/fs/lstat',
+    summary: 'The path entry itself, a final link not followed; info is null when there is none',
+    input: s.FsLstat,
+    result: s.FsLstatResult,
+    errors: FS_READ_ERRORS,
+    idempotent: true,
+    waits: false,
+  }),
+  'fs.readText': op({
+    name: 'fs.readText',
+    method: 'POST',
+    path: '/v1/fs/read-text',
+    summary: 'A whole UTF-8 text file (GET /v1/files/content streams a file of any size)',
+    input: s.FsRef,
+    result: s.FsText,
+    errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_NOT_TEXT', 'FS_TOO_LARGE'],
+    idempotent: true,
+    waits: false,
+  }),
+  'fs.listDir': op({
+    name: 'fs.listDir',
+    method: 'POST',
+    path: '/v1/fs/list',
+    summary: "A directory's entries in name order, with their targets and metadata, never their content",
+    input: s.FsRef,
+    result: s.FsListing,
+    errors: [...FS_READ_ERRORS, 'FS_NOT_DIRECTORY', 'FS_TOO_LARGE'],
+    idempotent: true,
+    waits: false,
+  }),
+  'fs.writeText': op({
+    name: 'fs.writeText',
+    method: 'POST',
+    path: '/v1/fs/write-text',
+    summary: 'Replace or create a whole text file atomically, optionally guarded by createIfAbsent or a version',
+    input: s.FsWrite,
+    result: s.FsWriteOutcome,
+    errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_STALE_VERSION', 'FS_NOT_OBSERVED'],
+    // A resent guarded create would refuse the file its first sending made.
+    idempotent: false,
+    waits: false,
+  }),
+  'fs.editText': op({
+    name: 'fs.editText',
+    method: 'POST',
+    path: '/v1/fs/edit-text',
+    summary: 'Replace literal text in a text file atomically, optionally guarded by a version',
+    input: s.FsEdit,
+    result: s.FsEditOutcome,
+    errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_NOT_TEXT', 'FS_STALE_VERSION', 'FS_AMBIGUOUS_EDIT', 'FS_EDIT_NOT_FOUND'],
+    idempotent: false,
+    waits: false,
   }),
 } as const;
 

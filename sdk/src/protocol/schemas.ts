@@ -447,3 +447,134 @@ export const RunResult = z
 
 export const Empty = z.strictObject({});
 export const Ok = z.object({ ok: z.literal(true) }).meta({ id: 'Ok' });
+
+/** A path in the execution world: absolute, or relative to `cwd`. */
+export const FsPath = z
+  .string()
+  .min(1, { error: 'path must be a non-empty string' })
+  .max(4096)
+  .refine(noNul, { error: 'paths must not contain a NUL character' })
+  .meta({ description: 'A path in the execution world: absolute, or relative to cwd.' });
+
+const FsCwd = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine(noNul, { error: 'cwd must not contain a NUL character' })
+  .refine((cwd) => cwd.startsWith('/') || /^[A-Za-z]:[\\/]/.test(cwd), { error: 'cwd must be an absolute path' })
+  .meta({ description: 'The absolute directory a relative path is resolved against; a relative path without it answers FS_NOT_FOUND.' });
+
+/** Where a filesystem call acts: the path (a target's key, or any path) and, for messages, the path as first asked for. */
+const FsPathRef = {
+  path: FsPath,
+  cwd: FsCwd.optional(),
+  displayPath: z
+    .string()
+    .max(4096)
+    .refine(noNul, { error: 'displayPath must not contain a NUL character' })
+    .optional()
+    .meta({ description: "The path as the caller first asked for it, for messages; the resolved path's own when absent." }),
+};
+
+export const FsTarget = z
+  .object({
+    targetKey: z.string().meta({ description: "Opaque identity: the file's real path in the world. The same file by any path has the same key." }),
+    displayPath: z.string().meta({ description: 'The absolute path as asked for, not resolved through links.' }),
+  })
+  .meta({ id: 'FsTarget' });
+
+const FsVersion = z.string().max(256).meta({ description: 'Opaque freshness token; compare it, never parse it.' });
+
+export const FsInfo = z
+  .object({ version: FsVersion, type: z.enum(['file', 'directory', 'other']), size: z.int().min(0).optional() })
+  .meta({ id: 'FsInfo', description: 'What a path leads to, links followed.' });
+
+export const FsPathInfo = z
+  .object({ version: FsVersion, type: z.enum(['file', 'directory', 'symlink', 'other']), size: z.int().min(0).optional() })
+  .meta({ id: 'FsPathInfo', description: 'The path entry itself: a final link is not followed.' });
+
+export const FsResolve = z
+  .strictObject({
+    path: FsPath,
+    cwd: FsCwd.optional(),
+    readTextMaxBytes: z
+      .int()
+      .min(0)
+      .max(MAX_READ_BYTES)
+      .optional()
+      .meta({ description: "Also answer the file's text when it is a text file of at most this many bytes (a read in the same round trip)." }),
+  })
+  .meta({ id: 'FsResolve' });
+
+export const FsResolved = z
+  .object({
+    target: FsTarget,
+    info: FsInfo.nullable().meta({ description: 'What the target is at the moment it was resolved; null when nothing is there.' }),
+    text: z
+      .string()
+      .nullable()
+      .meta({ description: 'The text read with the same open file as info, when readTextMaxBytes asked for it and the file is text within that size.' }),
+  })
+  .meta({ id: 'FsResolved' });
+
+export const FsRef = z.strictObject(FsPathRef).meta({ id: 'FsRef' });
+export const FsStatResult = z.object({ info: FsInfo.nullable() }).meta({ id: 'FsStatResult' });
+export const FsLstat = z.strictObject({ path: FsPath, cwd: FsCwd.optional() }).meta({ id: 'FsLstat' });
+export const FsLstatResult = z.object({ info: FsPathInfo.nullable() }).meta({ id: 'FsLstatResult' });
+export const FsText = z.object({ text: z.string() }).meta({ id: 'FsText' });
+
+export const FsDirEntry = z
+  .object({
+    name: z.string(),
+    type: z.enum(['file', 'directory', 'other']),
+    target: FsTarget,
+    version: FsVersion.optional(),
+    size: z.int().min(0).optional(),
+  })
+  .meta({ id: 'FsDirEntry' });
+export const FsListing = z.object({ entries: z.array(FsDirEntry) }).meta({ id: 'FsListing' });
+
+export const FsWriteIntent = z
+  .discriminatedUnion('kind', [
+    z.strictObject({ kind: z.literal('createIfAbsent') }),
+    z.strictObject({ kind: z.literal('replaceIfVersion'), version: FsVersion }),
+  ])
+  .meta({ id: 'FsWriteIntent', description: 'createIfAbsent: only when nothing is there; replaceIfVersion: only while the file is at that version.' });
+
+export const FsWrite = z
+  .strictObject({ ...FsPathRef, content: z.string(), expected: FsWriteIntent.optional() })
+  .meta({ id: 'FsWrite', description: 'Replace the whole file with content, atomically; without expected, unconditionally.' });
+
+export const FsWriteOutcome = z
+  .object({
+    operation: z.enum(['create', 'update']),
+    version: FsVersion,
+    before: z.string().nullable().meta({ description: 'The prior text, LF-normalised; null for a create, or when it is not text or too large.' }),
+    after: z.string().meta({ description: 'The text written, LF-normalised.' }),
+  })
+  .meta({ id: 'FsWriteOutcome' });
+
+export const FsEdit = z
+  .strictObject({
+    ...FsPathRef,
+    edit: z.strictObject({ oldString: z.string(), newString: z.string(), replaceAll: z.boolean().default(false) }),
+    expected: z.strictObject({ version: FsVersion }).optional(),
+  })
+  .meta({
+    id: 'FsEdit',
+    description: "Replace literal text (matched with line ends as LF; the file's CRLF style is kept); guarded by a version when expected is given.",
+  });
+
+export const FsEditOutcome = z.object({ version: FsVersion, before: z.string(), after: z.string() }).meta({ id: 'FsEditOutcome' });
+
+/** A query number: a string of digits, as a query string carries it. */
+const QueryInt = z
+  .string()
+  .regex(/^\d{1,15}$/, { error: 'must be a non-negative integer' })
+  .transform(Number);
+
+export const ContentQuery = z.strictObject({
+  ...FsPathRef,
+  offset: QueryInt.default(0).meta({ description: 'The first byte to send (a resumed download starts where the last one ended).' }),
+  maxBytes: QueryInt.optional().meta({ description: 'Refuse with FS_TOO_LARGE, sending nothing, when the file is larger than this.' }),
+});

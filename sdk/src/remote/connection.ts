@@ -104,6 +104,16 @@ export class Connection implements SubscriptionHost {
     return new Promise((resolve) => (this.#resolveOpened = resolve));
   }
 
+  #traffic = 0;
+
+  /**
+   * Counts the calls sent and the messages received: unchanged between two
+   * reads, nothing was asked of the daemon and nothing came from it meanwhile.
+   */
+  get traffic(): number {
+    return this.#traffic;
+  }
+
   /** True while the socket is open. */
   get connected(): boolean {
     return this.#open;
@@ -120,7 +130,11 @@ export class Connection implements SubscriptionHost {
     this.#open = true;
     this.#alive = true;
     this.#lostAt = undefined;
-    socket.on('message', (data: Buffer, isBinary) => (isBinary ? this.#onData(data) : this.#onText(data)));
+    socket.on('message', (data: Buffer, isBinary) => {
+      this.#traffic += 1;
+      if (isBinary) this.#onData(data);
+      else this.#onText(data);
+    });
     socket.on('pong', () => (this.#alive = true));
     socket.on('ping', () => (this.#alive = true));
     socket.on('close', () => this.#onClose(socket));
@@ -254,6 +268,7 @@ export class Connection implements SubscriptionHost {
     const socket = this.#socket;
     if (socket === undefined || !this.#open) return;
     call.sentOn = socket;
+    this.#traffic += 1;
     socket.send(call.message);
   }
 

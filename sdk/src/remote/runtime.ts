@@ -12,6 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { ConnectionError, ExecworldError } from '../errors.ts';
 import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
 import { RemoteProcess } from './process.ts';
+import { RawHttp } from './raw-http.ts';
 import { readLocalToken } from '../token-file.ts';
 import { describeUnreachable, getJson, type CertificateAuthority } from './reach.ts';
 import { RemoteTerminal, type TerminalScreen } from './terminal.ts';
@@ -109,6 +110,8 @@ export class RemoteRuntime implements SubprocessRuntime {
   readonly #connection: Connection;
   readonly #options: ConnectionOptions;
   #started: Promise<void> | undefined;
+  #health: OperationResult<'health.get'> | undefined;
+  #http: RawHttp | undefined;
   /** Handles this runtime made and has not seen end, for disposal. */
   readonly #processes = new Set<RemoteProcess>();
   readonly #terminals = new Set<RemoteTerminal>();
@@ -136,6 +139,7 @@ export class RemoteRuntime implements SubprocessRuntime {
       if (health.protocolVersion !== PROTOCOL_VERSION) {
         throw new ConnectionError('PROTOCOL_MISMATCH', `the daemon speaks protocol ${health.protocolVersion}; this SDK speaks ${PROTOCOL_VERSION}`);
       }
+      this.#health = health;
       await this.#connection.start();
     })();
     return this.#started;
@@ -254,6 +258,7 @@ export class RemoteRuntime implements SubprocessRuntime {
     this.#disposing ??= (async () => {
       const failure = await settleAll(endAll(this.#processes, this.#terminals), 'remote subprocess teardown failed');
       this.#connection.close();
+      this.#http?.close();
       if (failure !== undefined) throw failure.error;
     })();
     return this.#disposing;
@@ -273,9 +278,30 @@ export class RemoteRuntime implements SubprocessRuntime {
     return { ...read, data: Buffer.from(read.data, 'base64') };
   }
 
+  /** The platform of the daemon's world (`linux`, `win32`, ...), known once the runtime started. */
+  get platform(): NodeJS.Platform | undefined {
+    return this.#health?.platform as NodeJS.Platform | undefined;
+  }
+
+  /**
+   * Counts the calls sent and messages received on the connection: unchanged
+   * between two reads, nothing was asked of the daemon or came from it meanwhile.
+   */
+  get traffic(): number {
+    return this.#connection.traffic;
+  }
+
+  /** @internal Plain HTTP to the daemon, for the byte routes (file content). */
+  get http(): RawHttp {
+    this.#assertOpen();
+    this.#http ??= new RawHttp({ url: this.url, token: this.#options.token, ca: this.#options.ca });
+    return this.#http;
+  }
+
   /** Closes the connection. Sessions on the daemon run on; calls still owed fail with CLOSED. */
   close(): void {
     this.#connection.close();
+    this.#http?.close();
   }
 
   /** @internal The connection, for tests and benchmarks. */

@@ -18,7 +18,9 @@ import type {
   SubprocessTerminalHandle,
   SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
+import type { FsInfo, FsProvider, FsTarget } from '@execworld/sdk/fs';
 import type { ContainmentMode } from './containment/containment.ts';
+import type { OpenContent } from './fs/world-files.ts';
 import type { RunAs } from './run-as.ts';
 
 export type { ContainmentMode } from './containment/containment.ts';
@@ -97,4 +99,23 @@ export interface ExecutionProvider {
   spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions?: TerminalExtensions): Promise<ProviderTerminal>;
   /** Terminates everything still running and waits until it is gone; later spawns fail. */
   dispose(): Promise<void>;
+}
+
+export { FsFailure } from './fs/fs-error.ts';
+export type { OpenContent } from './fs/world-files.ts';
+
+/** One owner's view of the world's files: the filesystem seam, plus what the daemon streams and resolves with. */
+export interface OwnerFiles extends FsProvider {
+  /** The real path this view is confined to, if it is. */
+  readonly root: string | undefined;
+  /** Opens a regular file to stream its bytes from any offset. */
+  openContent(target: FsTarget, signal?: AbortSignal): Promise<OpenContent>;
+  /** What `target` is now and, when it is a text file of at most `textMaxBytes`, its text, both of one open file. */
+  look(target: FsTarget, textMaxBytes: number | undefined, signal?: AbortSignal): Promise<{ info: FsInfo | undefined; text: string | null }>;
+}
+
+/** The world's files, as the daemon hands them to its owners. */
+export interface FileProvider {
+  /** The view of an owner confined to `root` (all of the world without one). */
+  view(options: { readonly root?: string | undefined }): OwnerFiles;
 }

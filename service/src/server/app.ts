@@ -9,11 +9,12 @@ import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { ERROR_CATALOG, OPERATION_LIST, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
-import type { ExecutionProvider } from '../provider/api.ts';
+import { CONTENT_PATH } from '@execworld/sdk/fs';
+import { ERROR_CATALOG, OPERATION_LIST, schemas, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
+import type { ExecutionProvider, FileProvider, OwnerFiles } from '../provider/api.ts';
 import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import type { Config } from './config.ts';
-import { daemonRuntime } from './daemon-runtime.ts';
+import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
@@ -22,6 +23,9 @@ import { SessionRegistry } from './sessions/registry.ts';
 import { WebSocketHub } from './ws.ts';
 
 export const CONNECT_PATH = '/v1/connect';
+/** The version and size of the file a content answer streams. */
+const VERSION_HEADER = 'x-execworld-version';
+const SIZE_HEADER = 'x-execworld-size';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -40,6 +44,8 @@ export interface AppOptions {
   readonly logger?: Logger;
   /** @default a LocalRuntime over this host, contained and journaled as `config` says */
   readonly runtime?: ExecutionProvider;
+  /** @default this host's files */
+  readonly files?: FileProvider;
   /**
    * The daemon is the whole host process (`execworld serve`): it starts
    * children only for sessions, so the subreaper fallback may take every
@@ -121,8 +127,16 @@ export function buildApp(options: AppOptions): Daemon {
   const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess === true) : undefined;
   const runtime = options.runtime ?? own!.runtime;
   const registry = new SessionRegistry(runtime, config, logger, (owner) => tokens.runAsOf(owner));
+  const files = options.files ?? own?.files ?? hostFiles(config);
+  const filesOf = (owner: string): OwnerFiles => {
+    if (tokens.runAsOf(owner) !== undefined) {
+      throw new ServiceError('UNSUPPORTED', `owner ${owner} runs as another OS user; filesystem calls as that user are not available yet`);
+    }
+    return files.view({ root: tokens.rootOf(owner) });
+  };
   const hub = new WebSocketHub({
     registry,
+    files: filesOf,
     version,
     windowBytes: config.windowBytes,
     heartbeatMs: config.heartbeatMs,
@@ -234,12 +248,57 @@ export function buildApp(options: AppOptions): Daemon {
           reply.raw.once('close', () => {
             if (!reply.raw.writableEnded) aborted.abort();
           });
-          const ctx: CallContext = { owner: request.owner, registry, version, signal: aborted.signal, unbounded: false };
+          const ctx: CallContext = { owner: request.owner, registry, files: filesOf, version, signal: aborted.signal, unbounded: false };
           const result = await bound.handler(ctx, validated.data);
           return reply.code(spec.status).send(result);
         },
       });
     }
+
+    scope.route({
+      method: 'GET',
+      url: CONTENT_PATH,
+      handler: async (request, reply) => {
+        const query = schemas.ContentQuery.safeParse(request.query);
+        if (!query.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(query.error, 'query'));
+        const { path, cwd, displayPath, offset, maxBytes } = query.data;
+        const aborted = new AbortController();
+        reply.raw.once('close', () => aborted.abort());
+        const files = filesOf(request.owner);
+        const resolved = await files.resolve(path, { cwd, signal: aborted.signal });
+        const content = await files.openContent(displayPath === undefined ? resolved : { ...resolved, displayPath }, aborted.signal);
+        const { size, version } = content.info;
+        try {
+          if (maxBytes !== undefined && size > maxBytes) {
+            throw new ServiceError(
+              'FS_TOO_LARGE',
+              `cannot read "${displayPath ?? resolved.displayPath}": ${size} bytes is more than the ${maxBytes}-byte limit`,
+            );
+          }
+          if (offset > size) throw new ServiceError('INVALID_ARGUMENT', `offset ${offset} is past the end of the file (${size} bytes)`);
+        } catch (error) {
+          await content.close();
+          throw error;
+        }
+        if (offset === size) {
+          await content.close();
+          return reply.header('content-type', 'application/octet-stream').header(VERSION_HEADER, version).header(SIZE_HEADER, size).send(Buffer.alloc(0));
+        }
+        // The bytes of the file as it was opened: its size then bounds what is sent, whatever is appended meanwhile.
+        const stream = content.stream(offset, size - 1);
+        // Sent in full or cut off, the answer's end is the file's.
+        reply.raw.once('close', () => {
+          stream.destroy();
+          void content.close();
+        });
+        return reply
+          .header('content-type', 'application/octet-stream')
+          .header('content-length', size - offset)
+          .header(VERSION_HEADER, version)
+          .header(SIZE_HEADER, size)
+          .send(stream);
+      },
+    });
 
     scope.route({
       method: 'GET',

@@ -21,23 +21,34 @@ export interface TokenEntry {
   readonly token: string;
   /** The OS user the owner's programs run as; the daemon's own user when absent. */
   readonly user?: RunAs | undefined;
+  /** The directory the owner's filesystem calls are confined to; all of the world when absent. */
+  readonly root?: string | undefined;
 }
 
 export class TokenTable {
   readonly #entries: { digest: Buffer; owner: string }[];
   readonly #users = new Map<string, RunAs>();
+  readonly #roots = new Map<string, string>();
   /** Where the tokens came from, for the log. */
   readonly source: string;
 
   constructor(entries: readonly TokenEntry[], source: string) {
     this.#entries = entries.map((entry) => ({ digest: digest(entry.token), owner: entry.owner }));
-    for (const entry of entries) if (entry.user !== undefined) this.#users.set(entry.owner, entry.user);
+    for (const entry of entries) {
+      if (entry.user !== undefined) this.#users.set(entry.owner, entry.user);
+      if (entry.root !== undefined) this.#roots.set(entry.owner, entry.root);
+    }
     this.source = source;
   }
 
   /** The OS user `owner`'s programs run as, when it is not the daemon's own. */
   runAsOf(owner: string): RunAs | undefined {
     return this.#users.get(owner);
+  }
+
+  /** The directory `owner`'s filesystem calls are confined to, if any. */
+  rootOf(owner: string): string | undefined {
+    return this.#roots.get(owner);
   }
 
   /** Owner to OS user name, for the log. */
@@ -61,17 +72,31 @@ export class TokenTable {
   }
 }
 
+/** A token file's entry before its user and root are looked up. */
+export interface TokenLine {
+  readonly owner: string;
+  readonly token: string;
+  readonly userName?: string;
+  readonly root?: string;
+}
+
 /**
  * Parses a token file by the grammar of `@execworld/sdk/token-file`: one bare
- * token (owner `default`), or lines of `<owner> <token> [<os user>]`; blank
- * lines and `#` comments are skipped. An OS user makes the owner's programs
- * run as that user (see {@link resolveUsers}).
+ * token (owner `default`), or lines of `<owner> <token> [<os user>] [root=<directory>]`;
+ * blank lines and `#` comments are skipped. An OS user makes the owner's
+ * programs run as that user (see {@link resolveUsers}); a root confines the
+ * owner's filesystem calls to that directory.
  * @throws {ConfigError} naming the file and line of the first line that is not a token line.
  */
-export function parseTokenFile(text: string, path: string): { owner: string; token: string; userName?: string }[] {
+export function parseTokenFile(text: string, path: string): TokenLine[] {
   const entries = tokenFileLines(text).map((line) => {
     if ('problem' in line) throw new ConfigError(`${path} line ${line.line}: ${line.problem}`);
-    return { owner: line.owner, token: line.token, ...(line.userName === undefined ? {} : { userName: line.userName }) };
+    return {
+      owner: line.owner,
+      token: line.token,
+      ...(line.userName === undefined ? {} : { userName: line.userName }),
+      ...(line.root === undefined ? {} : { root: line.root }),
+    };
   });
   if (entries.length === 0) throw new ConfigError(`${path} holds no token`);
   return entries;
@@ -83,21 +108,36 @@ export function parseTokenFile(text: string, path: string): { owner: string; tok
  * @throws {ConfigError} for an unknown user, or one the daemon cannot become.
  */
 export function resolveUsers(
-  entries: readonly { owner: string; token: string; userName?: string }[],
+  entries: readonly TokenLine[],
   path: string,
   lookup: (name: string) => RunAs | undefined,
   daemonUid: number | undefined = process.getuid?.(),
 ): TokenEntry[] {
-  return entries.map(({ owner, token, userName }) => {
-    if (userName === undefined) return { owner, token };
+  return entries.map(({ owner, token, userName, root }) => {
+    const confined = root === undefined ? {} : { root: existingDirectory(root, path, owner) };
+    if (userName === undefined) return { owner, token, ...confined };
     const user = lookup(userName);
     if (user === undefined) throw new ConfigError(`${path}: owner ${owner} names OS user ${userName}, who does not exist`);
     if (daemonUid !== 0 && daemonUid !== user.uid) {
       throw new ConfigError(`${path}: owner ${owner} names OS user ${userName}; running programs as another user needs the daemon to run as root`);
     }
     // The daemon's own user needs no switch.
-    return daemonUid === user.uid ? { owner, token } : { owner, token, user };
+    return daemonUid === user.uid ? { owner, token, ...confined } : { owner, token, user, ...confined };
   });
+}
+
+/** `root` if it is an existing directory. @throws {ConfigError} naming the file and owner otherwise. */
+function existingDirectory(root: string, path: string, owner: string): string {
+  let isDirectory: boolean;
+  try {
+    isDirectory = statSync(root).isDirectory();
+  } catch (error) {
+    throw new ConfigError(
+      `${path}: the root of owner ${owner}, ${root}, cannot be reached (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
+  }
+  if (!isDirectory) throw new ConfigError(`${path}: the root of owner ${owner}, ${root}, is not a directory`);
+  return root;
 }
 
 /**

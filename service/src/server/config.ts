@@ -82,6 +82,20 @@ const SETTINGS = {
     help: `name of the daemon's environment children get (repeatable; env: comma-separated; NAME_* a prefix, * all but credential-shaped names)`,
   },
   maxBodyBytes: { flag: 'max-body-bytes', env: 'EXECWORLD_MAX_BODY_BYTES', schema: positiveInt(1024 * MiB), default: 32 * MiB, help: 'largest request body' },
+  maxReadTextBytes: {
+    flag: 'max-read-text-bytes',
+    env: 'EXECWORLD_MAX_READ_TEXT_BYTES',
+    schema: positiveInt(1024 * MiB),
+    default: 16 * MiB,
+    help: 'largest file a whole-text read answers (the SDK streams larger ones)',
+  },
+  maxListEntries: {
+    flag: 'max-list-entries',
+    env: 'EXECWORLD_MAX_LIST_ENTRIES',
+    schema: positiveInt(100_000_000),
+    default: 100_000,
+    help: 'most entries one directory listing answers',
+  },
   maxFrameBytes: {
     flag: 'max-frame-bytes',
     env: 'EXECWORLD_MAX_FRAME_BYTES',

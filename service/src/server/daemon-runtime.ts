@@ -9,7 +9,8 @@
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyBaseLogger as Logger } from 'fastify';
-import type { ExecutionProvider } from '../provider/api.ts';
+import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
+import { HostFiles } from '../provider/fs/host-files.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { CgroupContainment } from '../provider/containment/cgroup.ts';
 import { selectContainment } from '../provider/containment/index.ts';
@@ -22,6 +23,7 @@ import { defaultStateDir, type Config } from './config.ts';
 /** The provider of a daemon, what must run before its first session, and what ends with it. */
 export interface DaemonRuntime {
   readonly runtime: ExecutionProvider;
+  readonly files: FileProvider;
   /** Ends what daemons that died left; runs before the first session starts. */
   recover(): Promise<void>;
   /** Called once every session ended. */
@@ -92,7 +94,12 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
       `sessions are contained: ${containment.mode}`,
     );
   };
-  return { runtime, recover, close: () => journal?.close() };
+  return { runtime, files: hostFiles(config), recover, close: () => journal?.close() };
+}
+
+/** The files of this host, with the bounds of the daemon's configuration. */
+export function hostFiles(config: Config): FileProvider {
+  return new HostFiles({ maxTextBytes: config.maxReadTextBytes, maxListEntries: config.maxListEntries });
 }
 
 function processExists(pid: number): boolean {

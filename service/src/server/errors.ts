@@ -6,7 +6,7 @@
 import { getSystemErrorMap } from 'node:util';
 import { ZodError } from 'zod';
 import { ERROR_CATALOG, type ErrorBody, type ErrorCode } from '@execworld/sdk/protocol';
-import { ProviderError, type ProviderErrorCode } from '../provider/api.ts';
+import { FsFailure, ProviderError, type ProviderErrorCode } from '../provider/api.ts';
 
 export interface ServiceErrorOptions extends ErrorOptions {
   /** The operating system's name for the failure, e.g. ENOENT. */
@@ -83,6 +83,9 @@ function spawnFailure(error: NodeJS.ErrnoException, errno: string): ServiceError
 export function toServiceError(error: unknown): ServiceError {
   if (error instanceof ServiceError) return error;
   if (error instanceof ProviderError) return new ServiceError(PROVIDER_CODES[error.code], error.message, { cause: error, errno: errnoOf(error.cause) });
+  // FS_SANDBOX_DENIED is the seam's, for confining providers of its own; this daemon confines with FS_PERMISSION_DENIED.
+  if (error instanceof FsFailure)
+    return new ServiceError(error.code === 'FS_SANDBOX_DENIED' ? 'FS_PERMISSION_DENIED' : error.code, error.message, { cause: error, errno: error.errno });
   if (error instanceof ZodError) return new ServiceError('INVALID_ARGUMENT', describeZodError(error, 'request'), { cause: error });
   const code = (error as { code?: unknown } | null)?.code;
   if (code === 'INVALID_ARGUMENT' && error instanceof Error) return new ServiceError('INVALID_ARGUMENT', error.message, { cause: error });

@@ -6,6 +6,8 @@
 import { OPERATION_LIST, PROTOCOL_VERSION, type OperationName, type OperationParams, type OperationResult, type OperationSpec } from '@execworld/sdk/protocol';
 import { MAX_WAIT_MS, type SubprocessOutputMode, type SubprocessSpawnSpec, type SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import { z } from 'zod';
+import type { FsTarget } from '@execworld/sdk/fs';
+import type { OwnerFiles } from '../provider/api.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { runOptions } from './sessions/shells.ts';
 import { ServiceError } from './errors.ts';
@@ -17,6 +19,8 @@ const DEFAULT_READ_BYTES = 1024 * 1024;
 export interface CallContext {
   readonly owner: string;
   readonly registry: SessionRegistry;
+  /** The world's files as `owner` may see them. */
+  readonly files: (owner: string) => OwnerFiles;
   readonly version: string;
   /** Aborts when the caller went away. */
   readonly signal: AbortSignal;
@@ -92,6 +96,15 @@ function processSpec(params: OperationParams<'process.create'>): SubprocessSpawn
     graceMs: params.graceMs,
     ...(params.env === undefined ? {} : { env: Object.fromEntries(Object.entries(params.env).map(([name, value]) => [name, value ?? undefined])) }),
   };
+}
+
+/**
+ * The target a filesystem call names: its path resolved now (a target's key
+ * resolves to itself), with the display path the caller first asked with.
+ */
+async function targetOf(ctx: CallContext, params: { path: string; cwd?: string | undefined; displayPath?: string | undefined }): Promise<FsTarget> {
+  const target = await ctx.files(ctx.owner).resolve(params.path, { cwd: params.cwd, signal: ctx.signal });
+  return params.displayPath === undefined ? target : { targetKey: target.targetKey, displayPath: params.displayPath };
 }
 
 export const HANDLERS: { [N in OperationName]: Handler<N> } = {
@@ -207,6 +220,19 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     await ctx.registry.shells.delete(ctx.owner, params.id);
     return { ok: true };
   },
+
+  'fs.resolve': async (ctx, params) => {
+    const files = ctx.files(ctx.owner);
+    const target = await files.resolve(params.path, { cwd: params.cwd, signal: ctx.signal });
+    const { info, text } = await files.look(target, params.readTextMaxBytes, ctx.signal);
+    return { target, info: info ?? null, text };
+  },
+  'fs.stat': async (ctx, params) => ({ info: (await ctx.files(ctx.owner).stat(await targetOf(ctx, params), ctx.signal)) ?? null }),
+  'fs.lstat': async (ctx, params) => ({ info: (await ctx.files(ctx.owner).lstat(params.path, { cwd: params.cwd }, ctx.signal)) ?? null }),
+  'fs.readText': async (ctx, params) => ({ text: await ctx.files(ctx.owner).readText(await targetOf(ctx, params), ctx.signal) }),
+  'fs.listDir': async (ctx, params) => ({ entries: await ctx.files(ctx.owner).listDir(await targetOf(ctx, params), ctx.signal) }),
+  'fs.writeText': async (ctx, params) => ctx.files(ctx.owner).writeText(await targetOf(ctx, params), params.content, params.expected, ctx.signal),
+  'fs.editText': async (ctx, params) => ctx.files(ctx.owner).editText(await targetOf(ctx, params), params.edit, params.expected, ctx.signal),
 };
 
 /** An operation with the schema that validates its merged parameters. */

@@ -31,6 +31,7 @@ export const MAX_CALLS_IN_FLIGHT = 4096;
 
 export interface HubOptions {
   readonly registry: SessionRegistry;
+  readonly files: CallContext['files'];
   readonly version: string;
   readonly windowBytes: number;
   readonly heartbeatMs: number;
@@ -203,6 +204,7 @@ class Connection {
       const ctx: CallContext = {
         owner: this.owner,
         registry: this.#options.registry,
+        files: this.#options.files,
         version: this.#options.version,
         signal: controller?.signal ?? NEVER_ABORTED,
         unbounded: true,

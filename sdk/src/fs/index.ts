@@ -1,0 +1,21 @@
+/**
+ * @execworld/sdk/fs: the filesystem seam's vocabulary (`ctx.fs`), and the
+ * remote provider that serves it from a daemon's world.
+ * @module @execworld/sdk/fs
+ */
+export { FS_ERROR_CODES, isFsErrorCode } from './types.ts';
+export type {
+  FsDirEntry,
+  FsEditOutcome,
+  FsEditRequest,
+  FsErrorCode,
+  FsInfo,
+  FsPathInfo,
+  FsProvider,
+  FsResolveOptions,
+  FsTarget,
+  FsWriteIntent,
+  FsWriteOutcome,
+} from './types.ts';
+export { CONTENT_PATH, RemoteFiles } from './remote-files.ts';
+export type { RemoteFilesOptions } from './remote-files.ts';

@@ -1,0 +1,73 @@
+/**
+ * The text rules of the filesystem seam: what counts as text (strict UTF-8,
+ * no NUL in the sampled head), line-ending normalisation and restoration, and
+ * the literal edit.
+ * @module
+ */
+import { TextDecoder } from 'node:util';
+import { FsFailure } from './fs-error.ts';
+
+/** How many leading bytes a read inspects for NUL, the mark of a binary file. */
+export const BINARY_SAMPLE_BYTES = 8192;
+
+/** Decodes strict UTF-8, or throws FS_NOT_TEXT naming `displayPath`. */
+export function decodeText(bytes: Uint8Array, doing: string, displayPath: string): string {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch (error) {
+    throw new FsFailure('FS_NOT_TEXT', `cannot ${doing} "${displayPath}": not UTF-8 text`, { cause: error });
+  }
+}
+
+/** Throws FS_NOT_TEXT when the head of a file (`sample`) holds a NUL. */
+export function rejectBinaryHead(sample: Uint8Array, doing: string, displayPath: string): void {
+  if (sample.subarray(0, BINARY_SAMPLE_BYTES).includes(0)) throw new FsFailure('FS_NOT_TEXT', `cannot ${doing} "${displayPath}": a binary file (NUL byte)`);
+}
+
+/** `text` with every CRLF pair turned into LF; a lone CR stays. */
+export function toLf(text: string): string {
+  return text.replaceAll('\r\n', '\n');
+}
+
+export type LineEndings = 'LF' | 'CRLF';
+
+/** The file's line-ending style, from its first 4096 characters: CRLF when CRLF breaks outnumber bare LF ones. */
+export function lineEndingsOf(text: string): LineEndings {
+  const head = text.slice(0, 4096);
+  let crlf = 0;
+  let lf = 0;
+  for (let at = head.indexOf('\n'); at !== -1; at = head.indexOf('\n', at + 1)) {
+    if (at > 0 && head.charCodeAt(at - 1) === 13) crlf += 1;
+    else lf += 1;
+  }
+  return crlf > lf ? 'CRLF' : 'LF';
+}
+
+/** LF-normalised `text` written back in `style`, never doubling a CR. */
+export function withLineEndings(text: string, style: LineEndings): string {
+  return style === 'LF' ? text : toLf(text).replaceAll('\n', '\r\n');
+}
+
+/** Non-overlapping occurrences of `needle` (non-empty) in `haystack`. */
+function occurrences(haystack: string, needle: string): number {
+  let count = 0;
+  for (let at = haystack.indexOf(needle); at !== -1; at = haystack.indexOf(needle, at + needle.length)) count += 1;
+  return count;
+}
+
+/**
+ * The literal edit on LF-normalised `content`: `oldString` (normalised too)
+ * must occur once, or at least once with `replaceAll`.
+ * @throws FS_EDIT_NOT_FOUND for an empty or absent oldString, FS_AMBIGUOUS_EDIT for several matches without replaceAll
+ */
+export function applyEdit(content: string, edit: { oldString: string; newString: string; replaceAll: boolean }, displayPath: string): string {
+  const needle = toLf(edit.oldString);
+  if (needle === '') throw new FsFailure('FS_EDIT_NOT_FOUND', 'oldString must not be empty');
+  const replacement = toLf(edit.newString);
+  const count = occurrences(content, needle);
+  if (count === 0) throw new FsFailure('FS_EDIT_NOT_FOUND', `oldString does not occur in "${displayPath}"`);
+  if (count > 1 && !edit.replaceAll) {
+    throw new FsFailure('FS_AMBIGUOUS_EDIT', `oldString occurs ${count} times in "${displayPath}"; make it unique or set replaceAll`);
+  }
+  return content.split(needle).join(replacement);
+}

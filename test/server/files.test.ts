@@ -1,0 +1,229 @@
+/**
+ * The daemon's files over REST: the byte route (content from an offset, with
+ * size and version, and every error it documents), an owner confined to a
+ * root (absolute paths, `..`, links, and a link swapped in while writes run),
+ * bad paths, and the token file's root option.
+ */
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERROR_CATALOG, type ErrorCode } from '@execworld/sdk/protocol';
+import { CONTENT_ERRORS } from '../../scripts/openapi.ts';
+import { parseTokenFile, resolveUsers } from '../../service/src/server/auth.ts';
+import { ConfigError } from '../../service/src/server/config.ts';
+import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+
+const CAROL = 'carol-token-0123456789abcdefg';
+const DAVE = 'dave-token-0123456789abcdefgh';
+const scratch = mkdtempSync(join(tmpdir(), 'files-'));
+/** carol's root, and a directory beside it she must never reach. */
+const root = join(scratch, 'root');
+const outside = join(scratch, 'outside');
+mkdirSync(root);
+mkdirSync(outside);
+writeFileSync(join(outside, 'secret.txt'), 'secret\n');
+writeFileSync(join(root, 'mine.txt'), 'mine\n');
+symlinkSync(outside, join(root, 'door'));
+symlinkSync(join(outside, 'secret.txt'), join(root, 'secret-link.txt'));
+
+let daemon: TestDaemon;
+beforeAll(async () => {
+  daemon = await startDaemon(
+    {},
+    {
+      owners: [
+        { owner: 'carol', token: CAROL, root },
+        { owner: 'dave', token: DAVE, user: { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent', shell: '/usr/sbin/nologin' } },
+      ],
+    },
+  );
+});
+afterAll(async () => {
+  await daemon.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** GETs the content route with `query`; the body as bytes, or the error answer parsed. */
+async function content(query: Record<string, string>, options: { token?: string | null; headers?: Record<string, string> } = {}) {
+  const token = options.token === undefined ? ALICE : options.token;
+  const response = await fetch(`${daemon.url}/v1/files/content?${new URLSearchParams(query).toString()}`, {
+    headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), ...options.headers },
+  });
+  const bytes = Buffer.from(await response.arrayBuffer());
+  let error: { code: ErrorCode; message: string } | undefined;
+  if (response.status >= 400) error = (JSON.parse(bytes.toString('utf8')) as { error: { code: ErrorCode; message: string } }).error;
+  return { status: response.status, headers: response.headers, bytes, error };
+}
+
+const fsCall = (name: string, body: Record<string, unknown>, token = CAROL) => daemon.request('POST', `/v1/fs/${name}`, { body, token });
+
+describe('GET /v1/files/content', () => {
+  const file = join(scratch, 'bytes.bin');
+  const data = Buffer.from(Array.from({ length: 300_000 }, (_value, index) => (index * 7) % 256));
+  beforeAll(() => writeFileSync(file, data));
+
+  it('streams the bytes with the size and version, and from an offset', async () => {
+    const whole = await content({ path: file });
+    expect(whole.status).toBe(200);
+    expect(whole.bytes.equals(data)).toBe(true);
+    expect(whole.headers.get('x-execworld-size')).toBe(String(data.length));
+    const stat = await daemon.request('POST', '/v1/fs/stat', { body: { path: file } });
+    expect(whole.headers.get('x-execworld-version')).toBe(stat.body.info.version);
+    const rest = await content({ path: file, offset: '123457' });
+    expect(rest.bytes.equals(data.subarray(123_457))).toBe(true);
+    expect((await content({ path: file, offset: String(data.length) })).bytes.length).toBe(0);
+  });
+
+  it('answers each code it documents, with its status', async () => {
+    const link = join(scratch, 'loop');
+    symlinkSync('loop', link);
+    const scenarios: [ErrorCode, () => ReturnType<typeof content>][] = [
+      ['INVALID_ARGUMENT', () => content({ path: file, offset: String(data.length + 1) })],
+      ['UNAUTHORIZED', () => content({ path: file }, { token: null })],
+      ['FS_PERMISSION_DENIED', () => content({ path: file }, { token: CAROL })],
+      ['FS_NOT_FOUND', () => content({ path: join(scratch, 'missing') })],
+      ['FS_NOT_REGULAR_FILE', () => content({ path: scratch })],
+      ['FS_TOO_LARGE', () => content({ path: file, maxBytes: String(data.length - 1) })],
+      ['HEADERS_TOO_LARGE', () => content({ path: file }, { headers: { 'x-padding': 'p'.repeat(20_000) } })],
+      ['FS_IO_ERROR', () => content({ path: join(link, 'x') })],
+      ['UNSUPPORTED', () => content({ path: file }, { token: DAVE })],
+    ];
+    for (const [code, send] of scenarios) {
+      const answer = await send();
+      expect(answer.error?.code, `${code}: ${answer.bytes.toString('utf8').slice(0, 200)}`).toBe(code);
+      expect(answer.status).toBe(ERROR_CATALOG[code].status);
+    }
+    const driven = new Set(scenarios.map(([code]) => code));
+    // A fault of the daemon, and Node's 60 s headers timeout, cannot be brought about here.
+    expect(CONTENT_ERRORS.filter((code) => !driven.has(code))).toEqual(['CLIENT_TIMEOUT', 'INTERNAL']);
+  });
+
+  it('sends exactly the size the file had when opened, whatever is appended meanwhile', async () => {
+    const growing = join(scratch, 'growing.txt');
+    writeFileSync(growing, 'x'.repeat(1000));
+    const answer = await content({ path: growing, maxBytes: '1000' });
+    writeFileSync(growing, 'y'.repeat(5000));
+    expect(answer.bytes.toString()).toBe('x'.repeat(1000));
+  });
+});
+
+describe('an owner confined to a root', () => {
+  it('reaches its own files by absolute and relative paths', async () => {
+    expect((await fsCall('read-text', { path: join(root, 'mine.txt') })).body).toEqual({ text: 'mine\n' });
+    // Relative paths resolve against the root when no cwd is given.
+    const resolved = await fsCall('resolve', { path: 'mine.txt' });
+    expect(resolved.body.target).toEqual({ targetKey: join(root, 'mine.txt'), displayPath: join(root, 'mine.txt') });
+  });
+
+  it.each([
+    ['an absolute path outside', () => ({ path: join(outside, 'secret.txt') })],
+    ['.. out of the root', () => ({ path: '../outside/secret.txt' })],
+    ['a directory link out of the root', () => ({ path: join(root, 'door', 'secret.txt') })],
+    ['a file link out of the root', () => ({ path: join(root, 'secret-link.txt') })],
+  ])('is refused %s, for reads, writes, edits and listings', async (_what, where) => {
+    for (const [name, extra] of [
+      ['read-text', {}],
+      ['stat', {}],
+      ['write-text', { content: 'overwritten\n' }],
+      ['edit-text', { edit: { oldString: 'secret', newString: 'leaked' } }],
+    ] as const) {
+      const answer = await fsCall(name, { ...where(), ...extra });
+      expect(answer.status, `${name} ${JSON.stringify(answer.body)}`).toBe(403);
+      expect(answer.body.error.code).toBe('FS_PERMISSION_DENIED');
+    }
+    expect((await content(where(), { token: CAROL })).error?.code).toBe('FS_PERMISSION_DENIED');
+    expect(readdirSync(outside).sort()).toEqual(['secret.txt']);
+    expect((await fsCall('list', { path: join(root, 'door') })).body.error.code).toBe('FS_PERMISSION_DENIED');
+  });
+
+  it('lists a link out of the root as other, without following it', async () => {
+    const listing = await fsCall('list', { path: root });
+    const door = listing.body.entries.find((entry: { name: string }) => entry.name === 'door');
+    expect(door).toEqual({ name: 'door', type: 'other', target: { targetKey: join(root, 'door'), displayPath: join(root, 'door') } });
+  });
+
+  it('never writes outside while a directory it writes into is swapped for a link out of it', async () => {
+    const swapped = join(root, 'swapped');
+    const parked = join(root, 'parked');
+    mkdirSync(swapped);
+    let swapping = true;
+    // Flips `swapped` between a real directory and a link to `outside`, as fast as it can. A write may make the
+    // directory anew while it is parked (writes make missing parents), so each step may fail; the flips go on.
+    const attempt = (step: () => void): void => {
+      try {
+        step();
+      } catch (_error) {
+        // The daemon got there first; the next flip sets things right.
+      }
+    };
+    const flipper = (async () => {
+      let flips = 0;
+      while (swapping) {
+        attempt(() => renameSync(swapped, parked));
+        attempt(() => symlinkSync(outside, swapped));
+        await new Promise((resolve) => setImmediate(resolve));
+        attempt(() => rmSync(swapped));
+        attempt(() => renameSync(parked, swapped));
+        flips += 1;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      return flips;
+    })();
+    const answers = new Map<number, number>();
+    for (let round = 0; round < 300; round += 1) {
+      const answer = await fsCall('write-text', { path: join(swapped, 'planted.txt'), content: 'planted\n' });
+      answers.set(answer.status, (answers.get(answer.status) ?? 0) + 1);
+    }
+    swapping = false;
+    expect(await flipper).toBeGreaterThan(0);
+    // Every write either landed inside the root or was refused; none escaped.
+    expect(existsSync(join(outside, 'planted.txt'))).toBe(false);
+    expect(readdirSync(outside).sort()).toEqual(['secret.txt']);
+    expect([...answers.keys()].every((status) => status === 200 || status === 403 || status === 404)).toBe(true);
+  });
+});
+
+describe('bad paths', () => {
+  it.each([
+    ['a NUL in the path', { path: '/tmp/a\0b' }, 400, 'INVALID_ARGUMENT'],
+    ['an empty path', { path: '' }, 400, 'INVALID_ARGUMENT'],
+    ['a relative cwd', { path: 'a', cwd: 'relative' }, 400, 'INVALID_ARGUMENT'],
+    ['a relative path without a cwd', { path: 'a.txt' }, 404, 'FS_NOT_FOUND'],
+    ['a path under a file', { path: '/etc/hostname/x' }, 404, 'FS_NOT_FOUND'],
+  ])('answers %s with a clear error', async (_what, body, status, code) => {
+    const answer = await daemon.request('POST', '/v1/fs/stat', { body });
+    expect(answer.status).toBe(status);
+    expect(answer.body.error.code).toBe(code);
+    expect(answer.body.error.message).toMatch(/path|cwd|directory/);
+  });
+});
+
+describe('the token file root option', () => {
+  it('confines an owner to an existing directory', () => {
+    const entries = parseTokenFile(`alice ${ALICE} root=${root}\nbob ${'b'.repeat(24)}\n`, 'tokens');
+    expect(entries).toEqual([
+      { owner: 'alice', token: ALICE, root },
+      { owner: 'bob', token: 'b'.repeat(24) },
+    ]);
+    expect(resolveUsers(entries, 'tokens', () => undefined)).toEqual([
+      { owner: 'alice', token: ALICE, root },
+      { owner: 'bob', token: 'b'.repeat(24) },
+    ]);
+  });
+
+  it.each([
+    [`alice ${ALICE} root=relative`, /root= must be an absolute directory/],
+    [`alice ${ALICE} colour=blue`, /unknown option colour=/],
+    [`alice ${ALICE} root=/a root=/b`, /root= is given twice/],
+  ])('refuses %s', (line, message) => {
+    expect(() => parseTokenFile(line, 'tokens')).toThrow(message);
+  });
+
+  it('refuses a root that is missing or not a directory, naming the owner', () => {
+    expect(() => resolveUsers(parseTokenFile(`alice ${ALICE} root=${join(scratch, 'nope')}`, 'tokens'), 'tokens', () => undefined)).toThrow(ConfigError);
+    expect(() => resolveUsers(parseTokenFile(`alice ${ALICE} root=${join(root, 'mine.txt')}`, 'tokens'), 'tokens', () => undefined)).toThrow(
+      /owner alice.*is not a directory/,
+    );
+  });
+});
