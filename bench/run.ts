@@ -6,7 +6,7 @@
  *
  *   npm run bench -- --rounds 5 --only echo,bulk --peers remote,ws-relay --quick
  *
- * Workloads (--only): prompt, inspect, echo, bulk, screen, tail, control, close, dsh, dsh-bulk,
+ * Workloads (--only): prompt, inspect, echo, bulk, screen, tail, control, close, dsh, dsh-bulk, fs,
  * budgets, resume, stall, isolation, idle.
  *
  * Peers: local (LocalRuntime in process), dsh-local (@deepseek-ai/dsh-subprocess-local),
@@ -20,6 +20,7 @@ import { startDaemon } from './lib/daemon.ts';
 import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFigures } from './lib/daemon-workloads.ts';
 import { collectFlood, inputFlood, nonReadingClient } from './lib/budget-workloads.ts';
 import { chunkCounts, dshBulkMs, type BulkProvider } from './lib/dsh-bulk.ts';
+import { fsCallMs } from './lib/fs-workloads.ts';
 import { dshPwsh, findPwsh, type PwshProvider } from './lib/dsh-pwsh.ts';
 import { dshEcho } from './lib/dsh-workload.ts';
 import { dshToolFigures, engineFigures, pwshFigures, type ShellFigures } from './lib/shell.ts';
@@ -395,6 +396,30 @@ if (enabled('dsh-bulk')) {
     ]),
   );
   results.dshBulk = { ms: Object.fromEntries(providers.map((name) => [name, table.values(name)])), chunks };
+}
+
+if (enabled('fs')) {
+  const table = new RoundTable();
+  const calls = ['read 4 KiB', 'write 4 KiB', 'read 10 MiB', 'write 10 MiB'];
+  for (let round = 0; round < rounds; round += 1) {
+    // Alternated so neither provider always runs first.
+    for (const provider of round % 2 === 0 ? (['reference', 'remote'] as const) : (['remote', 'reference'] as const)) {
+      const figures = await fsCallMs(provider, daemon, quick ? 100 : 400);
+      for (const call of calls) table.add(`${provider} ${call}`, figures[call]!);
+    }
+  }
+  printTable(
+    'files: a read tool call (resolve, stat, readText) and a write (resolve, writeText), the reference dsh-fs-local against RemoteFiles over loopback (ms, median per round)',
+    ['call', 'reference', 'remote', 'remote − reference', 'ratio'],
+    calls.map((call) => [
+      call,
+      spread(table.values(`reference ${call}`), 3),
+      spread(table.values(`remote ${call}`), 3),
+      differenceCell(table, `remote ${call}`, `reference ${call}`),
+      ratioCell(table, `remote ${call}`, `reference ${call}`),
+    ]),
+  );
+  results.fs = Object.fromEntries(table.peers().map((peer) => [peer, table.values(peer)]));
 }
 
 if (enabled('shell')) {

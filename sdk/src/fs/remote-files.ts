@@ -8,10 +8,10 @@
  * control, so memory stays bounded at both ends.
  *
  * The common read is one round trip: `resolve` also answers what the target
- * is and, for a small text file, its text, read from one open file. A `stat`
- * and `readText` of that target that follow at once use that answer, as long
- * as nothing else was sent to the daemon or came from it meanwhile and it is
- * younger than `prefetchMaxAgeMs`; otherwise they ask again. (A write has to be
+ * is and, for a small text file, its text, read from one open file. The one
+ * `stat` and the one `readText` of that target that follow it use that answer,
+ * as long as nothing else was sent to the daemon or came from it meanwhile and
+ * it is younger than `prefetchMaxAgeMs`; any other call asks again. (A write has to be
  * two: the seam hands `writeText` a target that `resolve` made.)
  * @module
  */
@@ -53,7 +53,9 @@ interface Prefetched {
   readonly at: number;
   readonly displayPath: string;
   readonly info: FsInfo | undefined;
-  text: string | null;
+  readonly text: string | null;
+  /** Whether a stat was answered from it already. */
+  statServed: boolean;
 }
 
 function fsError(code: Exclude<FsErrorCode, 'FS_SANDBOX_DENIED'>, message: string): FileSystemError {
@@ -127,6 +129,7 @@ export class RemoteFiles implements FsProvider {
         displayPath: answer.target.displayPath,
         info: answer.info ?? undefined,
         text: answer.text,
+        statServed: false,
       },
     };
     return answer.target;
@@ -165,7 +168,12 @@ export class RemoteFiles implements FsProvider {
   async stat(target: FsTarget, signal?: AbortSignal): Promise<FsInfo | undefined> {
     if (signal?.aborted === true) throw aborted('stat');
     const fresh = this.#fresh(target);
-    if (fresh !== undefined) return fresh.info;
+    if (fresh !== undefined && !fresh.statServed) {
+      // Once: a later stat asks again, and only the read may follow from this answer.
+      fresh.statServed = true;
+      return fresh.info;
+    }
+    this.#prefetched = undefined;
     const answer = await abortable(this.runtime.call('fs.stat', this.#ref(target)), signal, 'stat');
     return answer.info ?? undefined;
   }
