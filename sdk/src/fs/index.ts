@@ -17,5 +17,7 @@ export type {
   FsWriteIntent,
   FsWriteOutcome,
 } from './types.ts';
+export { BINARY_SAMPLE_BYTES, TextStreamDecoder } from './text-stream.ts';
+export type { NotTextReason } from './text-stream.ts';
 export { CONTENT_PATH, RemoteFiles } from './remote-files.ts';
 export type { RemoteFilesOptions } from './remote-files.ts';

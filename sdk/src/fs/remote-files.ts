@@ -17,7 +17,6 @@
  */
 import { posix, win32 } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { TextDecoder } from 'node:util';
 import { FileSystemError, isExecworldError } from '../errors.ts';
 import type { RemoteRuntime } from '../remote/runtime.ts';
 import type {
@@ -33,9 +32,8 @@ import type {
   FsWriteIntent,
   FsWriteOutcome,
 } from './types.ts';
+import { TextStreamDecoder } from './text-stream.ts';
 
-/** How many leading bytes of a text file are checked for NUL, as the daemon's whole reads do. */
-const BINARY_SAMPLE_BYTES = 8192;
 /** The byte route of a file's content. */
 export const CONTENT_PATH = '/v1/files/content';
 
@@ -211,28 +209,17 @@ export class RemoteFiles implements FsProvider {
   async *#textChunks(target: FsTarget, signal: AbortSignal | undefined): AsyncGenerator<string> {
     const doing = `read "${target.displayPath}"`;
     if (signal?.aborted === true) throw aborted('read');
-    const decoder = new TextDecoder('utf-8', { fatal: true });
-    const decode = (chunk?: Buffer): string => {
-      try {
-        return chunk === undefined ? decoder.decode() : decoder.decode(chunk, { stream: true });
-      } catch (_error) {
-        throw fsError('FS_NOT_TEXT', `cannot ${doing}: not UTF-8 text`);
-      }
-    };
-    let sampled = 0;
+    const decoder = new TextStreamDecoder((reason) =>
+      fsError('FS_NOT_TEXT', `cannot ${doing}: ${reason === 'binary' ? 'a binary file (NUL byte)' : 'not UTF-8 text'}`),
+    );
     try {
       const response = await this.runtime.http.get(CONTENT_PATH, { path: target.targetKey, displayPath: target.displayPath }, signal);
       try {
         for await (const chunk of response as AsyncIterable<Buffer>) {
-          if (sampled < BINARY_SAMPLE_BYTES) {
-            const head = chunk.subarray(0, BINARY_SAMPLE_BYTES - sampled);
-            if (head.includes(0)) throw fsError('FS_NOT_TEXT', `cannot ${doing}: a binary file (NUL byte)`);
-            sampled += head.length;
-          }
-          yield decode(chunk);
+          yield decoder.decode(chunk);
         }
         if (!response.complete) throw fsError('FS_IO_ERROR', `cannot ${doing}: the daemon's answer ended early`);
-        yield decode();
+        yield decoder.decode();
       } finally {
         response.destroy();
       }

@@ -2,6 +2,10 @@
  * Wire schemas of the REST and WebSocket API. The daemon validates every
  * request with them, the SDK infers its types from them, and the OpenAPI
  * document is generated from them.
+ *
+ * Every schema of the wire lives in this one file (about 600 lines) on
+ * purpose: it is the API's reference, read top to bottom next to the
+ * operation table, and the schemas refer to each other freely.
  * @module
  */
 import { z } from 'zod';

@@ -8,6 +8,11 @@
  * exit, and the runtime's proof that a program of the command waits for
  * input, which is asked for when the output goes quiet (soon after, then
  * backing off) and never while output flows.
+ *
+ * The class is one state machine (start, type, settle a run, interrupt,
+ * reset), about 500 lines: its transitions share the run's fields, and split
+ * across files they would have to pass them around. The dialects, the output
+ * capture and the query answers are modules of their own.
  * @module
  */
 import { randomBytes } from 'node:crypto';

@@ -5,10 +5,10 @@
  * @module
  */
 import { TextDecoder } from 'node:util';
+import { BINARY_SAMPLE_BYTES } from '@execworld/sdk/fs';
 import { FsFailure } from './fs-error.ts';
 
-/** How many leading bytes a read inspects for NUL, the mark of a binary file. */
-export const BINARY_SAMPLE_BYTES = 8192;
+export { BINARY_SAMPLE_BYTES };
 
 /** Decodes strict UTF-8, or throws FS_NOT_TEXT naming `displayPath`. */
 export function decodeText(bytes: Uint8Array, doing: string, displayPath: string): string {

@@ -15,6 +15,11 @@
  * - Writes and edits of one target run one at a time (across every owner of
  *   the daemon, through the shared {@link MutationLocks}); the version guard is
  *   checked inside that critical section, before an edit looks for its text.
+ *
+ * The twelve primitives stay in this one file (about 700 lines) so that the
+ * rules above are read in one place, beside the private steps they share
+ * (anchoring, keys, staging and publication). Root confinement is in
+ * anchor.ts, text decoding in text.ts.
  * @module
  */
 import { randomUUID } from 'node:crypto';
@@ -35,6 +40,7 @@ import type {
   FsWriteIntent,
   FsWriteOutcome,
 } from '@execworld/sdk/fs';
+import { TextStreamDecoder } from '@execworld/sdk/fs';
 import { PathGuard, type Anchor } from './anchor.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { applyEdit, BINARY_SAMPLE_BYTES, decodeText, lineEndingsOf, rejectBinaryHead, toLf, withLineEndings } from './text.ts';
@@ -179,21 +185,18 @@ export class WorldFiles implements FsProvider {
 
   async *#textChunks(target: FsTarget, signal: AbortSignal | undefined): AsyncGenerator<string> {
     const content = await this.openContent(target, signal);
-    const decoder = new TextDecoder('utf-8', { fatal: true });
-    let sampled = 0;
+    const decoder = new TextStreamDecoder(
+      (reason, cause) =>
+        new FsFailure('FS_NOT_TEXT', `cannot read "${target.displayPath}": ${reason === 'binary' ? 'a binary file (NUL byte)' : 'not UTF-8 text'}`, { cause }),
+    );
     const source = content.stream(0);
     try {
       for await (const chunk of source as AsyncIterable<Buffer>) {
         checkAborted(signal, 'read');
-        if (sampled < BINARY_SAMPLE_BYTES) {
-          const head = chunk.subarray(0, BINARY_SAMPLE_BYTES - sampled);
-          rejectBinaryHead(head, 'read', target.displayPath);
-          sampled += head.length;
-        }
-        yield decodeChunk(decoder, chunk, target.displayPath);
+        yield decoder.decode(chunk);
       }
       checkAborted(signal, 'read');
-      yield decodeChunk(decoder, undefined, target.displayPath);
+      yield decoder.decode();
     } catch (error) {
       throw fromSystemError(error, `read "${target.displayPath}"`);
     } finally {
@@ -602,14 +605,6 @@ export class WorldFiles implements FsProvider {
     } finally {
       await rm(stage, { recursive: true, force: true }).catch(() => undefined);
     }
-  }
-}
-
-function decodeChunk(decoder: TextDecoder, chunk: Buffer | undefined, displayPath: string): string {
-  try {
-    return chunk === undefined ? decoder.decode() : decoder.decode(chunk, { stream: true });
-  } catch (error) {
-    throw new FsFailure('FS_NOT_TEXT', `cannot read "${displayPath}": not UTF-8 text`, { cause: error });
   }
 }
 
