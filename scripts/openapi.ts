@@ -6,7 +6,7 @@
  * @module
  */
 import { z } from 'zod';
-import { CONTENT_PATH } from '@execworld/sdk/fs';
+import { ARCHIVE_PATH, CONTENT_PATH, UPLOADS_PATH } from '@execworld/sdk/fs';
 import {
   ClientMessage,
   DATA_HEADER_BYTES,
@@ -72,6 +72,36 @@ export const CONTENT_ERRORS: readonly ErrorCode[] = [
   'INTERNAL',
   'FS_IO_ERROR',
   'UNSUPPORTED',
+  'FS_STALE_VERSION',
+];
+
+/** The error codes of `PUT /v1/files/uploads/{id}`: an upload's bytes. */
+export const UPLOAD_BYTES_ERRORS: readonly ErrorCode[] = [
+  'INVALID_ARGUMENT',
+  'UNAUTHORIZED',
+  'NOT_FOUND',
+  'UPLOAD_OFFSET_MISMATCH',
+  'UNSUPPORTED_MEDIA_TYPE',
+  'FS_NOT_FOUND',
+  'FS_IO_ERROR',
+  'HEADERS_TOO_LARGE',
+  'CLIENT_TIMEOUT',
+  'INTERNAL',
+];
+
+/** The error codes of `GET` and `PUT /v1/files/archive`: a directory packed or unpacked. */
+export const ARCHIVE_ERRORS: readonly ErrorCode[] = [
+  'INVALID_ARGUMENT',
+  'UNAUTHORIZED',
+  'UNSUPPORTED_MEDIA_TYPE',
+  'FS_NOT_FOUND',
+  'FS_NOT_DIRECTORY',
+  'FS_PERMISSION_DENIED',
+  'FS_IO_ERROR',
+  'UNSUPPORTED',
+  'HEADERS_TOO_LARGE',
+  'CLIENT_TIMEOUT',
+  'INTERNAL',
 ];
 
 /** The error response of one group of codes of a status, named by its codes, kept once in components.responses. */
@@ -252,6 +282,58 @@ export function buildOpenApiDocument(version: string): Json {
           content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } },
         },
         ...errorResponses(CONTENT_ERRORS, responses),
+      },
+    },
+  };
+  const bytes = { schema: { type: 'string', contentMediaType: 'application/octet-stream' } };
+  const tarBytes = { schema: { type: 'string', contentMediaType: 'application/x-tar' } };
+  paths[`${UPLOADS_PATH}/{id}`] = {
+    ...paths[`${UPLOADS_PATH}/{id}`],
+    put: {
+      operationId: 'upload.bytes',
+      summary: 'Append bytes to an upload at its offset',
+      description:
+        "The body's bytes are written at `offset`, which must be the upload's offset (UPLOAD_OFFSET_MISMATCH otherwise). " +
+        'What arrives before a connection is cut is kept: ask `GET /v1/files/uploads/{id}` for the offset and send the rest from there. ' +
+        'Send a large file in several requests, each within the request timeout.',
+      tags: ['fs'],
+      parameters: [
+        { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+        { name: 'offset', in: 'query', required: true, schema: { type: 'integer', minimum: 0 } },
+      ],
+      requestBody: { required: true, content: { 'application/octet-stream': bytes } },
+      responses: {
+        '200': { description: 'The upload after the bytes', content: { 'application/json': { schema: schemaOf(wire.Upload) } } },
+        ...errorResponses(UPLOAD_BYTES_ERRORS, responses),
+      },
+    },
+  };
+  const archiveParameters = Object.entries(wire.ArchiveQuery.shape).map(([name, field]) => {
+    const optional = field instanceof z.ZodOptional;
+    const { description, ...schema } = schemaOf(field) as Json & { description?: string };
+    return { name, in: 'query', required: !optional, ...(description === undefined ? {} : { description }), schema };
+  });
+  paths[ARCHIVE_PATH] = {
+    get: {
+      operationId: 'archive.pack',
+      summary: 'A directory as a tar stream',
+      description: 'Its entries relative to it, links stored as links (never followed), modes and empty directories kept, owners left out.',
+      tags: ['fs'],
+      parameters: archiveParameters,
+      responses: { '200': { description: 'The archive', content: { 'application/x-tar': tarBytes } }, ...errorResponses(ARCHIVE_ERRORS, responses) },
+    },
+    put: {
+      operationId: 'archive.unpack',
+      summary: 'Unpack a tar stream into a directory (made when missing)',
+      description:
+        'Entries that would leave the directory (`..`, a link in the way) and devices are refused; a leading `/` is taken off paths and link targets; ' +
+        'each is listed in `warnings`. Owners are not taken from the archive.',
+      tags: ['fs'],
+      parameters: archiveParameters,
+      requestBody: { required: true, content: { 'application/x-tar': tarBytes } },
+      responses: {
+        '200': { description: 'What was unpacked', content: { 'application/json': { schema: schemaOf(wire.ArchiveUnpacked) } } },
+        ...errorResponses(ARCHIVE_ERRORS, responses),
       },
     },
   };

@@ -147,6 +147,10 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   FS_AMBIGUOUS_EDIT: FileSystemError,
   FS_EDIT_NOT_FOUND: FileSystemError,
   FS_ABORTED: FileSystemError,
+  FS_ALREADY_EXISTS: FileSystemError,
+  FS_NOT_EMPTY: FileSystemError,
+  FS_CHECKSUM_MISMATCH: FileSystemError,
+  UPLOAD_OFFSET_MISMATCH: StateError,
 };
 
 /** The error for a daemon answer `{ code, message, errno? }`. */

@@ -28,6 +28,8 @@ export interface DaemonProcess {
   readonly token: string;
   readonly pid: number;
   rssKiB(): number;
+  /** The most resident memory the daemon ever had (VmHWM). */
+  peakRssKiB(): number;
   /** CPU seconds the daemon used so far. */
   cpuSeconds(): number;
   stop(): Promise<void>;
@@ -64,6 +66,7 @@ export async function startDaemon(args: string[] = [], nodeArgs: string[] = [], 
     token,
     pid,
     rssKiB: () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]),
+    peakRssKiB: () => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]),
     cpuSeconds: () => {
       const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       return (Number(fields[11]) + Number(fields[12])) / 100;

@@ -41,6 +41,7 @@ describe('the operation table', () => {
         'shell.wait',
         'shell.interrupt',
         'shell.delete',
+        'upload.get',
       ].sort(),
     );
   });

@@ -12,11 +12,12 @@ import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daem
 
 let daemon: TestDaemon;
 let socket: TestSocket;
-const ids = { terminal: '', process: '', shell: '' };
+const ids = { terminal: '', process: '', shell: '', upload: '', spareUpload: '' };
 /** The directory the filesystem calls work in, with a text file whose edit undoes itself. */
 const dir = mkdtempSync(join(tmpdir(), 'contract-'));
 const file = join(dir, 'notes.txt');
 writeFileSync(file, 'alpha\n');
+writeFileSync(join(dir, 'moved.txt'), 'moved\n');
 
 beforeAll(async () => {
   daemon = await startDaemon();
@@ -74,6 +75,16 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'fs.listDir': () => ({ path: dir }),
   'fs.writeText': () => ({ path: join(dir, 'written.txt'), content: 'hello\n' }),
   'fs.editText': () => ({ path: file, edit: { oldString: 'alpha', newString: 'alpha', replaceAll: false } }),
+  'fs.mkdir': () => ({ path: join(dir, 'made/deeper') }),
+  'fs.remove': () => ({ path: join(dir, 'not-there') }),
+  // Onto itself: the file stays for the next transport's tour.
+  'fs.rename': () => ({ from: join(dir, 'moved.txt'), to: join(dir, 'moved.txt'), overwrite: true }),
+  'fs.digest': () => ({ path: file }),
+  'upload.create': () => ({ path: join(dir, 'uploaded.bin') }),
+  'upload.get': () => ({ id: ids.upload }),
+  'upload.complete': () => ({ id: ids.upload, size: 0 }),
+  // Another upload than the one completed, begun beside it.
+  'upload.delete': () => ({ id: ids.spareUpload }),
 };
 
 /** Runs the operations in table order, so a session exists before it is used and ends last. */
@@ -123,6 +134,10 @@ describe('operation contract', () => {
       if (spec.name === 'terminal.create') ids.terminal = (result as { id: string }).id;
       if (spec.name === 'process.create') ids.process = (result as { id: string }).id;
       if (spec.name === 'shell.create') ids.shell = (result as { id: string }).id;
+      if (spec.name === 'upload.create') {
+        ids.upload = (result as { id: string }).id;
+        ids.spareUpload = (await daemon.request('POST', '/v1/files/uploads', { body: { path: join(dir, 'spare.bin') } })).body.id;
+      }
     }
   });
 });

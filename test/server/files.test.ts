@@ -88,6 +88,7 @@ describe('GET /v1/files/content', () => {
       ['HEADERS_TOO_LARGE', () => content({ path: file }, { headers: { 'x-padding': 'p'.repeat(20_000) } })],
       ['FS_IO_ERROR', () => content({ path: join(link, 'x') })],
       ['UNSUPPORTED', () => content({ path: file }, { token: DAVE })],
+      ['FS_STALE_VERSION', () => content({ path: file, offset: '10', version: 'not-its-version' })],
     ];
     for (const [code, send] of scenarios) {
       const answer = await send();

@@ -6,7 +6,7 @@
  * shape. Every listed code is driven here, or named below with the reason it
  * cannot be, so a list cannot claim more than the daemon does either.
  */
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -68,6 +68,12 @@ const BODIES: Record<string, Record<string, unknown>> = {
   'fs.listDir': { path: '/tmp' },
   'fs.writeText': { path: '/tmp/unused', content: '' },
   'fs.editText': { path: '/tmp/unused', edit: { oldString: 'a', newString: 'b' } },
+  'fs.mkdir': { path: '/tmp/unused' },
+  'fs.remove': { path: '/tmp/unused-never-made' },
+  'fs.rename': { from: '/tmp/unused-a', to: '/tmp/unused-b' },
+  'fs.digest': { path: '/etc/hostname' },
+  'upload.create': { path: '/tmp/unused' },
+  'upload.complete': {},
 };
 
 /** The filesystem scenarios' directory: a text file, a binary file, a subdirectory, a link loop. */
@@ -256,6 +262,14 @@ function fsScenarios(name: string, body: Record<string, unknown>): Scenario[] {
   ];
 }
 
+/** Begins an empty upload to `path`, runs `meanwhile`, then completes it with `expected`. */
+async function completing(path: string, meanwhile: () => void, expected: Record<string, unknown> = {}, overwrite = true) {
+  const created = await daemon.request('POST', '/v1/files/uploads', { body: { path, overwrite } });
+  expect(created.status).toBe(201);
+  meanwhile();
+  return send(daemon, op('upload.complete'), created.body.id as string, { body: expected });
+}
+
 /** A daemon whose filesystem bounds are tiny. */
 const tinyBounds = () => startDaemon({ maxReadTextBytes: 4, maxListEntries: 1 });
 
@@ -323,6 +337,85 @@ const OWN: Record<string, Scenario[]> = {
       what: 'text that does not occur',
       code: 'FS_EDIT_NOT_FOUND',
       send: () => send(daemon, op('fs.editText'), '', { body: { path: text, edit: { oldString: 'zzz', newString: 'y' } } }),
+    },
+  ],
+  'fs.mkdir': [
+    ...fsScenarios('fs.mkdir', { path: join(files, 'made') }),
+    { what: 'a file at the path', code: 'FS_ALREADY_EXISTS', send: () => send(daemon, op('fs.mkdir'), '', { body: { path: text } }) },
+  ],
+  'fs.remove': [
+    ...fsScenarios('fs.remove', { path: join(files, 'never-made') }),
+    { what: 'a directory with entries, not recursive', code: 'FS_NOT_EMPTY', send: () => send(daemon, op('fs.remove'), '', { body: { path: subdirectory } }) },
+  ],
+  'fs.rename': [
+    ...fsScenarios('fs.rename', { path: undefined, from: text, to: join(files, 'renamed') }).map((scenario) => ({
+      ...scenario,
+      // The scenarios break `path`; a rename's is `from`.
+      send: () => {
+        const broken: Record<string, Record<string, unknown>> = {
+          FS_NOT_FOUND: { from: 'relative/path', to: join(files, 'renamed') },
+          FS_PERMISSION_DENIED: { from: join(subdirectory, 'a'), to: text },
+          FS_IO_ERROR: { from: join(loop, 'x'), to: join(files, 'renamed') },
+          UNSUPPORTED: { from: text, to: join(files, 'renamed') },
+        };
+        const token = scenario.code === 'FS_PERMISSION_DENIED' ? CONFINED : scenario.code === 'UNSUPPORTED' ? OTHER_USER : undefined;
+        return send(daemon, op('fs.rename'), '', { body: broken[scenario.code]!, ...(token === undefined ? {} : { token }) });
+      },
+    })),
+    { what: 'something at the new path', code: 'FS_ALREADY_EXISTS', send: () => send(daemon, op('fs.rename'), '', { body: { from: binary, to: text } }) },
+    {
+      what: 'a directory onto one with entries',
+      code: 'FS_NOT_EMPTY',
+      send: async () => {
+        const empty = mkdtempSync(join(files, 'empty-'));
+        return send(daemon, op('fs.rename'), '', { body: { from: empty, to: subdirectory, overwrite: true } });
+      },
+    },
+  ],
+  'fs.digest': [
+    ...fsScenarios('fs.digest', { path: text }),
+    { what: 'a directory', code: 'FS_NOT_REGULAR_FILE', send: () => send(daemon, op('fs.digest'), '', { body: { path: subdirectory } }) },
+  ],
+  'upload.create': [
+    ...fsScenarios('upload.create', { path: join(files, 'uploaded') }),
+    { what: 'a directory at the path', code: 'FS_NOT_REGULAR_FILE', send: () => send(daemon, op('upload.create'), '', { body: { path: subdirectory } }) },
+    {
+      what: 'a file at the path, overwrite false',
+      code: 'FS_ALREADY_EXISTS',
+      send: () => send(daemon, op('upload.create'), '', { body: { path: text, overwrite: false } }),
+    },
+    {
+      what: 'an owner at its bound of open uploads',
+      code: 'LIMIT_EXCEEDED',
+      send: () =>
+        against(
+          () => startDaemon({ maxUploadsPerOwner: 1 }),
+          async (full) => {
+            expect((await full.request('POST', '/v1/files/uploads', { body: { path: join(files, 'first') } })).status).toBe(201);
+            return send(full, op('upload.create'), '', { body: { path: join(files, 'second') } });
+          },
+        ),
+    },
+  ],
+  'upload.complete': [
+    { what: 'bytes of another size than said', code: 'FS_CHECKSUM_MISMATCH', send: () => completing(join(files, 'sized'), () => undefined, { size: 1 }) },
+    {
+      what: 'its directory removed meanwhile',
+      code: 'FS_NOT_FOUND',
+      send: () => {
+        const directory = mkdtempSync(join(files, 'gone-'));
+        return completing(join(directory, 'file'), () => rmSync(directory, { recursive: true, force: true }));
+      },
+    },
+    {
+      what: 'a directory put at the path meanwhile',
+      code: 'FS_NOT_REGULAR_FILE',
+      send: () => completing(join(files, 'became-directory'), () => mkdirSync(join(files, 'became-directory'))),
+    },
+    {
+      what: 'a file put at the path meanwhile, overwrite false',
+      code: 'FS_ALREADY_EXISTS',
+      send: () => completing(join(files, 'became-file'), () => writeFileSync(join(files, 'became-file'), 'first'), {}, false),
     },
   ],
   'executable.resolve': [

@@ -19,5 +19,8 @@ export type {
 } from './types.ts';
 export { BINARY_SAMPLE_BYTES, TextStreamDecoder } from './text-stream.ts';
 export type { NotTextReason } from './text-stream.ts';
-export { CONTENT_PATH, RemoteFiles } from './remote-files.ts';
+export { RemoteFiles } from './remote-files.ts';
+export { ARCHIVE_PATH, CONTENT_PATH, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
 export type { RemoteFilesOptions } from './remote-files.ts';
+export { RemoteTransfer } from './transfer.ts';
+export type { ArchiveResult, CopyOptions, FileDigest, RemoteTransferOptions, TransferProgress, UploadOptions } from './transfer.ts';

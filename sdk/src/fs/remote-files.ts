@@ -33,9 +33,7 @@ import type {
   FsWriteOutcome,
 } from './types.ts';
 import { TextStreamDecoder } from './text-stream.ts';
-
-/** The byte route of a file's content. */
-export const CONTENT_PATH = '/v1/files/content';
+import { CONTENT_PATH } from './routes.ts';
 
 export interface RemoteFilesOptions {
   /** The base of relative paths when a call gives none; without one a relative path answers FS_NOT_FOUND. */

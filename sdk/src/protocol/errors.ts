@@ -37,7 +37,7 @@ export const ERROR_CATALOG = {
     description: 'The operating system refused to start the process; errno says why (E2BIG: argv and environment too large for exec).',
   },
   PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body or a frame is larger than the configured limit.' },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The request body is not JSON.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The request body is not of a type the route takes: JSON, or bytes on the byte routes of files.' },
   SHELL_START_FAILED: { status: 422, description: 'The shell did not get ready: it exited while starting, or did not answer within its start timeout.' },
   LIMIT_EXCEEDED: {
     status: 429,
@@ -88,6 +88,19 @@ export const ERROR_CATALOG = {
     status: 409,
     description:
       'The caller cancelled the operation before it took effect: the SDK raises it for an aborted signal; the daemon stops the work of a caller that went away, who gets no answer.',
+  },
+  FS_ALREADY_EXISTS: {
+    status: 409,
+    description: 'Something is already at the path and the call may not replace it (a rename or upload without overwrite, a mkdir onto a file).',
+  },
+  FS_NOT_EMPTY: { status: 409, description: 'A directory to remove has entries and recursive was not set.' },
+  FS_CHECKSUM_MISMATCH: {
+    status: 422,
+    description: 'An upload is not what its sender said it would be: its size or SHA-256 differs. Nothing was published; the upload can be resumed or deleted.',
+  },
+  UPLOAD_OFFSET_MISMATCH: {
+    status: 409,
+    description: "Bytes were sent for an offset other than the upload's end (the message says where it is): resume from the upload's offset.",
   },
 } as const satisfies Record<string, { status: number; description: string }>;
 

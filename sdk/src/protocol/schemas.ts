@@ -571,6 +571,81 @@ export const FsEdit = z
 
 export const FsEditOutcome = z.object({ version: FsVersion, before: z.string(), after: z.string() }).meta({ id: 'FsEditOutcome' });
 
+export const FsMkdir = z
+  .strictObject({
+    path: FsPath,
+    cwd: FsCwd.optional(),
+    parents: z.boolean().default(true).meta({ description: 'Make missing parents too, and succeed when the directory is already there (mkdir -p).' }),
+  })
+  .meta({ id: 'FsMkdir' });
+export const FsMkdirResult = z
+  .object({ path: z.string().meta({ description: "The directory's real path." }), created: z.boolean() })
+  .meta({ id: 'FsMkdirResult' });
+
+export const FsRemove = z
+  .strictObject({
+    path: FsPath,
+    cwd: FsCwd.optional(),
+    recursive: z.boolean().default(false).meta({ description: 'Remove a directory with everything in it.' }),
+  })
+  .meta({ id: 'FsRemove', description: 'Remove the entry at the path; a final link is removed itself, never what it leads to.' });
+export const FsRemoveResult = z.object({ removed: z.boolean().meta({ description: 'false when nothing was there.' }) }).meta({ id: 'FsRemoveResult' });
+
+export const FsRename = z
+  .strictObject({
+    from: FsPath,
+    to: FsPath,
+    cwd: FsCwd.optional(),
+    overwrite: z.boolean().default(false).meta({ description: 'Replace what is at `to` (a file, or an empty directory for a directory).' }),
+  })
+  .meta({ id: 'FsRename', description: 'Move an entry (a final link itself) to a new path in the same filesystem, atomically.' });
+export const FsRenameResult = z.object({ path: z.string().meta({ description: 'The new path.' }) }).meta({ id: 'FsRenameResult' });
+
+const Sha256 = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/, { error: 'sha256 must be 64 lowercase hexadecimal digits' })
+  .meta({ description: 'A SHA-256 digest in lowercase hexadecimal.' });
+
+export const FsDigest = z.strictObject({ path: FsPath, cwd: FsCwd.optional() }).meta({ id: 'FsDigest' });
+export const FsDigestResult = z
+  .object({ path: z.string(), size: z.int().min(0), sha256: Sha256, version: FsVersion })
+  .meta({ id: 'FsDigestResult', description: 'A regular file: its size, SHA-256 and version, of one open file.' });
+
+export const UploadId = z
+  .string()
+  .meta({ id: 'UploadId', description: 'An upload (u_…); one that names no upload of this owner, whatever its shape, answers 404.' });
+
+export const UploadParams = z.strictObject({ id: UploadId });
+
+export const UploadCreate = z
+  .strictObject({
+    path: FsPath,
+    cwd: FsCwd.optional(),
+    overwrite: z.boolean().default(true).meta({ description: 'Replace a file already at the path when the upload completes.' }),
+    mode: z
+      .int()
+      .min(0)
+      .max(0o7777)
+      .optional()
+      .meta({ description: "The new file's permission bits; a replaced file's own are kept without it, a new file gets 0644." }),
+  })
+  .meta({ id: 'UploadCreate' });
+
+export const Upload = z
+  .object({
+    id: UploadId,
+    path: z.string().meta({ description: 'Where the file is published when the upload completes.' }),
+    offset: z.int().min(0).meta({ description: 'The bytes received so far: the offset the next PUT of bytes must start at.' }),
+  })
+  .meta({ id: 'Upload', description: 'A file being uploaded: its bytes are staged beside the target until it completes.' });
+
+export const UploadComplete = z
+  .strictObject({
+    size: z.int().min(0).optional().meta({ description: 'Refuse with FS_CHECKSUM_MISMATCH unless this many bytes were received.' }),
+    sha256: Sha256.optional().meta({ description: 'Refuse with FS_CHECKSUM_MISMATCH unless the bytes have this digest.' }),
+  })
+  .meta({ id: 'UploadComplete' });
+
 /** A query number: a string of digits, as a query string carries it. */
 const QueryInt = z
   .string()
@@ -581,4 +656,26 @@ export const ContentQuery = z.strictObject({
   ...FsPathRef,
   offset: QueryInt.default(0).meta({ description: 'The first byte to send (a resumed download starts where the last one ended).' }),
   maxBytes: QueryInt.optional().meta({ description: 'Refuse with FS_TOO_LARGE, sending nothing, when the file is larger than this.' }),
+  version: FsVersion.optional().meta({
+    description: 'Refuse with FS_STALE_VERSION, sending nothing, unless the file is at this version (a resumed download of the same file).',
+  }),
 });
+
+/** Where `PUT /v1/files/uploads/{id}` appends its body. */
+export const UploadBytesQuery = z.strictObject({
+  offset: QueryInt.meta({ description: "The upload's offset the body starts at; any other answers UPLOAD_OFFSET_MISMATCH." }),
+});
+
+/** The directory `GET` and `PUT /v1/files/archive` pack or unpack. */
+export const ArchiveQuery = z.strictObject({ path: FsPath, cwd: FsCwd.optional() });
+
+export const ArchiveUnpacked = z
+  .object({
+    path: z.string().meta({ description: "The directory's real path." }),
+    entries: z.int().min(0).meta({ description: 'The entries the archive held.' }),
+    warnings: z.array(z.object({ path: z.string(), message: z.string() })).meta({
+      description:
+        'What was refused (a path leaving the directory, a link in the way, a device) or changed (a leading / taken off a path or link target), the first 100.',
+    }),
+  })
+  .meta({ id: 'ArchiveUnpacked' });

@@ -7,11 +7,14 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { Readable } from 'node:stream';
 import { remoteError } from '../errors.ts';
 import type { CertificateAuthority } from './reach.ts';
 
 /** The largest error answer read; the real ones are a few hundred bytes. */
 const MAX_ERROR_BYTES = 64 * 1024;
+/** The largest JSON answer of a byte route read. */
+const MAX_JSON_BYTES = 1024 * 1024;
 
 export interface RawHttpOptions {
   readonly url: string;
@@ -38,13 +41,32 @@ export class RawHttp {
    * destroys the request (and the response being read) with an AbortError.
    */
   get(path: string, query: Readonly<Record<string, string | number | undefined>>, signal?: AbortSignal): Promise<IncomingMessage> {
+    return this.send('GET', path, query, { signal });
+  }
+
+  /**
+   * Sends `method` to `path` with `query` and, when given, `body` streamed as
+   * `contentType`; resolves with the response once its status is a success,
+   * rejects with the daemon's error otherwise (or the transport's, for a cut).
+   */
+  send(
+    method: 'GET' | 'PUT',
+    path: string,
+    query: Readonly<Record<string, string | number | undefined>>,
+    options: { body?: Readable | undefined; contentType?: string | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<IncomingMessage> {
+    const { body, signal } = options;
     const url = new URL(path, this.#options.url.replace(/\/*$/, '/'));
     for (const [name, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(name, String(value));
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     return new Promise((resolve, reject) => {
       const request = send(url, {
+        method,
         agent: this.#agent,
-        headers: { authorization: `Bearer ${this.#options.token}` },
+        headers: {
+          authorization: `Bearer ${this.#options.token}`,
+          ...(body === undefined ? {} : { 'content-type': options.contentType ?? 'application/octet-stream' }),
+        },
         ...(signal === undefined ? {} : { signal }),
       });
       request.once('error', reject);
@@ -71,8 +93,34 @@ export class RawHttp {
           reject(remoteError(body?.error ?? { code: 'INTERNAL', message: `the daemon answered ${status} without an error body` }, status));
         });
       });
-      request.end();
+      if (body === undefined) request.end();
+      else {
+        // A body that fails (a local read error) ends the request; the failure is the caller's to see.
+        body.once('error', (error) => request.destroy(error));
+        body.pipe(request);
+      }
     });
+  }
+
+  /** Sends like {@link send} and reads the answer as JSON (at most 1 MiB). */
+  async json<T>(
+    method: 'GET' | 'PUT',
+    path: string,
+    query: Readonly<Record<string, string | number | undefined>>,
+    options: { body?: Readable | undefined; contentType?: string | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<T> {
+    const response = await this.send(method, path, query, options);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of response as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > MAX_JSON_BYTES) {
+        response.destroy();
+        throw new Error(`the daemon's answer to ${method} ${path} is larger than ${MAX_JSON_BYTES} bytes`);
+      }
+      chunks.push(chunk);
+    }
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as T;
   }
 
   close(): void {

@@ -11,6 +11,7 @@
  * (`server/daemon-runtime.ts`), which a lint rule enforces.
  * @module
  */
+import type { OwnerTransfer } from './fs/transfer.ts';
 import type {
   SubprocessHandle,
   SubprocessSpawnSpec,
@@ -102,6 +103,7 @@ export interface ExecutionProvider {
 }
 
 export { FsFailure } from './fs/fs-error.ts';
+export type { FileDigest, OwnerTransfer, Unpacked, UploadStage } from './fs/transfer.ts';
 export type { OpenContent } from './fs/world-files.ts';
 
 /** One owner's view of the world's files: the filesystem seam, plus what the daemon streams and resolves with. */
@@ -118,4 +120,6 @@ export interface OwnerFiles extends FsProvider {
 export interface FileProvider {
   /** The view of an owner confined to `root` (all of the world without one). */
   view(options: { readonly root?: string | undefined }): OwnerFiles;
+  /** The transfer calls (beyond the seam) of an owner confined to `root`. */
+  transfer(options: { readonly root?: string | undefined }): OwnerTransfer;
 }

@@ -12,9 +12,12 @@
  *   cgroup can be made, orphaned descendants of sessions are reparented to
  *   this process instead of init, and their zombies are reaped here, since
  *   Node only waits for the children it spawned itself.
+ * - `renameat2(RENAME_NOREPLACE)` (Linux): a rename that never replaces what
+ *   is at its destination, decided by the kernel in one step.
  * @module
  */
 import { readdirSync } from 'node:fs';
+import { constants } from 'node:os';
 import { createRequire } from 'node:module';
 import type Koffi from 'koffi';
 
@@ -22,6 +25,7 @@ interface Libc {
   fcntl(fd: number, command: number, ...rest: unknown[]): number;
   prctl?: (option: number, a2: number, a3: number, a4: number, a5: number) => number;
   waitpid(pid: number, status: null, options: number): number;
+  renameat2?: (oldDir: number, oldPath: string, newDir: number, newPath: string, flags: number) => number;
   errno(): number;
 }
 
@@ -50,7 +54,11 @@ function libc(): Libc {
       ? (library.func('int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)') as Libc['prctl'])
       : undefined;
   const waitpid = library.func('int waitpid(int pid, _Out_ int *status, int options)') as Libc['waitpid'];
-  loaded = { fcntl, waitpid, errno: () => koffi.errno(), ...(prctl === undefined ? {} : { prctl }) };
+  const renameat2 =
+    process.platform === 'linux'
+      ? (library.func('int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags)') as Libc['renameat2'])
+      : undefined;
+  loaded = { fcntl, waitpid, errno: () => koffi.errno(), ...(prctl === undefined ? {} : { prctl }), ...(renameat2 === undefined ? {} : { renameat2 }) };
   return loaded;
 }
 
@@ -122,4 +130,27 @@ export function becomeChildSubreaper(): boolean {
 export function reapIfExited(pid: number): boolean {
   if (!Number.isSafeInteger(pid) || pid <= 0) return false;
   return libc().waitpid(pid, null, WNOHANG) === pid;
+}
+
+/** renameat2's "paths are relative to the working directory", and its flag that refuses to replace. */
+const AT_FDCWD = -100;
+const RENAME_NOREPLACE = 1;
+
+/**
+ * Renames `from` to `to` unless something is at `to` (Linux, in one step).
+ * Answers 'exists' when something is there, 'unsupported' where the call or
+ * the filesystem cannot do it (the caller then decides another way), and
+ * throws the operating system's error (with its errno name as `code`) for
+ * any other failure.
+ */
+export function renameNoReplace(from: string, to: string): 'renamed' | 'exists' | 'unsupported' {
+  if (process.platform !== 'linux') return 'unsupported';
+  const c = libc();
+  if (c.renameat2 === undefined) return 'unsupported';
+  if (c.renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) === 0) return 'renamed';
+  const errno = c.errno();
+  if (errno === constants.errno.EEXIST) return 'exists';
+  if (errno === constants.errno.EINVAL || errno === constants.errno.ENOSYS) return 'unsupported';
+  const name = Object.entries(constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`;
+  throw Object.assign(new Error(`${name}: rename ${from} -> ${to}`), { code: name, errno: -errno, syscall: 'rename' });
 }

@@ -9,9 +9,8 @@ import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { CONTENT_PATH } from '@execworld/sdk/fs';
-import { ERROR_CATALOG, OPERATION_LIST, schemas, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
-import type { ExecutionProvider, FileProvider, OwnerFiles } from '../provider/api.ts';
+import { ERROR_CATALOG, OPERATION_LIST, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
+import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import type { Config } from './config.ts';
 import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
@@ -21,11 +20,10 @@ import { LogSink } from './log-sink.ts';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
 import { SessionRegistry } from './sessions/registry.ts';
 import { WebSocketHub } from './ws.ts';
+import { registerFileRoutes } from './file-routes.ts';
+import { UploadRegistry } from './uploads.ts';
 
 export const CONNECT_PATH = '/v1/connect';
-/** The version and size of the file a content answer streams. */
-const VERSION_HEADER = 'x-execworld-version';
-const SIZE_HEADER = 'x-execworld-size';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -134,9 +132,18 @@ export function buildApp(options: AppOptions): Daemon {
     }
     return files.view({ root: tokens.rootOf(owner) });
   };
+  const transferOf = (owner: string): OwnerTransfer => {
+    if (tokens.runAsOf(owner) !== undefined) {
+      throw new ServiceError('UNSUPPORTED', `owner ${owner} runs as another OS user; filesystem calls as that user are not available yet`);
+    }
+    return files.transfer({ root: tokens.rootOf(owner) });
+  };
+  const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
   const hub = new WebSocketHub({
     registry,
     files: filesOf,
+    transfer: transferOf,
+    uploads,
     version,
     windowBytes: config.windowBytes,
     heartbeatMs: config.heartbeatMs,
@@ -200,7 +207,7 @@ export function buildApp(options: AppOptions): Daemon {
     await own?.recover();
   });
   app.addHook('onClose', async () => {
-    await registry.shutdown();
+    await Promise.all([registry.shutdown(), uploads.shutdown()]);
     // Every session ended: nothing is left for a later start to end.
     own?.close();
   });
@@ -248,56 +255,25 @@ export function buildApp(options: AppOptions): Daemon {
           reply.raw.once('close', () => {
             if (!reply.raw.writableEnded) aborted.abort();
           });
-          const ctx: CallContext = { owner: request.owner, registry, files: filesOf, version, signal: aborted.signal, unbounded: false };
+          const ctx: CallContext = {
+            owner: request.owner,
+            registry,
+            files: filesOf,
+            transfer: transferOf,
+            uploads,
+            version,
+            signal: aborted.signal,
+            unbounded: false,
+          };
           const result = await bound.handler(ctx, validated.data);
           return reply.code(spec.status).send(result);
         },
       });
     }
 
-    scope.route({
-      method: 'GET',
-      url: CONTENT_PATH,
-      handler: async (request, reply) => {
-        const query = schemas.ContentQuery.safeParse(request.query);
-        if (!query.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(query.error, 'query'));
-        const { path, cwd, displayPath, offset, maxBytes } = query.data;
-        const aborted = new AbortController();
-        reply.raw.once('close', () => aborted.abort());
-        const files = filesOf(request.owner);
-        const resolved = await files.resolve(path, { cwd, signal: aborted.signal });
-        const content = await files.openContent(displayPath === undefined ? resolved : { ...resolved, displayPath }, aborted.signal);
-        const { size, version } = content.info;
-        try {
-          if (maxBytes !== undefined && size > maxBytes) {
-            throw new ServiceError(
-              'FS_TOO_LARGE',
-              `cannot read "${displayPath ?? resolved.displayPath}": ${size} bytes is more than the ${maxBytes}-byte limit`,
-            );
-          }
-          if (offset > size) throw new ServiceError('INVALID_ARGUMENT', `offset ${offset} is past the end of the file (${size} bytes)`);
-        } catch (error) {
-          await content.close();
-          throw error;
-        }
-        if (offset === size) {
-          await content.close();
-          return reply.header('content-type', 'application/octet-stream').header(VERSION_HEADER, version).header(SIZE_HEADER, size).send(Buffer.alloc(0));
-        }
-        // The bytes of the file as it was opened: its size then bounds what is sent, whatever is appended meanwhile.
-        const stream = content.stream(offset, size - 1);
-        // Sent in full or cut off, the answer's end is the file's.
-        reply.raw.once('close', () => {
-          stream.destroy();
-          void content.close();
-        });
-        return reply
-          .header('content-type', 'application/octet-stream')
-          .header('content-length', size - offset)
-          .header(VERSION_HEADER, version)
-          .header(SIZE_HEADER, size)
-          .send(stream);
-      },
+    void scope.register((inner, _options, done) => {
+      registerFileRoutes(inner, { files: filesOf, transfer: transferOf, uploads });
+      done();
     });
 
     scope.route({

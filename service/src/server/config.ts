@@ -180,6 +180,20 @@ const SETTINGS = {
     default: 4096,
     help: 'open stream subscriptions per owner, over all its connections',
   },
+  maxUploadsPerOwner: {
+    flag: 'max-uploads',
+    env: 'EXECWORLD_MAX_UPLOADS',
+    schema: positiveInt(100_000),
+    default: 16,
+    help: 'uploads one owner may have open (begun, not yet completed or deleted)',
+  },
+  uploadIdleMs: {
+    flag: 'upload-idle-ms',
+    env: 'EXECWORLD_UPLOAD_IDLE_MS',
+    schema: positiveInt(MAX_TIMER_DELAY_MS),
+    default: 3_600_000,
+    help: 'an upload untouched this long is discarded with its bytes',
+  },
   connectionBufferBytes: {
     flag: 'connection-buffer-bytes',
     env: 'EXECWORLD_CONNECTION_BUFFER_BYTES',

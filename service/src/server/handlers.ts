@@ -7,7 +7,8 @@ import { OPERATION_LIST, PROTOCOL_VERSION, type OperationName, type OperationPar
 import { MAX_WAIT_MS, type SubprocessOutputMode, type SubprocessSpawnSpec, type SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import { z } from 'zod';
 import type { FsTarget } from '@execworld/sdk/fs';
-import type { OwnerFiles } from '../provider/api.ts';
+import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
+import type { UploadRegistry } from './uploads.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { runOptions } from './sessions/shells.ts';
 import { ServiceError } from './errors.ts';
@@ -21,6 +22,9 @@ export interface CallContext {
   readonly registry: SessionRegistry;
   /** The world's files as `owner` may see them. */
   readonly files: (owner: string) => OwnerFiles;
+  /** The transfer calls (beyond the seam) as `owner` may make them. */
+  readonly transfer: (owner: string) => OwnerTransfer;
+  readonly uploads: UploadRegistry;
   readonly version: string;
   /** Aborts when the caller went away. */
   readonly signal: AbortSignal;
@@ -233,6 +237,17 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'fs.listDir': async (ctx, params) => ({ entries: await ctx.files(ctx.owner).listDir(await targetOf(ctx, params), ctx.signal) }),
   'fs.writeText': async (ctx, params) => ctx.files(ctx.owner).writeText(await targetOf(ctx, params), params.content, params.expected, ctx.signal),
   'fs.editText': async (ctx, params) => ctx.files(ctx.owner).editText(await targetOf(ctx, params), params.edit, params.expected, ctx.signal),
+  'fs.mkdir': (ctx, params) => ctx.transfer(ctx.owner).mkdir(params.path, params, ctx.signal),
+  'fs.remove': (ctx, params) => ctx.transfer(ctx.owner).remove(params.path, params, ctx.signal),
+  'fs.rename': (ctx, params) => ctx.transfer(ctx.owner).rename(params.from, params.to, params, ctx.signal),
+  'fs.digest': (ctx, params) => ctx.transfer(ctx.owner).digest(params.path, params, ctx.signal),
+  'upload.create': (ctx, params) => ctx.uploads.create(ctx.owner, ctx.transfer(ctx.owner), params),
+  'upload.get': (ctx, params) => ctx.uploads.get(ctx.owner, params.id),
+  'upload.complete': (ctx, params) => ctx.uploads.complete(ctx.owner, params.id, params),
+  'upload.delete': async (ctx, params) => {
+    await ctx.uploads.delete(ctx.owner, params.id);
+    return { ok: true as const };
+  },
 };
 
 /** An operation with the schema that validates its merged parameters. */

@@ -32,6 +32,8 @@ export const MAX_CALLS_IN_FLIGHT = 4096;
 export interface HubOptions {
   readonly registry: SessionRegistry;
   readonly files: CallContext['files'];
+  readonly transfer: CallContext['transfer'];
+  readonly uploads: CallContext['uploads'];
   readonly version: string;
   readonly windowBytes: number;
   readonly heartbeatMs: number;
@@ -205,6 +207,8 @@ class Connection {
         owner: this.owner,
         registry: this.#options.registry,
         files: this.#options.files,
+        transfer: this.#options.transfer,
+        uploads: this.#options.uploads,
         version: this.#options.version,
         signal: controller?.signal ?? NEVER_ABORTED,
         unbounded: true,

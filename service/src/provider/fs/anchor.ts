@@ -10,8 +10,8 @@
  */
 import { constants } from 'node:fs';
 import { realpathSync, type BigIntStats } from 'node:fs';
-import { open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
-import { isAbsolute, normalize, sep } from 'node:path';
+import { mkdir, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, normalize, sep } from 'node:path';
 import { FsFailure } from './fs-error.ts';
 
 /** Linux's O_PATH (the same value on x86-64 and arm64); Node does not export it. */
@@ -86,6 +86,27 @@ export class PathGuard {
     } catch (error) {
       await handle.close();
       throw error;
+    }
+  }
+
+  /** Takes the directory at `path`, made first (with its missing parents) when `create` says so and it is missing. */
+  async takeDirectory(path: string, displayPath: string, create: boolean): Promise<Anchor> {
+    try {
+      return await this.take(path, displayPath, { directory: true });
+    } catch (error) {
+      const parent = dirname(path);
+      if (!create || (error as { code?: unknown }).code !== 'ENOENT' || parent === path) throw error;
+      const above = await this.takeDirectory(parent, displayPath, true);
+      try {
+        try {
+          await mkdir(above.child(basename(path)));
+        } catch (made) {
+          if ((made as { code?: unknown }).code !== 'EEXIST') throw made;
+        }
+        return await this.take(above.child(basename(path)), displayPath, { directory: true });
+      } finally {
+        await above.release();
+      }
     }
   }
 }

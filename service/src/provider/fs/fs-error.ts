@@ -6,13 +6,16 @@
  */
 import type { FsErrorCode } from '@execworld/sdk/fs';
 
+/** The codes of the transfer calls beyond the seam (mkdir, remove, rename, uploads). */
+export type TransferErrorCode = 'FS_ALREADY_EXISTS' | 'FS_NOT_EMPTY' | 'FS_CHECKSUM_MISMATCH' | 'UPLOAD_OFFSET_MISMATCH';
+
 export class FsFailure extends Error {
   override readonly name = 'FsFailure';
-  readonly code: FsErrorCode;
+  readonly code: FsErrorCode | TransferErrorCode;
   /** The operating system's name for the failure, when it gave one. */
   readonly errno: string | undefined;
 
-  constructor(code: FsErrorCode, message: string, options?: { cause?: unknown; errno?: string | undefined }) {
+  constructor(code: FsErrorCode | TransferErrorCode, message: string, options?: { cause?: unknown; errno?: string | undefined }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.errno = options?.errno;

@@ -25,7 +25,7 @@
 import { randomUUID } from 'node:crypto';
 import { createReadStream, type BigIntStats, type ReadStream } from 'node:fs';
 import { link, lstat, mkdir, open, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
-import { basename, dirname, isAbsolute, join, relative, resolve as resolvePath, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { TextDecoder } from 'node:util';
 import type {
@@ -43,6 +43,7 @@ import type {
 import { TextStreamDecoder } from '@execworld/sdk/fs';
 import { PathGuard, type Anchor } from './anchor.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
+import { absolutePath, isAbsence, kindOf, versionOf } from './facts.ts';
 import { applyEdit, BINARY_SAMPLE_BYTES, decodeText, lineEndingsOf, rejectBinaryHead, toLf, withLineEndings } from './text.ts';
 
 export interface WorldFilesOptions {
@@ -92,21 +93,6 @@ export interface OpenContent {
   close(): Promise<void>;
 }
 
-function versionOf(info: BigIntStats): string {
-  return [info.dev, info.ino, info.size, info.mtimeNs, info.ctimeNs].map((fact) => fact.toString(36)).join('-');
-}
-
-function kindOf(info: BigIntStats): 'file' | 'directory' | 'other' {
-  if (info.isFile()) return 'file';
-  if (info.isDirectory()) return 'directory';
-  return 'other';
-}
-
-function isAbsence(error: unknown): boolean {
-  const errno = errnoOf(error);
-  return errno === 'ENOENT' || errno === 'ENOTDIR';
-}
-
 export class WorldFiles implements FsProvider {
   readonly #guard: PathGuard;
   readonly #cwd: string | undefined;
@@ -131,7 +117,7 @@ export class WorldFiles implements FsProvider {
 
   async resolve(path: string, options?: FsResolveOptions): Promise<FsTarget> {
     checkAborted(options?.signal, 'resolve');
-    const displayPath = this.#absolute(path, options?.cwd);
+    const displayPath = absolutePath(path, options?.cwd ?? this.#cwd);
     const targetKey = await this.#keyOf(displayPath);
     checkAborted(options?.signal, 'resolve');
     return { targetKey, displayPath };
@@ -159,7 +145,7 @@ export class WorldFiles implements FsProvider {
 
   async lstat(path: string, options?: { cwd?: string | undefined }, signal?: AbortSignal): Promise<FsPathInfo | undefined> {
     checkAborted(signal, 'lstat');
-    const displayPath = this.#absolute(path, options?.cwd);
+    const displayPath = absolutePath(path, options?.cwd ?? this.#cwd);
     const info = await this.#entryStat(displayPath);
     checkAborted(signal, 'lstat');
     if (info === undefined) return undefined;
@@ -292,7 +278,7 @@ export class WorldFiles implements FsProvider {
     return this.#locks.exclusive(target.targetKey, async () => {
       checkAborted(signal, 'write');
       try {
-        const directory = await this.#directory(dirname(target.targetKey), target.displayPath, true);
+        const directory = await this.#guard.takeDirectory(dirname(target.targetKey), target.displayPath, true);
         try {
           const name = basename(target.targetKey);
           const existing = await this.#entry(directory, name, target.displayPath);
@@ -337,7 +323,7 @@ export class WorldFiles implements FsProvider {
       try {
         let directory: Anchor;
         try {
-          directory = await this.#directory(dirname(target.targetKey), target.displayPath, false);
+          directory = await this.#guard.takeDirectory(dirname(target.targetKey), target.displayPath, false);
         } catch (error) {
           if (isAbsence(error)) throw stale('it no longer exists');
           throw error;
@@ -414,17 +400,6 @@ export class WorldFiles implements FsProvider {
         close: () => (closed ??= handle.close().catch(() => undefined)),
       };
     });
-  }
-
-  /** `path` made absolute against `cwd` (or this view's), or FS_NOT_FOUND saying why it cannot be. */
-  #absolute(path: string, cwd: string | undefined): string {
-    if (path.trim() === '') throw new FsFailure('FS_NOT_FOUND', 'the path must be a non-empty string');
-    if (path.includes('\0')) throw new FsFailure('FS_NOT_FOUND', 'the path must not contain a NUL character');
-    if (isAbsolute(path)) return resolvePath(path);
-    const base = cwd ?? this.#cwd;
-    if (base === undefined) throw new FsFailure('FS_NOT_FOUND', `"${path}" is relative, and no cwd was given to resolve it against`);
-    if (!isAbsolute(base) || base.includes('\0')) throw new FsFailure('FS_NOT_FOUND', `the cwd "${base}" must be an absolute path`);
-    return resolvePath(base, path);
   }
 
   /** The real path of `displayPath`, or for a missing one its nearest existing ancestor's real path plus the rest. */
@@ -518,27 +493,6 @@ export class WorldFiles implements FsProvider {
       throw fromSystemError(error, doing);
     } finally {
       await anchor.release();
-    }
-  }
-
-  /** The directory at `path`, made (with its missing parents) when `create` says so. */
-  async #directory(path: string, displayPath: string, create: boolean): Promise<Anchor> {
-    try {
-      return await this.#guard.take(path, displayPath, { directory: true });
-    } catch (error) {
-      const parent = dirname(path);
-      if (!create || errnoOf(error) !== 'ENOENT' || parent === path) throw error;
-      const above = await this.#directory(parent, displayPath, true);
-      try {
-        try {
-          await mkdir(above.child(basename(path)));
-        } catch (made) {
-          if (errnoOf(made) !== 'EEXIST') throw made;
-        }
-        return await this.#guard.take(above.child(basename(path)), displayPath, { directory: true });
-      } finally {
-        await above.release();
-      }
     }
   }
 

@@ -1,0 +1,473 @@
+/**
+ * Files beyond the seam, for people and other frameworks: mkdir, remove,
+ * rename, a file's digest, uploads of any size staged beside their target and
+ * published atomically, and directories packed and unpacked as tar streams.
+ * Every path goes through the same {@link PathGuard} as the seam's
+ * primitives, so an owner confined to a root stays in it.
+ * @module
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { chmod, chown, link, lstat, mkdir, open, readdir, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import * as tar from 'tar';
+import { renameNoReplace } from '../libc.ts';
+import { type Anchor, type PathGuard } from './anchor.ts';
+import { absolutePath, isAbsence, versionOf } from './facts.ts';
+import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
+import type { MutationLocks } from './world-files.ts';
+
+/** A regular file's size, SHA-256 and version, all of one open file. */
+export interface FileDigest {
+  readonly path: string;
+  readonly size: number;
+  readonly sha256: string;
+  readonly version: string;
+}
+
+/** What an unpacked archive did: its entries, and what was refused or changed in them, with why. */
+export interface Unpacked {
+  readonly path: string;
+  readonly entries: number;
+  readonly warnings: readonly { readonly path: string; readonly message: string }[];
+}
+
+/** An upload's staged bytes, from its start to its publication. */
+export interface UploadStage {
+  /** The target's absolute path, as asked for. */
+  readonly path: string;
+  offset(): Promise<number>;
+  append(offset: number, body: Readable, signal: AbortSignal | undefined): Promise<number>;
+  complete(expected: { size?: number | undefined; sha256?: string | undefined }): Promise<FileDigest>;
+  discard(): Promise<void>;
+}
+
+/** The transfer calls of one owner's view of the world. */
+export interface OwnerTransfer {
+  mkdir(path: string, options: { cwd?: string | undefined; parents: boolean }, signal?: AbortSignal): Promise<{ path: string; created: boolean }>;
+  remove(path: string, options: { cwd?: string | undefined; recursive: boolean }, signal?: AbortSignal): Promise<{ removed: boolean }>;
+  rename(from: string, to: string, options: { cwd?: string | undefined; overwrite: boolean }, signal?: AbortSignal): Promise<{ path: string }>;
+  digest(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<FileDigest>;
+  stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<UploadStage>;
+  pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<Readable>;
+  unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked>;
+}
+
+/** The most warnings an unpack lists. */
+const MAX_WARNINGS_LISTED = 100;
+/** How often a digest is retried when the file changes while it is read. */
+const DIGEST_ATTEMPTS = 3;
+
+/**
+ * The bytes of one upload, staged in a private directory beside the target
+ * (0700, the file 0600) until they are published by rename (or by link, when
+ * nothing may be replaced).
+ */
+export class StagedUpload implements UploadStage {
+  /** The target's absolute path, as asked for. */
+  readonly path: string;
+  readonly #directory: Anchor;
+  readonly #name: string;
+  readonly #stage: string;
+  readonly #overwrite: boolean;
+  readonly #mode: number | undefined;
+  readonly #locks: MutationLocks;
+  #discarded = false;
+
+  constructor(options: { path: string; directory: Anchor; name: string; stage: string; overwrite: boolean; mode: number | undefined; locks: MutationLocks }) {
+    this.path = options.path;
+    this.#directory = options.directory;
+    this.#name = options.name;
+    this.#stage = options.stage;
+    this.#overwrite = options.overwrite;
+    this.#mode = options.mode;
+    this.#locks = options.locks;
+  }
+
+  get #content(): string {
+    return `${this.#stage}/content`;
+  }
+
+  /** The bytes received so far. */
+  async offset(): Promise<number> {
+    this.#check();
+    try {
+      return (await stat(this.#content)).size;
+    } catch (error) {
+      throw fromSystemError(error, `upload "${this.path}"`);
+    }
+  }
+
+  /**
+   * Appends `body` at `offset`, which must be the bytes received so far. What
+   * arrived before a cut stays: the next append starts at the new offset.
+   */
+  async append(offset: number, body: Readable, signal: AbortSignal | undefined): Promise<number> {
+    const at = await this.offset();
+    if (offset !== at) {
+      body.resume();
+      throw new FsFailure('UPLOAD_OFFSET_MISMATCH', `the upload of "${this.path}" has ${at} bytes; bytes for offset ${offset} were sent`);
+    }
+    try {
+      await pipeline(body, createWriteStream(this.#content, { flags: 'r+', start: offset }), signal === undefined ? {} : { signal });
+    } catch (error) {
+      // The bytes that arrived are kept; the sender resumes from the offset it reads back.
+      if (signal?.aborted !== true && (error as { code?: unknown }).code !== 'ERR_STREAM_PREMATURE_CLOSE')
+        throw fromSystemError(error, `upload "${this.path}"`);
+    }
+    return this.offset();
+  }
+
+  /** Checks the bytes against `expected`, then publishes them at the path: one step, under the target's write turn. */
+  async complete(expected: { size?: number | undefined; sha256?: string | undefined }): Promise<FileDigest> {
+    this.#check();
+    const doing = `publish "${this.path}"`;
+    let size: number;
+    let sha256: string;
+    try {
+      const handle = await open(this.#content, 'r');
+      try {
+        await handle.sync();
+        size = (await handle.stat()).size;
+        sha256 = await hashOf(createReadStream('', { fd: handle, start: 0, autoClose: false }));
+      } finally {
+        await handle.close();
+      }
+    } catch (error) {
+      throw fromSystemError(error, doing);
+    }
+    if (expected.size !== undefined && expected.size !== size) {
+      throw new FsFailure('FS_CHECKSUM_MISMATCH', `the upload of "${this.path}" has ${size} bytes, not the ${expected.size} said`);
+    }
+    if (expected.sha256 !== undefined && expected.sha256 !== sha256) {
+      throw new FsFailure('FS_CHECKSUM_MISMATCH', `the upload of "${this.path}" has SHA-256 ${sha256}, not ${expected.sha256}`);
+    }
+    const destination = this.#directory.child(this.#name);
+    const digest = await this.#locks.exclusive(`${this.#directory.real}/${this.#name}`, async () => {
+      try {
+        const prior = await stat(destination, { bigint: true }).catch((error: unknown) => {
+          if (isAbsence(error)) return undefined;
+          throw error;
+        });
+        if (prior !== undefined && !prior.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
+        if (prior !== undefined && !this.#overwrite) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
+        const mode = this.#mode ?? (prior === undefined ? 0o644 : Number(prior.mode & 0o7777n));
+        if (prior !== undefined && process.getuid?.() === 0) await chown(this.#content, Number(prior.uid), Number(prior.gid));
+        await chmod(this.#content, mode);
+        if (this.#overwrite) await rename(this.#content, destination);
+        else {
+          try {
+            await link(this.#content, destination);
+          } catch (error) {
+            if (errnoOf(error) === 'EEXIST') throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
+            throw error;
+          }
+        }
+        const published = await stat(destination, { bigint: true });
+        return { path: this.path, size, sha256, version: versionOf(published) };
+      } catch (error) {
+        throw fromSystemError(error, doing);
+      }
+    });
+    // Refused, the staged bytes stay for a resume or a delete; published, they are done with.
+    await this.discard();
+    return digest;
+  }
+
+  /** Removes the staged bytes; the upload is over. */
+  async discard(): Promise<void> {
+    if (this.#discarded) return;
+    this.#discarded = true;
+    await rm(this.#stage, { recursive: true, force: true }).catch(() => undefined);
+    await this.#directory.release();
+  }
+
+  #check(): void {
+    if (this.#discarded) throw new FsFailure('FS_NOT_FOUND', `the upload of "${this.path}" is over`);
+  }
+}
+
+/** The transfer calls as one owner sees the world (confined to a root when it has one). */
+export class WorldTransfer implements OwnerTransfer {
+  readonly #guard: PathGuard;
+  readonly #cwd: string | undefined;
+  readonly #locks: MutationLocks;
+
+  constructor(guard: PathGuard, cwd: string | undefined, locks: MutationLocks) {
+    this.#guard = guard;
+    this.#cwd = cwd;
+    this.#locks = locks;
+  }
+
+  /** Makes the directory at `path` (and its missing parents with `parents`); with `parents` one already there is success. */
+  async mkdir(path: string, options: { cwd?: string | undefined; parents: boolean }, signal?: AbortSignal): Promise<{ path: string; created: boolean }> {
+    const displayPath = absolutePath(path, options.cwd ?? this.#cwd);
+    const doing = `make directory "${displayPath}"`;
+    checkAborted(signal, doing);
+    try {
+      const parent = await this.#guard.takeDirectory(dirname(displayPath), displayPath, options.parents);
+      try {
+        const entry = parent.child(basename(displayPath));
+        try {
+          await mkdir(entry, { mode: 0o777 });
+        } catch (error) {
+          if (errnoOf(error) !== 'EEXIST') throw error;
+          const there = await this.#guard.take(entry, displayPath).catch(() => undefined);
+          const isDirectory = there !== undefined && (await there.stat()).isDirectory();
+          await there?.release();
+          if (!isDirectory) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: something that is not a directory is there`);
+          if (!options.parents) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: it already exists`);
+          return { path: there.real, created: false };
+        }
+        return { path: `${parent.real === '/' ? '' : parent.real}/${basename(displayPath)}`, created: true };
+      } finally {
+        await parent.release();
+      }
+    } catch (error) {
+      throw fromSystemError(error, doing);
+    }
+  }
+
+  /** Removes the entry at `path` (a final link itself); a directory with entries only with `recursive`. */
+  async remove(path: string, options: { cwd?: string | undefined; recursive: boolean }, signal?: AbortSignal): Promise<{ removed: boolean }> {
+    const displayPath = absolutePath(path, options.cwd ?? this.#cwd);
+    const doing = `remove "${displayPath}"`;
+    checkAborted(signal, doing);
+    if (dirname(displayPath) === displayPath) throw new FsFailure('FS_PERMISSION_DENIED', `cannot ${doing}: it is the filesystem's root`);
+    let parent: Anchor;
+    try {
+      parent = await this.#guard.take(dirname(displayPath), displayPath, { directory: true });
+    } catch (error) {
+      if (isAbsence(error)) return { removed: false };
+      throw fromSystemError(error, doing);
+    }
+    try {
+      const entry = parent.child(basename(displayPath));
+      const info = await lstat(entry).catch((error: unknown) => {
+        if (isAbsence(error)) return undefined;
+        throw error;
+      });
+      if (info === undefined) return { removed: false };
+      if (!info.isDirectory()) await unlink(entry);
+      else if (options.recursive) await rm(entry, { recursive: true });
+      else {
+        try {
+          await rmdir(entry);
+        } catch (error) {
+          if (errnoOf(error) === 'ENOTEMPTY' || errnoOf(error) === 'EEXIST') throw new FsFailure('FS_NOT_EMPTY', `cannot ${doing}: the directory is not empty`);
+          throw error;
+        }
+      }
+      return { removed: true };
+    } catch (error) {
+      throw fromSystemError(error, doing);
+    } finally {
+      await parent.release();
+    }
+  }
+
+  /** Moves the entry at `from` (a final link itself) to `to`, atomically; replaces nothing unless `overwrite`. */
+  async rename(from: string, to: string, options: { cwd?: string | undefined; overwrite: boolean }, signal?: AbortSignal): Promise<{ path: string }> {
+    const source = absolutePath(from, options.cwd ?? this.#cwd);
+    const destination = absolutePath(to, options.cwd ?? this.#cwd);
+    const doing = `rename "${source}" to "${destination}"`;
+    checkAborted(signal, doing);
+    if (dirname(source) === source || dirname(destination) === destination)
+      throw new FsFailure('FS_PERMISSION_DENIED', `cannot ${doing}: the filesystem's root`);
+    try {
+      const sourceParent = await this.#guard.take(dirname(source), source, { directory: true });
+      try {
+        const destinationParent = await this.#guard.take(dirname(destination), destination, { directory: true });
+        try {
+          const here = sourceParent.child(basename(source));
+          const there = destinationParent.child(basename(destination));
+          await lstat(here);
+          if (options.overwrite) await rename(here, there);
+          else {
+            const outcome = renameNoReplace(here, there);
+            if (outcome === 'exists') throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: something is there and overwrite is false`);
+            if (outcome === 'unsupported') {
+              // Where the kernel cannot refuse in one step, the check and the rename are two.
+              if ((await lstat(there).catch(() => undefined)) !== undefined)
+                throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: something is there and overwrite is false`);
+              await rename(here, there);
+            }
+          }
+          return { path: destination };
+        } finally {
+          await destinationParent.release();
+        }
+      } finally {
+        await sourceParent.release();
+      }
+    } catch (error) {
+      const errno = errnoOf(error);
+      if (errno === 'ENOTEMPTY') throw new FsFailure('FS_NOT_EMPTY', `cannot ${doing}: the directory there is not empty`, { cause: error, errno });
+      if (errno === 'EISDIR' || errno === 'EEXIST') throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a directory is there`, { cause: error, errno });
+      if (errno === 'EXDEV') throw new FsFailure('FS_IO_ERROR', `cannot ${doing}: the paths are on different filesystems`, { cause: error, errno });
+      throw fromSystemError(error, doing);
+    }
+  }
+
+  /** The size, SHA-256 and version of the regular file at `path`, read from one open file (again if it changed meanwhile). */
+  async digest(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<FileDigest> {
+    const displayPath = absolutePath(path, options.cwd ?? this.#cwd);
+    const doing = `digest "${displayPath}"`;
+    checkAborted(signal, doing);
+    try {
+      const anchor = await this.#guard.take(displayPath, displayPath);
+      try {
+        for (let attempt = 1; ; attempt += 1) {
+          const handle = await open(anchor.via, 'r');
+          try {
+            const before = await handle.stat({ bigint: true });
+            if (!before.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
+            const stream = createReadStream('', { fd: handle, start: 0, autoClose: false, ...(signal === undefined ? {} : { signal }) });
+            const sha256 = await hashOf(stream);
+            const after = await handle.stat({ bigint: true });
+            const version = versionOf(after);
+            if (version === versionOf(before)) return { path: displayPath, size: Number(after.size), sha256, version };
+            if (attempt === DIGEST_ATTEMPTS) throw new FsFailure('FS_IO_ERROR', `cannot ${doing}: it changed while it was read, ${attempt} times`);
+          } finally {
+            await handle.close();
+          }
+        }
+      } finally {
+        await anchor.release();
+      }
+    } catch (error) {
+      throw fromSystemError(error, doing);
+    }
+  }
+
+  /** Begins an upload to `path`, whose directory must exist; refused early when a file is there and `overwrite` is false. */
+  async stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<StagedUpload> {
+    const displayPath = absolutePath(path, options.cwd ?? this.#cwd);
+    const doing = `upload "${displayPath}"`;
+    if (dirname(displayPath) === displayPath) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
+    let directory: Anchor;
+    try {
+      directory = await this.#guard.take(dirname(displayPath), displayPath, { directory: true });
+    } catch (error) {
+      throw fromSystemError(error, doing);
+    }
+    try {
+      const there = await stat(directory.child(basename(displayPath))).catch((error: unknown) => {
+        if (isAbsence(error)) return undefined;
+        throw error;
+      });
+      if (there !== undefined && !there.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
+      if (there !== undefined && !options.overwrite) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
+      const stage = directory.child(`.execworld-upload-${randomUUID()}`);
+      await mkdir(stage, { mode: 0o700 });
+      const handle = await open(`${stage}/content`, 'wx', 0o600);
+      await handle.close();
+      return new StagedUpload({
+        path: displayPath,
+        directory,
+        name: basename(displayPath),
+        stage,
+        overwrite: options.overwrite,
+        mode: options.mode,
+        locks: this.#locks,
+      });
+    } catch (error) {
+      await directory.release();
+      throw fromSystemError(error, doing);
+    }
+  }
+
+  /**
+   * The directory at `path` as a tar stream: its entries relative to it, links
+   * stored as links (never followed), modes and empty directories kept,
+   * owners left out.
+   */
+  async pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<Readable> {
+    const displayPath = absolutePath(path, options.cwd ?? this.#cwd);
+    const doing = `pack "${displayPath}"`;
+    checkAborted(signal, doing);
+    let anchor: Anchor;
+    try {
+      anchor = await this.#guard.take(displayPath, displayPath, { directory: true });
+    } catch (error) {
+      if (errnoOf(error) === 'ENOTDIR') throw new FsFailure('FS_NOT_DIRECTORY', `cannot ${doing}: not a directory`, { cause: error });
+      throw fromSystemError(error, doing);
+    }
+    // The entries inside, by name: the directory itself is reached through its anchor, a link that tar would store as one.
+    let names: string[];
+    try {
+      names = (await readdir(anchor.via)).sort();
+    } catch (error) {
+      await anchor.release();
+      throw fromSystemError(error, doing);
+    }
+    const out = new PassThrough();
+    if (names.length === 0) {
+      await anchor.release();
+      // An empty archive: its end, two zero blocks.
+      out.end(Buffer.alloc(1024));
+      return out;
+    }
+    const packed = tar.create({ cwd: anchor.via, portable: true, follow: false }, names) as unknown as Readable;
+    // The directory stays held until its last byte is read (or the reader went away).
+    pipeline(packed, out, signal === undefined ? {} : { signal })
+      .catch((error: unknown) => out.destroy(error instanceof Error ? error : new Error(String(error))))
+      .finally(() => void anchor.release());
+    return out;
+  }
+
+  /**
+   * Unpacks the tar stream `body` into the directory at `path` (made when
+   * missing). Entries that would leave it (`..`, a link in the way) and ones
+   * that are neither files, directories nor links are refused; a leading `/`
+   * is taken off paths and link targets. Each of those is listed as a
+   * warning. Owners are not taken from the archive.
+   */
+  async unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked> {
+    const displayPath = absolutePath(path, options.cwd ?? this.#cwd);
+    const doing = `unpack into "${displayPath}"`;
+    checkAborted(signal, doing);
+    let anchor: Anchor;
+    try {
+      anchor = await this.#guard.takeDirectory(displayPath, displayPath, true);
+    } catch (error) {
+      body.resume();
+      if (errnoOf(error) === 'ENOTDIR' || errnoOf(error) === 'EEXIST')
+        throw new FsFailure('FS_NOT_DIRECTORY', `cannot ${doing}: not a directory`, { cause: error });
+      throw fromSystemError(error, doing);
+    }
+    let entries = 0;
+    const warnings: { path: string; message: string }[] = [];
+    try {
+      const extract = tar.extract({
+        cwd: anchor.via,
+        preserveOwner: false,
+        onReadEntry: () => {
+          entries += 1;
+        },
+        onwarn: (_code, message, data) => {
+          const entry = (data as { entry?: { path?: unknown } } | undefined)?.entry?.path ?? (data as { path?: unknown } | undefined)?.path;
+          if (warnings.length < MAX_WARNINGS_LISTED) warnings.push({ path: typeof entry === 'string' ? entry : '', message });
+        },
+      }) as unknown as NodeJS.WritableStream;
+      await pipeline(body, extract, signal === undefined ? {} : { signal });
+      return { path: anchor.real, entries, warnings };
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (/TAR_BAD_ARCHIVE|invalid|unrecognized archive/i.test(message))
+        throw new FsFailure('FS_IO_ERROR', `cannot ${doing}: the body is not a tar archive (${message})`, { cause: error });
+      throw fromSystemError(error, doing);
+    } finally {
+      await anchor.release();
+    }
+  }
+}
+
+/** The SHA-256 of everything `stream` gives, in lowercase hex. */
+export async function hashOf(stream: Readable): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of stream as AsyncIterable<Buffer>) hash.update(chunk);
+  return hash.digest('hex');
+}

@@ -1,0 +1,133 @@
+/**
+ * The byte routes for files, beside the operation table's JSON calls: a
+ * file's content streamed from an offset, an upload's bytes appended at its
+ * offset, and a directory packed or unpacked as a tar stream. Bodies and
+ * answers stream with TCP's flow control: memory stays bounded whatever the
+ * size.
+ * @module
+ */
+import type { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { ARCHIVE_PATH, CONTENT_PATH, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from '@execworld/sdk/fs';
+import { schemas, type ErrorCode } from '@execworld/sdk/protocol';
+import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
+import type { z } from 'zod';
+import { describeZodError, ServiceError } from './errors.ts';
+import type { UploadRegistry } from './uploads.ts';
+
+/** The media types a byte route's body may have; any body is taken as bytes. */
+const BYTE_BODIES = ['application/octet-stream', 'application/x-tar'];
+
+export interface FileRoutesOptions {
+  readonly files: (owner: string) => OwnerFiles;
+  readonly transfer: (owner: string) => OwnerTransfer;
+  readonly uploads: UploadRegistry;
+}
+
+/** Aborts when the caller went away before its answer was sent. */
+function callerGone(reply: FastifyReply): AbortSignal {
+  const aborted = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableEnded) aborted.abort();
+  });
+  return aborted.signal;
+}
+
+function parsed<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(result.error, where));
+  return result.data;
+}
+
+/** Registers the byte routes in `scope` (whose own content parsers take bodies as streams). */
+export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOptions): void {
+  // In this scope only: a byte body reaches its handler as the request stream, unread and unbounded by the JSON body limit.
+  scope.addContentTypeParser(BYTE_BODIES, (_request, payload, done) => done(null, payload));
+
+  scope.route({
+    method: 'GET',
+    url: CONTENT_PATH,
+    handler: async (request, reply) => {
+      const { path, cwd, displayPath, offset, maxBytes, version: expected } = parsed(schemas.ContentQuery, request.query, 'query');
+      const signal = callerGone(reply);
+      const files = options.files(request.owner);
+      const resolved = await files.resolve(path, { cwd, signal });
+      const content = await files.openContent(displayPath === undefined ? resolved : { ...resolved, displayPath }, signal);
+      const { size, version } = content.info;
+      const shown = displayPath ?? resolved.displayPath;
+      try {
+        if (expected !== undefined && expected !== version) throw new ServiceError('FS_STALE_VERSION', `"${shown}" changed since version ${expected}`);
+        if (maxBytes !== undefined && size > maxBytes) {
+          throw new ServiceError('FS_TOO_LARGE', `cannot read "${shown}": ${size} bytes is more than the ${maxBytes}-byte limit`);
+        }
+        if (offset > size) throw new ServiceError('INVALID_ARGUMENT', `offset ${offset} is past the end of the file (${size} bytes)`);
+      } catch (error) {
+        await content.close();
+        throw error;
+      }
+      void reply.header('content-type', 'application/octet-stream').header(VERSION_HEADER, version).header(SIZE_HEADER, size);
+      if (offset === size) {
+        await content.close();
+        return reply.send(Buffer.alloc(0));
+      }
+      // The bytes of the file as it was opened: its size then bounds what is sent, whatever is appended meanwhile.
+      const stream = content.stream(offset, size - 1);
+      // Sent in full or cut off, the answer's end is the file's.
+      reply.raw.once('close', () => {
+        stream.destroy();
+        void content.close();
+      });
+      return reply.header('content-length', size - offset).send(stream);
+    },
+  });
+
+  scope.route({
+    method: 'PUT',
+    url: `${UPLOADS_PATH}/:id`,
+    handler: async (request, reply) => {
+      const body = bodyStream(request.body);
+      const { id } = parsed(schemas.UploadParams, request.params, 'path');
+      const { offset } = parsed(schemas.UploadBytesQuery, request.query, 'query');
+      const answer = await options.uploads.append(request.owner, id, offset, body, callerGone(reply));
+      return reply.send(answer);
+    },
+  });
+
+  scope.route({
+    method: 'GET',
+    url: ARCHIVE_PATH,
+    handler: async (request, reply) => {
+      const { path, cwd } = parsed(schemas.ArchiveQuery, request.query, 'query');
+      const signal = callerGone(reply);
+      const packed = await options.transfer(request.owner).pack(path, { cwd }, signal);
+      return reply.header('content-type', 'application/x-tar').send(packed);
+    },
+  });
+
+  scope.route({
+    method: 'PUT',
+    url: ARCHIVE_PATH,
+    handler: async (request, reply) => {
+      const body = bodyStream(request.body);
+      let query;
+      try {
+        query = parsed(schemas.ArchiveQuery, request.query, 'query');
+      } catch (error) {
+        body.resume();
+        throw error;
+      }
+      const unpacked = await options.transfer(request.owner).unpack(query.path, { cwd: query.cwd }, body, callerGone(reply));
+      return reply.send(unpacked);
+    },
+  });
+}
+
+/** The request's body as the byte parser gave it, or a clear refusal of any other body. */
+function bodyStream(body: unknown): Readable {
+  const stream = body as Readable | undefined;
+  if (stream === undefined || typeof stream.pipe !== 'function') {
+    const code: ErrorCode = 'UNSUPPORTED_MEDIA_TYPE';
+    throw new ServiceError(code, `the body must be bytes (${BYTE_BODIES.join(' or ')})`);
+  }
+  return stream;
+}

@@ -1,0 +1,157 @@
+/**
+ * The daemon's uploads: each one's staged bytes, its owner, and its turn.
+ * Calls on one upload run one at a time, so its offset, once answered, is
+ * where the next bytes go: a sender whose connection was cut asks for it
+ * after the cut's bytes were taken, and resumes there. An upload nobody
+ * touched for the idle time is discarded; each owner has a bounded number.
+ * @module
+ */
+import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import type { FileDigest, OwnerTransfer, UploadStage } from '../provider/api.ts';
+import { ServiceError } from './errors.ts';
+
+export interface UploadView {
+  readonly id: string;
+  readonly path: string;
+  readonly offset: number;
+}
+
+interface Entry {
+  readonly owner: string;
+  readonly stage: UploadStage;
+  /** The end of the last call queued on this upload. */
+  turn: Promise<unknown>;
+  idle: NodeJS.Timeout | undefined;
+  /** When a call on it last ended (or began, while one runs). */
+  lastUsed: number;
+}
+
+export interface UploadRegistryOptions {
+  /** Uploads one owner may have open at once. */
+  readonly maxPerOwner: number;
+  /** An upload untouched this long is discarded. */
+  readonly idleMs: number;
+}
+
+export class UploadRegistry {
+  readonly #entries = new Map<string, Entry>();
+  readonly #options: UploadRegistryOptions;
+  #closed = false;
+
+  constructor(options: UploadRegistryOptions) {
+    this.#options = options;
+  }
+
+  async create(
+    owner: string,
+    transfer: OwnerTransfer,
+    params: { path: string; cwd?: string | undefined; overwrite: boolean; mode?: number | undefined },
+  ): Promise<UploadView> {
+    if (this.#closed) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
+    const open = [...this.#entries.values()].filter((entry) => entry.owner === owner).length;
+    if (open >= this.#options.maxPerOwner) {
+      throw new ServiceError('LIMIT_EXCEEDED', `uploads per owner: ${open} are open (--max-uploads ${this.#options.maxPerOwner}); complete or delete one`);
+    }
+    const stage = await transfer.stageUpload(params.path, params);
+    if (this.#closed) {
+      await stage.discard();
+      throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
+    }
+    const id = `u_${randomBytes(16).toString('base64url')}`;
+    const entry: Entry = { owner, stage, turn: Promise.resolve(), idle: undefined, lastUsed: Date.now() };
+    this.#entries.set(id, entry);
+    this.#touch(id, entry);
+    return { id, path: stage.path, offset: 0 };
+  }
+
+  /** The upload's offset once every call before this one ended. */
+  get(owner: string, id: string): Promise<UploadView> {
+    return this.#inTurn(owner, id, async (entry) => ({ id, path: entry.stage.path, offset: await entry.stage.offset() }));
+  }
+
+  append(owner: string, id: string, offset: number, body: Readable, signal: AbortSignal): Promise<UploadView> {
+    return this.#inTurn(owner, id, async (entry) => ({ id, path: entry.stage.path, offset: await entry.stage.append(offset, body, signal) }), body);
+  }
+
+  complete(owner: string, id: string, expected: { size?: number | undefined; sha256?: string | undefined }): Promise<FileDigest> {
+    return this.#inTurn(owner, id, async (entry) => {
+      const digest = await entry.stage.complete(expected);
+      this.#forget(id, entry);
+      return digest;
+    });
+  }
+
+  delete(owner: string, id: string): Promise<void> {
+    return this.#inTurn(owner, id, async (entry) => {
+      this.#forget(id, entry);
+      await entry.stage.discard();
+    });
+  }
+
+  /** Discards every upload; later creates answer SHUTTING_DOWN. */
+  async shutdown(): Promise<void> {
+    this.#closed = true;
+    const entries = [...this.#entries];
+    for (const [id, entry] of entries) this.#forget(id, entry);
+    await Promise.all(entries.map(([, entry]) => entry.turn.then(() => entry.stage.discard())));
+  }
+
+  /** How many uploads are open, for tests and metrics. */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  #entry(owner: string, id: string): Entry {
+    const entry = this.#entries.get(id);
+    // Another owner's upload is not found either: nothing is told about it.
+    if (entry === undefined || entry.owner !== owner) throw new ServiceError('NOT_FOUND', `no upload ${id}`);
+    return entry;
+  }
+
+  async #inTurn<T>(owner: string, id: string, work: (entry: Entry) => Promise<T>, body?: Readable): Promise<T> {
+    let entry: Entry;
+    try {
+      entry = this.#entry(owner, id);
+    } catch (error) {
+      // A body nobody will read is drained, so the connection can answer.
+      body?.resume();
+      throw error;
+    }
+    const run = entry.turn.then(async () => {
+      if (this.#entries.get(id) !== entry) {
+        body?.resume();
+        throw new ServiceError('NOT_FOUND', `no upload ${id}`);
+      }
+      entry.lastUsed = Date.now();
+      try {
+        return await work(entry);
+      } finally {
+        if (this.#entries.get(id) === entry) this.#touch(id, entry);
+      }
+    });
+    entry.turn = run.catch(() => undefined);
+    return run;
+  }
+
+  #touch(id: string, entry: Entry): void {
+    entry.lastUsed = Date.now();
+    if (entry.idle !== undefined) clearTimeout(entry.idle);
+    entry.idle = setTimeout(() => {
+      // Queued behind a call that is still receiving bytes, the expiry finds the upload used since and lets it be.
+      const expire = entry.turn.then(async () => {
+        if (this.#entries.get(id) !== entry || Date.now() - entry.lastUsed < this.#options.idleMs) return;
+        this.#forget(id, entry);
+        await entry.stage.discard();
+      });
+      entry.turn = expire.catch(() => undefined);
+    }, this.#options.idleMs);
+    entry.idle.unref();
+  }
+
+  #forget(id: string, entry: Entry): void {
+    if (entry.idle !== undefined) clearTimeout(entry.idle);
+    entry.idle = undefined;
+    if (this.#entries.get(id) === entry) this.#entries.delete(id);
+  }
+}
