@@ -39,6 +39,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: 'logs', summary: "print a terminal's or a process's output (-f follows it)", load: async () => (await import('./cli/logs.ts')).command },
   { name: 'screen', summary: "print a terminal's screen", load: async () => (await import('./cli/screen.ts')).command },
   { name: 'kill', summary: 'end a terminal or a process (--delete forgets it too)', load: async () => (await import('./cli/kill.ts')).command },
+  { name: 'cp', summary: "copy a file or (-r) a directory to or from the daemon's world", load: async () => (await import('./cli/cp.ts')).command },
   {
     name: 'token-file',
     summary: 'print the path of the token file a local daemon uses by default',

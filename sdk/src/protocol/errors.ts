@@ -93,7 +93,10 @@ export const ERROR_CATALOG = {
     status: 409,
     description: 'Something is already at the path and the call may not replace it (a rename or upload without overwrite, a mkdir onto a file).',
   },
-  FS_NOT_EMPTY: { status: 409, description: 'A directory to remove has entries and recursive was not set.' },
+  FS_NOT_EMPTY: {
+    status: 409,
+    description: 'A directory to remove has entries and recursive was not set, or a rename would replace a directory that has entries.',
+  },
   FS_CHECKSUM_MISMATCH: {
     status: 422,
     description: 'An upload is not what its sender said it would be: its size or SHA-256 differs. Nothing was published; the upload can be resumed or deleted.',
