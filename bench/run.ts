@@ -6,7 +6,7 @@
  *
  *   npm run bench -- --rounds 5 --only echo,bulk --peers remote,ws-relay --quick
  *
- * Workloads (--only): prompt, inspect, echo, bulk, screen, tail, control, close, dsh, dsh-bulk, fs,
+ * Workloads (--only): prompt, inspect, echo, bulk, screen, tail, control, close, dsh, dsh-bulk, fs, transfer,
  * budgets, resume, stall, isolation, idle.
  *
  * Peers: local (LocalRuntime in process), dsh-local (@deepseek-ai/dsh-subprocess-local),
@@ -21,6 +21,7 @@ import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFi
 import { collectFlood, inputFlood, nonReadingClient } from './lib/budget-workloads.ts';
 import { chunkCounts, dshBulkMs, type BulkProvider } from './lib/dsh-bulk.ts';
 import { fsCallMs } from './lib/fs-workloads.ts';
+import { TRANSFER_PATHS, transferMbps } from './lib/transfer-workloads.ts';
 import { dshPwsh, findPwsh, type PwshProvider } from './lib/dsh-pwsh.ts';
 import { dshEcho } from './lib/dsh-workload.ts';
 import { dshToolFigures, engineFigures, pwshFigures, type ShellFigures } from './lib/shell.ts';
@@ -420,6 +421,29 @@ if (enabled('fs')) {
     ]),
   );
   results.fs = Object.fromEntries(table.peers().map((peer) => [peer, table.values(peer)]));
+}
+
+if (enabled('transfer')) {
+  const table = new RoundTable();
+  const bytes = (quick ? 64 : 256) * 1024 * 1024;
+  for (let round = 0; round < rounds; round += 1) {
+    const figures = await transferMbps(daemon, sshd, bytes);
+    for (const [path, mbps] of Object.entries(figures)) table.add(path, mbps);
+  }
+  const row = (path: string, base: string): string[] => [
+    path,
+    spread(table.values(path), 1),
+    table.values(base).length === 0 ? 'n/a' : ratioCell(table, path, base),
+    ratioCell(table, path, 'local cp'),
+  ];
+  printTable(
+    `files: one ${bytes / 1024 / 1024} MiB file of random bytes copied up and down, RemoteTransfer over loopback (SHA-256 checked both sides) against scp to a sshd on loopback, and a local cp (MB/s)`,
+    ['path', 'MB/s', 'vs scp the same way', 'vs local cp'],
+    TRANSFER_PATHS.filter((path) => table.values(path).length > 0).map((path) =>
+      row(path, path.startsWith('execworld') ? path.replace('execworld', 'scp') : path),
+    ),
+  );
+  results.transfer = Object.fromEntries(table.peers().map((peer) => [peer, table.values(peer)]));
 }
 
 if (enabled('shell')) {

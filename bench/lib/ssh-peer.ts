@@ -69,6 +69,8 @@ export async function startSshd(): Promise<Sshd | undefined> {
       'UseDNS no',
       // Debian's bash reads ~/.bashrc for `bash -c` from sshd below SHLVL 2; keep every peer rc-free.
       'SetEnv SHLVL=5',
+      // scp speaks SFTP by default: the transfer workload's peer.
+      'Subsystem sftp internal-sftp',
       '',
     ].join('\n'),
   );

@@ -9,7 +9,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { chmod, chown, link, lstat, mkdir, open, readdir, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
-import { basename, dirname } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
@@ -145,7 +145,8 @@ export class StagedUpload implements UploadStage {
       throw new FsFailure('FS_CHECKSUM_MISMATCH', `the upload of "${this.path}" has SHA-256 ${sha256}, not ${expected.sha256}`);
     }
     const destination = this.#directory.child(this.#name);
-    const digest = await this.#locks.exclusive(`${this.#directory.real}/${this.#name}`, async () => {
+    // The same key the seam's writes of this path take their turn under: its real path.
+    const digest = await this.#locks.exclusive(join(this.#directory.real, this.#name), async () => {
       try {
         const prior = await stat(destination, { bigint: true }).catch((error: unknown) => {
           if (isAbsence(error)) return undefined;
