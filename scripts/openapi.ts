@@ -71,7 +71,6 @@ export const CONTENT_ERRORS: readonly ErrorCode[] = [
   'CLIENT_TIMEOUT',
   'INTERNAL',
   'FS_IO_ERROR',
-  'UNSUPPORTED',
   'FS_STALE_VERSION',
 ];
 
@@ -98,7 +97,6 @@ export const ARCHIVE_ERRORS: readonly ErrorCode[] = [
   'FS_NOT_DIRECTORY',
   'FS_PERMISSION_DENIED',
   'FS_IO_ERROR',
-  'UNSUPPORTED',
   'HEADERS_TOO_LARGE',
   'CLIENT_TIMEOUT',
   'INTERNAL',

@@ -4,7 +4,8 @@
  * root (absolute paths, `..`, links, and a link swapped in while writes run),
  * bad paths, and the token file's root option.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -87,7 +88,6 @@ describe('GET /v1/files/content', () => {
       ['FS_TOO_LARGE', () => content({ path: file, maxBytes: String(data.length - 1) })],
       ['HEADERS_TOO_LARGE', () => content({ path: file }, { headers: { 'x-padding': 'p'.repeat(20_000) } })],
       ['FS_IO_ERROR', () => content({ path: join(link, 'x') })],
-      ['UNSUPPORTED', () => content({ path: file }, { token: DAVE })],
       ['FS_STALE_VERSION', () => content({ path: file, offset: '10', version: 'not-its-version' })],
     ];
     for (const [code, send] of scenarios) {
@@ -226,5 +226,77 @@ describe('the token file root option', () => {
     expect(() => resolveUsers(parseTokenFile(`alice ${ALICE} root=${join(root, 'mine.txt')}`, 'tokens'), 'tokens', () => undefined)).toThrow(
       /owner alice.*is not a directory/,
     );
+  });
+});
+
+describe('an owner that runs as another OS user', () => {
+  it('has its calls checked by the kernel as that user, by a worker that ends with the daemon', async () => {
+    // A directory everyone may traverse, with a file only root may read and one directory nobody owns.
+    const place = mkdtempSync(join(tmpdir(), 'files-run-as-'));
+    chmodSync(place, 0o755);
+    const own = join(place, 'nobody');
+    mkdirSync(own);
+    chownSync(own, 65534, 65534);
+    writeFileSync(join(place, 'secret'), 'root only\n', { mode: 0o600 });
+    writeFileSync(join(place, 'public'), 'everyone\n', { mode: 0o644 });
+    const as = (name: string, body: Record<string, unknown>) => fsCall(name, body, DAVE);
+    try {
+      expect((await as('read-text', { path: join(place, 'public') })).body).toEqual({ text: 'everyone\n' });
+      expect((await as('read-text', { path: join(place, 'secret') })).body.error).toMatchObject({ code: 'FS_PERMISSION_DENIED', errno: 'EACCES' });
+      expect((await as('write-text', { path: join(place, 'planted'), content: 'x' })).body.error.code).toBe('FS_PERMISSION_DENIED');
+      expect((await as('write-text', { path: join(own, 'made.txt'), content: 'mine\n' })).status).toBe(200);
+      expect(statSync(join(own, 'made.txt'))).toMatchObject({ uid: 65534, gid: 65534 });
+      expect((await as('mkdir', { path: join(own, 'a/b') })).body).toEqual({ path: join(own, 'a/b'), created: true });
+      expect(statSync(join(own, 'a/b')).uid).toBe(65534);
+      expect((await as('remove', { path: join(place, 'public') })).body.error.code).toBe('FS_PERMISSION_DENIED');
+      // Bytes both ways go through the worker too.
+      const denied = await content({ path: join(place, 'secret') }, { token: DAVE });
+      expect(denied.error?.code).toBe('FS_PERMISSION_DENIED');
+      const upload = await daemon.request('POST', '/v1/files/uploads', { body: { path: join(own, 'up.bin') }, token: DAVE });
+      expect(upload.status).toBe(201);
+      const data = Buffer.from(Array.from({ length: 200_000 }, (_value, index) => index % 251));
+      const put = await fetch(`${daemon.url}/v1/files/uploads/${upload.body.id}?offset=0`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${DAVE}`, 'content-type': 'application/octet-stream' },
+        body: data,
+      });
+      expect(await put.json()).toMatchObject({ offset: data.length });
+      const done = await daemon.request('POST', `/v1/files/uploads/${upload.body.id}/complete`, { body: { size: data.length }, token: DAVE });
+      expect(done.status).toBe(200);
+      expect(statSync(join(own, 'up.bin')).uid).toBe(65534);
+      expect((await content({ path: join(own, 'up.bin') }, { token: DAVE })).bytes.equals(data)).toBe(true);
+      const archive = await fetch(`${daemon.url}/v1/files/archive?path=${own}`, { headers: { authorization: `Bearer ${DAVE}` } });
+      expect(archive.status).toBe(200);
+      expect(
+        execFileSync('tar', ['-t'], { input: Buffer.from(await archive.arrayBuffer()) })
+          .toString()
+          .split('\n')
+          .sort(),
+      ).toEqual(expect.arrayContaining(['a/', 'a/b/', 'made.txt', 'up.bin']));
+      const worker = () =>
+        execFileSync('ps', ['-o', 'user=,args=', '-u', '65534'], { encoding: 'utf8' })
+          .split('\n')
+          .filter((line) => line.includes('file-worker'));
+      expect(worker().length).toBe(1);
+      // A daemon of its own ends its worker with it.
+      const other = await startDaemon(
+        {},
+        {
+          owners: [
+            {
+              owner: 'erin',
+              token: 'erin-token-0123456789abcdefgh',
+              user: { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent', shell: '/usr/sbin/nologin' },
+            },
+          ],
+        },
+      );
+      expect((await other.request('POST', '/v1/fs/stat', { body: { path: own }, token: 'erin-token-0123456789abcdefgh' })).status).toBe(200);
+      expect(worker().length).toBe(2);
+      await other.close();
+      expect(worker().length).toBe(1);
+    } finally {
+      rmSync(place, { recursive: true, force: true });
+    }
   });
 });

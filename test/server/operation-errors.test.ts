@@ -90,11 +90,7 @@ writeFileSync(join(subdirectory, 'b'), '');
 symlinkSync('loop', loop);
 /** An owner confined to the subdirectory, and one that runs as another OS user. */
 const CONFINED = 'carol-token-0123456789abcdefg';
-const OTHER_USER = 'dave-token-0123456789abcdefgh';
-const owners = [
-  { owner: 'carol', token: CONFINED, root: subdirectory },
-  { owner: 'dave', token: OTHER_USER, user: { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent', shell: '/usr/sbin/nologin' } },
-];
+const owners = [{ owner: 'carol', token: CONFINED, root: subdirectory }];
 const QUERIES: Record<string, string> = { 'process.collected': 'from=0' };
 
 let daemon: TestDaemon;
@@ -250,7 +246,7 @@ async function shuttingDown(): Promise<TestDaemon> {
   return target;
 }
 
-/** What any filesystem call meets: a path that is not there, one outside the owner's root, a link loop, an owner running as another user. */
+/** What any filesystem call meets: a path that is not there, one outside the owner's root, a link loop. */
 function fsScenarios(name: string, body: Record<string, unknown>): Scenario[] {
   const call = (change: Record<string, unknown>, token?: string) =>
     send(daemon, op(name), '', { body: { ...body, ...change }, ...(token === undefined ? {} : { token }) });
@@ -258,7 +254,6 @@ function fsScenarios(name: string, body: Record<string, unknown>): Scenario[] {
     { what: 'a relative path without a cwd', code: 'FS_NOT_FOUND', send: () => call({ path: 'relative/path' }) },
     { what: "a path outside the owner's root", code: 'FS_PERMISSION_DENIED', send: () => call({ path: text }, CONFINED) },
     { what: 'a link loop', code: 'FS_IO_ERROR', send: () => call({ path: join(loop, 'x') }) },
-    { what: 'an owner that runs as another OS user', code: 'UNSUPPORTED', send: () => call({}, OTHER_USER) },
   ];
 }
 
@@ -356,9 +351,8 @@ const OWN: Record<string, Scenario[]> = {
           FS_NOT_FOUND: { from: 'relative/path', to: join(files, 'renamed') },
           FS_PERMISSION_DENIED: { from: join(subdirectory, 'a'), to: text },
           FS_IO_ERROR: { from: join(loop, 'x'), to: join(files, 'renamed') },
-          UNSUPPORTED: { from: text, to: join(files, 'renamed') },
         };
-        const token = scenario.code === 'FS_PERMISSION_DENIED' ? CONFINED : scenario.code === 'UNSUPPORTED' ? OTHER_USER : undefined;
+        const token = scenario.code === 'FS_PERMISSION_DENIED' ? CONFINED : undefined;
         return send(daemon, op('fs.rename'), '', { body: broken[scenario.code]!, ...(token === undefined ? {} : { token }) });
       },
     })),

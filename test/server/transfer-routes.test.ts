@@ -153,7 +153,6 @@ describe('/v1/files/archive', () => {
       ['FS_NOT_DIRECTORY', () => bytes('GET', `/v1/files/archive?path=${file}`)],
       ['FS_PERMISSION_DENIED', () => bytes('GET', `/v1/files/archive?path=${join(root, 'door')}`, { token: CAROL })],
       ['FS_IO_ERROR', () => bytes('GET', `/v1/files/archive?path=${join(loop, 'x')}`)],
-      ['UNSUPPORTED', () => bytes('GET', `/v1/files/archive?path=${empty}`, { token: DAVE })],
       ['HEADERS_TOO_LARGE', () => bytes('GET', `/v1/files/archive?path=${empty}`, { headers: { 'x-padding': 'p'.repeat(20_000) } })],
     ];
     for (const [code, send] of scenarios) {

@@ -49,8 +49,7 @@ export const ERROR_CATALOG = {
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
   UNSUPPORTED: {
     status: 501,
-    description:
-      'This daemon cannot do what was asked: terminals on Windows, an inspection the host cannot make, or filesystem calls of an owner that runs as another OS user.',
+    description: 'This daemon cannot do what was asked: terminals on Windows, or an inspection the host cannot make.',
   },
   SHUTTING_DOWN: { status: 503, description: 'The daemon is shutting down and takes no new work.' },
   INTERNAL: { status: 500, description: 'A fault in the daemon itself.' },

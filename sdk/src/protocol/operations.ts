@@ -97,7 +97,7 @@ const id = { id: s.SessionRef };
  * user. (A call whose caller went away stops with FS_ABORTED, which nobody is
  * there to get.)
  */
-const FS_READ_ERRORS = ['FS_NOT_FOUND', 'FS_PERMISSION_DENIED', 'FS_IO_ERROR', 'UNSUPPORTED'] as const satisfies readonly ErrorCode[];
+const FS_READ_ERRORS = ['FS_NOT_FOUND', 'FS_PERMISSION_DENIED', 'FS_IO_ERROR'] as const satisfies readonly ErrorCode[];
 const stream = { id: s.SessionRef, stream: s.StreamName };
 
 function op<const Name extends string, Input extends z.ZodObject, Result extends z.ZodType, Params extends Record<string, z.ZodType>>(spec: {

@@ -118,8 +118,10 @@ export interface OwnerFiles extends FsProvider {
 
 /** The world's files, as the daemon hands them to its owners. */
 export interface FileProvider {
-  /** The view of an owner confined to `root` (all of the world without one). */
-  view(options: { readonly root?: string | undefined }): OwnerFiles;
-  /** The transfer calls (beyond the seam) of an owner confined to `root`. */
-  transfer(options: { readonly root?: string | undefined }): OwnerTransfer;
+  /** The view of an owner confined to `root` (all of the world without one), whose calls the kernel checks as `runAs`'s when given. */
+  view(options: { readonly root?: string | undefined; readonly runAs?: RunAs | undefined }): OwnerFiles;
+  /** The transfer calls (beyond the seam) of such an owner. */
+  transfer(options: { readonly root?: string | undefined; readonly runAs?: RunAs | undefined }): OwnerTransfer;
+  /** Ends whatever serves the views (worker processes); later calls fail. */
+  close?(): Promise<void>;
 }

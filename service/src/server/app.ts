@@ -126,18 +126,9 @@ export function buildApp(options: AppOptions): Daemon {
   const runtime = options.runtime ?? own!.runtime;
   const registry = new SessionRegistry(runtime, config, logger, (owner) => tokens.runAsOf(owner));
   const files = options.files ?? own?.files ?? hostFiles(config);
-  const filesOf = (owner: string): OwnerFiles => {
-    if (tokens.runAsOf(owner) !== undefined) {
-      throw new ServiceError('UNSUPPORTED', `owner ${owner} runs as another OS user; filesystem calls as that user are not available yet`);
-    }
-    return files.view({ root: tokens.rootOf(owner) });
-  };
-  const transferOf = (owner: string): OwnerTransfer => {
-    if (tokens.runAsOf(owner) !== undefined) {
-      throw new ServiceError('UNSUPPORTED', `owner ${owner} runs as another OS user; filesystem calls as that user are not available yet`);
-    }
-    return files.transfer({ root: tokens.rootOf(owner) });
-  };
+  // An owner that runs as another OS user has its calls made by that user (a worker process of theirs).
+  const filesOf = (owner: string): OwnerFiles => files.view({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
+  const transferOf = (owner: string): OwnerTransfer => files.transfer({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
   const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
   const hub = new WebSocketHub({
     registry,
@@ -208,6 +199,7 @@ export function buildApp(options: AppOptions): Daemon {
   });
   app.addHook('onClose', async () => {
     await Promise.all([registry.shutdown(), uploads.shutdown()]);
+    await files.close?.();
     // Every session ended: nothing is left for a later start to end.
     own?.close();
   });

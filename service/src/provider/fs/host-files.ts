@@ -1,25 +1,39 @@
 /**
  * The files of this host, as the daemon hands them to its owners: one view
  * per root, all sharing one table of write turns, so that writers of one file
- * take turns whichever owner they write for.
+ * take turns whichever owner they write for. An owner that runs as another OS
+ * user is served by a worker process of that user (worker-files.ts), so the
+ * kernel checks its calls as that user's.
  * @module
  */
 import type { FileProvider, OwnerFiles, OwnerTransfer } from '../api.ts';
 import { PathGuard } from './anchor.ts';
 import { WorldTransfer } from './transfer.ts';
+import { FileWorker, WorkerTransfer, WorkerView, type WorkerUser } from './worker-files.ts';
 import { MutationLocks, WorldFiles, type WorldFilesOptions } from './world-files.ts';
+
+export type HostFilesOptions = Omit<WorldFilesOptions, 'root' | 'locks' | 'cwd'>;
+
+/** Whose view: confined to `root`, and run as `runAs` when that is another user than the daemon's. */
+export interface ViewOptions {
+  readonly root?: string | undefined;
+  readonly runAs?: WorkerUser | undefined;
+}
 
 export class HostFiles implements FileProvider {
   readonly #locks = new MutationLocks();
   readonly #views = new Map<string, WorldFiles>();
   readonly #transfers = new Map<string, WorldTransfer>();
-  readonly #options: Omit<WorldFilesOptions, 'root' | 'locks' | 'cwd'>;
+  readonly #workers = new Map<string, FileWorker>();
+  readonly #options: HostFilesOptions;
 
-  constructor(options: Omit<WorldFilesOptions, 'root' | 'locks' | 'cwd'> = {}) {
+  constructor(options: HostFilesOptions = {}) {
     this.#options = options;
   }
 
-  view(options: { readonly root?: string | undefined } = {}): OwnerFiles {
+  view(options: ViewOptions = {}): OwnerFiles {
+    const worker = this.#workerOf(options.runAs);
+    if (worker !== undefined) return new WorkerView(worker, options.root === undefined ? undefined : new PathGuard(options.root).root);
     const key = options.root ?? '';
     let view = this.#views.get(key);
     if (view === undefined) {
@@ -29,7 +43,9 @@ export class HostFiles implements FileProvider {
     return view;
   }
 
-  transfer(options: { readonly root?: string | undefined } = {}): OwnerTransfer {
+  transfer(options: ViewOptions = {}): OwnerTransfer {
+    const worker = this.#workerOf(options.runAs);
+    if (worker !== undefined) return new WorkerTransfer(worker, options.root);
     const key = options.root ?? '';
     let transfer = this.#transfers.get(key);
     if (transfer === undefined) {
@@ -38,5 +54,24 @@ export class HostFiles implements FileProvider {
       this.#transfers.set(key, transfer);
     }
     return transfer;
+  }
+
+  /** Ends every worker. */
+  async close(): Promise<void> {
+    const workers = [...this.#workers.values()];
+    this.#workers.clear();
+    await Promise.all(workers.map((worker) => worker.close()));
+  }
+
+  /** The worker of `runAs`, when it is another user than this process's. */
+  #workerOf(runAs: WorkerUser | undefined): FileWorker | undefined {
+    if (runAs === undefined || (runAs.uid === process.getuid?.() && runAs.gid === process.getgid?.())) return undefined;
+    const key = `${runAs.uid}:${runAs.gid}`;
+    let worker = this.#workers.get(key);
+    if (worker === undefined) {
+      worker = new FileWorker(runAs, this.#options);
+      this.#workers.set(key, worker);
+    }
+    return worker;
   }
 }

@@ -23,7 +23,8 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { createReadStream, type BigIntStats, type ReadStream } from 'node:fs';
+import { createReadStream, type BigIntStats } from 'node:fs';
+import type { Readable } from 'node:stream';
 import { link, lstat, mkdir, open, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -89,7 +90,7 @@ export class MutationLocks {
 export interface OpenContent {
   readonly info: { readonly size: number; readonly version: string };
   /** Its bytes from `start` up to and including `end` (to its end without one); destroy it to stop early. */
-  stream(start: number, end?: number): ReadStream;
+  stream(start: number, end?: number): Readable;
   close(): Promise<void>;
 }
 

@@ -1,0 +1,284 @@
+/**
+ * The daemon's side of a file worker (file-worker.ts): one process per OS
+ * user that owners run as, started at its first call, serving that user's
+ * views and transfer calls. A worker that dies fails the calls it had and is
+ * started again by the next one.
+ * @module
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Readable } from 'node:stream';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type {
+  FsDirEntry,
+  FsEditOutcome,
+  FsEditRequest,
+  FsInfo,
+  FsPathInfo,
+  FsResolveOptions,
+  FsTarget,
+  FsWriteIntent,
+  FsWriteOutcome,
+} from '@execworld/sdk/fs';
+import type { OwnerFiles } from '../api.ts';
+import { isWithin } from './anchor.ts';
+import { checkAborted, FsFailure, type TransferErrorCode } from './fs-error.ts';
+import type { FileDigest, OwnerTransfer, Unpacked, UploadStage } from './transfer.ts';
+import type { OpenContent } from './world-files.ts';
+import type { WorkerReply, WorkerRequest } from './worker-protocol.ts';
+
+const ENTRY = fileURLToPath(new URL('../../../bin/file-worker.js', import.meta.url));
+
+export interface WorkerUser {
+  readonly name: string;
+  readonly uid: number;
+  readonly gid: number;
+}
+
+/** One worker process of one user, and the calls in flight to it. */
+export class FileWorker {
+  readonly user: WorkerUser;
+  readonly #options: object;
+  #child: ChildProcess | undefined;
+  #ready: Promise<void> | undefined;
+  readonly #pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  #nextId = 1;
+  #closed = false;
+
+  constructor(user: WorkerUser, options: object) {
+    this.user = user;
+    this.#options = options;
+  }
+
+  /** Calls `method` in the worker; its failures come back as the FsFailure they were. */
+  async call<T>(method: string, ...args: unknown[]): Promise<T> {
+    await this.#start();
+    return (await this.#send(method, args)) as T;
+  }
+
+  /** Ends the worker; calls in flight fail. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const child = this.#child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  #start(): Promise<void> {
+    if (this.#closed) return Promise.reject(new FsFailure('FS_IO_ERROR', 'the daemon is shutting down'));
+    if (this.#ready !== undefined) return this.#ready;
+    const child = spawn(process.execPath, [ENTRY], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      serialization: 'advanced',
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', EXECWORLD_FILE_WORKER_OPTIONS: JSON.stringify(this.#options) },
+    });
+    this.#child = child;
+    child.on('message', (message: WorkerReply) => {
+      const pending = this.#pending.get(message.id);
+      if (pending === undefined) return;
+      this.#pending.delete(message.id);
+      if (message.ok) pending.resolve(message.value ?? undefined);
+      else pending.reject(new FsFailure(message.error.code as TransferErrorCode, message.error.message, { errno: message.error.errno }));
+    });
+    const gone = (why: string): void => {
+      if (this.#child !== child) return;
+      this.#child = undefined;
+      this.#ready = undefined;
+      for (const [id, pending] of this.#pending) {
+        this.#pending.delete(id);
+        pending.reject(new FsFailure('FS_IO_ERROR', `the file worker of user ${this.user.name} ${why}`));
+      }
+    };
+    child.once('error', (error) => gone(`could not run: ${error.message}`));
+    child.once('exit', (code, signal) => gone(`exited (${signal ?? code})`));
+    this.#ready = this.#send('become', [this.user.uid, this.user.gid]).then(() => undefined);
+    this.#ready.catch(() => undefined);
+    return this.#ready;
+  }
+
+  #send(method: string, args: readonly unknown[]): Promise<unknown> {
+    const child = this.#child;
+    if (child === undefined || !child.connected)
+      return Promise.reject(new FsFailure('FS_IO_ERROR', `the file worker of user ${this.user.name} is not running`));
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      const request: WorkerRequest = { id, method, args };
+      child.send(request, (error) => {
+        if (error === null || !this.#pending.has(id)) return;
+        this.#pending.delete(id);
+        reject(new FsFailure('FS_IO_ERROR', `cannot reach the file worker of user ${this.user.name}: ${error.message}`));
+      });
+    });
+  }
+}
+
+/** A stream of the worker's, pulled a chunk per call: the next chunk is asked for only when this one was read. */
+function pulledStream(worker: FileWorker, open: () => Promise<number>, objectMode = false): Readable {
+  let id: number | undefined;
+  return new Readable({
+    objectMode,
+    read() {
+      void (async () => {
+        try {
+          id ??= await open();
+          const chunk = await worker.call<unknown>('next', id);
+          this.push(chunk === undefined ? null : chunk);
+        } catch (error) {
+          this.destroy(error as Error);
+        }
+      })();
+    },
+    destroy(error, callback) {
+      if (id === undefined) callback(error);
+      else
+        worker.call('streamClose', id).then(
+          () => callback(error),
+          () => callback(error),
+        );
+    },
+  });
+}
+
+/** Writes `body` into one of the worker's sinks a chunk at a time, and answers what its end made of it; a body cut off aborts the sink. */
+async function intoSink<T>(worker: FileWorker, sinkId: number, body: Readable): Promise<T> {
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) await worker.call('sinkWrite', sinkId, chunk);
+  } catch (error) {
+    await worker.call('sinkAbort', sinkId).catch(() => undefined);
+    // As the worker answers a cut: what arrived is kept, and the caller learns the rest from the offset.
+    if ((error as { code?: unknown }).code === 'ECONNRESET' || (error as { code?: unknown }).code === 'ERR_STREAM_PREMATURE_CLOSE') {
+      return undefined as T;
+    }
+    throw error;
+  }
+  return await worker.call<T>('sinkEnd', sinkId);
+}
+
+/** One owner's view of the world's files, served by the worker of the user the owner runs as. */
+export class WorkerView implements OwnerFiles {
+  readonly root: string | undefined;
+  readonly #worker: FileWorker;
+
+  constructor(worker: FileWorker, root: string | undefined) {
+    this.#worker = worker;
+    this.root = root;
+  }
+
+  resolve(path: string, options?: FsResolveOptions): Promise<FsTarget> {
+    checkAborted(options?.signal, 'resolve');
+    return this.#worker.call('resolve', this.root, path, options?.cwd);
+  }
+
+  processPath(target: FsTarget): string {
+    return target.targetKey;
+  }
+
+  fileUrl(target: FsTarget): string {
+    return pathToFileURL(target.targetKey).href;
+  }
+
+  contains(parent: FsTarget, child: FsTarget): boolean {
+    return isWithin(parent.targetKey, child.targetKey);
+  }
+
+  stat(target: FsTarget): Promise<FsInfo | undefined> {
+    return this.#worker.call('stat', this.root, target);
+  }
+
+  lstat(path: string, options?: { cwd?: string | undefined }): Promise<FsPathInfo | undefined> {
+    return this.#worker.call('lstat', this.root, path, options?.cwd);
+  }
+
+  readText(target: FsTarget): Promise<string> {
+    return this.#worker.call('readText', this.root, target);
+  }
+
+  streamText(target: FsTarget): Promise<AsyncIterable<string>> {
+    return Promise.resolve(pulledStream(this.#worker, () => this.#worker.call('streamText', this.root, target), true) as AsyncIterable<string>);
+  }
+
+  readBytes(target: FsTarget, _signal: AbortSignal | undefined, maxBytes: number): Promise<Uint8Array> {
+    return this.#worker.call('readBytes', this.root, target, maxBytes);
+  }
+
+  listDir(target: FsTarget): Promise<FsDirEntry[]> {
+    return this.#worker.call('listDir', this.root, target);
+  }
+
+  writeText(target: FsTarget, content: string, expected?: FsWriteIntent): Promise<FsWriteOutcome> {
+    return this.#worker.call('writeText', this.root, target, content, expected);
+  }
+
+  editText(target: FsTarget, edit: FsEditRequest, expected?: { version: string }): Promise<FsEditOutcome> {
+    return this.#worker.call('editText', this.root, target, edit, expected);
+  }
+
+  look(target: FsTarget, textMaxBytes: number | undefined): Promise<{ info: FsInfo | undefined; text: string | null }> {
+    return this.#worker.call('look', this.root, target, textMaxBytes);
+  }
+
+  async openContent(target: FsTarget): Promise<OpenContent> {
+    const { id, info } = await this.#worker.call<{ id: number; info: OpenContent['info'] }>('openContent', this.root, target);
+    let closed: Promise<void> | undefined;
+    return {
+      info,
+      stream: (start, end) => pulledStream(this.#worker, () => this.#worker.call('contentStream', id, start, end)),
+      close: () => (closed ??= this.#worker.call<void>('contentClose', id).catch(() => undefined)),
+    };
+  }
+}
+
+/** One owner's transfer calls, served by the worker of the user the owner runs as. */
+export class WorkerTransfer implements OwnerTransfer {
+  readonly #worker: FileWorker;
+  readonly #root: string | undefined;
+
+  constructor(worker: FileWorker, root: string | undefined) {
+    this.#worker = worker;
+    this.#root = root;
+  }
+
+  mkdir(path: string, options: { cwd?: string | undefined; parents: boolean }): Promise<{ path: string; created: boolean }> {
+    return this.#worker.call('mkdir', this.#root, path, options);
+  }
+
+  remove(path: string, options: { cwd?: string | undefined; recursive: boolean }): Promise<{ removed: boolean }> {
+    return this.#worker.call('remove', this.#root, path, options);
+  }
+
+  rename(from: string, to: string, options: { cwd?: string | undefined; overwrite: boolean }): Promise<{ path: string }> {
+    return this.#worker.call('rename', this.#root, from, to, options);
+  }
+
+  digest(path: string, options: { cwd?: string | undefined }): Promise<FileDigest> {
+    return this.#worker.call('digest', this.#root, path, options);
+  }
+
+  async stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<UploadStage> {
+    const worker = this.#worker;
+    const staged = await worker.call<{ id: number; path: string }>('stageUpload', this.#root, path, options);
+    return {
+      path: staged.path,
+      offset: () => worker.call('stageOffset', staged.id),
+      append: async (offset, body) => {
+        const sink = await worker.call<number>('stageAppend', staged.id, offset);
+        await intoSink(worker, sink, body);
+        return worker.call('stageOffset', staged.id);
+      },
+      complete: (expected) => worker.call('stageComplete', staged.id, expected),
+      discard: () => worker.call('stageDiscard', staged.id),
+    };
+  }
+
+  pack(path: string, options: { cwd?: string | undefined }): Promise<Readable> {
+    const worker = this.#worker;
+    return worker.call<number>('pack', this.#root, path, options).then((id) => pulledStream(worker, () => Promise.resolve(id)));
+  }
+
+  async unpack(path: string, options: { cwd?: string | undefined }, body: Readable): Promise<Unpacked> {
+    const sink = await this.#worker.call<number>('unpack', this.#root, path, options);
+    return intoSink<Unpacked>(this.#worker, sink, body);
+  }
+}
