@@ -273,10 +273,11 @@ describe('an owner that runs as another OS user', () => {
           .split('\n')
           .sort(),
       ).toEqual(expect.arrayContaining(['a/', 'a/b/', 'made.txt', 'up.bin']));
+      // This test's file workers: children of this process running as nobody.
       const worker = () =>
-        execFileSync('ps', ['-o', 'user=,args=', '-u', '65534'], { encoding: 'utf8' })
+        execFileSync('ps', ['-o', 'ppid=,args=', '-u', '65534'], { encoding: 'utf8' })
           .split('\n')
-          .filter((line) => line.includes('file-worker'));
+          .filter((line) => line.includes('file-worker') && Number(line.trim().split(/\s+/)[0]) === process.pid);
       expect(worker().length).toBe(1);
       // A daemon of its own ends its worker with it.
       const other = await startDaemon(

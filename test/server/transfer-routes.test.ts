@@ -15,7 +15,6 @@ import { ARCHIVE_ERRORS, UPLOAD_BYTES_ERRORS } from '../../scripts/openapi.ts';
 import { ALICE, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 const CAROL = 'carol-token-0123456789abcdefg';
-const DAVE = 'dave-token-0123456789abcdefgh';
 const scratch = mkdtempSync(join(tmpdir(), 'transfer-routes-'));
 /** carol's root, and a directory beside it she must never reach. */
 const root = join(scratch, 'root');
@@ -30,10 +29,7 @@ beforeAll(async () => {
   daemon = await startDaemon(
     {},
     {
-      owners: [
-        { owner: 'carol', token: CAROL, root },
-        { owner: 'dave', token: DAVE, user: { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent', shell: '/usr/sbin/nologin' } },
-      ],
+      owners: [{ owner: 'carol', token: CAROL, root }],
     },
   );
 });
