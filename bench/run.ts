@@ -425,7 +425,7 @@ if (enabled('fs')) {
 
 if (enabled('transfer')) {
   const table = new RoundTable();
-  const bytes = (quick ? 64 : 256) * 1024 * 1024;
+  const bytes = (quick ? 64 : 1024) * 1024 * 1024;
   for (let round = 0; round < rounds; round += 1) {
     const figures = await transferMbps(daemon, sshd, bytes);
     for (const [path, mbps] of Object.entries(figures)) table.add(path, mbps);

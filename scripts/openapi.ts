@@ -324,8 +324,8 @@ export function buildOpenApiDocument(version: string): Json {
       operationId: 'archive.unpack',
       summary: 'Unpack a tar stream into a directory (made when missing)',
       description:
-        'Entries that would leave the directory (`..`, a link in the way) and devices are refused; a leading `/` is taken off paths and link targets; ' +
-        'each is listed in `warnings`. Owners are not taken from the archive.',
+        'Entries that would leave the directory (`..`, a link in the way, a hard link out of it) and devices are refused and listed in `warnings`; ' +
+        'symbolic links are made last, with their targets as archived. Owners are not taken from the archive.',
       tags: ['fs'],
       parameters: archiveParameters,
       requestBody: { required: true, content: { 'application/x-tar': tarBytes } },

@@ -23,4 +23,6 @@ export { RemoteFiles } from './remote-files.ts';
 export { ARCHIVE_PATH, CONTENT_PATH, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
 export type { RemoteFilesOptions } from './remote-files.ts';
 export { RemoteTransfer } from './transfer.ts';
-export type { ArchiveResult, CopyOptions, FileDigest, RemoteTransferOptions, TransferProgress, UploadOptions } from './transfer.ts';
+export type { CopyOptions, FileDigest, RemoteTransferOptions, TransferProgress, UploadOptions } from './transfer.ts';
+export { unpackArchive } from './archive.ts';
+export type { ArchiveResult, LinkMaker } from './archive.ts';

@@ -18,14 +18,15 @@
  */
 import { createHash, randomBytes, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { mkdir, open, realpath, rename, rm, stat, symlink } from 'node:fs/promises';
+import { basename, dirname, join, sep } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
 import { ExecworldError, FileSystemError, isExecworldError } from '../errors.ts';
 import type { OperationResult } from '../protocol/operations.ts';
 import type { RemoteRuntime } from '../remote/runtime.ts';
+import { unpackArchive, type ArchiveResult } from './archive.ts';
 import { ARCHIVE_PATH, CONTENT_PATH, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
 
 /** A file's size, SHA-256 and version (the daemon's version of the remote copy). */
@@ -281,30 +282,23 @@ export class RemoteTransfer {
   /** Copies the remote directory `remoteDir` (its contents) into `localDir`, made when missing. */
   async downloadDirectory(remoteDir: string, localDir: string, options: CopyOptions = {}): Promise<ArchiveResult> {
     await mkdir(localDir, { recursive: true });
+    const root = await realpath(localDir);
     const response = await this.runtime.http.get(ARCHIVE_PATH, { path: remoteDir }, options.signal);
     let bytes = 0;
-    let entries = 0;
-    const warnings: { path: string; message: string }[] = [];
-    await pipeline(
-      response,
+    const counted = response.pipe(
       meter((chunk) => {
         bytes += chunk.length;
         options.onProgress?.({ bytes, total: undefined });
       }),
-      tar.extract({
-        cwd: localDir,
-        preserveOwner: false,
-        onReadEntry: () => {
-          entries += 1;
-        },
-        onwarn: (_code, message, data) => {
-          const path = (data as { entry?: { path?: unknown } } | undefined)?.entry?.path;
-          if (warnings.length < 100) warnings.push({ path: typeof path === 'string' ? path : '', message });
-        },
-      }) as unknown as NodeJS.WritableStream,
     );
+    response.once('error', (error) => counted.destroy(error));
+    const result = await unpackArchive(counted, root, async (path, target) => {
+      const parent = await realpath(join(root, dirname(path)));
+      if (parent !== root && !parent.startsWith(`${root}${sep}`)) throw new Error(`its directory ${parent} is outside ${root}`);
+      await symlink(target, join(parent, basename(path)));
+    });
     if (!response.complete) throw new FileSystemError('FS_IO_ERROR', `the archive of ${remoteDir} ended early`);
-    return { entries, warnings };
+    return result;
   }
 
   async #pause(failures: number, signal: AbortSignal | undefined): Promise<void> {
@@ -321,10 +315,4 @@ export class RemoteTransfer {
       );
     });
   }
-}
-
-/** What an unpacked archive did: its entries, and what was refused or changed in them, with why. */
-export interface ArchiveResult {
-  readonly entries: number;
-  readonly warnings: readonly { readonly path: string; readonly message: string }[];
 }

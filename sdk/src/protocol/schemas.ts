@@ -674,8 +674,7 @@ export const ArchiveUnpacked = z
     path: z.string().meta({ description: "The directory's real path." }),
     entries: z.int().min(0).meta({ description: 'The entries the archive held.' }),
     warnings: z.array(z.object({ path: z.string(), message: z.string() })).meta({
-      description:
-        'What was refused (a path leaving the directory, a link in the way, a device) or changed (a leading / taken off a path or link target), the first 100.',
+      description: 'What was refused (a path leaving the directory, a link in the way, a device) or changed (a leading / taken off a path), the first 100.',
     }),
   })
   .meta({ id: 'ArchiveUnpacked' });

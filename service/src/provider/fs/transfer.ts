@@ -8,10 +8,11 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { chmod, chown, link, lstat, mkdir, open, readdir, rename, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { chmod, chown, link, lstat, mkdir, open, readdir, rename, rm, rmdir, stat, symlink, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { unpackArchive } from '@execworld/sdk/fs';
 import * as tar from 'tar';
 import { renameNoReplace } from '../libc.ts';
 import { type Anchor, type PathGuard } from './anchor.ts';
@@ -55,8 +56,6 @@ export interface OwnerTransfer {
   unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked>;
 }
 
-/** The most warnings an unpack lists. */
-const MAX_WARNINGS_LISTED = 100;
 /** How often a digest is retried when the file changes while it is read. */
 const DIGEST_ATTEMPTS = 3;
 
@@ -421,10 +420,9 @@ export class WorldTransfer implements OwnerTransfer {
 
   /**
    * Unpacks the tar stream `body` into the directory at `path` (made when
-   * missing). Entries that would leave it (`..`, a link in the way) and ones
-   * that are neither files, directories nor links are refused; a leading `/`
-   * is taken off paths and link targets. Each of those is listed as a
-   * warning. Owners are not taken from the archive.
+   * missing), as {@link unpackArchive} does: entries that would leave it are
+   * refused and listed, symbolic links are made last, each in a directory
+   * held and checked against the root.
    */
   async unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked> {
     const displayPath = absolutePath(path, options.cwd ?? this.#cwd);
@@ -439,22 +437,22 @@ export class WorldTransfer implements OwnerTransfer {
         throw new FsFailure('FS_NOT_DIRECTORY', `cannot ${doing}: not a directory`, { cause: error });
       throw fromSystemError(error, doing);
     }
-    let entries = 0;
-    const warnings: { path: string; message: string }[] = [];
     try {
-      const extract = tar.extract({
-        cwd: anchor.via,
-        preserveOwner: false,
-        onReadEntry: () => {
-          entries += 1;
+      const unpacked = await unpackArchive(
+        body,
+        anchor.via,
+        async (path, target) => {
+          // The link's directory, held and checked against the root as any path is, then the link made in it.
+          const parent = await this.#guard.take(join(anchor.via, dirname(path)), displayPath, { directory: true });
+          try {
+            await symlink(target, parent.child(basename(path)));
+          } finally {
+            await parent.release();
+          }
         },
-        onwarn: (_code, message, data) => {
-          const entry = (data as { entry?: { path?: unknown } } | undefined)?.entry?.path ?? (data as { path?: unknown } | undefined)?.path;
-          if (warnings.length < MAX_WARNINGS_LISTED) warnings.push({ path: typeof entry === 'string' ? entry : '', message });
-        },
-      }) as unknown as NodeJS.WritableStream;
-      await pipeline(body, extract, signal === undefined ? {} : { signal });
-      return { path: anchor.real, entries, warnings };
+        signal,
+      );
+      return { path: anchor.real, ...unpacked };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (/TAR_BAD_ARCHIVE|invalid|unrecognized archive/i.test(message))
