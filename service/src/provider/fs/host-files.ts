@@ -25,6 +25,7 @@ export class HostFiles implements FileProvider {
   readonly #views = new Map<string, WorldFiles>();
   readonly #transfers = new Map<string, WorldTransfer>();
   readonly #workers = new Map<string, FileWorker>();
+  readonly #workerViews = new Map<string, WorkerView>();
   readonly #options: HostFilesOptions;
 
   constructor(options: HostFilesOptions = {}) {
@@ -33,7 +34,15 @@ export class HostFiles implements FileProvider {
 
   view(options: ViewOptions = {}): OwnerFiles {
     const worker = this.#workerOf(options.runAs);
-    if (worker !== undefined) return new WorkerView(worker, options.root === undefined ? undefined : new PathGuard(options.root).root);
+    if (worker !== undefined) {
+      const key = `${worker.user.uid}:${worker.user.gid}:${options.root ?? ''}`;
+      let view = this.#workerViews.get(key);
+      if (view === undefined) {
+        view = new WorkerView(worker, options.root === undefined ? undefined : new PathGuard(options.root).root);
+        this.#workerViews.set(key, view);
+      }
+      return view;
+    }
     const key = options.root ?? '';
     let view = this.#views.get(key);
     if (view === undefined) {

@@ -69,7 +69,8 @@ export class FileWorker {
     if (this.#closed) return Promise.reject(new FsFailure('FS_IO_ERROR', 'the daemon is shutting down'));
     if (this.#ready !== undefined) return this.#ready;
     const child = spawn(process.execPath, [ENTRY], {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // Its stdout stays out of the daemon's log stream; what it says on stderr (a crash) reaches the daemon's.
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       serialization: 'advanced',
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', EXECWORLD_FILE_WORKER_OPTIONS: JSON.stringify(this.#options) },
     });
@@ -92,9 +93,17 @@ export class FileWorker {
     };
     child.once('error', (error) => gone(`could not run: ${error.message}`));
     child.once('exit', (code, signal) => gone(`exited (${signal ?? code})`));
-    this.#ready = this.#send('become', [this.user.uid, this.user.gid]).then(() => undefined);
-    this.#ready.catch(() => undefined);
-    return this.#ready;
+    const ready = this.#send('become', [this.user.uid, this.user.gid]).then(
+      () => undefined,
+      (error: unknown) => {
+        // A worker that could not become the user serves nobody: the next call starts another.
+        child.kill('SIGKILL');
+        throw error;
+      },
+    );
+    this.#ready = ready;
+    ready.catch(() => undefined);
+    return ready;
   }
 
   #send(method: string, args: readonly unknown[]): Promise<unknown> {
