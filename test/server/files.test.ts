@@ -5,6 +5,8 @@
  * bad paths, and the token file's root option.
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { get as httpGet } from 'node:http';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,6 +77,26 @@ describe('GET /v1/files/content', () => {
     const rest = await content({ path: file, offset: '123457' });
     expect(rest.bytes.equals(data.subarray(123_457))).toBe(true);
     expect((await content({ path: file, offset: String(data.length) })).bytes.length).toBe(0);
+  });
+
+  it('ends a whole file asked for with digest=sha256 with its SHA-256 in a trailer', async () => {
+    const answer = (query: string) =>
+      new Promise<{ body: Buffer; trailers: NodeJS.Dict<string>; length: string | undefined }>((resolve, reject) => {
+        httpGet(`${daemon.url}/v1/files/content?${query}`, { headers: { authorization: `Bearer ${ALICE}` } }, (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.once('end', () => resolve({ body: Buffer.concat(chunks), trailers: response.trailers, length: response.headers['content-length'] }));
+          response.once('error', reject);
+        }).once('error', reject);
+      });
+    const whole = await answer(`path=${encodeURIComponent(file)}&digest=sha256`);
+    expect(whole.body.equals(data)).toBe(true);
+    expect(whole.trailers['x-execworld-sha256']).toBe(createHash('sha256').update(data).digest('hex'));
+    expect(whole.length).toBeUndefined();
+    // From an offset the daemon would have to read the rest first: no trailer, the length as usual.
+    const rest = await answer(`path=${encodeURIComponent(file)}&digest=sha256&offset=10`);
+    expect(rest.trailers['x-execworld-sha256']).toBeUndefined();
+    expect(rest.length).toBe(String(data.length - 10));
   });
 
   it('answers each code it documents, with its status', async () => {

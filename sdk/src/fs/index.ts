@@ -20,7 +20,7 @@ export type {
 export { BINARY_SAMPLE_BYTES, TextStreamDecoder } from './text-stream.ts';
 export type { NotTextReason } from './text-stream.ts';
 export { RemoteFiles } from './remote-files.ts';
-export { ARCHIVE_PATH, CONTENT_PATH, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
+export { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
 export type { RemoteFilesOptions } from './remote-files.ts';
 export { RemoteTransfer } from './transfer.ts';
 export type { CopyOptions, FileDigest, RemoteTransferOptions, TransferProgress, UploadOptions } from './transfer.ts';

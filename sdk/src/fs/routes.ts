@@ -13,3 +13,5 @@ export const ARCHIVE_PATH = '/v1/files/archive';
 /** The version and size of the file a content answer streams. */
 export const VERSION_HEADER = 'x-execworld-version';
 export const SIZE_HEADER = 'x-execworld-size';
+/** The trailer of a whole-file content answer asked for with `digest=sha256`: the SHA-256 of the bytes sent. */
+export const DIGEST_TRAILER = 'x-execworld-sha256';

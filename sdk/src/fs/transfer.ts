@@ -27,7 +27,7 @@ import { ExecworldError, FileSystemError, isExecworldError } from '../errors.ts'
 import type { OperationResult } from '../protocol/operations.ts';
 import type { RemoteRuntime } from '../remote/runtime.ts';
 import { unpackArchive, type ArchiveResult } from './archive.ts';
-import { ARCHIVE_PATH, CONTENT_PATH, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
+import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
 
 /** A file's size, SHA-256 and version (the daemon's version of the remote copy). */
 export type FileDigest = OperationResult<'fs.digest'>;
@@ -205,6 +205,8 @@ export class RemoteTransfer {
       let hash = createHash('sha256');
       let hashed = 0;
       let failures = 0;
+      /** The daemon's SHA-256 of the whole file, when one answer carried all of it. */
+      let sent: string | undefined;
       for (;;) {
         signal?.throwIfAborted();
         if (hashed !== offset) {
@@ -212,7 +214,9 @@ export class RemoteTransfer {
           hashed = offset;
         }
         try {
-          const response = await this.runtime.http.get(CONTENT_PATH, { path: remotePath, offset, version }, signal);
+          // The first request asks for the digest in the answer's trailer: a whole file in one answer needs no second read.
+          const digest = offset === 0 ? 'sha256' : undefined;
+          const response = await this.runtime.http.get(CONTENT_PATH, { path: remotePath, offset, version, digest }, signal);
           const answered = response.headers[VERSION_HEADER];
           version ??= typeof answered === 'string' ? answered : undefined;
           size ??= Number(response.headers['x-execworld-size']);
@@ -230,6 +234,8 @@ export class RemoteTransfer {
           if (!response.complete) throw Object.assign(new Error('the answer ended early'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
           offset = received;
           hashed = received;
+          const trailer = response.trailers[DIGEST_TRAILER];
+          if (digest !== undefined && typeof trailer === 'string') sent = trailer;
           break;
         } catch (error) {
           if (!isTransportFailure(error)) throw error;
@@ -244,7 +250,8 @@ export class RemoteTransfer {
         }
       }
       const sha256 = hash.digest('hex');
-      const remote = await this.digest(remotePath);
+      // The bytes of one open file at one version: its digest, from the trailer or (after a cut, or for an empty file) asked for.
+      const remote = sent !== undefined && version !== undefined ? { path: remotePath, size: offset, sha256: sent, version } : await this.digest(remotePath);
       if (remote.version !== version) throw new FileSystemError('FS_STALE_VERSION', `${remotePath} changed while it was downloaded`);
       if (remote.sha256 !== sha256 || remote.size !== offset) {
         throw new FileSystemError(

@@ -659,6 +659,10 @@ export const ContentQuery = z.strictObject({
   version: FsVersion.optional().meta({
     description: 'Refuse with FS_STALE_VERSION, sending nothing, unless the file is at this version (a resumed download of the same file).',
   }),
+  digest: z
+    .enum(['sha256'])
+    .optional()
+    .meta({ description: 'With offset 0 (and a file that is not empty): end the answer with the trailer X-Execworld-Sha256, the SHA-256 of the bytes sent.' }),
 });
 
 /** Where `PUT /v1/files/uploads/{id}` appends its body. */

@@ -6,9 +6,10 @@
  * size.
  * @module
  */
-import type { Readable } from 'node:stream';
+import { createHash } from 'node:crypto';
+import { Transform, type Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { ARCHIVE_PATH, CONTENT_PATH, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from '@execworld/sdk/fs';
+import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from '@execworld/sdk/fs';
 import { schemas, type ErrorCode } from '@execworld/sdk/protocol';
 import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import type { z } from 'zod';
@@ -48,7 +49,7 @@ export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOp
     method: 'GET',
     url: CONTENT_PATH,
     handler: async (request, reply) => {
-      const { path, cwd, displayPath, offset, maxBytes, version: expected } = parsed(schemas.ContentQuery, request.query, 'query');
+      const { path, cwd, displayPath, offset, maxBytes, version: expected, digest } = parsed(schemas.ContentQuery, request.query, 'query');
       const signal = callerGone(reply);
       const files = options.files(request.owner);
       const resolved = await files.resolve(path, { cwd, signal });
@@ -77,7 +78,19 @@ export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOp
         stream.destroy();
         void content.close();
       });
-      return reply.header('content-length', size - offset).send(stream);
+      if (digest === undefined || offset !== 0) return reply.header('content-length', size - offset).send(stream);
+      // The whole file, hashed as it is sent: the digest comes as a trailer (the answer is chunked), with no second read.
+      const hash = createHash('sha256');
+      const hashed = stream.pipe(
+        new Transform({
+          transform(chunk: Buffer, _encoding, done) {
+            hash.update(chunk);
+            done(null, chunk);
+          },
+        }),
+      );
+      stream.once('error', (error) => hashed.destroy(error));
+      return reply.trailer(DIGEST_TRAILER, (_reply, _payload, done) => done(null, hash.digest('hex'))).send(hashed);
     },
   });
 

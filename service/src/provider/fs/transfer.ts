@@ -6,11 +6,11 @@
  * primitives, so an owner confined to a root stays in it.
  * @module
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { chmod, chown, link, lstat, mkdir, open, readdir, rename, rm, rmdir, stat, symlink, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { unpackArchive } from '@execworld/sdk/fs';
 import * as tar from 'tar';
@@ -74,6 +74,13 @@ export class StagedUpload implements UploadStage {
   readonly #mode: number | undefined;
   readonly #locks: MutationLocks;
   #discarded = false;
+  /**
+   * The SHA-256 of the staged bytes so far, kept as they are written so that
+   * completing needs no second read; undefined once a cut left the file and
+   * the hash apart (completing then reads the file).
+   */
+  #hash: Hash | undefined = createHash('sha256');
+  #hashed = 0;
 
   constructor(options: { path: string; directory: Anchor; name: string; stage: string; overwrite: boolean; mode: number | undefined; locks: MutationLocks }) {
     this.path = options.path;
@@ -109,14 +116,27 @@ export class StagedUpload implements UploadStage {
       body.resume();
       throw new FsFailure('UPLOAD_OFFSET_MISMATCH', `the upload of "${this.path}" has ${at} bytes; bytes for offset ${offset} were sent`);
     }
+    const hash = this.#hashed === offset ? this.#hash : undefined;
+    let passed = offset;
+    const hashing = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        hash?.update(chunk);
+        passed += chunk.length;
+        done(null, chunk);
+      },
+    });
     try {
-      await pipeline(body, createWriteStream(this.#content, { flags: 'r+', start: offset }), signal === undefined ? {} : { signal });
+      await pipeline(body, hashing, createWriteStream(this.#content, { flags: 'r+', start: offset }), signal === undefined ? {} : { signal });
     } catch (error) {
       // The bytes that arrived are kept; the sender resumes from the offset it reads back.
       if (signal?.aborted !== true && (error as { code?: unknown }).code !== 'ERR_STREAM_PREMATURE_CLOSE')
         throw fromSystemError(error, `upload "${this.path}"`);
     }
-    return this.offset();
+    const size = await this.offset();
+    // Bytes hashed but never written (a cut while they were queued) leave the running hash behind the file.
+    if (hash !== undefined && size === passed) this.#hashed = size;
+    else this.#hash = undefined;
+    return size;
   }
 
   /** Checks the bytes against `expected`, then publishes them at the path: one step, under the target's write turn. */
@@ -130,7 +150,10 @@ export class StagedUpload implements UploadStage {
       try {
         await handle.sync();
         size = (await handle.stat()).size;
-        sha256 = await hashOf(createReadStream('', { fd: handle, start: 0, autoClose: false }));
+        sha256 =
+          this.#hash !== undefined && this.#hashed === size
+            ? this.#hash.copy().digest('hex')
+            : await hashOf(createReadStream('', { fd: handle, start: 0, autoClose: false }));
       } finally {
         await handle.close();
       }
