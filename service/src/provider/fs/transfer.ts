@@ -56,6 +56,12 @@ export interface OwnerTransfer {
   unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked>;
 }
 
+/**
+ * What a stream of an upload holds before it tells the socket to wait: with
+ * fs's 16 KiB the socket would stop at each chunk until the disk took it;
+ * with a few MiB receiving and writing overlap.
+ */
+const STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
 /** How often a digest is retried when the file changes while it is read. */
 const DIGEST_ATTEMPTS = 3;
 
@@ -81,6 +87,8 @@ export class StagedUpload implements UploadStage {
    */
   #hash: Hash | undefined = createHash('sha256');
   #hashed = 0;
+  /** The flush to disk of what earlier appends wrote, started as each ended, so that completing waits for little. */
+  #flushing: Promise<void> = Promise.resolve();
 
   constructor(options: { path: string; directory: Anchor; name: string; stage: string; overwrite: boolean; mode: number | undefined; locks: MutationLocks }) {
     this.path = options.path;
@@ -119,6 +127,7 @@ export class StagedUpload implements UploadStage {
     const hash = this.#hashed === offset ? this.#hash : undefined;
     let passed = offset;
     const hashing = new Transform({
+      highWaterMark: STREAM_BUFFER_BYTES,
       transform(chunk: Buffer, _encoding, done) {
         hash?.update(chunk);
         passed += chunk.length;
@@ -126,13 +135,19 @@ export class StagedUpload implements UploadStage {
       },
     });
     try {
-      await pipeline(body, hashing, createWriteStream(this.#content, { flags: 'r+', start: offset }), signal === undefined ? {} : { signal });
+      await pipeline(
+        body,
+        hashing,
+        createWriteStream(this.#content, { flags: 'r+', start: offset, highWaterMark: STREAM_BUFFER_BYTES }),
+        signal === undefined ? {} : { signal },
+      );
     } catch (error) {
       // The bytes that arrived are kept; the sender resumes from the offset it reads back.
       if (signal?.aborted !== true && (error as { code?: unknown }).code !== 'ERR_STREAM_PREMATURE_CLOSE')
         throw fromSystemError(error, `upload "${this.path}"`);
     }
     const size = await this.offset();
+    this.#flushing = this.#flushing.then(() => flush(this.#content)).catch(() => undefined);
     // Bytes hashed but never written (a cut while they were queued) leave the running hash behind the file.
     if (hash !== undefined && size === passed) this.#hashed = size;
     else this.#hash = undefined;
@@ -146,6 +161,7 @@ export class StagedUpload implements UploadStage {
     let size: number;
     let sha256: string;
     try {
+      await this.#flushing;
       const handle = await open(this.#content, 'r');
       try {
         await handle.sync();
@@ -492,4 +508,14 @@ export async function hashOf(stream: Readable): Promise<string> {
   const hash = createHash('sha256');
   for await (const chunk of stream as AsyncIterable<Buffer>) hash.update(chunk);
   return hash.digest('hex');
+}
+
+/** Writes the file's data at `path` to disk (what a later sync then finds already done). */
+async function flush(path: string): Promise<void> {
+  const handle = await open(path, 'r');
+  try {
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
 }
