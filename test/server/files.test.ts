@@ -17,6 +17,7 @@ import { parseTokenFile, resolveUsers } from '../../service/src/server/auth.ts';
 import { ConfigError } from '../../service/src/server/config.ts';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const CAROL = 'carol-token-0123456789abcdefg';
 const DAVE = 'dave-token-0123456789abcdefgh';
@@ -290,11 +291,18 @@ describe('an owner that runs as another OS user', () => {
           .split('\n')
           .sort(),
       ).toEqual(expect.arrayContaining(['a/', 'a/b/', 'made.txt', 'up.bin']));
-      // This test's file workers: children of this process running as nobody.
+      // This test's file workers: children of this process running as nobody (ps prints pid, ppid and args).
+      const workerPid = (line: string): number => Number(line.trim().split(/\s+/)[0]);
       const worker = () =>
-        execFileSync('ps', ['-o', 'ppid=,args=', '-u', '65534'], { encoding: 'utf8' })
+        execFileSync('ps', ['-o', 'pid=,ppid=,args=', '-u', '65534'], { encoding: 'utf8' })
           .split('\n')
-          .filter((line) => line.includes('file-worker') && Number(line.trim().split(/\s+/)[0]) === process.pid);
+          .filter((line) => line.includes('file-worker') && Number(line.trim().split(/\s+/)[1]) === process.pid);
+      expect(worker().length).toBe(1);
+      // A worker killed from outside fails nothing later: the next call starts another.
+      const killed = workerPid(worker()[0]!);
+      process.kill(killed, 'SIGKILL');
+      await waitFor('the killed worker to be gone', () => !worker().some((line) => workerPid(line) === killed));
+      expect((await as('read-text', { path: join(own, 'made.txt') })).body).toEqual({ text: 'mine\n' });
       expect(worker().length).toBe(1);
       // A daemon of its own ends its worker with it.
       const other = await startDaemon(

@@ -67,7 +67,12 @@ export class FileWorker {
 
   #start(): Promise<void> {
     if (this.#closed) return Promise.reject(new FsFailure('FS_IO_ERROR', 'the daemon is shutting down'));
-    if (this.#ready !== undefined) return this.#ready;
+    if (this.#ready !== undefined && this.#child?.connected === true) return this.#ready;
+    if (this.#child !== undefined) {
+      // A worker whose channel closed (killed, say) before its exit was seen is done with: this call starts another.
+      this.#child.kill('SIGKILL');
+      this.#failPending('lost its channel');
+    }
     const child = spawn(process.execPath, [ENTRY], {
       // Its stdout stays out of the daemon's log stream; what it says on stderr (a crash) reaches the daemon's.
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
@@ -84,15 +89,11 @@ export class FileWorker {
     });
     const gone = (why: string): void => {
       if (this.#child !== child) return;
-      this.#child = undefined;
-      this.#ready = undefined;
-      for (const [id, pending] of this.#pending) {
-        this.#pending.delete(id);
-        pending.reject(new FsFailure('FS_IO_ERROR', `the file worker of user ${this.user.name} ${why}`));
-      }
+      this.#failPending(why);
     };
     child.once('error', (error) => gone(`could not run: ${error.message}`));
     child.once('exit', (code, signal) => gone(`exited (${signal ?? code})`));
+    child.once('disconnect', () => gone('lost its channel'));
     const ready = this.#send('become', [this.user.uid, this.user.gid]).then(
       () => undefined,
       (error: unknown) => {
@@ -104,6 +105,16 @@ export class FileWorker {
     this.#ready = ready;
     ready.catch(() => undefined);
     return ready;
+  }
+
+  /** Forgets the worker, failing every call it had. */
+  #failPending(why: string): void {
+    this.#child = undefined;
+    this.#ready = undefined;
+    for (const [id, pending] of this.#pending) {
+      this.#pending.delete(id);
+      pending.reject(new FsFailure('FS_IO_ERROR', `the file worker of user ${this.user.name} ${why}`));
+    }
   }
 
   #send(method: string, args: readonly unknown[]): Promise<unknown> {
