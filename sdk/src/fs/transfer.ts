@@ -27,7 +27,7 @@ import { ExecworldError, FileSystemError, isExecworldError } from '../errors.ts'
 import type { OperationResult } from '../protocol/operations.ts';
 import type { RemoteRuntime } from '../remote/runtime.ts';
 import { unpackArchive, type ArchiveResult } from './archive.ts';
-import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
+import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
 
 /** A file's size, SHA-256 and version (the daemon's version of the remote copy). */
 export type FileDigest = OperationResult<'fs.digest'>;
@@ -225,7 +225,7 @@ export class RemoteTransfer {
           const response = await this.runtime.http.get(CONTENT_PATH, { path: remotePath, offset, version, digest }, signal);
           const answered = response.headers[VERSION_HEADER];
           version ??= typeof answered === 'string' ? answered : undefined;
-          size ??= Number(response.headers['x-execworld-size']);
+          size ??= Number(response.headers[SIZE_HEADER]);
           options.onProgress?.({ bytes: offset, total: size });
           let received = offset;
           await pipeline(

@@ -7,14 +7,15 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { chmod, chown, link, open, rename, rm, stat } from 'node:fs/promises';
+import { chmod, chown, open, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Anchor } from './anchor.ts';
 import { isAbsence, versionOf } from './facts.ts';
-import { errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
+import { FsFailure, fromSystemError } from './fs-error.ts';
 import type { FileDigest, UploadStage } from './transfer.ts';
+import { place, removeStage, type Stage } from './staging.ts';
 import type { MutationLocks } from './world-files.ts';
 
 /**
@@ -23,7 +24,6 @@ import type { MutationLocks } from './world-files.ts';
  * with a few MiB receiving and writing overlap.
  */
 const STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
-/** How often a digest is retried when the file changes while it is read. */
 
 /**
  * The bytes of one upload, staged in a private directory beside the target
@@ -35,7 +35,7 @@ export class StagedUpload implements UploadStage {
   readonly path: string;
   readonly #directory: Anchor;
   readonly #name: string;
-  readonly #stage: string;
+  readonly #stage: Stage;
   readonly #overwrite: boolean;
   readonly #mode: number | undefined;
   readonly #locks: MutationLocks;
@@ -50,7 +50,7 @@ export class StagedUpload implements UploadStage {
   /** The flush to disk of what earlier appends wrote, started as each ended, so that completing waits for little. */
   #flushing: Promise<void> = Promise.resolve();
 
-  constructor(options: { path: string; directory: Anchor; name: string; stage: string; overwrite: boolean; mode: number | undefined; locks: MutationLocks }) {
+  constructor(options: { path: string; directory: Anchor; name: string; stage: Stage; overwrite: boolean; mode: number | undefined; locks: MutationLocks }) {
     this.path = options.path;
     this.#directory = options.directory;
     this.#name = options.name;
@@ -61,7 +61,7 @@ export class StagedUpload implements UploadStage {
   }
 
   get #content(): string {
-    return `${this.#stage}/content`;
+    return this.#stage.content;
   }
 
   /** The bytes received so far. */
@@ -155,14 +155,8 @@ export class StagedUpload implements UploadStage {
         const mode = this.#mode ?? (prior === undefined ? 0o644 : Number(prior.mode & 0o7777n));
         if (prior !== undefined && process.getuid?.() === 0) await chown(this.#content, Number(prior.uid), Number(prior.gid));
         await chmod(this.#content, mode);
-        if (this.#overwrite) await rename(this.#content, destination);
-        else {
-          try {
-            await link(this.#content, destination);
-          } catch (error) {
-            if (errnoOf(error) === 'EEXIST') throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
-            throw error;
-          }
+        if (!(await place(this.#content, destination, this.#overwrite))) {
+          throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
         }
         const published = await stat(destination, { bigint: true });
         return { path: this.path, size, sha256, version: versionOf(published) };
@@ -179,7 +173,7 @@ export class StagedUpload implements UploadStage {
   async discard(): Promise<void> {
     if (this.#discarded) return;
     this.#discarded = true;
-    await rm(this.#stage, { recursive: true, force: true }).catch(() => undefined);
+    await removeStage(this.#stage.directory);
     await this.#directory.release();
   }
 

@@ -6,35 +6,26 @@
  * primitives, so an owner confined to a root stays in it.
  * @module
  */
-import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { lstat, mkdir, open, readdir, rename, rm, rmdir, stat, symlink, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { unpackArchive } from '@execworld/sdk/fs';
+import { unpackArchive, type ArchiveResult, type FileDigest } from '@execworld/sdk/fs';
 import * as tar from 'tar';
 import { renameNoReplace } from '../libc.ts';
-import { type Anchor, type PathGuard } from './anchor.ts';
+import { withAnchor, type Anchor, type PathGuard } from './anchor.ts';
 import { absolutePath, isAbsence, versionOf } from './facts.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { hashOf, StagedUpload } from './staged-upload.ts';
+import { makeStage } from './staging.ts';
 import type { MutationLocks } from './world-files.ts';
 
-/** A regular file's size, SHA-256 and version, all of one open file. */
-export interface FileDigest {
-  readonly path: string;
-  readonly size: number;
-  readonly sha256: string;
-  readonly version: string;
-}
+/** A regular file's size, SHA-256 and version, all of one open file: what the wire answers. */
+export type { FileDigest };
 
-/** What an unpacked archive did: its entries, and what was refused or changed in them, with why. */
-export interface Unpacked {
-  readonly path: string;
-  readonly entries: number;
-  readonly warnings: readonly { readonly path: string; readonly message: string }[];
-}
+/** What an unpacked archive did, and the real path of the directory it went into. */
+export type Unpacked = ArchiveResult & { readonly path: string };
 
 /** An upload's staged bytes, from its start to its publication. */
 export interface UploadStage {
@@ -148,10 +139,8 @@ export class WorldTransfer implements OwnerTransfer {
     if (dirname(source) === source || dirname(destination) === destination)
       throw new FsFailure('FS_PERMISSION_DENIED', `cannot ${doing}: the filesystem's root`);
     try {
-      const sourceParent = await this.#guard.take(dirname(source), source, { directory: true });
-      try {
-        const destinationParent = await this.#guard.take(dirname(destination), destination, { directory: true });
-        try {
+      return await withAnchor(this.#guard.take(dirname(source), source, { directory: true }), (sourceParent) =>
+        withAnchor(this.#guard.take(dirname(destination), destination, { directory: true }), async (destinationParent) => {
           const here = sourceParent.child(basename(source));
           const there = destinationParent.child(basename(destination));
           await lstat(here);
@@ -167,12 +156,8 @@ export class WorldTransfer implements OwnerTransfer {
             }
           }
           return { path: destination };
-        } finally {
-          await destinationParent.release();
-        }
-      } finally {
-        await sourceParent.release();
-      }
+        }),
+      );
     } catch (error) {
       const errno = errnoOf(error);
       if (errno === 'ENOTEMPTY') throw new FsFailure('FS_NOT_EMPTY', `cannot ${doing}: the directory there is not empty`, { cause: error, errno });
@@ -231,10 +216,8 @@ export class WorldTransfer implements OwnerTransfer {
       });
       if (there !== undefined && !there.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
       if (there !== undefined && !options.overwrite) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
-      const stage = directory.child(`.execworld-upload-${randomUUID()}`);
-      await mkdir(stage, { mode: 0o700 });
-      const handle = await open(`${stage}/content`, 'wx', 0o600);
-      await handle.close();
+      const stage = await makeStage(directory, '.execworld-upload-');
+      await stage.handle.close();
       return new StagedUpload({
         path: displayPath,
         directory,
@@ -312,15 +295,11 @@ export class WorldTransfer implements OwnerTransfer {
       const unpacked = await unpackArchive(
         body,
         anchor.via,
-        async (path, target) => {
-          // The link's directory, held and checked against the root as any path is, then the link made in it.
-          const parent = await this.#guard.take(join(anchor.via, dirname(path)), displayPath, { directory: true });
-          try {
-            await symlink(target, parent.child(basename(path)));
-          } finally {
-            await parent.release();
-          }
-        },
+        // The link's directory, held and checked against the root as any path is, then the link made in it.
+        (path, target) =>
+          withAnchor(this.#guard.take(join(anchor.via, dirname(path)), displayPath, { directory: true }), (parent) =>
+            symlink(target, parent.child(basename(path))),
+          ),
         signal,
       );
       return { path: anchor.real, ...unpacked };

@@ -284,8 +284,8 @@ export class WorkerTransfer implements OwnerTransfer {
       offset: () => worker.call('stageOffset', staged.id),
       append: async (offset, body) => {
         const sink = await worker.call<number>('stageAppend', staged.id, offset);
-        await intoSink(worker, sink, body);
-        return worker.call('stageOffset', staged.id);
+        // The append answers the offset it left; a body cut off answers nothing, and the offset is asked for.
+        return (await intoSink<number | undefined>(worker, sink, body)) ?? worker.call('stageOffset', staged.id);
       },
       complete: (expected) => worker.call('stageComplete', staged.id, expected),
       discard: () => worker.call('stageDiscard', staged.id),

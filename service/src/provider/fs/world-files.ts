@@ -22,10 +22,9 @@
  * anchor.ts, text decoding in text.ts.
  * @module
  */
-import { randomUUID } from 'node:crypto';
 import { createReadStream, type BigIntStats } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { link, lstat, mkdir, open, readdir, readFile, realpath, rename, rm, stat } from 'node:fs/promises';
+import { lstat, open, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { TextDecoder } from 'node:util';
@@ -45,6 +44,7 @@ import { TextStreamDecoder } from '@execworld/sdk/fs';
 import { PathGuard, type Anchor } from './anchor.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { absolutePath, isAbsence, kindOf, versionOf } from './facts.ts';
+import { makeStage, place, removeStage } from './staging.ts';
 import { applyEdit, BINARY_SAMPLE_BYTES, decodeText, lineEndingsOf, rejectBinaryHead, toLf, withLineEndings } from './text.ts';
 
 export interface WorldFilesOptions {
@@ -527,11 +527,8 @@ export class WorldFiles implements FsProvider {
     displayPath: string,
     signal: AbortSignal | undefined,
   ): Promise<void> {
-    const stage = directory.child(`.execworld-${randomUUID()}`);
-    await mkdir(stage, { mode: 0o700 });
+    const { directory: stage, content: staged, handle } = await makeStage(directory, '.execworld-');
     try {
-      const staged = `${stage}/content`;
-      const handle = await open(staged, 'wx', 0o600);
       try {
         await handle.chmod(0o600);
         await handle.writeFile(bytes, signal === undefined ? {} : { signal });
@@ -546,19 +543,22 @@ export class WorldFiles implements FsProvider {
       checkAborted(signal, 'write');
       const destination = directory.child(name);
       if (!noReplace) {
-        await rename(staged, destination);
+        await place(staged, destination, true);
         return;
       }
+      let placed: boolean;
       try {
-        await link(staged, destination);
+        placed = await place(staged, destination, false);
       } catch (error) {
-        if (errnoOf(error) !== 'EEXIST') throw new FsFailure('FS_IO_ERROR', `cannot create "${displayPath}": ${(error as Error).message}`, { cause: error });
+        throw new FsFailure('FS_IO_ERROR', `cannot create "${displayPath}": ${(error as Error).message}`, { cause: error });
+      }
+      if (!placed) {
         const there = await lstat(destination).catch(() => undefined);
         if (there !== undefined && !there.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot create "${displayPath}": not a regular file`);
         throw new FsFailure('FS_NOT_OBSERVED', `cannot create "${displayPath}": it exists and was not read first`);
       }
     } finally {
-      await rm(stage, { recursive: true, force: true }).catch(() => undefined);
+      await removeStage(stage);
     }
   }
 }
