@@ -17,10 +17,10 @@
  * --help); serve exits 0 after SIGTERM or SIGINT once every session ended.
  * @module
  */
-import { readFileSync } from 'node:fs';
 import { isExecworldError } from '@execworld/sdk';
 import { clientHelp, describeFailure } from './cli/client.ts';
 import { CliError, FAILURE_STATUS, USAGE_STATUS, UsageError, type Command } from './cli/command.ts';
+import { packageVersion } from './version.ts';
 
 interface CommandEntry {
   readonly name: string;
@@ -69,10 +69,6 @@ when signal n ended it); any command exits 1 when execworld or the daemon
 failed (one line on stderr: execworld: CODE: message) and 2 for a usage error;
 serve exits 1 when the daemon cannot start.
 `;
-}
-
-function packageVersion(): string {
-  return (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 }
 
 /** The client options given before the command (`execworld --url … ps`), handed on to the command. */

@@ -1,16 +1,30 @@
 import { connect, type RemoteProcess, type RemoteTerminal } from '@execworld/sdk';
 import { ALICE, startDaemon } from '../helpers/daemon.ts';
 import { definePagerContract } from './pager-contract.ts';
+import { defineProcessContract, LINUX_WORLD } from './process-contract.ts';
 import { defineRuntimeContract } from './runtime-contract.ts';
 
-defineRuntimeContract(
+defineRuntimeContract('RemoteRuntime over a daemon on 127.0.0.1', async () => {
+  const daemon = await startDaemon();
+  const runtime = await connect(daemon.url, { token: ALICE });
+  return {
+    runtime,
+    resize: (terminal, cols, rows) => (terminal as RemoteTerminal).resize(cols, rows),
+    started: async (handle) => (await (handle as RemoteProcess).started.catch(() => ({ pid: -1 }))).pid,
+    close: async () => {
+      await runtime.dispose();
+      await daemon.close();
+    },
+  };
+});
+
+defineProcessContract(
   'RemoteRuntime over a daemon on 127.0.0.1',
   async () => {
     const daemon = await startDaemon();
     const runtime = await connect(daemon.url, { token: ALICE });
     return {
       runtime,
-      resize: (terminal, cols, rows) => (terminal as RemoteTerminal).resize(cols, rows),
       started: async (handle) => (await (handle as RemoteProcess).started.catch(() => ({ pid: -1 }))).pid,
       close: async () => {
         await runtime.dispose();
@@ -18,7 +32,7 @@ defineRuntimeContract(
       },
     };
   },
-  { pidAtSpawn: 'after-start', spawnFailure: 'catalog' },
+  { ...LINUX_WORLD, pidAtSpawn: 'after-start', spawnFailure: 'catalog' },
 );
 
 definePagerContract('RemoteRuntime over a daemon on 127.0.0.1', async () => {

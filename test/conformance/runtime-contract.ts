@@ -1,28 +1,14 @@
 /**
- * The provider conformance suite: every seam scenario of the contract (§1.8,
- * §7), run against each runtime. Where runtimes differ on purpose the
- * difference is declared in {@link RuntimeTraits}, never skipped in a body.
+ * The terminal part of the conformance suite: every terminal scenario of the
+ * contract (§1.5, §1.7, §1.8, §2.5, §7) and disposal, run against each POSIX
+ * runtime. The process part, which also runs in a Windows world, is
+ * `process-contract.ts`.
  */
-import { readFileSync, statSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalHandle } from '@execworld/sdk/seam';
 import { asleepInForeground, sessionPids } from '../helpers/proc.ts';
 import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
 import { collect, pidAlive, sleep, waitFor } from '../helpers/wait.ts';
-
-export interface RuntimeTraits {
-  /**
-   * 'immediate': `pid` is the real pid when `spawn` returns. 'after-start': it is
-   * -1 until the provider acknowledged the spawn (a remote runtime), then real.
-   */
-  readonly pidAtSpawn: 'immediate' | 'after-start';
-  /**
-   * How `done` names a spawn that failed. 'errno': its `code` is the operating
-   * system's (ENOENT), as Node's own error. 'catalog': its `code` is the daemon
-   * catalog's (EXECUTABLE_NOT_FOUND, CWD_NOT_FOUND) and the errno is in `errno`.
-   */
-  readonly spawnFailure: 'errno' | 'catalog';
-}
 
 export interface RuntimeUnderTest {
   readonly runtime: SubprocessRuntime & { dispose(): Promise<void> };
@@ -44,7 +30,7 @@ const sh = (script: string, extra: Partial<SubprocessSpawnSpec> = {}): Subproces
 const stdoutOf = (handle: SubprocessHandle): string => handle.collected.stdout!.readFrom(0).text;
 const TERMINAL = { cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 };
 
-export function defineRuntimeContract(name: string, make: () => Promise<RuntimeUnderTest>, traits: RuntimeTraits): void {
+export function defineRuntimeContract(name: string, make: () => Promise<RuntimeUnderTest>): void {
   describe(`${name}: seam contract`, () => {
     let subject: RuntimeUnderTest;
     let runtime: RuntimeUnderTest['runtime'];
@@ -53,195 +39,6 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
       runtime = subject.runtime;
     });
     afterAll(() => subject.close());
-
-    describe('resolveExecutable', () => {
-      it('verifies absolute paths and looks bare names up on PATH', async () => {
-        await expect(runtime.resolveExecutable('/bin/sh')).resolves.toBe('/bin/sh');
-        await expect(runtime.resolveExecutable('sh')).resolves.toMatch(/\/sh$/);
-        await expect(runtime.resolveExecutable('/definitely/missing')).rejects.toThrow(/is not an executable file/);
-        await expect(runtime.resolveExecutable('/tmp')).rejects.toThrow(/is not an executable file/);
-        await expect(runtime.resolveExecutable('definitely-missing-tool', { PATH: '' })).rejects.toThrow(/was not found on PATH/);
-      });
-
-      it('rejects relative paths, empty commands, and an abort with exactly its reason', async () => {
-        await expect(runtime.resolveExecutable('./bin/x')).rejects.toThrow(/is a relative path/);
-        await expect(runtime.resolveExecutable('')).rejects.toThrow(/must be non-empty/);
-        await expect(runtime.resolveExecutable('sh', undefined, AbortSignal.abort('stop'))).rejects.toBe('stop');
-      });
-    });
-
-    describe('spawn', () => {
-      it.each([0, -1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31])('throws synchronously for graceMs %s', (graceMs) => {
-        expect(() => runtime.spawn(sh('true', { graceMs }))).toThrow(/graceMs must be a positive finite number no greater than/);
-      });
-
-      it('throws synchronously for an empty program and an aborted signal', () => {
-        expect(() => runtime.spawn(sh('', { argv: [] }))).toThrow(/expected a non-empty program name at argv\[0\]/);
-        expect(() => runtime.spawn(sh('', { argv: [''] }))).toThrow(/expected a non-empty program name at argv\[0\]/);
-        expect(() => runtime.spawn(sh('true', { signal: AbortSignal.abort('too late') }))).toThrow('aborted before spawn: too late');
-        const reasonless = { aborted: true, reason: undefined, addEventListener() {}, removeEventListener() {} } as unknown as AbortSignal;
-        expect(() => runtime.spawn(sh('true', { signal: reasonless }))).toThrow('aborted before spawn: aborted');
-      });
-
-      it('throws synchronously for environment entries no process can carry', () => {
-        expect(() => runtime.spawn(sh('true', { env: { 'A=B': 'x' } }))).toThrow('env name "A=B" is not valid');
-        expect(() => runtime.spawn(sh('true', { env: { NAME: 'a\0b' } }))).toThrow('env.NAME must not contain a NUL character');
-      });
-
-      it(`returns at once with ${traits.pidAtSpawn === 'immediate' ? 'the real pid' : 'pid -1, then the real pid'}`, async () => {
-        const handle = runtime.spawn(sh('exit 0'));
-        if (traits.pidAtSpawn === 'immediate') expect(handle.pid).toBeGreaterThan(0);
-        else expect(handle.pid).toBe(-1);
-        const pid = await subject.started(handle);
-        expect(pid).toBeGreaterThan(0);
-        expect(handle.pid).toBe(pid);
-        await handle.done;
-      });
-
-      it('never interprets argv through a shell', async () => {
-        const handle = runtime.spawn({ argv: ['printf', '%s', '$HOME'], cwd: '/tmp', stdio: collectBoth, graceMs: 1000 });
-        await handle.done;
-        expect(stdoutOf(handle)).toBe('$HOME');
-      });
-
-      it('reports exit codes and raw signals', async () => {
-        await expect(runtime.spawn(sh('exit 42')).done).resolves.toEqual({ exitCode: 42, signal: null });
-        await expect(runtime.spawn(sh('kill -TERM $$')).done).resolves.toEqual({ exitCode: null, signal: 'SIGTERM' });
-      });
-
-      it('rejects done for a missing program and a missing cwd; waitForExit is true at once', async () => {
-        const missing = runtime.spawn(sh('', { argv: ['/definitely/missing/program'] }));
-        await expect(missing.done).rejects.toMatchObject(
-          traits.spawnFailure === 'errno' ? { code: 'ENOENT' } : { code: 'EXECUTABLE_NOT_FOUND', errno: 'ENOENT' },
-        );
-        const badCwd = runtime.spawn(sh('true', { cwd: '/definitely/missing/dir' }));
-        await expect(badCwd.done).rejects.toThrow(/ENOENT/);
-        await expect(badCwd.done).rejects.toMatchObject({ code: 'CWD_NOT_FOUND' });
-        await expect(badCwd.waitForExit()).resolves.toBe(true);
-        expect(badCwd.pid).toBe(-1);
-      });
-
-      it('runs with the scrubbed environment plus explicit entries and tombstones', async () => {
-        vi.stubEnv('EXECWORLD_CONTRACT_PROBE', 'v');
-        vi.stubEnv('DSH_STALE', 'old');
-        vi.stubEnv('EXECWORLD_CONTRACT_TOKEN', 'secret');
-        const handle = runtime.spawn(
-          sh(
-            'echo "${EXECWORLD_CONTRACT_PROBE:-absent} ${DSH_STALE:-absent} ${EXECWORLD_CONTRACT_TOKEN:-absent} $DSH_SHELL $DSH_SESSION_ID $EXPLICIT_OVERRIDE_PASSWORD"',
-            {
-              env: { EXECWORLD_CONTRACT_PROBE: undefined, DSH_SHELL: '1', DSH_SESSION_ID: 's', EXPLICIT_OVERRIDE_PASSWORD: 'x' },
-            },
-          ),
-        );
-        await handle.done;
-        expect(stdoutOf(handle)).toBe('absent absent absent 1 s x\n');
-      });
-
-      it("gives 'ignore' stdin as a character device at EOF", async () => {
-        const cat = runtime.spawn({ argv: ['cat'], cwd: '/tmp', stdio: collectBoth, graceMs: 1000 });
-        await expect(cat.done).resolves.toEqual({ exitCode: 0, signal: null });
-        const probe = runtime.spawn(sh('test -c /dev/stdin && echo char'));
-        await probe.done;
-        expect(stdoutOf(probe)).toBe('char\n');
-      });
-
-      it('writes batch stdin and closes it; EPIPE from a child that does not read is swallowed', async () => {
-        const batch = runtime.spawn(sh('cat', { stdio: { ...collectBoth, stdin: { data: 'batch\n' } } }));
-        expect(batch.stdin).toBeUndefined();
-        await batch.done;
-        expect(stdoutOf(batch)).toBe('batch\n');
-        const big = runtime.spawn(sh('exit 7', { stdio: { ...collectBoth, stdin: { data: 'x'.repeat(1 << 20) } } }));
-        await expect(big.done).resolves.toEqual({ exitCode: 7, signal: null });
-      });
-
-      it('hands pipe streams over and exposes readers exactly for collected streams', async () => {
-        const handle = runtime.spawn({ argv: ['cat'], cwd: '/tmp', stdio: { stdin: 'pipe', stdout: 'pipe', stderr: { maxBytes: 100 } }, graceMs: 1000 });
-        expect(handle.stdout).toBeDefined();
-        expect(handle.stdin).toBeDefined();
-        expect(handle.collected.stdout).toBeUndefined();
-        expect(handle.collected.stderr).toBeDefined();
-        const out = collect(handle.stdout!);
-        handle.stdin!.end('x\n');
-        await handle.done;
-        await waitFor('pipe output', () => out.text() === 'x\n');
-      });
-
-      it('keeps a 500-byte tail of 200 lines, with the whole stream in a private spill file', async () => {
-        const handle = runtime.spawn(
-          sh('i=1; while [ $i -le 200 ]; do printf "line-%04d\\n" $i; i=$((i+1)); done', {
-            stdio: { stdin: 'ignore', stdout: { maxBytes: 500, spill: { maxBytes: 1 << 20 } }, stderr: 'pipe' },
-          }),
-        );
-        await handle.done;
-        const read = handle.collected.stdout!.readFrom(0);
-        expect(read).toMatchObject({ nextOffset: 2000, lossy: true });
-        expect(read.text).toContain('line-0200');
-        expect(read.text).not.toContain('line-0001');
-        expect(Buffer.byteLength(read.text)).toBe(500);
-        expect(handle.collected.stdout!.readFrom(1990)).toMatchObject({ text: 'line-0200\n', lossy: false });
-        const spill = readFileSync(read.spillPath!, 'utf8');
-        expect(spill.length).toBe(2000);
-        expect(spill).toContain('line-0001');
-        expect(statSync(read.spillPath!).mode & 0o777).toBe(0o600);
-      });
-
-      it('settles at most graceMs after exit while a descendant holds the collected pipe', async () => {
-        const started = Date.now();
-        const handle = runtime.spawn(sh('sleep 30 & echo started', { graceMs: 300 }));
-        await expect(handle.done).resolves.toEqual({ exitCode: 0, signal: null });
-        // Far below the descendant's 30 s, which done would wait out without the grace; far above any start.
-        expect(Date.now() - started).toBeLessThan(20_000);
-        expect(stdoutOf(handle)).toBe('started\n');
-        // A fixed wait is right here: the tree must not be seen gone while sleep 30 lives.
-        await expect(handle.waitForExit(AbortSignal.timeout(100))).resolves.toBe(false);
-        handle.terminate();
-        await expect(handle.waitForExit()).resolves.toBe(true);
-      });
-
-      it('escalates to SIGKILL when SIGTERM is ignored', async () => {
-        const handle = runtime.spawn(sh("trap '' TERM; echo ready; while :; do sleep 0.05; done", { graceMs: 200 }));
-        await waitFor('ready', () => stdoutOf(handle).includes('ready'));
-        handle.terminate();
-        await expect(handle.done).resolves.toEqual({ exitCode: null, signal: 'SIGKILL' });
-      });
-
-      it('ends the whole group, grandchildren included; a second terminate is the same ladder', async () => {
-        const handle = runtime.spawn(sh('sleep 60 & echo $!; wait', { graceMs: 2000 }));
-        await waitFor('grandchild pid', () => /\d+\n/.test(stdoutOf(handle)));
-        const grandchild = Number(stdoutOf(handle).trim());
-        expect(pidAlive(grandchild)).toBe(true);
-        handle.terminate();
-        handle.terminate();
-        await expect(handle.done).resolves.toEqual({ exitCode: null, signal: 'SIGTERM' });
-        await expect(handle.waitForExit()).resolves.toBe(true);
-        expect(pidAlive(grandchild)).toBe(false);
-      });
-
-      it('keeps a TERM-trapping helper owned after the leader exits, until terminate', async () => {
-        const handle = runtime.spawn(sh("(trap '' TERM; while :; do sleep 0.05; done) > /dev/null 2>&1 & echo $!", { graceMs: 200 }));
-        await handle.done;
-        const helper = Number(stdoutOf(handle).trim());
-        expect(pidAlive(helper)).toBe(true);
-        await expect(handle.waitForExit(AbortSignal.timeout(150))).resolves.toBe(false);
-        handle.terminate();
-        await expect(handle.waitForExit()).resolves.toBe(true);
-        expect(pidAlive(helper)).toBe(false);
-      });
-
-      it('terminates on abort, and ignores an abort after settlement', async () => {
-        const controller = new AbortController();
-        const handle = runtime.spawn(sh('sleep 30', { signal: controller.signal }));
-        await subject.started(handle);
-        await sleep(50);
-        controller.abort('stop');
-        await expect(handle.done).resolves.toEqual({ exitCode: null, signal: 'SIGTERM' });
-        const late = new AbortController();
-        const done = runtime.spawn(sh('exit 3', { signal: late.signal }));
-        await expect(done.done).resolves.toEqual({ exitCode: 3, signal: null });
-        late.abort();
-        await expect(done.waitForExit()).resolves.toBe(true);
-      });
-    });
 
     describe('terminals', () => {
       it('proves the prompt, cat, read and python3 wait for input, and sleep does not', async () => {

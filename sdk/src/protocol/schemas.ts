@@ -360,12 +360,14 @@ export const Health = z
       exactInputWait: z.boolean().meta({ description: 'Terminals prove input waits from /proc.' }),
       processes: z.boolean(),
       websocket: z.boolean(),
-      containment: z.enum(['cgroup', 'subreaper', 'none']).meta({
+      containment: z.enum(['cgroup', 'subreaper', 'job', 'none']).meta({
         description:
           "How sessions are contained. cgroup: each session's processes live in a cgroup of their own, so terminate " +
           'ends everything they started, even what detached (setsid), and a tree is reported gone only when its ' +
           'cgroup is empty. subreaper: no cgroup could be made; orphaned descendants are reparented to the daemon ' +
-          'and tracked by identity. none: a process tree is its process group, a terminal its POSIX session.',
+          "and tracked by identity. job (Windows): each session's processes live in a Job Object of their own, ended " +
+          'whole and closed with the daemon. none: a process tree is its process group (Windows: its taskkill /T tree), ' +
+          'a terminal its POSIX session.',
       }),
     }),
   })

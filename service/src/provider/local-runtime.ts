@@ -16,6 +16,8 @@ import { resolveExecutable, terminalProgramExists } from './resolve-executable.t
 import { asUser, userEnvironment, type RunAs } from './run-as.ts';
 import { SessionCells } from './session-cells.ts';
 import { MAX_TERMINAL_SIZE, type LocalTerminal } from './terminal.ts';
+import type { Kernel32 } from './win32/kernel32.ts';
+import type { Taskkill } from './win32/processes.ts';
 import { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, assertPositiveInteger, assertProgram, cwdError } from './validate.ts';
 
 export interface LocalRuntimeOptions {
@@ -41,8 +43,10 @@ export interface LocalRuntimeOptions {
   readonly inspector?: ProcessInspector;
   /** Test hook: the platform whose rules apply (its strategy in `platform/`). @default process.platform */
   readonly platform?: NodeJS.Platform;
-  /** Test hook: how the Windows strategy ends a process tree. @default `taskkill /PID <pid> /T /F` */
-  readonly taskkill?: (pid: number) => void;
+  /** Test hook: how the Windows strategy ends a process tree that has no job. @default `taskkill /PID <pid> /T`, `/F` when forced */
+  readonly taskkill?: Taskkill;
+  /** Test hook: the Windows system calls. @default kernel32 through koffi */
+  readonly kernel32?: Kernel32;
   /**
    * How each terminal and process tree is contained, so that nothing it starts
    * outlives it: `cgroup`, `subreaper`, `none`, a containment made with
@@ -84,8 +88,8 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
 
   constructor(options: LocalRuntimeOptions = {}) {
     this.#options = options;
-    const injected = options.platform !== undefined || options.taskkill !== undefined;
-    this.#platform = injected ? platformFor(options.platform ?? process.platform, { taskkill: options.taskkill }) : hostPlatform;
+    const injected = options.platform !== undefined || options.taskkill !== undefined || options.kernel32 !== undefined;
+    this.#platform = injected ? platformFor(options.platform ?? process.platform, { taskkill: options.taskkill, kernel32: options.kernel32 }) : hostPlatform;
     this.platform = this.#platform.name;
     this.#spill = new SpillDirectory({
       ...(options.spillParent !== undefined ? { parent: options.spillParent } : {}),

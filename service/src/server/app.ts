@@ -22,6 +22,7 @@ import { SessionRegistry } from './sessions/registry.ts';
 import { WebSocketHub } from './ws.ts';
 import { registerFileRoutes } from './file-routes.ts';
 import { UploadRegistry } from './uploads.ts';
+import { packageVersion } from '../version.ts';
 
 export const CONNECT_PATH = '/v1/connect';
 
@@ -68,11 +69,6 @@ class QuietRequests extends LogController {
   override requestCompleted(error: Error | null, request: FastifyRequest, reply: { elapsedTime: number; statusCode: number }): void {
     request.log.debug({ statusCode: reply.statusCode, responseTime: reply.elapsedTime, err: error ?? undefined }, 'request completed');
   }
-}
-
-export function packageVersion(): string {
-  const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return manifest.version;
 }
 
 /** Query strings are text; integers and booleans are turned into their values before validation. */

@@ -48,9 +48,9 @@ const SETTINGS = {
   containment: {
     flag: 'containment',
     env: 'EXECWORLD_CONTAINMENT',
-    schema: z.enum(['auto', 'cgroup', 'subreaper', 'none']),
+    schema: z.enum(['auto', 'cgroup', 'subreaper', 'job', 'none']),
     default: 'auto',
-    help: 'how sessions are contained: cgroup (a cgroup v2 per session), subreaper, none, or auto: a cgroup where one can be made, else the subreaper',
+    help: 'how sessions are contained: cgroup (a cgroup v2 per session), subreaper, job (Windows: a Job Object per session), none, or auto: a cgroup where one can be made, else the subreaper; a job on Windows',
   },
   tlsCert: {
     flag: 'tls-cert',

@@ -72,6 +72,11 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     journal: recorder,
   });
   const recover = async (): Promise<void> => {
+    if (containment.mode === 'job') {
+      // A job ends with the daemon that holds it (kill-on-close): nothing of a dead daemon is left to recover.
+      log.info({ containment: containment.mode }, 'sessions are contained: job');
+      return;
+    }
     if (self === undefined) {
       log.info(
         { containment: containment.mode, reason: selection.cgroupUnavailable },

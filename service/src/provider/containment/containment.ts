@@ -10,12 +10,15 @@
  * - `subreaper` (Linux, where no cgroup can be made): the host process is a
  *   child subreaper, so orphaned descendants are reparented to it and stay
  *   findable; each session tracks the identities of what it was seen to start.
+ * - `job` (Windows): each session's processes are in a Job Object of their
+ *   own with kill-on-close; it is ended whole (`TerminateJobObject`), and
+ *   closed with the daemon.
  * - `none`: no containment beyond the process group / session rules of the
  *   handles themselves.
  * @module
  */
 
-export type ContainmentMode = 'cgroup' | 'subreaper' | 'none';
+export type ContainmentMode = 'cgroup' | 'subreaper' | 'job' | 'none';
 
 /** One session's container: a cgroup, or the set of processes tracked for it. */
 export interface SessionCell {

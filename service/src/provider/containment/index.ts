@@ -6,9 +6,19 @@
 import { hostCgroupContainment } from './cgroup.ts';
 import { NO_CONTAINMENT, type Containment, type ContainmentMode } from './containment.ts';
 import { hostSubreaperContainment } from './subreaper.ts';
+import { JobObjectContainment } from './job-object.ts';
+import { loadKernel32 } from '../win32/kernel32.ts';
+import { WindowsProcesses } from '../win32/processes.ts';
 
 export type { Containment, ContainmentMode, SessionCell } from './containment.ts';
 export { NO_CONTAINMENT } from './containment.ts';
+export { JobObjectContainment } from './job-object.ts';
+
+/** Job Objects through the host's kernel32. @throws where kernel32 cannot be loaded (not Windows). */
+function hostJobContainment(): Containment {
+  const kernel32 = loadKernel32();
+  return new JobObjectContainment(kernel32, new WindowsProcesses(kernel32));
+}
 
 /** What a runtime asks for: a mode, or `auto` for the best one this host allows. */
 export type ContainmentChoice = 'auto' | ContainmentMode;
@@ -34,7 +44,8 @@ export interface SelectOptions {
 
 /**
  * The containment for `choice`. `auto` takes a cgroup where one can be made,
- * else the subreaper when `subreaperFallback`, else none.
+ * else the subreaper when `subreaperFallback`, else none; on Windows a Job
+ * Object per session.
  * @throws when an explicit `cgroup` or `subreaper` is not possible here.
  */
 export function selectContainment(choice: ContainmentChoice, options: SelectOptions = {}): ContainmentSelection {
@@ -49,7 +60,17 @@ export function selectContainment(choice: ContainmentChoice, options: SelectOpti
     case 'subreaper':
       if (platform !== 'linux') throw new Error(`subreaper containment is Linux only, not ${platform}`);
       return { containment: subreaper() };
+    case 'job':
+      if (platform !== 'win32') throw new Error(`job containment is Windows only, not ${platform}`);
+      return { containment: hostJobContainment() };
     case 'auto': {
+      if (platform === 'win32' && process.platform === 'win32') {
+        try {
+          return { containment: hostJobContainment() };
+        } catch (error) {
+          return { containment: NO_CONTAINMENT, cgroupUnavailable: `no Job Objects: ${(error as Error).message}` };
+        }
+      }
       if (platform !== 'linux') return { containment: NO_CONTAINMENT, cgroupUnavailable: `not Linux (${platform})` };
       let reason: string;
       try {

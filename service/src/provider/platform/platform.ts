@@ -9,6 +9,8 @@ import type { ChildProcess } from 'node:child_process';
 import type { SessionCell } from '../containment/containment.ts';
 import type { ProcessInspector } from '../inspect/inspector.ts';
 import type { LocalTerminal, TerminalOptions } from '../terminal.ts';
+import type { Kernel32 } from '../win32/kernel32.ts';
+import type { Taskkill } from '../win32/processes.ts';
 
 /** What a tree control sees of one managed process tree, read when asked. */
 export interface ManagedTree {
@@ -88,6 +90,8 @@ export interface Platform {
 
 /** Test hooks of a platform's strategy. */
 export interface PlatformOverrides {
-  /** How a Windows process tree is ended. @default `taskkill /PID <pid> /T /F` */
-  readonly taskkill?: ((pid: number) => void) | undefined;
+  /** How a Windows process tree is ended where it has no job. @default `taskkill /PID <pid> /T`, `/F` when forced */
+  readonly taskkill?: Taskkill | undefined;
+  /** The Windows system calls. @default kernel32 through koffi */
+  readonly kernel32?: Kernel32 | undefined;
 }

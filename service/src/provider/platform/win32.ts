@@ -1,33 +1,45 @@
 /**
- * Windows: a process tree is the top-level process's tree, ended with
- * `taskkill /T /F`; environment names are case-insensitive; PATH is
- * `;`-separated and a name without an extension is tried with each PATHEXT
- * extension. Terminals and process inspection are not implemented yet.
+ * Windows: a process tree is the Job Object its session's cell is (see
+ * `containment/job-object.ts`), or, where no job could be made, the top-level
+ * process's tree ended with `taskkill /T /F`, as the reference does.
+ * Environment names are case-insensitive; PATH is `;`-separated and a name
+ * without an extension is tried with each PATHEXT extension.
  * @module
  */
-import { spawnSync } from 'node:child_process';
 import { win32 as path } from 'node:path';
 import { lookupEnvironment } from '@execworld/sdk/seam';
 import { ProviderError } from '../errors.ts';
-import { createInspector } from '../inspect/index.ts';
+import { Win32Inspector } from '../inspect/win32.ts';
 import { relativeCommandError } from '../resolve-executable.ts';
+import { hostTaskkill, WindowsProcesses, type Taskkill } from '../win32/processes.ts';
 import type { Platform, PlatformOverrides, TerminalBackend, TreeControl } from './platform.ts';
 
 const DEFAULT_PATHEXT = '.COM;.EXE;.BAT;.CMD';
 
-function taskkill(pid: number): void {
-  // Every outcome is ignored: an absent tree, status 128, a missing binary.
-  spawnSync('taskkill', ['/PID', String(pid), '/T', '/F'], { stdio: 'ignore', windowsHide: true });
-}
-
-/** The tree is the top-level process's own: it is not detached, and no cell holds it. */
-function taskkillTree(kill: (pid: number) => void): TreeControl {
+/**
+ * The tree is its job when its session has one, else the top-level process's own tree. Windows
+ * has no signal a console program can be asked to end by: every signal ends the tree by force
+ * (exit code 1), the job whole, escapees included.
+ */
+function jobTree(taskkill: Taskkill): TreeControl {
   return {
     detached: false,
-    takesCells: false,
-    // taskkill /F has no gentler form: every signal ends the tree.
-    signal: (tree) => kill(tree.pid),
-    alive: (tree) => !tree.rootExited(),
+    takesCells: true,
+    signal(tree) {
+      if (tree.cell !== undefined) {
+        tree.cell.kill();
+        return;
+      }
+      taskkill(tree.pid, true);
+      // Where taskkill cannot end it (missing, or without /T as under Wine), the top-level process
+      // is ended through Node's own handle of it, which names no other process.
+      try {
+        tree.child?.kill('SIGKILL');
+      } catch (_error) {
+        // Already gone.
+      }
+    },
+    alive: (tree) => (tree.cell === undefined ? !tree.rootExited() : !tree.cell.isEmpty()),
   };
 }
 
@@ -39,6 +51,8 @@ const noTerminals: TerminalBackend = { available: false, assertSupported: noTerm
 
 /** The rules of Windows. */
 export function win32Platform(overrides: PlatformOverrides = {}): Platform {
+  const taskkill = overrides.taskkill ?? hostTaskkill;
+  const kernel32 = overrides.kernel32;
   return {
     name: 'win32',
     caseInsensitiveEnv: true,
@@ -49,11 +63,11 @@ export function win32Platform(overrides: PlatformOverrides = {}): Platform {
       const extensions = path.extname(command) === '' ? (lookupEnvironment(env, 'PATHEXT', true) ?? DEFAULT_PATHEXT).split(';').filter(Boolean) : [''];
       return directories.flatMap((directory) => extensions.map((extension) => path.resolve(cwd, directory, command + extension)));
     },
-    createInspector: () => createInspector('win32'),
+    createInspector: () => (kernel32 === undefined ? new Win32Inspector() : new Win32Inspector(() => new WindowsProcesses(kernel32, taskkill))),
     sealDescriptors() {
       // Nothing to seal: close-on-exec is a POSIX matter.
     },
-    tree: taskkillTree(overrides.taskkill ?? taskkill),
+    tree: jobTree(taskkill),
     terminals: noTerminals,
   };
 }

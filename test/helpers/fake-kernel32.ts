@@ -1,0 +1,169 @@
+/**
+ * A Windows process table for the tests that run where Windows does not: the
+ * {@link Kernel32} calls answered from a small model that behaves as Windows
+ * was seen to (a Toolhelp32 table, creation FILETIMEs, zero-time waits, jobs
+ * inherited by children with no breakaway, kill-on-close, recycled pids),
+ * with switches for what goes wrong (invalid handles, failed calls).
+ */
+import { WAIT_OBJECT_0, WAIT_TIMEOUT, type Handle, type Kernel32, type ProcessEntry } from '../../service/src/provider/win32/kernel32.ts';
+
+export interface FakeProcess {
+  pid: number;
+  ppid: number;
+  name: string;
+  created: bigint;
+  running: boolean;
+  exitCode: number | undefined;
+  jobs: Set<number>;
+}
+
+interface OpenHandle {
+  kind: 'process' | 'job';
+  process?: FakeProcess;
+  job?: number;
+}
+
+export class FakeKernel32 implements Kernel32 {
+  /** Every process ever created, newest last; a recycled pid has several. */
+  readonly processes: FakeProcess[] = [];
+  readonly jobs = new Map<number, { killOnClose: boolean; closed: boolean }>();
+  /** What OpenProcess answers instead of a handle, when set (null, 0, -1…). */
+  invalid: { readonly handle: Handle } | undefined;
+  /** What WaitForSingleObject answers instead of the truth, when set. */
+  waitResult: number | undefined;
+  /** Make CreateJobObject fail. */
+  failJobs = false;
+  /** Make AssignProcessToJobObject fail. */
+  failAssign = false;
+  /** Make the job process-list query fail. */
+  failJobQuery = false;
+  /** Handles open now: a test can check that every one was closed. */
+  readonly open = new Map<number, OpenHandle>();
+  #nextHandle = 4;
+  #nextJob = 1;
+  #clock = 133_000_000_000_000_000n;
+
+  /** A new running process; a child of a process in jobs is in those jobs (no breakaway). */
+  spawn(pid: number, ppid: number, name = 'node.exe'): FakeProcess {
+    this.#clock += 10_000n;
+    const parent = this.live(ppid);
+    const process: FakeProcess = { pid, ppid, name, created: this.#clock, running: true, exitCode: undefined, jobs: new Set(parent?.jobs ?? []) };
+    this.processes.push(process);
+    return process;
+  }
+
+  /** The running process with this pid, if any. */
+  live(pid: number): FakeProcess | undefined {
+    return this.processes.findLast((process) => process.pid === pid && process.running);
+  }
+
+  /** Ends `pid` as an exit of its own would. */
+  exit(pid: number, code = 0): void {
+    const process = this.live(pid);
+    if (process === undefined) return;
+    process.running = false;
+    process.exitCode = code;
+  }
+
+  processEntries(): ProcessEntry[] | undefined {
+    return this.processes.filter((process) => process.running).map(({ pid, ppid, name }) => ({ pid, ppid, name }));
+  }
+
+  OpenProcess(_access: number, pid: number): Handle {
+    if (this.invalid !== undefined) return this.invalid.handle;
+    // An exited process's object lives while someone holds it; here, the newest with the pid.
+    const process = this.processes.findLast((candidate) => candidate.pid === pid);
+    if (process === undefined) return null;
+    return this.#handle({ kind: 'process', process });
+  }
+
+  processCreationTime(handle: Handle): bigint | undefined {
+    return this.#get(handle)?.process?.created;
+  }
+
+  WaitForSingleObject(handle: Handle): number {
+    if (this.waitResult !== undefined) return this.waitResult;
+    const process = this.#get(handle)?.process;
+    if (process === undefined) return 0xffff_ffff;
+    return process.running ? WAIT_TIMEOUT : WAIT_OBJECT_0;
+  }
+
+  TerminateProcess(handle: Handle, exitCode: number): boolean {
+    const process = this.#get(handle)?.process;
+    if (process?.running !== true) return false;
+    process.running = false;
+    process.exitCode = exitCode;
+    return true;
+  }
+
+  CloseHandle(handle: Handle): boolean {
+    const open = this.#get(handle);
+    if (open === undefined) return false;
+    this.open.delete(handle as number);
+    if (open.kind === 'job') {
+      const job = this.jobs.get(open.job!)!;
+      job.closed = true;
+      if (job.killOnClose) for (const process of this.#members(open.job!)) this.#kill(process, 1);
+    }
+    return true;
+  }
+
+  CreateJobObject(): Handle {
+    if (this.failJobs) return null;
+    const id = this.#nextJob++;
+    this.jobs.set(id, { killOnClose: false, closed: false });
+    return this.#handle({ kind: 'job', job: id });
+  }
+
+  setKillOnJobClose(job: Handle): boolean {
+    const open = this.#get(job);
+    if (open?.kind !== 'job') return false;
+    this.jobs.get(open.job!)!.killOnClose = true;
+    return true;
+  }
+
+  AssignProcessToJobObject(job: Handle, handle: Handle): boolean {
+    const target = this.#get(job);
+    const process = this.#get(handle)?.process;
+    if (this.failAssign || target?.kind !== 'job' || process?.running !== true) return false;
+    process.jobs.add(target.job!);
+    return true;
+  }
+
+  jobProcessIds(job: Handle): number[] | undefined {
+    const open = this.#get(job);
+    if (this.failJobQuery || open?.kind !== 'job') return undefined;
+    return this.#members(open.job!).map((process) => process.pid);
+  }
+
+  TerminateJobObject(job: Handle, exitCode: number): boolean {
+    const open = this.#get(job);
+    if (open?.kind !== 'job') return false;
+    for (const process of this.#members(open.job!)) this.#kill(process, exitCode);
+    return true;
+  }
+
+  wineVersion(): string | undefined {
+    return undefined;
+  }
+
+  #members(job: number): FakeProcess[] {
+    return this.processes.filter((process) => process.running && process.jobs.has(job));
+  }
+
+  #kill(process: FakeProcess, code: number): void {
+    process.running = false;
+    process.exitCode = code;
+  }
+
+  #handle(open: OpenHandle): Handle {
+    const handle = this.#nextHandle;
+    this.#nextHandle += 4;
+    this.open.set(handle, open);
+    return handle;
+  }
+
+  #get(handle: Handle): OpenHandle | undefined {
+    return typeof handle === 'number' ? this.open.get(handle) : undefined;
+  }
+}
