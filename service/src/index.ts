@@ -5,6 +5,7 @@
 export { LocalRuntime } from './provider/local-runtime.ts';
 export type { LocalRuntimeOptions } from './provider/local-runtime.ts';
 export { LocalTerminal, TERMINAL_SIGNALS } from './provider/terminal.ts';
+export type { HostTerminal } from './provider/terminal.ts';
 export type { TerminalForeground } from './provider/terminal.ts';
 export { ManagedProcess } from './provider/process.ts';
 export type { SpawnHooks } from './provider/process.ts';

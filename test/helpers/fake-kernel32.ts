@@ -37,6 +37,8 @@ export class FakeKernel32 implements Kernel32 {
   failAssign = false;
   /** Make the job process-list query fail. */
   failJobQuery = false;
+  /** Called whenever a process ends, however it ended. */
+  readonly ended: ((process: FakeProcess) => void)[] = [];
   /** Handles open now: a test can check that every one was closed. */
   readonly open = new Map<number, OpenHandle>();
   #nextHandle = 4;
@@ -60,9 +62,7 @@ export class FakeKernel32 implements Kernel32 {
   /** Ends `pid` as an exit of its own would. */
   exit(pid: number, code = 0): void {
     const process = this.live(pid);
-    if (process === undefined) return;
-    process.running = false;
-    process.exitCode = code;
+    if (process !== undefined) this.#kill(process, code);
   }
 
   processEntries(): ProcessEntry[] | undefined {
@@ -91,8 +91,7 @@ export class FakeKernel32 implements Kernel32 {
   TerminateProcess(handle: Handle, exitCode: number): boolean {
     const process = this.#get(handle)?.process;
     if (process?.running !== true) return false;
-    process.running = false;
-    process.exitCode = exitCode;
+    this.#kill(process, exitCode);
     return true;
   }
 
@@ -152,8 +151,10 @@ export class FakeKernel32 implements Kernel32 {
   }
 
   #kill(process: FakeProcess, code: number): void {
+    if (!process.running) return;
     process.running = false;
     process.exitCode = code;
+    for (const listener of this.ended) listener(process);
   }
 
   #handle(open: OpenHandle): Handle {
@@ -165,5 +166,93 @@ export class FakeKernel32 implements Kernel32 {
 
   #get(handle: Handle): OpenHandle | undefined {
     return typeof handle === 'number' ? this.open.get(handle) : undefined;
+  }
+}
+
+/** What a fake pseudoconsole does, as recorded on Windows and in Wine. */
+export interface FakeConPtyBehaviour {
+  /** The pseudoconsole never reports the program's exit (a shell killed from outside). */
+  readonly silentExit?: boolean;
+  /** At start, ask for the cursor position and hold every later output until an answer is typed, as ConPTY does. */
+  readonly cursorRequest?: boolean;
+  /** What the program prints at start (after the cursor answer, when one is asked for). */
+  readonly banner?: string;
+}
+
+/** A cursor position report, `ESC [ row ; col R`. */
+const CURSOR_ANSWER = new RegExp(String.raw`\u001b\[\d+;\d+R`);
+
+/** A pseudoconsole over the fake process table: its program is a fake process, its input a record. */
+export class FakeConPty {
+  readonly pid: number;
+  readonly process: FakeProcess;
+  /** Everything typed into the console. */
+  readonly typed: string[] = [];
+  readonly sizes: [number, number][] = [];
+  closed = false;
+  paused = false;
+  #data: ((data: string) => void)[] = [];
+  #exit: ((exit: { exitCode: number }) => void)[] = [];
+  #held: string[] = [];
+  #answered: boolean;
+
+  constructor(kernel32: FakeKernel32, pid: number, behaviour: FakeConPtyBehaviour) {
+    this.pid = pid;
+    this.process = kernel32.spawn(pid, 100, 'pwsh.exe');
+    this.#answered = behaviour.cursorRequest !== true;
+    kernel32.ended.push((process) => {
+      if (process === this.process && behaviour.silentExit !== true)
+        queueMicrotask(() => this.#exit.forEach((listener) => listener({ exitCode: process.exitCode! })));
+    });
+    queueMicrotask(() => {
+      if (behaviour.cursorRequest === true) this.#emit('\x1b[6n', true);
+      if (behaviour.banner !== undefined) this.emit(behaviour.banner);
+    });
+  }
+
+  /** The program prints `data` (held back while the cursor request is unanswered). */
+  emit(data: string): void {
+    this.#emit(data, false);
+  }
+
+  onData(listener: (data: string) => void): void {
+    this.#data.push(listener);
+  }
+
+  onExit(listener: (exit: { exitCode: number }) => void): void {
+    this.#exit.push(listener);
+  }
+
+  write(data: string): void {
+    if (this.closed) throw new Error('the pseudoconsole is closed');
+    this.typed.push(data);
+    if (!this.#answered && CURSOR_ANSWER.test(data)) {
+      this.#answered = true;
+      for (const held of this.#held.splice(0)) this.#emit(held, false);
+    }
+  }
+
+  resize(cols: number, rows: number): void {
+    this.sizes.push([cols, rows]);
+  }
+
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    this.paused = false;
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  #emit(data: string, always: boolean): void {
+    if (!always && !this.#answered) {
+      this.#held.push(data);
+      return;
+    }
+    for (const listener of this.#data) listener(data);
   }
 }

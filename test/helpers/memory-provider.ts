@@ -160,7 +160,7 @@ export class MemoryProvider implements ExecutionProvider {
   disposed = false;
 
   constructor(capabilities: Partial<ProviderCapabilities> = {}) {
-    this.capabilities = { platform: 'linux', terminals: true, exactInputWait: false, containment: 'none', ...capabilities };
+    this.capabilities = { platform: 'linux', terminals: true, exactInputWait: false, containment: 'none', signals: true, ...capabilities };
   }
 
   resolveExecutable(command: string): Promise<string> {

@@ -4,7 +4,6 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LocalRuntime } from '@execworld/service';
 import { fileModesGuardPrivacy } from '../../service/src/platform-facts.ts';
 import type { SessionCell } from '../../service/src/provider/containment/containment.ts';
-import { ProviderError } from '../../service/src/provider/errors.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
 import { hostPlatform, platformFor, type ManagedTree } from '../../service/src/provider/platform/index.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
@@ -85,28 +84,6 @@ describe('platform selection', () => {
 });
 
 describe('the Windows strategy', () => {
-  it('refuses terminals with UNSUPPORTED, before anything is spawned', async () => {
-    const thrown = (() => {
-      try {
-        platformFor('win32').terminals.assertSupported();
-      } catch (error) {
-        return error;
-      }
-      return undefined;
-    })();
-    expect(thrown).toBeInstanceOf(ProviderError);
-    expect(thrown).toMatchObject({ code: 'UNSUPPORTED', message: 'terminals are not implemented on Windows yet' });
-    const windows = new LocalRuntime({ platform: 'win32' });
-    expect(windows.platform).toBe('win32');
-    expect(windows.capabilities).toMatchObject({ platform: 'win32', terminals: false, exactInputWait: false });
-    expect(new LocalRuntime({ platform: 'linux' }).capabilities).toMatchObject({ platform: 'linux', terminals: true });
-    await expect(windows.spawnTerminal({ argv: ['/bin/sh'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 100 })).rejects.toMatchObject({
-      code: 'UNSUPPORTED',
-    });
-    expect(windows.liveCount).toEqual({ processes: 0, terminals: 0 });
-    await windows.dispose();
-  });
-
   it('kills with the injected taskkill, and the tree lives exactly as long as its top-level process', async () => {
     const killed: number[] = [];
     const tree = platformFor('win32', { taskkill: (pid) => killed.push(pid) }).tree;
@@ -192,7 +169,7 @@ describe('the POSIX strategy, with real processes', () => {
 
   it('leaves an injected taskkill unused: it belongs to the Windows strategy', async () => {
     const taskkill = vi.fn();
-    const runtime = new LocalRuntime({ taskkill, containment: 'none' });
+    const runtime = new LocalRuntime({ windows: { taskkill }, containment: 'none' });
     expect(runtime.platform).toBe(process.platform);
     const handle = runtime.spawn({
       argv: ['/bin/sh', '-c', 'sleep 30'],

@@ -80,25 +80,21 @@ describe('spawn: termination', () => {
 });
 
 describe('spawn: Windows rules (injected platform)', () => {
-  it('ends the tree through taskkill, and an inert taskkill leaves the tree alive', async () => {
-    const killed: number[] = [];
-    const windows = new LocalRuntime({ platform: 'win32', taskkill: (pid) => killed.push(pid) });
+  it('without a job, ends the tree through taskkill /T /F and the top-level process through its own handle', async () => {
+    const killed: [number, boolean][] = [];
+    const windows = new LocalRuntime({ platform: 'win32', windows: { taskkill: (pid, force) => killed.push([pid, force]) } });
     const handle = windows.spawn(sh('sleep 30', { graceMs: 100 }));
     handle.terminate();
-    expect(killed).toEqual([handle.pid]);
-    // A fixed wait is right here: with an inert taskkill the tree must not be seen gone.
-    await expect(handle.waitForExit(AbortSignal.timeout(300))).resolves.toBe(false);
-    // The forced taskkill follows the 100 ms grace, on a timer a loaded machine may run late.
-    await waitFor('the forced taskkill', () => killed.length > 1);
-    expect(killed).toEqual([handle.pid, handle.pid]);
-    // Not detached on Windows: the child is no group leader.
-    process.kill(handle.pid, 'SIGKILL');
-    await handle.done;
+    expect(killed).toEqual([[handle.pid, true]]);
+    // Every signal ends a Windows tree by force: the first tier is the end.
+    await expect(handle.done).resolves.toEqual({ exitCode: null, signal: 'SIGKILL' });
+    await expect(handle.waitForExit()).resolves.toBe(true);
+    expect(killed).toHaveLength(1);
     await windows.dispose();
   });
 
   it('merges the environment case-insensitively', async () => {
-    const windows = new LocalRuntime({ platform: 'win32', ambientEnv: { PATH: process.env.PATH, Probe: 'ambient' }, taskkill: () => {} });
+    const windows = new LocalRuntime({ platform: 'win32', ambientEnv: { PATH: process.env.PATH, Probe: 'ambient' }, windows: { taskkill: () => {} } });
     expect(windows.childEnvironment({ PROBE: 'explicit' })).toEqual({ PATH: process.env.PATH, PROBE: 'explicit' });
     await windows.dispose();
   });

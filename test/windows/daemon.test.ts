@@ -67,7 +67,7 @@ describe('a daemon on Windows node.exe under Wine', () => {
     expect(health).toMatchObject({
       platform: 'win32',
       arch: 'x64',
-      capabilities: { processes: true, exactInputWait: false, containment: 'job' },
+      capabilities: { processes: true, terminals: true, exactInputWait: false, containment: 'job', signals: false, defaultShell: 'pwsh' },
     });
     expect(daemon.log()).toContain('"containment":"job"');
   });

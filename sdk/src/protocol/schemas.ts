@@ -357,7 +357,15 @@ export const Health = z
     arch: z.string(),
     capabilities: z.object({
       terminals: z.boolean(),
-      exactInputWait: z.boolean().meta({ description: 'Terminals prove input waits from /proc.' }),
+      exactInputWait: z
+        .boolean()
+        .meta({ description: 'Terminals prove input waits from /proc (Linux); elsewhere readiness falls back on prompts and silence.' }),
+      signals: z.boolean().meta({
+        description:
+          'Processes take signals. False on Windows: every signal of a process tree ends it by force ({exitCode: 1, signal: null}), ' +
+          "and a terminal's SIGINT is a Ctrl-C typed into its console.",
+      }),
+      defaultShell: z.enum(['bash', 'pwsh']).meta({ description: 'The dialect of a shell created without one: pwsh on Windows, bash elsewhere.' }),
       processes: z.boolean(),
       websocket: z.boolean(),
       containment: z.enum(['cgroup', 'subreaper', 'job', 'none']).meta({
@@ -382,7 +390,7 @@ export const ShellDialectName = z
 
 export const ShellCreate = z
   .strictObject({
-    dialect: ShellDialectName.default('bash'),
+    dialect: ShellDialectName.optional().meta({ description: "The shell language; the daemon's defaultShell (pwsh on Windows, bash elsewhere) when absent." }),
     cwd: Cwd,
     env: TerminalEnv.optional(),
     requestId: RequestId.optional(),

@@ -29,6 +29,7 @@ Options:
   --shell <id>         run in this shell (an id printed by --keep)
   --keep               keep the new shell and print its id on stderr
   --pwsh               a PowerShell 7 shell (pwsh on the daemon's PATH) instead of bash
+                       (a daemon on Windows runs PowerShell without it)
   --cwd <dir>          the new shell's working directory (default: this one)
   --env K=V            a variable of the new shell (repeatable)
   --timeout <ms>       interrupt the command (SIGINT) after this long
@@ -69,7 +70,8 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
     let id = values.shell;
     if (id === undefined) {
       const shell = await runtime.call('shell.create', {
-        dialect: values.pwsh === true ? 'pwsh' : 'bash',
+        // Without --pwsh the daemon's default: bash, or PowerShell on Windows.
+        ...(values.pwsh === true ? { dialect: 'pwsh' as const } : {}),
         cwd: values.cwd ?? process.cwd(),
         ...(env === undefined ? {} : { env }),
       });

@@ -38,6 +38,8 @@ export interface ProviderCapabilities {
   readonly exactInputWait: boolean;
   /** How sessions are contained, so that nothing they start outlives them. */
   readonly containment: ContainmentMode;
+  /** Whether processes take signals; false on Windows, where every signal of a tree ends it by force. */
+  readonly signals: boolean;
 }
 
 /**

@@ -10,14 +10,12 @@ import type { Containment, ContainmentChoice, ContainmentMode } from './containm
 import type { SessionRecorder } from './containment/journal.ts';
 import { ProviderError } from './errors.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
-import { hostPlatform, platformFor, type Platform } from './platform/index.ts';
+import { hostPlatform, platformFor, type Platform, type PlatformOverrides } from './platform/index.ts';
 import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
 import { resolveExecutable, terminalProgramExists } from './resolve-executable.ts';
 import { asUser, userEnvironment, type RunAs } from './run-as.ts';
 import { SessionCells } from './session-cells.ts';
-import { MAX_TERMINAL_SIZE, type LocalTerminal } from './terminal.ts';
-import type { Kernel32 } from './win32/kernel32.ts';
-import type { Taskkill } from './win32/processes.ts';
+import { MAX_TERMINAL_SIZE, type HostTerminal } from './terminal.ts';
 import { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, assertPositiveInteger, assertProgram, cwdError } from './validate.ts';
 
 export interface LocalRuntimeOptions {
@@ -43,10 +41,8 @@ export interface LocalRuntimeOptions {
   readonly inspector?: ProcessInspector;
   /** Test hook: the platform whose rules apply (its strategy in `platform/`). @default process.platform */
   readonly platform?: NodeJS.Platform;
-  /** Test hook: how the Windows strategy ends a process tree that has no job. @default `taskkill /PID <pid> /T`, `/F` when forced */
-  readonly taskkill?: Taskkill;
-  /** Test hook: the Windows system calls. @default kernel32 through koffi */
-  readonly kernel32?: Kernel32;
+  /** Test hooks of the Windows strategy: taskkill, the kernel32 calls, the pseudoconsole. */
+  readonly windows?: PlatformOverrides;
   /**
    * How each terminal and process tree is contained, so that nothing it starts
    * outlives it: `cgroup`, `subreaper`, `none`, a containment made with
@@ -80,7 +76,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   /** Spill directories of processes run as other users, by uid. */
   readonly #userSpill = new Map<number, SpillDirectory>();
   readonly #processes = new Set<ManagedProcess>();
-  readonly #terminals = new Set<LocalTerminal>();
+  readonly #terminals = new Set<HostTerminal>();
   #inspector: ProcessInspector | undefined;
   readonly #cells: SessionCells;
   #disposing: Promise<void> | undefined;
@@ -88,8 +84,8 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
 
   constructor(options: LocalRuntimeOptions = {}) {
     this.#options = options;
-    const injected = options.platform !== undefined || options.taskkill !== undefined || options.kernel32 !== undefined;
-    this.#platform = injected ? platformFor(options.platform ?? process.platform, { taskkill: options.taskkill, kernel32: options.kernel32 }) : hostPlatform;
+    const injected = options.platform !== undefined || options.windows !== undefined;
+    this.#platform = injected ? platformFor(options.platform ?? process.platform, options.windows) : hostPlatform;
     this.platform = this.#platform.name;
     this.#spill = new SpillDirectory({
       ...(options.spillParent !== undefined ? { parent: options.spillParent } : {}),
@@ -110,6 +106,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       terminals: this.#platform.terminals.available,
       exactInputWait: this.exactInputWait,
       containment: this.containmentMode,
+      signals: this.#platform.signals,
     };
   }
 
@@ -166,7 +163,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
 
   // Async on purpose: every validation failure is a rejection, as the seam's callers expect.
   // eslint-disable-next-line @typescript-eslint/require-await
-  async spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions: TerminalExtensions = {}): Promise<LocalTerminal> {
+  async spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions: TerminalExtensions = {}): Promise<HostTerminal> {
     this.#assertActive();
     assertProgram(spec?.argv, 'terminal argv must contain a program');
     spec.signal?.throwIfAborted();
@@ -191,7 +188,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     const program = extensions.runAs === undefined ? { file, args: spec.argv.slice(1) } : asUser(extensions.runAs, file, spec.argv.slice(1));
     this.#platform.sealDescriptors();
     const { key, cell } = this.#cells.create();
-    let terminal: LocalTerminal;
+    let terminal: HostTerminal;
     try {
       terminal = terminals.open({
         file: program.file,

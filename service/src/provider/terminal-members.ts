@@ -144,7 +144,8 @@ export async function emptyCell(cell: SessionCell, graceMs: number): Promise<voi
   cell.remove();
 }
 
-async function cellEmptyWithin(cell: SessionCell, ms: number): Promise<boolean> {
+/** Whether `cell` is empty within `ms`, looked at every few milliseconds. */
+export async function cellEmptyWithin(cell: SessionCell, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
   for (;;) {
     if (cell.isEmpty()) return true;

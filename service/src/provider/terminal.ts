@@ -34,6 +34,22 @@ export interface TerminalForeground extends SubprocessTerminalForeground {
   command?: string;
 }
 
+/** A terminal of this host, whatever the platform makes it of: what the runtime and the daemon use of it. */
+export interface HostTerminal extends SubprocessTerminalHandle {
+  /** Path of the terminal device (`/dev/pts/3`), or what names it where it has none. */
+  readonly device: string;
+  /** True once the top-level process has exited. */
+  readonly exited: boolean;
+  /** False once the terminal takes no more input. */
+  readonly inputOpen: boolean;
+  write(data: string): Promise<void>;
+  /** Changes the terminal's size. */
+  resize(cols: number, rows: number): void;
+  inspectForeground(): Promise<TerminalForeground | undefined>;
+  /** Synchronous last resort while the host exits: ends everything, awaits nothing. */
+  terminateForHostExit(): void;
+}
+
 /** The signals `signalForeground` accepts. */
 export { TERMINAL_SIGNALS };
 
@@ -65,7 +81,7 @@ function signalName(signal: number): NodeJS.Signals | null {
   return null;
 }
 
-export class LocalTerminal implements SubprocessTerminalHandle {
+export class LocalTerminal implements HostTerminal {
   readonly pid: number;
   readonly output: Readable;
   readonly done: Promise<SubprocessOutcome>;
@@ -277,7 +293,7 @@ export class LocalTerminal implements SubprocessTerminalHandle {
 }
 
 /** The value of a synchronous call as a promise; a throw becomes the rejection. */
-function promised<T>(call: () => T): Promise<T> {
+export function promised<T>(call: () => T): Promise<T> {
   try {
     return Promise.resolve(call());
   } catch (error) {

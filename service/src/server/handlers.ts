@@ -10,7 +10,7 @@ import type { FsTarget } from '@execworld/sdk/fs';
 import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import type { UploadRegistry } from './uploads.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
-import { runOptions } from './sessions/shells.ts';
+import { defaultShell, runOptions } from './sessions/shells.ts';
 import { ServiceError } from './errors.ts';
 import { waitForBytes, type ByteStream } from './streams.ts';
 
@@ -113,14 +113,14 @@ async function targetOf(ctx: CallContext, params: { path: string; cwd?: string |
 
 export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'health.get': (ctx) => {
-    const { platform, terminals, exactInputWait, containment } = ctx.registry.runtime.capabilities;
+    const { platform, terminals, exactInputWait, containment, signals } = ctx.registry.runtime.capabilities;
     return {
       status: 'ok',
       version: ctx.version,
       protocolVersion: PROTOCOL_VERSION,
       platform,
       arch: process.arch,
-      capabilities: { terminals, exactInputWait, processes: true, websocket: true, containment },
+      capabilities: { terminals, exactInputWait, processes: true, websocket: true, containment, signals, defaultShell: defaultShell(platform) },
     };
   },
 
@@ -211,7 +211,8 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   },
 
   'shell.create': async (ctx, params) => {
-    const { dialect, cwd, env, requestId } = params;
+    const { cwd, env, requestId } = params;
+    const dialect = params.dialect ?? defaultShell(ctx.registry.runtime.capabilities.platform);
     return (await ctx.registry.shells.create(ctx.owner, { dialect, cwd, ...(env === undefined ? {} : { env }) }, requestId)).info();
   },
   'shell.list': (ctx) => ({ shells: ctx.registry.shells.list(ctx.owner).map((entry) => entry.info()) }),

@@ -8,7 +8,8 @@
 import type { ChildProcess } from 'node:child_process';
 import type { SessionCell } from '../containment/containment.ts';
 import type { ProcessInspector } from '../inspect/inspector.ts';
-import type { LocalTerminal, TerminalOptions } from '../terminal.ts';
+import type { HostTerminal, TerminalOptions } from '../terminal.ts';
+import type { ConPtyFactory } from '../win32/conpty.ts';
 import type { Kernel32 } from '../win32/kernel32.ts';
 import type { Taskkill } from '../win32/processes.ts';
 
@@ -57,13 +58,15 @@ export interface TerminalBackend {
    */
   assertSupported(): void;
   /** Starts `options.file` on a new terminal. */
-  open(options: TerminalOptions): LocalTerminal;
+  open(options: TerminalOptions): HostTerminal;
 }
 
 /** The rules of one platform, for the local provider. */
 export interface Platform {
   /** The platform whose rules these are. */
   readonly name: NodeJS.Platform;
+  /** Whether processes take signals (POSIX); where not, every signal of a tree ends it by force. */
+  readonly signals: boolean;
   /** Whether environment names differ only in case name one variable (`Path` is `PATH`). */
   readonly caseInsensitiveEnv: boolean;
   /**
@@ -94,4 +97,6 @@ export interface PlatformOverrides {
   readonly taskkill?: Taskkill | undefined;
   /** The Windows system calls. @default kernel32 through koffi */
   readonly kernel32?: Kernel32 | undefined;
+  /** How a Windows terminal's pseudoconsole is made. @default node-pty's ConPTY */
+  readonly conpty?: ConPtyFactory | undefined;
 }

@@ -30,6 +30,7 @@ const ptyTerminals: TerminalBackend = {
 export function posixPlatform(name: NodeJS.Platform): Platform {
   return {
     name,
+    signals: true,
     caseInsensitiveEnv: false,
     executableCandidates(command, env, cwd = process.cwd()) {
       if (isAbsolute(command)) return [command];

@@ -11,7 +11,9 @@ import { lookupEnvironment } from '@execworld/sdk/seam';
 import { ProviderError } from '../errors.ts';
 import { Win32Inspector } from '../inspect/win32.ts';
 import { relativeCommandError } from '../resolve-executable.ts';
+import { nodePtyConPty, type ConPtyFactory } from '../win32/conpty.ts';
 import { hostTaskkill, WindowsProcesses, type Taskkill } from '../win32/processes.ts';
+import { WindowsTerminal } from '../win32/terminal.ts';
 import type { Platform, PlatformOverrides, TerminalBackend, TreeControl } from './platform.ts';
 
 const DEFAULT_PATHEXT = '.COM;.EXE;.BAT;.CMD';
@@ -43,11 +45,21 @@ function jobTree(taskkill: Taskkill): TreeControl {
   };
 }
 
-function noTerminal(): never {
-  throw new ProviderError('UNSUPPORTED', 'terminals are not implemented on Windows yet');
+/**
+ * Terminals on pseudoconsoles (ConPTY), their processes in the session's job. Windows 10 1809
+ * and later have them (Node 20 runs on nothing older); the Windows rules applied elsewhere (a
+ * test's) have none unless one is given.
+ */
+function conptyTerminals(conpty: ConPtyFactory | undefined): TerminalBackend {
+  const available = conpty !== undefined || process.platform === 'win32';
+  return {
+    available,
+    assertSupported() {
+      if (!available) throw new ProviderError('UNSUPPORTED', 'terminals need a Windows pseudoconsole, and this host has none');
+    },
+    open: (options) => new WindowsTerminal(options, conpty ?? nodePtyConPty),
+  };
 }
-
-const noTerminals: TerminalBackend = { available: false, assertSupported: noTerminal, open: noTerminal };
 
 /** The rules of Windows. */
 export function win32Platform(overrides: PlatformOverrides = {}): Platform {
@@ -55,6 +67,7 @@ export function win32Platform(overrides: PlatformOverrides = {}): Platform {
   const kernel32 = overrides.kernel32;
   return {
     name: 'win32',
+    signals: false,
     caseInsensitiveEnv: true,
     executableCandidates(command, env, cwd = process.cwd()) {
       if (path.isAbsolute(command)) return [command];
@@ -68,6 +81,6 @@ export function win32Platform(overrides: PlatformOverrides = {}): Platform {
       // Nothing to seal: close-on-exec is a POSIX matter.
     },
     tree: jobTree(taskkill),
-    terminals: noTerminals,
+    terminals: conptyTerminals(overrides.conpty),
   };
 }

@@ -8,12 +8,49 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
+import { lookupEnvironment } from '@execworld/sdk/seam';
 import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
 import type { SessionRegistry } from './registry.ts';
 import { terminalView } from './shell-terminal.ts';
 
 type ShellInfo = typeof schemas.ShellInfo._zod.output;
+
+/** The dialect of a shell created without one: PowerShell on Windows, bash elsewhere. */
+export function defaultShell(platform: NodeJS.Platform): 'bash' | 'pwsh' {
+  return platform === 'win32' ? 'pwsh' : 'bash';
+}
+
+/**
+ * Where PowerShell is looked for, in order: on Windows PowerShell 7 on the PATH, then where its
+ * installer puts it, then Windows PowerShell 5.1 as the last resort (it runs the dialect, without
+ * every promise of 7); elsewhere `pwsh` on the PATH.
+ */
+export function pwshCandidates(platform: NodeJS.Platform, env: Readonly<Record<string, string>> = {}): string[] {
+  if (platform !== 'win32') return ['pwsh'];
+  const programFiles = lookupEnvironment(env, 'ProgramFiles', true) ?? process.env.ProgramFiles ?? 'C:\\Program Files';
+  return ['pwsh', `${programFiles.replace(/\\+$/, '')}\\PowerShell\\7\\pwsh.exe`, 'powershell'];
+}
+
+/**
+ * The first PowerShell `resolve` finds among {@link pwshCandidates}.
+ * @throws the first candidate's failure when none is found.
+ */
+export async function resolvePwsh(
+  resolve: (command: string, env?: Readonly<Record<string, string>>) => Promise<string>,
+  platform: NodeJS.Platform,
+  env?: Readonly<Record<string, string>>,
+): Promise<string> {
+  let first: unknown;
+  for (const candidate of pwshCandidates(platform, env)) {
+    try {
+      return await resolve(candidate, env);
+    } catch (error) {
+      first ??= error;
+    }
+  }
+  throw first;
+}
 type WireResult = typeof schemas.RunResult._zod.output;
 
 export interface ShellSpec {
@@ -85,8 +122,9 @@ export class ShellRegistry {
   async #create(owner: string, spec: ShellSpec): Promise<DaemonShell> {
     const held = this.list(owner).length;
     if (held >= this.#maxPerOwner) throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already holds ${held} shells (the limit is ${this.#maxPerOwner})`);
-    const entry = new DaemonShell(owner, spec);
     const registry = this.#registry;
+    if (!registry.runtime.capabilities.terminals) throw new ServiceError('UNSUPPORTED', 'shells run on terminals, and this host has none');
+    const entry = new DaemonShell(owner, spec);
     const runtime: SubprocessRuntime = {
       resolveExecutable: (command, env, signal) => registry.runtime.resolveExecutable(command, env, signal),
       spawn: () => {
@@ -99,8 +137,12 @@ export class ShellRegistry {
         return terminalView(session);
       },
     };
-    // pwsh is looked up as a terminal's program is: on the PATH of the shell's own environment.
-    const shellPath = spec.dialect === 'pwsh' ? await registry.runtime.resolveExecutable('pwsh', spec.env) : undefined;
+    // pwsh is looked up as a terminal's program is: on the PATH of the shell's own environment
+    // (and on Windows where PowerShell is installed).
+    const shellPath =
+      spec.dialect === 'pwsh'
+        ? await resolvePwsh((command, env) => registry.runtime.resolveExecutable(command, env), registry.runtime.capabilities.platform, spec.env)
+        : undefined;
     try {
       entry.shell = await PersistentShell.start(runtime, {
         dialect: spec.dialect === 'pwsh' ? pwsh : bash,

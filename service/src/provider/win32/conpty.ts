@@ -1,0 +1,81 @@
+/**
+ * A pseudoconsole as the Windows terminal drives it: node-pty's ConPTY
+ * terminal behind a small interface, the layer tests replace with recorded
+ * behaviour, since no Windows machine runs the suite and Wine's ConPTY is not
+ * faithful (no Ctrl-C, no resize, no cursor request, NULL standard handles).
+ * @module
+ */
+import { createRequire } from 'node:module';
+
+/** One program on a pseudoconsole. */
+export interface ConPty {
+  readonly pid: number;
+  /** Output, decoded as UTF-8 by the pseudoconsole's reader. */
+  onData(listener: (data: string) => void): void;
+  /** The program's exit, when the pseudoconsole reports it; it may never come for a program killed from outside. */
+  onExit(listener: (exit: { exitCode: number }) => void): void;
+  write(data: string): void;
+  resize(cols: number, rows: number): void;
+  pause(): void;
+  resume(): void;
+  /** Closes the pseudoconsole. */
+  close(): void;
+}
+
+export interface ConPtyOptions {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly cols: number;
+  readonly rows: number;
+}
+
+/** Starts a program on a new pseudoconsole. */
+export type ConPtyFactory = (options: ConPtyOptions) => ConPty;
+
+interface NodePtyTerminal {
+  readonly pid: number;
+  onData(listener: (data: string) => void): unknown;
+  onExit(listener: (exit: { exitCode: number; signal?: number }) => void): unknown;
+  write(data: string): void;
+  resize(cols: number, rows: number): void;
+  pause(): void;
+  resume(): void;
+  kill(): void;
+}
+
+interface NodePty {
+  spawn(file: string, args: string[], options: Record<string, unknown>): NodePtyTerminal;
+}
+
+/** node-pty's ConPTY, loaded on first use. */
+export const nodePtyConPty: ConPtyFactory = (options) => {
+  const nodePty = createRequire(import.meta.url)('node-pty') as NodePty;
+  const terminal = nodePty.spawn(options.file, [...options.args], {
+    name: options.env.TERM ?? 'xterm-256color',
+    cols: options.cols,
+    rows: options.rows,
+    cwd: options.cwd,
+    env: { ...options.env },
+    useConpty: true,
+    // The conpty.dll node-pty bundles is newer than the system's, and does not start everywhere the system's does.
+    useConptyDll: false,
+  });
+  return {
+    pid: terminal.pid,
+    onData: (listener) => void terminal.onData(listener),
+    onExit: (listener) => void terminal.onExit((exit) => listener({ exitCode: exit.exitCode })),
+    write: (data) => terminal.write(data),
+    resize: (cols, rows) => terminal.resize(cols, rows),
+    pause: () => terminal.pause(),
+    resume: () => terminal.resume(),
+    close: () => {
+      try {
+        terminal.kill();
+      } catch (_error) {
+        // Already closed.
+      }
+    },
+  };
+};

@@ -1,0 +1,104 @@
+/**
+ * A Windows terminal served by the daemon, over a replayed pseudoconsole
+ * (test/helpers/fake-kernel32.ts): ConPTY asks for the cursor position when
+ * it starts and shows nothing until it is answered, which Wine's ConPTY does
+ * not do. The daemon's emulator answers it whenever no client does.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { LocalRuntime } from '@execworld/service';
+import { defaultShell, pwshCandidates, resolvePwsh } from '../../service/src/server/sessions/shells.ts';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { FakeConPty, FakeKernel32 } from '../helpers/fake-kernel32.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+let daemon: TestDaemon | undefined;
+afterEach(async () => {
+  await daemon?.close();
+  daemon = undefined;
+});
+
+async function serveWindows(): Promise<{ daemon: TestDaemon; ptys: FakeConPty[] }> {
+  const kernel32 = new FakeKernel32();
+  const ptys: FakeConPty[] = [];
+  const runtime = new LocalRuntime({
+    platform: 'win32',
+    windows: {
+      kernel32,
+      taskkill: () => {},
+      conpty: () => {
+        const pty = new FakeConPty(kernel32, 1000 + 4 * ptys.length, { cursorRequest: true, banner: 'PS C:\\> ' });
+        ptys.push(pty);
+        return pty;
+      },
+    },
+  });
+  daemon = await startDaemon({}, { runtime });
+  return { daemon, ptys };
+}
+
+async function output(target: TestDaemon, id: string): Promise<string> {
+  const read = await target.request('GET', `/v1/terminals/${id}/output?from=0`);
+  return Buffer.from(read.body.data as string, 'base64').toString('utf8');
+}
+
+describe('a Windows terminal served by the daemon', () => {
+  it("answers ConPTY's cursor request at start, so the shell's first output arrives", async () => {
+    const { daemon: target, ptys } = await serveWindows();
+    const created = await target.request('POST', '/v1/terminals', { body: { argv: [process.execPath], cwd: '/tmp', rows: 24, cols: 80, graceMs: 200 } });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    await waitFor('the banner after the answer', async () => (await output(target, id)).endsWith('PS C:\\> '));
+    expect(ptys[0]!.typed).toEqual(['\x1b[1;1R']);
+    await target.request('DELETE', `/v1/terminals/${id}`);
+  });
+
+  it('leaves the request to the client with answerQueries: false: nothing shows until it answers', async () => {
+    const { daemon: target, ptys } = await serveWindows();
+    const created = await target.request('POST', '/v1/terminals', {
+      body: { argv: [process.execPath], cwd: '/tmp', rows: 24, cols: 80, graceMs: 200, answerQueries: false },
+    });
+    const id = created.body.id as string;
+    await waitFor('the cursor request', async () => (await output(target, id)) === '\x1b[6n');
+    // A fixed wait is right here: the banner must be shown not to come unanswered.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await output(target, id)).toBe('\x1b[6n');
+    expect(ptys[0]!.typed).toEqual([]);
+    await target.request('POST', `/v1/terminals/${id}/input`, { body: { data: '\x1b[5;9R' } });
+    await waitFor('the banner after the answer', async () => (await output(target, id)).endsWith('PS C:\\> '));
+    await target.request('DELETE', `/v1/terminals/${id}`);
+  });
+});
+
+describe('a Windows world, as the daemon reports and shells it', () => {
+  it('reports the platform, no signals, no input-wait proof, terminals, and PowerShell as the default shell', async () => {
+    const { daemon: target } = await serveWindows();
+    const health = await target.request('GET', '/v1/health', { token: null });
+    expect(health.body).toMatchObject({
+      platform: 'win32',
+      capabilities: { terminals: true, exactInputWait: false, signals: false, defaultShell: 'pwsh' },
+    });
+    const linux = await startDaemon();
+    try {
+      expect((await linux.request('GET', '/v1/health', { token: null })).body.capabilities).toMatchObject({ signals: true, defaultShell: 'bash' });
+    } finally {
+      await linux.close();
+    }
+    expect([defaultShell('win32'), defaultShell('linux'), defaultShell('darwin')]).toEqual(['pwsh', 'bash', 'bash']);
+  });
+
+  it('looks for PowerShell 7 on the PATH, then where it is installed, then Windows PowerShell 5.1', async () => {
+    expect(pwshCandidates('win32', { ProgramFiles: 'D:\\Apps\\' })).toEqual(['pwsh', 'D:\\Apps\\PowerShell\\7\\pwsh.exe', 'powershell']);
+    expect(pwshCandidates('linux')).toEqual(['pwsh']);
+    const asked: string[] = [];
+    const only = (found: string) => (command: string) => {
+      asked.push(command);
+      return command === found ? Promise.resolve(`C:\\found\\${command}`) : Promise.reject(new Error(`${command} was not found on PATH`));
+    };
+    await expect(resolvePwsh(only('powershell'), 'win32', { ProgramFiles: 'C:\\Program Files' })).resolves.toBe('C:\\found\\powershell');
+    expect(asked).toEqual(['pwsh', 'C:\\Program Files\\PowerShell\\7\\pwsh.exe', 'powershell']);
+    asked.length = 0;
+    await expect(resolvePwsh(only('pwsh'), 'win32')).resolves.toBe('C:\\found\\pwsh');
+    expect(asked).toEqual(['pwsh']);
+    await expect(resolvePwsh(only('none'), 'win32')).rejects.toThrow('pwsh was not found on PATH');
+  });
+});
