@@ -31,6 +31,7 @@ await build({
   entryPoints: {
     execworld: resolve(root, 'scripts/windows/daemon.ts'),
     'provider.win': resolve(root, 'test/windows/provider.win.ts'),
+    'bench.win': resolve(root, 'bench/windows.win.ts'),
   },
   outdir: resolve(out),
   outExtension: { '.js': '.mjs' },

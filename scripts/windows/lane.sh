@@ -11,9 +11,13 @@
 # 6. test/windows/*.test.ts under Linux vitest: the Linux SDK against the
 #    daemon running on Windows node.exe.
 #
+# With `bench` (`npm run bench:windows`), steps 5 and 6 are the Windows
+# benchmarks instead (bench/windows.win.ts), rounds from $2 (default 5).
+#
 # Everything lives in $EXECWORLD_WINDOWS_LANE (default .cache/windows-lane),
 # which is made anew on every run but for the downloads.
 set -euo pipefail
+mode=${1:-test}
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 lane=${EXECWORLD_WINDOWS_LANE:-$root/.cache/windows-lane}
@@ -57,6 +61,13 @@ echo "making a Wine prefix"
 trap '"$wineserver" -k 2>/dev/null || true' EXIT
 
 # Windows node.exe cannot write to a Linux pipe: its output goes to a file.
+if [ "$mode" = bench ]; then
+  status=0
+  "$wine" "$app/node.exe" "$app/bench.win.mjs" "${2:-5}" > "$lane/bench.log" 2>&1 || status=$?
+  cat "$lane/bench.log"
+  exit "$status"
+fi
+
 echo "provider tests under Windows node.exe ($("$wine" cmd /c ver 2>/dev/null | tr -d '\r' | grep -v '^$' || true))"
 status=0
 "$wine" "$app/node.exe" --test-reporter=spec "$app/provider.win.mjs" > "$lane/provider.log" 2>&1 || status=$?

@@ -5,6 +5,7 @@
  * inherited by children with no breakaway, kill-on-close, recycled pids),
  * with switches for what goes wrong (invalid handles, failed calls).
  */
+import { LocalRuntime } from '../../service/src/provider/local-runtime.ts';
 import { WAIT_OBJECT_0, WAIT_TIMEOUT, type Handle, type Kernel32, type ProcessEntry } from '../../service/src/provider/win32/kernel32.ts';
 
 export interface FakeProcess {
@@ -255,4 +256,27 @@ export class FakeConPty {
     }
     for (const listener of this.#data) listener(data);
   }
+}
+
+/**
+ * A LocalRuntime following the Windows rules over the fake process table, its terminals on
+ * fake pseudoconsoles with `behaviour` (pids 1000, 1004, …), and a taskkill that does nothing,
+ * as console programs take a polite one.
+ */
+export function fakeWindowsRuntime(behaviour: FakeConPtyBehaviour = {}): { runtime: LocalRuntime; kernel32: FakeKernel32; ptys: FakeConPty[] } {
+  const kernel32 = new FakeKernel32();
+  const ptys: FakeConPty[] = [];
+  const runtime = new LocalRuntime({
+    platform: 'win32',
+    windows: {
+      kernel32,
+      taskkill: () => {},
+      conpty: () => {
+        const pty = new FakeConPty(kernel32, 1000 + 4 * ptys.length, behaviour);
+        ptys.push(pty);
+        return pty;
+      },
+    },
+  });
+  return { runtime, kernel32, ptys };
 }

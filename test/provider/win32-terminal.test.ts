@@ -5,14 +5,13 @@
  * console programs ignore, taskkill that does nothing).
  */
 import { describe, expect, it } from 'vitest';
-import { LocalRuntime } from '@execworld/service';
 import { JobObjectContainment } from '../../service/src/provider/containment/job-object.ts';
 import { Win32Inspector } from '../../service/src/provider/inspect/win32.ts';
 import { platformFor } from '../../service/src/provider/platform/index.ts';
 import type { HostTerminal } from '../../service/src/provider/terminal.ts';
 import { WindowsProcesses } from '../../service/src/provider/win32/processes.ts';
 import { collect, waitFor } from '../helpers/wait.ts';
-import { FakeConPty, FakeKernel32, type FakeConPtyBehaviour } from '../helpers/fake-kernel32.ts';
+import { fakeWindowsRuntime, FakeConPty, FakeKernel32, type FakeConPtyBehaviour } from '../helpers/fake-kernel32.ts';
 
 interface World {
   kernel32: FakeKernel32;
@@ -131,24 +130,12 @@ describe('the Windows terminal', () => {
   });
 
   it('is what LocalRuntime makes on Windows', async () => {
-    const kernel32 = new FakeKernel32();
-    const pty: FakeConPty[] = [];
-    const runtime = new LocalRuntime({
-      platform: 'win32',
-      windows: {
-        kernel32,
-        taskkill: () => {},
-        conpty: () => {
-          pty.push(new FakeConPty(kernel32, 1000, {}));
-          return pty[0]!;
-        },
-      },
-    });
-    expect(runtime.capabilities).toMatchObject({ platform: 'win32', terminals: true, exactInputWait: false });
+    const { runtime, ptys } = fakeWindowsRuntime();
+    expect(runtime.capabilities).toMatchObject({ platform: 'win32', terminals: true, exactInputWait: false, signals: false });
     // The program is looked for by the Windows rules on this host's files.
     const terminal = await runtime.spawnTerminal({ argv: [process.execPath], cwd: '/tmp', rows: 24, cols: 80, graceMs: 100 });
     expect(terminal.pid).toBe(1000);
     await runtime.dispose();
-    expect(pty[0]!.process.running).toBe(false);
+    expect(ptys[0]!.process.running).toBe(false);
   });
 });

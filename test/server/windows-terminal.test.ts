@@ -5,10 +5,9 @@
  * not do. The daemon's emulator answers it whenever no client does.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { LocalRuntime } from '@execworld/service';
 import { defaultShell, pwshCandidates, resolvePwsh } from '../../service/src/server/sessions/shells.ts';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import { FakeConPty, FakeKernel32 } from '../helpers/fake-kernel32.ts';
+import { fakeWindowsRuntime, type FakeConPty } from '../helpers/fake-kernel32.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon | undefined;
@@ -18,20 +17,7 @@ afterEach(async () => {
 });
 
 async function serveWindows(): Promise<{ daemon: TestDaemon; ptys: FakeConPty[] }> {
-  const kernel32 = new FakeKernel32();
-  const ptys: FakeConPty[] = [];
-  const runtime = new LocalRuntime({
-    platform: 'win32',
-    windows: {
-      kernel32,
-      taskkill: () => {},
-      conpty: () => {
-        const pty = new FakeConPty(kernel32, 1000 + 4 * ptys.length, { cursorRequest: true, banner: 'PS C:\\> ' });
-        ptys.push(pty);
-        return pty;
-      },
-    },
-  });
+  const { runtime, ptys } = fakeWindowsRuntime({ cursorRequest: true, banner: 'PS C:\\> ' });
   daemon = await startDaemon({}, { runtime });
   return { daemon, ptys };
 }

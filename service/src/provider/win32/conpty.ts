@@ -6,6 +6,7 @@
  * @module
  */
 import { createRequire } from 'node:module';
+import type { TerminalOptions } from '../terminal.ts';
 
 /** One program on a pseudoconsole. */
 export interface ConPty {
@@ -22,14 +23,8 @@ export interface ConPty {
   close(): void;
 }
 
-export interface ConPtyOptions {
-  readonly file: string;
-  readonly args: readonly string[];
-  readonly cwd: string;
-  readonly env: Readonly<Record<string, string>>;
-  readonly cols: number;
-  readonly rows: number;
-}
+/** What a pseudoconsole is started with: the program, where, and its size. */
+export type ConPtyOptions = Pick<TerminalOptions, 'file' | 'args' | 'cwd' | 'env' | 'cols' | 'rows'>;
 
 /** Starts a program on a new pseudoconsole. */
 export type ConPtyFactory = (options: ConPtyOptions) => ConPty;
