@@ -52,8 +52,8 @@ async function fiveProcessTree(beforeChildren: (root: ChildProcess) => void): Pr
   await new Promise((resolve) => root.once('spawn', resolve));
   beforeChildren(root);
   let text = '';
-  root.stdout!.on('data', (chunk: Buffer) => (text += chunk.toString()));
-  root.stdin!.write('go\n');
+  root.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
+  root.stdin.write('go\n');
   while (!text.includes('\n')) await sleep(10);
   const pids = text.trim().split(' ').map(Number);
   // Every child runs before the clock starts.
