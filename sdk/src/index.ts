@@ -16,6 +16,8 @@ export type {
 } from './seam/index.ts';
 export { connect, DEFAULT_CONNECT_OPTIONS, RemoteRuntime } from './remote/runtime.ts';
 export { localToken, localTokenFile } from './token-file.ts';
+export { SANDBOX_ROUTER_PORT, sandboxRouter } from './remote/headers.ts';
+export type { TokenHeader } from './remote/headers.ts';
 export type { CertificateAuthority } from './remote/reach.ts';
 export type { ConnectOptions, RemoteTerminalOptions } from './remote/runtime.ts';
 export { RemoteProcess } from './remote/process.ts';

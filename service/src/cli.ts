@@ -18,7 +18,7 @@
  * @module
  */
 import { isExecworldError } from '@execworld/sdk';
-import { clientHelp, describeFailure } from './cli/client.ts';
+import { CLIENT_OPTIONS, clientHelp, describeFailure } from './cli/client.ts';
 import { CliError, FAILURE_STATUS, USAGE_STATUS, UsageError, type Command } from './cli/command.ts';
 import { packageVersion } from './version.ts';
 
@@ -49,7 +49,7 @@ const COMMANDS: readonly CommandEntry[] = [
 
 function usage(): string {
   const width = Math.max(...COMMANDS.map((entry) => entry.name.length)) + 2;
-  return `Usage: execworld [--url <url>] [--token <token>] <command> [options]
+  return `Usage: execworld [--url <url>] [--token <token>] [--sandbox <id>] <command> [options]
 
 Commands:
 ${COMMANDS.map((entry) => `  ${entry.name.padEnd(width)} ${entry.summary}`).join('\n')}
@@ -76,9 +76,9 @@ function leadingClientOptions(argv: readonly string[]): { options: string[]; res
   let index = 0;
   while (index < argv.length) {
     const arg = argv[index]!;
-    if (arg === '--url' || arg === '--token') index += 2;
-    else if (arg.startsWith('--url=') || arg.startsWith('--token=')) index += 1;
-    else break;
+    const name = arg.split('=', 1)[0]!;
+    if (!Object.hasOwn(CLIENT_OPTIONS, name.replace(/^--/, '')) || !name.startsWith('--')) break;
+    index += arg.includes('=') ? 1 : 2;
   }
   return { options: argv.slice(0, Math.min(index, argv.length)), rest: argv.slice(index) };
 }

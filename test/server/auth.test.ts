@@ -4,7 +4,7 @@
  * cannot forget auth, because this test walks the table.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OPERATION_LIST } from '@execworld/sdk/protocol';
+import { LIVE_PATH, OPERATION_LIST, READY_PATH, TOKEN_HEADER } from '@execworld/sdk/protocol';
 import { ALICE, BOB, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 
 let daemon: TestDaemon;
@@ -44,6 +44,29 @@ describe('auth', () => {
     const health = await daemon.request('GET', '/v1/health', { token: null });
     expect(health.status).toBe(200);
     expect(health.body).toMatchObject({ status: 'ok', protocolVersion: 1, capabilities: { terminals: true, exactInputWait: true } });
+  });
+
+  it('accepts the token in X-Execworld-Token, for a proxy that strips Authorization, on routes and upgrades', async () => {
+    const listed = await daemon.request('GET', '/v1/terminals', { token: null, headers: { [TOKEN_HEADER]: BOB } });
+    expect(listed).toMatchObject({ status: 200, body: { terminals: [] } });
+    const wrong = await daemon.request('GET', '/v1/terminals', { token: null, headers: { [TOKEN_HEADER]: 'not-the-token-at-all' } });
+    expect(wrong).toMatchObject({ status: 401, body: { error: { code: 'UNAUTHORIZED' } } });
+    const empty = await daemon.request('GET', '/v1/terminals', { token: null, headers: { [TOKEN_HEADER]: ' ' } });
+    expect(empty).toMatchObject({ status: 401, body: { error: { code: 'UNAUTHORIZED', message: 'a bearer token is required' } } });
+    const socket = await TestSocket.open(daemon.wsUrl, { headers: { [TOKEN_HEADER]: BOB } });
+    await expect(socket.call('terminal.list')).resolves.toEqual({ terminals: [] });
+    socket.close();
+  });
+
+  it('answers the probes without a token: live while the loop runs, ready until shutdown', async () => {
+    expect(await daemon.request('GET', LIVE_PATH, { token: null })).toMatchObject({ status: 200, body: { status: 'live' } });
+    expect(await daemon.request('GET', READY_PATH, { token: null })).toMatchObject({ status: 200, body: { status: 'ready' } });
+    const closing = await startDaemon();
+    const shutdown = closing.daemon.registry.shutdown();
+    expect(await closing.request('GET', READY_PATH, { token: null })).toMatchObject({ status: 503, body: { error: { code: 'SHUTTING_DOWN' } } });
+    expect(await closing.request('GET', LIVE_PATH, { token: null })).toMatchObject({ status: 200 });
+    await shutdown;
+    await closing.close();
   });
 
   it('tells a stranger nothing about unknown paths', async () => {

@@ -38,6 +38,8 @@ export interface ConnectionOptions {
   /** The daemon's base URL, http(s)://host:port. */
   readonly url: string;
   readonly token: string;
+  /** Every request's headers: the token where it travels, and the caller's own. */
+  readonly headers: Readonly<Record<string, string>>;
   /** Longest wait for one connection attempt. */
   readonly connectTimeoutMs: number;
   /** Longest wait for the answer to a call that is not a long wait. */

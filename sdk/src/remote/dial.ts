@@ -10,7 +10,8 @@ import { describeUnreachable, type CertificateAuthority } from './reach.ts';
 
 export interface DialOptions {
   readonly url: string;
-  readonly token: string;
+  /** The upgrade's headers: the token where it travels, and the caller's own. */
+  readonly headers: Readonly<Record<string, string>>;
   readonly connectTimeoutMs: number;
   readonly ca?: CertificateAuthority | undefined;
 }
@@ -49,7 +50,7 @@ const wsUrl = (url: string): string => `${url.replace(/^http/, 'ws').replace(/\/
 export function dial(options: DialOptions): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
     const socket = new WebSocket(wsUrl(options.url), [WS_SUBPROTOCOL], {
-      headers: { authorization: `Bearer ${options.token}` },
+      headers: { ...options.headers },
       handshakeTimeout: options.connectTimeoutMs,
       maxPayload: MAX_DAEMON_MESSAGE_BYTES,
       ...(options.ca === undefined ? {} : { ca: options.ca as string | Buffer | (string | Buffer)[] }),

@@ -18,7 +18,8 @@ const MAX_JSON_BYTES = 1024 * 1024;
 
 export interface RawHttpOptions {
   readonly url: string;
-  readonly token: string;
+  /** Every request's headers: the token where it travels, and the caller's own. */
+  readonly headers: Readonly<Record<string, string>>;
   readonly ca: CertificateAuthority | undefined;
 }
 
@@ -64,7 +65,7 @@ export class RawHttp {
         method,
         agent: this.#agent,
         headers: {
-          authorization: `Bearer ${this.#options.token}`,
+          ...this.#options.headers,
           ...(body === undefined ? {} : { 'content-type': options.contentType ?? 'application/octet-stream' }),
         },
         ...(signal === undefined ? {} : { signal }),

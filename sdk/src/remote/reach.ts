@@ -13,7 +13,10 @@ export type CertificateAuthority = string | Buffer | readonly (string | Buffer)[
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 /** GETs `url` and parses its JSON answer, trusting `ca` for HTTPS; rejects with Node's own error (its `code` intact) when the daemon cannot be reached. */
-export function getJson(url: string, options: { readonly ca: CertificateAuthority | undefined; readonly timeoutMs: number }): Promise<unknown> {
+export function getJson(
+  url: string,
+  options: { readonly ca: CertificateAuthority | undefined; readonly timeoutMs: number; readonly headers?: Readonly<Record<string, string>> | undefined },
+): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const secure = url.startsWith('https:');
     // A connection of its own (agent: false) so no pooled socket outlives the check.
@@ -21,7 +24,7 @@ export function getJson(url: string, options: { readonly ca: CertificateAuthorit
       url,
       {
         agent: false,
-        headers: { connection: 'close' },
+        headers: { ...options.headers, connection: 'close' },
         ...(secure && options.ca !== undefined ? { ca: options.ca as string | Buffer | (string | Buffer)[] } : {}),
       },
       (response) => {

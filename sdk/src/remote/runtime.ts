@@ -12,6 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { ConnectionError, ExecworldError } from '../errors.ts';
 import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
 import { RemoteProcess } from './process.ts';
+import { daemonHeaders, type TokenHeader } from './headers.ts';
 import { RawHttp } from './raw-http.ts';
 import { readLocalToken } from '../token-file.ts';
 import { describeUnreachable, getJson, type CertificateAuthority } from './reach.ts';
@@ -56,6 +57,17 @@ export interface ConnectOptions {
    * @default Node's bundled CAs
    */
   readonly ca?: CertificateAuthority;
+  /**
+   * Headers sent with every request and WebSocket upgrade, for a proxy in
+   * front of the daemon (a router's routing headers; see {@link sandboxRouter}).
+   */
+  readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * Where the token travels: `authorization`, or `x-execworld-token` for a
+   * proxy that strips `Authorization`.
+   * @default 'authorization'
+   */
+  readonly tokenHeader?: TokenHeader;
 }
 
 export const DEFAULT_CONNECT_OPTIONS = {
@@ -84,7 +96,8 @@ function resolveOptions(url: string, options: ConnectOptions): ConnectionOptions
     if (!Number.isSafeInteger(value) || value <= 0)
       throw new ExecworldError('INVALID_ARGUMENT', `options.${key} must be a positive integer, got ${String(value)}`);
   }
-  return { ...resolved, url, token, logger: options.logger, ca: options.ca };
+  const headers = daemonHeaders(token, options.tokenHeader, options.headers);
+  return { ...resolved, url, token, headers, logger: options.logger, ca: options.ca };
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {
@@ -130,6 +143,7 @@ export class RemoteRuntime implements SubprocessRuntime {
       let health: OperationResult<'health.get'>;
       try {
         health = (await getJson(`${this.url.replace(/\/+$/, '')}/v1/health`, {
+          headers: this.#options.headers,
           ca: this.#options.ca,
           timeoutMs: this.#options.connectTimeoutMs,
         })) as OperationResult<'health.get'>;
@@ -294,7 +308,7 @@ export class RemoteRuntime implements SubprocessRuntime {
   /** @internal Plain HTTP to the daemon, for the byte routes (file content). */
   get http(): RawHttp {
     this.#assertOpen();
-    this.#http ??= new RawHttp({ url: this.url, token: this.#options.token, ca: this.#options.ca });
+    this.#http ??= new RawHttp({ url: this.url, headers: this.#options.headers, ca: this.#options.ca });
     return this.#http;
   }
 

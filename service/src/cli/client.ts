@@ -6,7 +6,7 @@
  * @module
  */
 import { constants } from 'node:os';
-import { connect, isExecworldError, type RemoteRuntime } from '@execworld/sdk';
+import { connect, isExecworldError, sandboxRouter, type RemoteRuntime } from '@execworld/sdk';
 import { readLocalToken, localTokenFile } from '@execworld/sdk/token-file';
 import { CliError, type OptionTable, type OptionValues } from './command.ts';
 
@@ -17,7 +17,7 @@ export const DEFAULT_URL = 'http://127.0.0.1:7878';
 export const GRACE_MS = 5000;
 
 /** The options of every command that talks to a daemon. */
-export const CLIENT_OPTIONS = { url: { type: 'string' }, token: { type: 'string' } } as const satisfies OptionTable;
+export const CLIENT_OPTIONS = { url: { type: 'string' }, token: { type: 'string' }, sandbox: { type: 'string' } } as const satisfies OptionTable;
 
 /** The help lines of {@link CLIENT_OPTIONS}. */
 export function clientHelp(): string {
@@ -25,6 +25,8 @@ export function clientHelp(): string {
     `  --url <url>          the daemon (default: $EXECWORLD_URL, else ${DEFAULT_URL})`,
     `  --token <token>      its token (default: $EXECWORLD_TOKEN, else the token a local daemon wrote to`,
     `                       ${localTokenFile()})`,
+    `  --sandbox <id>       reach the daemon of sandbox <id> through the agent-sandbox router at --url`,
+    `                       (default: $EXECWORLD_SANDBOX; the token then travels in X-Execworld-Token)`,
   ].join('\n');
 }
 
@@ -43,7 +45,8 @@ export async function openRuntime(values: OptionValues<typeof CLIENT_OPTIONS>, e
     token = local.token;
   }
   // A CLI that cannot reach its daemon says so soon; a session it follows survives a daemon restart within the SDK's reconnect deadline.
-  return await connect(url, { token });
+  const sandbox = values.sandbox ?? nonEmpty(env.EXECWORLD_SANDBOX);
+  return await connect(url, { token, ...(sandbox === undefined ? {} : sandboxRouter(sandbox)) });
 }
 
 /** An error in one line: `CODE: message` for execworld's errors (the daemon's and the connection's), the message otherwise. */

@@ -9,9 +9,9 @@ import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { ERROR_CATALOG, OPERATION_LIST, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
+import { ERROR_CATALOG, LIVE_PATH, OPERATION_LIST, READY_PATH, TOKEN_HEADER, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
 import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
-import { bearerToken, subprotocolToken, type TokenTable } from './auth.ts';
+import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import type { Config } from './config.ts';
 import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
@@ -146,7 +146,10 @@ export function buildApp(options: AppOptions): Daemon {
   const authenticate = (request: FastifyRequest): ServiceError | undefined => {
     if (request.routeOptions.config.auth === false) return undefined;
     const isUpgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
-    const token = bearerToken(request.headers.authorization) ?? (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
+    const token =
+      bearerToken(request.headers.authorization) ??
+      headerToken(request.headers[TOKEN_HEADER]) ??
+      (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
     const owner = tokens.ownerOf(token);
     if (owner === undefined) return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
     request.owner = owner;
@@ -223,6 +226,20 @@ export function buildApp(options: AppOptions): Daemon {
       }
       const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : undefined);
       done(refusal);
+    });
+
+    // Probes, for an orchestrator; no token. Live: the event loop answers. Ready: listening with
+    // its tokens loaded (it listens only once both hold) and not shutting down.
+    scope.route({ method: 'GET', url: LIVE_PATH, config: { auth: false }, handler: (_request, reply) => reply.send({ status: 'live' }) });
+    scope.route({
+      method: 'GET',
+      url: READY_PATH,
+      config: { auth: false },
+      handler: (_request, reply) => {
+        if (!registry.shuttingDown && app.server.listening) return reply.send({ status: 'ready' });
+        const { status, body } = errorReply('SHUTTING_DOWN', 'the daemon is shutting down');
+        return reply.code(status).send(body);
+      },
     });
 
     for (const spec of OPERATION_LIST) {

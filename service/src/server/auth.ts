@@ -176,6 +176,16 @@ export function bearerToken(header: string | undefined): string | undefined {
   return match?.[1];
 }
 
+/**
+ * The token of an `X-Execworld-Token` header, for clients behind a proxy that
+ * strips `Authorization` (the agent-sandbox router does).
+ */
+export function headerToken(header: string | string[] | undefined): string | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  const token = value?.trim();
+  return token === undefined || token === '' ? undefined : token;
+}
+
 /** The token carried by a `base64url.bearer.authorization.k8s.io.<token>` subprotocol, for browsers. */
 export function subprotocolToken(header: string | undefined): string | undefined {
   for (const protocol of (header ?? '').split(',').map((value) => value.trim())) {

@@ -182,6 +182,11 @@ export class SessionRegistry {
     this.#forget(session.id);
   }
 
+  /** True once shutdown began: no new work is taken. */
+  get shuttingDown(): boolean {
+    return this.#shuttingDown !== undefined;
+  }
+
   /** Stops taking work, terminates every session and waits until nothing runs. */
   shutdown(): Promise<void> {
     this.#shuttingDown ??= (async () => {
