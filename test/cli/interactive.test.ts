@@ -79,7 +79,8 @@ describe.skipIf(skip)(`in a terminal${skip ? ` (skipped: ${tmuxUnavailable})` : 
 
     // Typed and printed while nobody is attached.
     await daemon.request('POST', `/v1/terminals/${terminal!.id}/input`, { body: { data: 'echo made-$((20+3))-meanwhile\r' } });
-    await waitFor('the echo made while detached', async () => (await terminalOutput(terminal!.id)).includes('made-23-meanwhile'));
+    // Generous: on a loaded machine bash takes its time back from cat and to the line.
+    await waitFor('the echo made while detached', async () => (await terminalOutput(terminal!.id)).includes('made-23-meanwhile'), 60_000);
 
     await tmux.start('again', ['attach', terminal!.id], env, { cols: 120, rows: 40 });
     const resumed = await tmux.waitForScreen('again', 'the replay', (screen) => lines(screen).includes('made-23-meanwhile'));
