@@ -16,3 +16,6 @@ export const LIVE_PATH = '/livez';
 
 /** Readiness: 200 while the daemon listens with its tokens loaded, 503 once it is shutting down. No token. */
 export const READY_PATH = '/readyz';
+
+/** Metrics in Prometheus' text format; the token is needed unless the daemon runs with --metrics-auth none. */
+export const METRICS_PATH = '/metrics';

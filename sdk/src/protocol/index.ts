@@ -23,4 +23,4 @@ export {
   encodeDataFrame,
 } from './frames.ts';
 export { PROTOCOL_VERSION } from './version.ts';
-export { LIVE_PATH, READY_PATH, TOKEN_HEADER } from './http.ts';
+export { LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER } from './http.ts';

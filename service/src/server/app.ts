@@ -9,7 +9,7 @@ import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { ERROR_CATALOG, LIVE_PATH, OPERATION_LIST, READY_PATH, TOKEN_HEADER, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
+import { ERROR_CATALOG, LIVE_PATH, METRICS_PATH, OPERATION_LIST, READY_PATH, TOKEN_HEADER, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
 import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import type { Config } from './config.ts';
@@ -23,6 +23,7 @@ import { WebSocketHub } from './ws.ts';
 import { registerFileRoutes } from './file-routes.ts';
 import { UploadRegistry } from './uploads.ts';
 import { packageVersion } from '../version.ts';
+import { DaemonMetrics } from './metrics.ts';
 
 export const CONNECT_PATH = '/v1/connect';
 
@@ -94,7 +95,10 @@ export function buildApp(options: AppOptions): Daemon {
     pino(
       {
         level: config.logLevel,
-        redact: { paths: ['req.headers.authorization', 'req.headers["sec-websocket-protocol"]'], censor: '[redacted]' },
+        redact: {
+          paths: ['req.headers.authorization', `req.headers["${TOKEN_HEADER}"]`, 'req.headers["sec-websocket-protocol"]'],
+          censor: '[redacted]',
+        },
       },
       new LogSink(),
     );
@@ -120,7 +124,8 @@ export function buildApp(options: AppOptions): Daemon {
 
   const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess === true) : undefined;
   const runtime = options.runtime ?? own!.runtime;
-  const registry = new SessionRegistry(runtime, config, logger, (owner) => tokens.runAsOf(owner));
+  const metrics = new DaemonMetrics();
+  const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, (owner) => tokens.runAsOf(owner));
   const files = options.files ?? own?.files ?? hostFiles(config);
   // An owner that runs as another OS user has its calls made by that user (a worker process of theirs).
   const filesOf = (owner: string): OwnerFiles => files.view({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
@@ -138,7 +143,9 @@ export function buildApp(options: AppOptions): Daemon {
     maxConnectionsPerOwner: config.maxConnectionsPerOwner,
     maxSubscriptionsPerOwner: config.maxSubscriptionsPerOwner,
     log: logger,
+    metrics,
   });
+  metrics.readFrom({ sessions: () => registry.counts(), memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes() }) });
 
   app.decorateRequest('owner', '');
 
@@ -151,7 +158,10 @@ export function buildApp(options: AppOptions): Daemon {
       headerToken(request.headers[TOKEN_HEADER]) ??
       (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
     const owner = tokens.ownerOf(token);
-    if (owner === undefined) return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
+    if (owner === undefined) {
+      metrics.authFailure();
+      return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
+    }
     request.owner = owner;
     // Every line logged for a request on a session names the session.
     const session = (request.params as { id?: unknown } | undefined)?.id;
@@ -233,6 +243,15 @@ export function buildApp(options: AppOptions): Daemon {
     scope.route({ method: 'GET', url: LIVE_PATH, config: { auth: false }, handler: (_request, reply) => reply.send({ status: 'live' }) });
     scope.route({
       method: 'GET',
+      url: METRICS_PATH,
+      config: { auth: config.metricsAuth === 'token' },
+      handler: async (_request, reply) => {
+        const { contentType, body } = await metrics.text();
+        return reply.type(contentType).send(body);
+      },
+    });
+    scope.route({
+      method: 'GET',
       url: READY_PATH,
       config: { auth: false },
       handler: (_request, reply) => {
@@ -270,8 +289,17 @@ export function buildApp(options: AppOptions): Daemon {
             signal: aborted.signal,
             unbounded: false,
           };
-          const result = await bound.handler(ctx, validated.data);
-          return reply.code(spec.status).send(result);
+          const started = performance.now();
+          let outcome = 'ok';
+          try {
+            const result = await bound.handler(ctx, validated.data);
+            return reply.code(spec.status).send(result);
+          } catch (error) {
+            outcome = toServiceError(error).code;
+            throw error;
+          } finally {
+            metrics.observeCall(spec.name, 'rest', (performance.now() - started) / 1000, outcome, validated.data);
+          }
         },
       });
     }

@@ -67,6 +67,13 @@ const SETTINGS = {
     default: 'info',
     help: 'fatal, error, warn, info, debug, trace or silent',
   },
+  metricsAuth: {
+    flag: 'metrics-auth',
+    env: 'EXECWORLD_METRICS_AUTH',
+    schema: z.enum(['token', 'none']),
+    default: 'token',
+    help: 'GET /metrics needs a token (token), or answers anyone who reaches the daemon (none: for a scraper on a trusted network)',
+  },
   allowedOrigins: {
     flag: 'allowed-origin',
     env: 'EXECWORLD_ALLOWED_ORIGINS',

@@ -78,9 +78,13 @@ export class RingStream extends ListenedStream implements ByteStream {
   #held = Number.POSITIVE_INFINITY;
   #ended = false;
 
-  constructor(capacity: number) {
+  /** Told what the ring takes in and drops, and when its source is paused. */
+  readonly meter: StreamMeter | undefined;
+
+  constructor(capacity: number, meter?: StreamMeter) {
     super();
     this.capacity = capacity;
+    this.meter = meter;
   }
 
   get start(): number {
@@ -110,6 +114,7 @@ export class RingStream extends ListenedStream implements ByteStream {
     this.#chunks.push(chunk);
     this.#starts.push(this.#end);
     this.#end += chunk.length;
+    this.meter?.appended(chunk.length);
     this.#evict();
     this.notify();
   }
@@ -180,6 +185,7 @@ export class RingStream extends ListenedStream implements ByteStream {
       const headEnd = this.#starts[this.#head]! + head.length;
       const droppable = Math.min(headEnd - headStart, read - this.#start, this.#end - this.#start - this.capacity);
       this.#start += droppable;
+      this.meter?.evicted(droppable);
       if (this.#start === headEnd) {
         this.#chunks[this.#head] = EMPTY;
         this.#head += 1;
@@ -196,6 +202,16 @@ export class RingStream extends ListenedStream implements ByteStream {
 
 const EMPTY = Buffer.alloc(0);
 
+/** What a ring tells the daemon's metrics. */
+export interface StreamMeter {
+  /** `bytes` of a program's output went into a ring. */
+  appended(bytes: number): void;
+  /** `bytes` every reader had were dropped from a ring's head. */
+  evicted(bytes: number): void;
+  /** A program was paused: its ring was full of bytes no reader took. */
+  paused(): void;
+}
+
 /**
  * Pumps a readable (a terminal's output, a piped stdout) into a ring, pausing
  * it while the ring holds `capacity` unread bytes: the program then blocks on
@@ -207,7 +223,10 @@ export function feedRing(source: Readable, ring: RingStream, observe?: (chunk: B
     const offset = ring.end;
     ring.append(chunk);
     observe?.(chunk, offset);
-    if (ring.full) source.pause();
+    if (ring.full && !source.isPaused()) {
+      source.pause();
+      ring.meter?.paused();
+    }
   });
   ring.onChange(() => {
     if (!ring.full && source.isPaused() && !ring.ended) source.resume();

@@ -14,6 +14,7 @@ import type { WebSocket } from 'ws';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import { ClientMessage, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
 import type { z } from 'zod';
+import type { DaemonMetrics } from './metrics.ts';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
@@ -46,6 +47,8 @@ export interface HubOptions {
   readonly maxConnectionsPerOwner: number;
   readonly maxSubscriptionsPerOwner: number;
   readonly log: Logger;
+  /** Where calls and paused connections are counted; nowhere when absent. */
+  readonly metrics?: DaemonMetrics | undefined;
 }
 
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
@@ -102,6 +105,11 @@ class Connection {
     return this.#subscriptions.size;
   }
 
+  /** Bytes of answers and data queued for the client. */
+  get bufferedBytes(): number {
+    return this.#socket.bufferedAmount;
+  }
+
   /** Whether more data may be queued on the socket now. */
   get writable(): boolean {
     return this.#socket.readyState === this.#socket.OPEN && this.#socket.bufferedAmount < SOCKET_HIGH_WATER_BYTES;
@@ -140,6 +148,7 @@ class Connection {
     if (buffered > budget && !this.#readingPaused) {
       this.#readingPaused = true;
       this.#socket.pause();
+      this.#options.metrics?.connectionPaused();
     }
   }
 
@@ -200,6 +209,8 @@ class Connection {
     // Only a call that may wait (the table's `waits`) needs to learn that its caller went away (an AbortController costs microseconds).
     const controller = operation.spec.waits ? new AbortController() : undefined;
     if (controller !== undefined) this.#calls.add(controller);
+    const started = performance.now();
+    let outcome = 'ok';
     try {
       const validated = operation.schema.safeParse(params);
       if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, 'params'));
@@ -217,10 +228,12 @@ class Connection {
       this.send({ t: 'result', id, result });
     } catch (error) {
       const serviceError = toServiceError(error);
+      outcome = serviceError.code;
       if (serviceError.code === 'INTERNAL') this.#log.error({ err: error, op: name }, 'call failed');
       this.send({ t: 'error', id, error: serviceError.body() });
     } finally {
       if (controller !== undefined) this.#calls.delete(controller);
+      this.#options.metrics?.observeCall(name, 'websocket', (performance.now() - started) / 1000, outcome, params);
     }
   }
 
@@ -282,6 +295,13 @@ export class WebSocketHub {
 
   get connections(): number {
     return this.#connections.size;
+  }
+
+  /** Bytes queued for clients over every connection. */
+  bufferedBytes(): number {
+    let bytes = 0;
+    for (const connection of this.#connections) bytes += connection.bufferedBytes;
+    return bytes;
   }
 
   /** Open connections of `owner`. */

@@ -10,7 +10,7 @@ import type { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } from '@execworld/sdk/seam';
 import type { ExecutionProvider, ProviderProcess, RunAs } from '../../provider/api.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
-import { CollectorStream, feedRing, RingStream, type ByteStream } from '../streams.ts';
+import { CollectorStream, feedRing, RingStream, type ByteStream, type StreamMeter } from '../streams.ts';
 import { Session } from './session.ts';
 
 type ProcessInfo = typeof schemas.ProcessInfo._zod.output;
@@ -28,6 +28,8 @@ interface ProcessStream {
 
 export interface ProcessSessionOptions {
   readonly ringBytes: number;
+  /** Where the output rings report what they take and drop. */
+  readonly meter?: StreamMeter | undefined;
   /** Bytes a process's stdin pipe holds for a program that does not read, before writes are refused. */
   readonly inputBacklogBytes: number;
   readonly runAs?: RunAs | undefined;
@@ -74,7 +76,7 @@ export class ProcessSession extends Session {
     for (const name of ['stdout', 'stderr'] as const) {
       const mode = spec.stdio[name];
       if (mode === 'pipe') {
-        const ring = new RingStream(options.ringBytes);
+        const ring = new RingStream(options.ringBytes, options.meter);
         const source = this.handle[name];
         if (source !== undefined) feedRing(source, ring);
         else ring.finish();
@@ -151,6 +153,13 @@ export class ProcessSession extends Session {
   async terminate(): Promise<void> {
     this.handle.terminate();
     await this.settled;
+  }
+
+  /** The piped streams' rings; collected output is the provider's, in its own budget. */
+  retainedBytes(): number {
+    let bytes = 0;
+    for (const entry of Object.values(this.streams)) if (entry.stream instanceof RingStream) bytes += entry.stream.retained;
+    return bytes;
   }
 
   override dispose(): void {

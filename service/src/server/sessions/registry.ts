@@ -12,6 +12,7 @@ import type { ExecutionProvider, RunAs } from '../../provider/api.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { collectBytesOf, ProcessSession } from './process-session.ts';
 import { ShellRegistry } from './shells.ts';
+import type { StreamMeter } from '../streams.ts';
 import { TerminalSession } from './terminal-session.ts';
 
 export interface SessionLimits {
@@ -21,6 +22,8 @@ export interface SessionLimits {
   /** Collect-mode tails of every held process together, at most. */
   readonly collectBudgetBytes: number;
   readonly maxRetainedPerOwner: number;
+  /** Where the session rings report what they take and drop; nowhere when absent. */
+  readonly meter?: StreamMeter | undefined;
   readonly ringBytes: number;
   /** The most cells (rows × cols) a terminal's screen is kept for. */
   readonly screenMaxCells: number;
@@ -69,6 +72,26 @@ export class SessionRegistry {
     return this.#sessions.size;
   }
 
+  /** Sessions by kind and state (running, or exited and retained), for the metrics. */
+  counts(): { kind: string; state: string; count: number }[] {
+    const counts = new Map<string, number>();
+    for (const session of this.#sessions.values()) {
+      const key = `${session.kind}/${session.finishedAt === undefined ? 'running' : 'exited'}`;
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    return [...counts].map(([key, count]) => {
+      const [kind, state] = key.split('/') as [string, string];
+      return { kind, state, count };
+    });
+  }
+
+  /** Bytes the sessions' rings hold now. */
+  retainedBytes(): number {
+    let bytes = 0;
+    for (const session of this.#sessions.values()) bytes += session.retainedBytes();
+    return bytes;
+  }
+
   /**
    * Starts a terminal; a retry with the same `requestId` gets the session the first made.
    * @param answerQueries - whether the daemon answers the program's terminal queries
@@ -86,6 +109,7 @@ export class SessionRegistry {
           handle,
           {
             ringBytes: this.#limits.ringBytes,
+            meter: this.#limits.meter,
             answerQueries,
             screenMaxCells: this.#limits.screenMaxCells,
             sweepRetryDelaysMs: this.#limits.sweepRetryDelaysMs,

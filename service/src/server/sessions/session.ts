@@ -33,6 +33,8 @@ export abstract class Session {
   abstract readonly kind: 'terminal' | 'process';
   /** Ends the session; resolves once nothing of it runs. */
   abstract terminate(): Promise<void>;
+  /** Bytes of output the session holds in memory now. */
+  abstract retainedBytes(): number;
 
   /** Releases what the session holds outside memory once it is forgotten (spill files). */
   dispose(): void {

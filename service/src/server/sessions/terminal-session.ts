@@ -9,7 +9,7 @@ import type { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessOutcome, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import type { ProviderTerminal } from '../../provider/api.ts';
 import { ServiceError } from '../errors.ts';
-import { feedRing, RingStream } from '../streams.ts';
+import { feedRing, RingStream, type StreamMeter } from '../streams.ts';
 import { Session } from './session.ts';
 import { TerminalScreen } from './terminal-screen.ts';
 
@@ -25,6 +25,8 @@ export const SWEEP_RETRY_DELAYS_MS: readonly number[] = [1_000, 2_000, 4_000, 8_
 
 export interface TerminalSessionOptions {
   readonly ringBytes: number;
+  /** Where the output ring reports what it takes and drops. */
+  readonly meter?: StreamMeter | undefined;
   /** Whether the daemon answers the queries the terminal's program sends (cursor position, device attributes, …). */
   readonly answerQueries: boolean;
   /** The most cells (rows × cols) a screen is kept for. */
@@ -59,7 +61,7 @@ export class TerminalSession extends Session {
     this.rows = spec.rows;
     this.cols = spec.cols;
     this.#onFinished = options.onFinished;
-    this.output = new RingStream(options.ringBytes);
+    this.output = new RingStream(options.ringBytes, options.meter);
     this.answerQueries = options.answerQueries;
     this.screen = new TerminalScreen(this.output, {
       rows: spec.rows,
@@ -112,6 +114,10 @@ export class TerminalSession extends Session {
   }
 
   /** Resolves once the kernel took the bytes; false when (`writer`, `seq`) shows a retry of an applied write. */
+  retainedBytes(): number {
+    return this.output.retained;
+  }
+
   input(data: string, writer: string | undefined, seq: number | undefined): Promise<boolean> {
     return this.writes.run(writer, seq, async () => {
       if (this.exit !== undefined) throw new ServiceError('TERMINAL_EXITED', 'the terminal has exited');

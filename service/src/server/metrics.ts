@@ -1,0 +1,125 @@
+/**
+ * The daemon's metrics in Prometheus' text format (`GET /metrics`), kept by
+ * prom-client in a registry of the daemon's own. Labels name kinds,
+ * operations and codes, never a session or an owner: a scrape says how the
+ * daemon is doing, not who uses it.
+ * @module
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { StreamMeter } from './streams.ts';
+
+/** The operations that start a program: their failures are spawn failures, counted by code. */
+const SPAWNING = new Set(['process.create', 'terminal.create', 'shell.create']);
+/** The operations that write input to a program. */
+const INPUT = new Set(['terminal.input', 'process.stdin', 'shell.send']);
+
+/** What the daemon reports of its sessions and memory when scraped. */
+export interface MetricsSources {
+  /** Sessions by kind and state, now. */
+  sessions(): { kind: string; state: string; count: number }[];
+  /** Bytes held now, by budget (rings, connection buffers). */
+  memory(): Record<string, number>;
+}
+
+export class DaemonMetrics {
+  readonly registry = new Registry();
+  readonly #calls: Histogram<'operation' | 'transport' | 'outcome'>;
+  readonly #authFailures: Counter;
+  readonly #spawnFailures: Counter<'code'>;
+  readonly #inputBytes: Counter;
+  readonly #connectionPauses: Counter;
+  /** What the session rings report: bytes in, bytes evicted, programs paused. */
+  readonly streams: StreamMeter;
+
+  #sources: MetricsSources | undefined;
+
+  constructor() {
+    const registers = [this.registry];
+    const sources = (): MetricsSources | undefined => this.#sources;
+    collectDefaultMetrics({ register: this.registry, prefix: 'execworld_' });
+    new Gauge({
+      name: 'execworld_sessions',
+      help: 'Sessions the daemon holds, by kind (terminal, process) and state (running, exited).',
+      labelNames: ['kind', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const { kind, state, count } of sources()?.sessions() ?? []) this.set({ kind, state }, count);
+      },
+    });
+    new Gauge({
+      name: 'execworld_memory_bytes',
+      help: 'Bytes held in memory by budget: rings (session output kept for readers), connections (answers queued for clients).',
+      labelNames: ['budget'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [budget, bytes] of Object.entries(sources()?.memory() ?? {})) this.set({ budget }, bytes);
+      },
+    });
+    this.#calls = new Histogram({
+      name: 'execworld_call_duration_seconds',
+      help: 'Time to answer an operation, by operation, transport (rest, websocket) and outcome (ok or the error code).',
+      labelNames: ['operation', 'transport', 'outcome'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.#authFailures = new Counter({ name: 'execworld_auth_failures_total', help: 'Requests and upgrades refused for a missing or wrong token.', registers });
+    this.#spawnFailures = new Counter({
+      name: 'execworld_spawn_failures_total',
+      help: 'Creates of a process, terminal or shell that failed, by error code.',
+      labelNames: ['code'],
+      registers,
+    });
+    this.#inputBytes = new Counter({
+      name: 'execworld_input_bytes_total',
+      help: 'Bytes of input written to programs (terminal input, stdin, shell sends).',
+      registers,
+    });
+    const output = new Counter({ name: 'execworld_output_bytes_total', help: 'Bytes of output programs produced into their rings.', registers });
+    const evicted = new Counter({
+      name: 'execworld_ring_evicted_bytes_total',
+      help: 'Bytes dropped from the head of rings after every reader had them.',
+      registers,
+    });
+    const paused = new Counter({
+      name: 'execworld_flow_pauses_total',
+      help: 'Times a program was paused because its ring was full of bytes no reader had taken.',
+      registers,
+    });
+    this.#connectionPauses = new Counter({
+      name: 'execworld_connection_pauses_total',
+      help: 'Times a WebSocket client stopped being read because it did not read its answers.',
+      registers,
+    });
+    this.streams = { appended: (bytes) => output.inc(bytes), evicted: (bytes) => evicted.inc(bytes), paused: () => paused.inc() };
+  }
+
+  /** One operation answered: its time, and what it says of spawns and input. */
+  observeCall(operation: string, transport: 'rest' | 'websocket', seconds: number, outcome: string, params?: unknown): void {
+    this.#calls.observe({ operation, transport, outcome }, seconds);
+    if (outcome !== 'ok' && SPAWNING.has(operation)) this.#spawnFailures.inc({ code: outcome });
+    if (outcome === 'ok' && INPUT.has(operation)) {
+      const data = (params as { data?: unknown; input?: unknown } | undefined)?.data ?? (params as { input?: unknown } | undefined)?.input;
+      if (typeof data === 'string') this.#inputBytes.inc(Buffer.byteLength(data));
+    }
+  }
+
+  /** Where the sessions and memory are read when scraped. */
+  readFrom(sources: MetricsSources): void {
+    this.#sources = sources;
+  }
+
+  authFailure(): void {
+    this.#authFailures.inc();
+  }
+
+  connectionPaused(): void {
+    this.#connectionPauses.inc();
+  }
+
+  /** The text a scrape answers. */
+  async text(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * GET /metrics: the counters move with real activity (sessions, bytes in and
+ * out, ring evictions, flow-control pauses, calls by operation, auth and
+ * spawn failures, memory in use), behind the token unless configured
+ * otherwise, and no session id or token is ever a label.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { METRICS_PATH } from '@execworld/sdk/protocol';
+import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+let daemon: TestDaemon;
+beforeAll(async () => {
+  daemon = await startDaemon({ ringBytes: 64 * 1024 });
+});
+afterAll(() => daemon.close());
+
+async function scrape(target = daemon): Promise<string> {
+  const answer = await target.request('GET', METRICS_PATH);
+  expect(answer.status).toBe(200);
+  return answer.body as string;
+}
+
+/** The value of sample `name{labels}` in a scrape; 0 when it is not there. */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  const wanted = Object.entries(labels).map(([key, value]) => `${key}="${value}"`);
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (match?.[1] !== name) continue;
+    const have = (match[2] ?? '').split(',').filter(Boolean);
+    if (wanted.every((label) => have.includes(label))) return Number(match[3]);
+  }
+  return 0;
+}
+
+const piped = (script: string) => ({
+  argv: ['/bin/sh', '-c', script],
+  cwd: '/tmp',
+  stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' },
+  graceMs: 1000,
+});
+
+describe('GET /metrics', () => {
+  it('needs the token, and counts the refusal', async () => {
+    const before = sample(await scrape(), 'execworld_auth_failures_total');
+    const refused = await daemon.request('GET', METRICS_PATH, { token: null });
+    expect(refused.status).toBe(401);
+    expect(sample(await scrape(), 'execworld_auth_failures_total')).toBe(before + 1);
+  });
+
+  it('moves with sessions, bytes, evictions, pauses, calls and spawn failures', async () => {
+    const before = await scrape();
+    // A process that echoes its input, and one that floods a ring nobody reads.
+    const echo = await daemon.request('POST', '/v1/processes', { body: piped('cat') });
+    expect(echo.status).toBe(201);
+    const input = 'hello metrics\n';
+    expect((await daemon.request('POST', `/v1/processes/${echo.body.id}/stdin`, { body: { data: input } })).status).toBe(200);
+    const flood = await daemon.request('POST', '/v1/processes', { body: piped('head -c 1000000 /dev/zero') });
+    expect(flood.status).toBe(201);
+    // Reading the flood frees its ring: the program resumes and bytes every reader had are evicted.
+    let from = 0;
+    await waitFor(
+      'the flood read to its end',
+      async () => {
+        const read = await daemon.request('GET', `/v1/processes/${flood.body.id}/output/stdout?from=${from}&maxBytes=65536&waitMs=1000`);
+        from = read.body.next as number;
+        return from >= 1_000_000;
+      },
+      30_000,
+    );
+    const missing = await daemon.request('POST', '/v1/processes', { body: { ...piped(''), argv: ['/definitely/missing/program'] } });
+    expect(missing.body.error.code).toBe('EXECUTABLE_NOT_FOUND');
+    const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
+    await socket.call('terminal.list');
+    socket.close();
+
+    const after = await scrape();
+    const delta = (name: string, labels?: Record<string, string>): number => sample(after, name, labels) - sample(before, name, labels);
+    expect(sample(after, 'execworld_sessions', { kind: 'process', state: 'running' })).toBeGreaterThanOrEqual(1);
+    expect(delta('execworld_input_bytes_total')).toBe(input.length);
+    expect(delta('execworld_output_bytes_total')).toBeGreaterThanOrEqual(1_000_000);
+    expect(delta('execworld_ring_evicted_bytes_total')).toBeGreaterThan(0);
+    expect(delta('execworld_flow_pauses_total')).toBeGreaterThan(0);
+    expect(delta('execworld_spawn_failures_total', { code: 'EXECUTABLE_NOT_FOUND' })).toBe(1);
+    expect(delta('execworld_call_duration_seconds_count', { operation: 'process.create', transport: 'rest', outcome: 'ok' })).toBe(2);
+    expect(delta('execworld_call_duration_seconds_count', { operation: 'terminal.list', transport: 'websocket', outcome: 'ok' })).toBe(1);
+    expect(sample(after, 'execworld_memory_bytes', { budget: 'rings' })).toBeGreaterThan(0);
+    expect(sample(after, 'execworld_process_resident_memory_bytes')).toBeGreaterThan(0);
+    // Kinds, operations and codes only: no session id, no owner, no token.
+    for (const secret of [echo.body.id as string, flood.body.id as string, ALICE, 'alice']) expect(after).not.toContain(secret);
+
+    await daemon.request('DELETE', `/v1/processes/${echo.body.id}`);
+    await daemon.request('DELETE', `/v1/processes/${flood.body.id}`);
+  });
+
+  it('answers without a token with --metrics-auth none', async () => {
+    const open = await startDaemon({ metricsAuth: 'none' });
+    try {
+      const answer = await open.request('GET', METRICS_PATH, { token: null });
+      expect(answer.status).toBe(200);
+      expect(answer.body).toContain('# TYPE execworld_sessions gauge');
+    } finally {
+      await open.close();
+    }
+  });
+});
