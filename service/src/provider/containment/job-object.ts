@@ -152,16 +152,10 @@ class JobCell implements SessionCell {
     const members = this.#jobPids();
     if (members === undefined || members.length === 0) return;
     const inJob = new Set(members);
-    const started = new Map<number, bigint>();
+    const created = new Map<number, bigint | undefined>();
     const startOf = (pid: number): bigint | undefined => {
-      if (!started.has(pid)) {
-        const text = this.#processes.state(pid)?.started;
-        if (text !== undefined) {
-          const [high, low] = text.split(':');
-          started.set(pid, (BigInt(high!) << 32n) | BigInt(low!));
-        }
-      }
-      return started.get(pid);
+      if (!created.has(pid)) created.set(pid, this.#processes.state(pid)?.created);
+      return created.get(pid);
     };
     const entries = this.#processes.entries();
     let grew = true;

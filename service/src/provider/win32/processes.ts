@@ -24,6 +24,8 @@ import {
 export interface ProcessState {
   /** The creation time, `"<high>:<low>"` of its FILETIME. */
   readonly started: string;
+  /** The same creation time as a number, for ordering processes by age. */
+  readonly created: bigint;
   /** True while it runs; false once it has exited (its object still exists). */
   readonly running: boolean;
 }
@@ -64,10 +66,10 @@ export class WindowsProcesses {
 
   /** `pid`'s start identity and whether it runs; undefined when it cannot be read (gone, or not ours to open). */
   state(pid: number): ProcessState | undefined {
-    return this.#withProcess(pid, PROCESS_QUERY_LIMITED_INFORMATION | SYNCHRONIZE, (handle, started) => {
+    return this.#withProcess(pid, PROCESS_QUERY_LIMITED_INFORMATION | SYNCHRONIZE, (handle, started, created) => {
       const wait = this.#kernel32.WaitForSingleObject(handle, 0);
-      if (wait === WAIT_TIMEOUT) return { started, running: true };
-      if (wait === WAIT_OBJECT_0) return { started, running: false };
+      if (wait === WAIT_TIMEOUT) return { started, created, running: true };
+      if (wait === WAIT_OBJECT_0) return { started, created, running: false };
       return undefined;
     });
   }
@@ -91,13 +93,13 @@ export class WindowsProcesses {
   }
 
   /** Runs `use` with `pid` opened with `access` and its start identity; undefined when either cannot be had. */
-  #withProcess<T>(pid: number, access: number, use: (handle: Handle, started: string) => T): T | undefined {
+  #withProcess<T>(pid: number, access: number, use: (handle: Handle, started: string, created: bigint) => T): T | undefined {
     if (!Number.isInteger(pid) || pid <= 0) return undefined;
     const handle = this.#kernel32.OpenProcess(access, pid);
     if (!isValidHandle(handle)) return undefined;
     try {
       const creation = this.#kernel32.processCreationTime(handle);
-      return creation === undefined ? undefined : use(handle, startedText(creation));
+      return creation === undefined ? undefined : use(handle, startedText(creation), creation);
     } finally {
       this.#kernel32.CloseHandle(handle);
     }
