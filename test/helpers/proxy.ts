@@ -1,5 +1,6 @@
 /** A TCP proxy on 127.0.0.1 that can cut or stall every connection through it. */
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export class FaultProxy {
   readonly #server: Server;
@@ -85,5 +86,24 @@ export class FaultProxy {
   async close(): Promise<void> {
     this.cut();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
+
+/** What can cut the connections through it: this proxy, or the router of test/helpers/sandbox-router.ts. */
+export interface Cuttable {
+  readonly connections: number;
+  cut(): void;
+}
+
+/** Cuts every connection through `target` at random moments until `done` settles; counts the cuts in `cuts`. */
+export async function cutRandomly(target: Cuttable, done: Promise<unknown>, cuts: { count: number } = { count: 0 }): Promise<void> {
+  let finished = false;
+  void done.finally(() => (finished = true));
+  while (!finished) {
+    await sleep(20 + Math.random() * 150);
+    if (!finished && target.connections > 0) {
+      target.cut();
+      cuts.count += 1;
+    }
   }
 }

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
 import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
-import { FaultProxy } from '../helpers/proxy.ts';
+import { cutRandomly, FaultProxy } from '../helpers/proxy.ts';
 import { sleep, waitFor } from '../helpers/wait.ts';
 
 let daemon: DaemonProcess;
@@ -27,19 +27,6 @@ afterAll(async () => {
 const fast = { reconnectInitialDelayMs: 5, reconnectMaxDelayMs: 50, heartbeatMs: 500 };
 const sha = (data: Buffer | string): string => createHash('sha256').update(data).digest('hex');
 const rssKiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
-
-/** Cuts every connection through the proxy at random moments until `done` settles. */
-async function cutRandomly(done: Promise<unknown>, cuts: { count: number }): Promise<void> {
-  let finished = false;
-  void done.finally(() => (finished = true));
-  while (!finished) {
-    await sleep(20 + Math.random() * 150);
-    if (!finished && proxy.connections > 0) {
-      proxy.cut();
-      cuts.count += 1;
-    }
-  }
-}
 
 describe('the remote runtime under faults', () => {
   it('delivers a 50 MB piped stream byte-exact through random cuts, every time', async () => {
@@ -59,7 +46,7 @@ describe('the remote runtime under faults', () => {
         handle.stdout!.on('error', reject);
       });
       const cuts = { count: 0 };
-      await Promise.all([cutRandomly(ended, cuts), ended]);
+      await Promise.all([cutRandomly(proxy, ended, cuts), ended]);
       await expect(handle.done).resolves.toEqual({ exitCode: 0, signal: null });
       expect(cuts.count).toBeGreaterThan(0);
       expect(bytes).toBeGreaterThan(50_000_000);
@@ -84,7 +71,7 @@ describe('the remote runtime under faults', () => {
     proxy.cut();
     await terminal.write('two\r');
     const cuts = { count: 1 };
-    await Promise.all([cutRandomly(terminal.done, cuts), terminal.done]);
+    await Promise.all([cutRandomly(proxy, terminal.done, cuts), terminal.done]);
     const text = Buffer.concat(chunks).toString();
     const expected = `READY\r\none+two\r\n${execFileSync('/bin/sh', ['-c', 'seq 1 400000'], { maxBuffer: 64 * 1024 * 1024 })
       .toString()

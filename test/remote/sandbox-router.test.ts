@@ -11,8 +11,9 @@ import { connect, sandboxRouter } from '@execworld/sdk';
 import { TOKEN_HEADER, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX } from '@execworld/sdk/protocol';
 import { runCli } from '../helpers/cli.ts';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { cutRandomly } from '../helpers/proxy.ts';
 import { SandboxRouter } from '../helpers/sandbox-router.ts';
-import { sleep, waitFor } from '../helpers/wait.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 let one: TestDaemon;
 let two: TestDaemon;
@@ -94,13 +95,7 @@ describe('through an agent-sandbox router', () => {
     await waitFor('the first half', () => text().endsWith('\r\n50000\r\n'));
     router.cut();
     await terminal.write('\r');
-    let finished = false;
-    void terminal.done.finally(() => (finished = true));
-    while (!finished) {
-      await sleep(30 + Math.random() * 100);
-      if (!finished && router.connections > 0) router.cut();
-    }
-    await terminal.done;
+    await Promise.all([cutRandomly(router, terminal.done), terminal.done]);
     const expected = `READY\r\ngot across\r\n${Array.from({ length: 100_000 }, (_, index) => `${index + 1}\r\n`).join('')}`;
     expect(text()).toBe(expected);
     await runtime.dispose();
