@@ -1,5 +1,5 @@
 #!/usr/bin/env -S node --single-threaded-gc
-// Runs the TypeScript sources directly: there is no build step.
+// The daemon's and the CLI's program (see entry.js for what it runs).
 //
 // The V8 flags of the first line are part of how the daemon runs; whatever
 // starts it another way (the image, the tests) passes the same ones. With
@@ -8,8 +8,7 @@
 // serves (on two cores, a terminal streaming in bulk ran 8% faster with the
 // flag, and the daemon used 28% less CPU).
 import process from 'node:process';
-import { register } from 'tsx/esm/api';
+import { load } from './entry.js';
 
-register();
-const { main } = await import('../src/cli.ts');
+const { main } = await load('cli');
 await main(process.argv.slice(2));

@@ -1,7 +1,5 @@
 // The entry of a file worker: a process the daemon starts for an owner that
-// runs as another OS user (see src/provider/fs/file-worker.ts). Like the
-// daemon's own bin, it runs the TypeScript sources directly.
-import { register } from 'tsx/esm/api';
+// runs as another OS user (see src/provider/fs/file-worker.ts).
+import { load } from './entry.js';
 
-register();
-await import('../src/provider/fs/file-worker.ts');
+await load('provider/fs/file-worker');

@@ -209,6 +209,27 @@ export function defineProcessContract(name: string, make: () => Promise<ProcessR
         await expect(big.done).resolves.toEqual({ exitCode: 7, signal: null });
       });
 
+      it('ends a piped stdin without error after the child read it and exited', async () => {
+        // The child reads one line and exits; closing the pipe afterwards has nothing to fail, whether
+        // the close overtakes the exit or the exit the close.
+        const handle = runtime.spawn(
+          node("process.stdin.once('data', (d) => { console.log('got', String(d).trim()); process.exit(3); })", {
+            stdio: { ...collectBoth, stdin: 'pipe' },
+          }),
+        );
+        const stdin = handle.stdin!;
+        const errors: Error[] = [];
+        stdin.on('error', (error) => errors.push(error));
+        stdin.write('line\n');
+        await expect(handle.done).resolves.toEqual({ exitCode: 3, signal: null });
+        // Locally the pipe is destroyed with the exit and the end is a no-op; remotely the close
+        // is a call whose answer finishes (or fails) the stream, and then it closes.
+        stdin.end();
+        await waitFor('stdin to close', () => stdin.closed, 20_000);
+        expect(errors).toEqual([]);
+        expect(stdoutOf(handle)).toBe('got line\n');
+      });
+
       it('hands pipe streams over and exposes readers exactly for collected streams', async () => {
         const handle = runtime.spawn(node('process.stdin.pipe(process.stdout)', { stdio: { stdin: 'pipe', stdout: 'pipe', stderr: { maxBytes: 100 } } }));
         expect(handle.stdout).toBeDefined();

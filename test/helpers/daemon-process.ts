@@ -43,24 +43,32 @@ export async function startDaemon(args: string[] = [], nodeArgs: string[] = [], 
     chownSync(home, options.uid, options.uid);
     argv.unshift('setpriv', `--reuid=${options.uid}`, `--regid=${options.uid}`, '--clear-groups', '--');
   }
-  const child: ChildProcess = spawn(argv[0]!, argv.slice(1), {
-    env: { ...process.env, XDG_CONFIG_HOME: home, XDG_STATE_HOME: home },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  return serveFrom(argv, { env: { ...process.env, XDG_CONFIG_HOME: home, XDG_STATE_HOME: home } });
+}
+
+/**
+ * Runs `argv`, a command that starts the daemon however it is installed (the
+ * bin of this checkout, `npx execworld serve` in a project that installed the
+ * packed tarballs, the image's command), and waits for the line of its log
+ * that gives its address and token file.
+ */
+export async function serveFrom(argv: readonly string[], options: { cwd?: string; env: NodeJS.ProcessEnv }): Promise<DaemonProcess> {
+  const child: ChildProcess = spawn(argv[0]!, argv.slice(1), { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'inherit'] });
   let logs = '';
   const onLog = (chunk: Buffer): void => {
     // Keep only the start of the log: the address line is all that is needed.
     if (logs.length < 64 * 1024) logs += chunk.toString();
   };
   child.stdout!.on('data', onLog);
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + 60_000;
   while (!/"address":"http:\/\/[^"]+"/.test(logs)) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`daemon did not start: ${logs}`);
+    if (Date.now() > deadline || child.exitCode !== null || child.signalCode !== null) throw new Error(`daemon did not start: ${logs}`);
     await sleep(20);
   }
   const url = /"address":"(http:\/\/[^"]+)"/.exec(logs)![1]!;
   const token = readFileSync(/"tokenFile":"([^"]+)"/.exec(logs)![1]!, 'utf8').trim();
-  const pid = child.pid!;
+  // The daemon's own pid, from its log: `argv` may be a launcher (npx) that runs it as its child.
+  const pid = Number(/"pid":(\d+)/.exec(logs)![1]);
   return {
     url,
     token,
@@ -71,9 +79,12 @@ export async function startDaemon(args: string[] = [], nodeArgs: string[] = [], 
       const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       return (Number(fields[11]) + Number(fields[12])) / 100;
     },
+    // The daemon itself is signalled: a launcher such as npx runs it under a shell that does not pass SIGTERM on.
     stop: async () => {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => child.once('exit', resolve));
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      process.kill(pid, 'SIGTERM');
+      await exited;
     },
   };
 }

@@ -135,11 +135,17 @@ export class ProcessSession extends Session {
     });
   }
 
-  /** Closes the stdin pipe; closing it again is success, as the first close's retry may be. */
+  /**
+   * Closes the stdin pipe. A pipe that is closed already is success: closed
+   * by a first close (which a retry repeats), or gone with the process, as a
+   * local close of a pipe whose reader exited is. Only a stdin that was never
+   * a pipe is an error.
+   */
   closeStdin(): void {
     const stdin = this.#stdin;
-    if (stdin !== undefined && stdin.writableEnded && this.#stdinError === undefined) return;
-    this.#stdinOrThrow().end();
+    if (stdin === undefined) throw new ServiceError('PROCESS_EXITED', `stdin is not a pipe (it was spawned as ${this.stdinMode})`);
+    if (stdin.writableEnded || stdin.destroyed || this.#stdinError !== undefined) return;
+    stdin.end();
   }
 
   #stdinOrThrow(): Writable {

@@ -1,0 +1,212 @@
+/**
+ * The packages as a user gets them: `scripts/pack.ts` builds and packs both,
+ * a fresh project installs the two tarballs with npm, plain `node` (no
+ * TypeScript loader) imports the SDK and drives a daemon started with
+ * `npx execworld serve` from the same install, and `tsc` type-checks a
+ * consumer against the packed declarations.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serveFrom, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { pidAlive } from '../helpers/wait.ts';
+
+const run = promisify(execFile);
+const ROOT = join(import.meta.dirname, '../..');
+const TSX = join(ROOT, 'node_modules/.bin/tsx');
+const TSC = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+const TYPES_NODE = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies[
+  '@types/node'
+]!;
+
+interface Packed {
+  package: string;
+  tarball: string;
+  size: number;
+  unpackedSize: number;
+  files: number;
+}
+
+interface Manifest {
+  exports: Record<string, { types: string; default: string }>;
+  dependencies: Record<string, string>;
+  bin?: Record<string, string>;
+}
+
+let work: string;
+let packed: Packed[];
+let project: string;
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), 'execworld-packages-'));
+  const { stdout } = await run(TSX, [join(ROOT, 'scripts/pack.ts'), join(work, 'pack')], { cwd: ROOT });
+  packed = stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Packed);
+  project = join(work, 'project');
+  await run('mkdir', ['-p', project]);
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  await run(
+    'npm',
+    ['install', '--no-audit', '--no-fund', '--prefer-offline', ...packed.map((entry) => entry.tarball), `@types/node@${TYPES_NODE}`, 'typescript@5.9.3'],
+    { cwd: project },
+  );
+}, 300_000);
+
+afterAll(() => {
+  if (work !== undefined) rmSync(work, { recursive: true, force: true });
+});
+
+async function listing(tarball: string): Promise<string[]> {
+  const { stdout } = await run('tar', ['-tzf', tarball]);
+  return stdout.trim().split('\n');
+}
+
+async function manifestOf(tarball: string): Promise<Manifest> {
+  const { stdout } = await run('tar', ['-xzOf', tarball, 'package/package.json']);
+  return JSON.parse(stdout) as Manifest;
+}
+
+describe('the packed tarballs', () => {
+  it('hold built JavaScript and declarations, no TypeScript source, and export only files they hold', async () => {
+    expect(packed.map((entry) => entry.package)).toEqual(['@execworld/sdk', '@execworld/service']);
+    for (const { tarball } of packed) {
+      const files = await listing(tarball);
+      expect(files.filter((file) => file.endsWith('.ts') && !file.endsWith('.d.ts'))).toEqual([]);
+      expect(files).toContain('package/LICENSE');
+      expect(files).toContain('package/README.md');
+      const manifest = await manifestOf(tarball);
+      for (const [path, target] of Object.entries(manifest.exports)) {
+        expect(files, `${path} types`).toContain(`package/${target.types.slice(2)}`);
+        expect(files, `${path} code`).toContain(`package/${target.default.slice(2)}`);
+      }
+      // The loader is for working on the sources; an installed package runs without one.
+      expect(Object.keys(manifest.dependencies)).not.toContain('tsx');
+    }
+    const service = await manifestOf(packed[1]!.tarball);
+    expect(service.bin).toEqual({ execworld: './bin/execworld.js' });
+    const files = await listing(packed[1]!.tarball);
+    expect(files).toEqual(expect.arrayContaining(['package/bin/execworld.js', 'package/bin/entry.js', 'package/bin/file-worker.js', 'package/dist/cli.js']));
+  });
+
+  it('declarations name their neighbours by their .js files', () => {
+    const sdk = join(project, 'node_modules/@execworld/sdk/dist/index.d.ts');
+    const text = readFileSync(sdk, 'utf8');
+    expect(text).toMatch(/from '\.\/remote\/runtime\.js'/);
+    expect(text).not.toMatch(/from '\.[^']*\.ts'/);
+  });
+});
+
+describe('a fresh project that installed the tarballs', () => {
+  let daemon: DaemonProcess | undefined;
+  afterAll(async () => {
+    await daemon?.stop();
+  });
+
+  it('runs the daemon with npx execworld serve, and plain node drives it through the SDK', async () => {
+    const env = { PATH: process.env.PATH, HOME: project, XDG_CONFIG_HOME: join(project, 'config'), XDG_STATE_HOME: join(project, 'state') };
+    daemon = await serveFrom(['npx', '--no-install', 'execworld', 'serve', '--port', '0'], { cwd: project, env });
+    const script = join(project, 'use.mjs');
+    writeFileSync(
+      script,
+      `
+import { connect } from '@execworld/sdk';
+import { ERROR_CODES } from '@execworld/sdk/protocol';
+import { LocalRuntime } from '@execworld/service';
+const runtime = await connect(process.argv[2]);
+try {
+  const child = runtime.spawn({
+    argv: ['/bin/sh', '-c', 'read line; echo "got $line"; exit 3'],
+    cwd: '/',
+    stdio: { stdin: 'pipe', stdout: { maxBytes: 65536 }, stderr: { maxBytes: 65536 } },
+    graceMs: 5000,
+  });
+  child.stdin.end('packed\\n');
+  const done = await child.done;
+  const terminal = await runtime.spawnTerminal({ argv: ['/bin/sh'], cwd: '/', rows: 24, cols: 80, graceMs: 3000 });
+  await terminal.write('exit 7\\n');
+  const terminalDone = await terminal.done;
+  console.log(JSON.stringify({
+    done,
+    stdout: child.collected.stdout.readFrom(0).text,
+    terminalDone,
+    codes: ERROR_CODES.includes('INVALID_ARGUMENT'),
+    local: typeof LocalRuntime,
+  }));
+} finally {
+  await runtime.dispose();
+}
+`,
+    );
+    const { stdout } = await run(process.execPath, [script, daemon.url], { cwd: project, env });
+    expect(JSON.parse(stdout)).toEqual({
+      done: { exitCode: 3, signal: null },
+      stdout: 'got packed\n',
+      terminalDone: { exitCode: 7, signal: null },
+      codes: true,
+      local: 'function',
+    });
+    // SIGTERM ends the daemon, and with it npx.
+    const pid = daemon.pid;
+    await daemon.stop();
+    daemon = undefined;
+    expect(pidAlive(pid)).toBe(false);
+  }, 120_000);
+
+  it('type-checks a consumer against the packed declarations', async () => {
+    writeFileSync(
+      join(project, 'consumer.ts'),
+      `
+import { connect, type SubprocessRuntime, type SubprocessOutcome } from '@execworld/sdk';
+import { RemoteFiles } from '@execworld/sdk/fs';
+import { ERROR_CODES, type ErrorCode } from '@execworld/sdk/protocol';
+import { LocalRuntime } from '@execworld/service';
+
+export async function exitCodeOf(url: string): Promise<number | null> {
+  const runtime: SubprocessRuntime = await connect(url, { token: 'x', headers: { 'x-sandbox-id': 'one' } });
+  const child = runtime.spawn({ argv: ['/bin/true'], cwd: '/', stdio: { stdin: 'ignore', stdout: { maxBytes: 1024 }, stderr: { maxBytes: 1024 } }, graceMs: 1000 });
+  const outcome: SubprocessOutcome = await child.done;
+  // @ts-expect-error a pid is a number: the declarations must say so, or this line is an error of its own
+  const pid: string = child.pid;
+  void pid;
+  return outcome.exitCode;
+}
+export const code: ErrorCode = ERROR_CODES[0]!;
+export const local = new LocalRuntime();
+export type Files = RemoteFiles;
+`,
+    );
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          noEmit: true,
+          types: ['node'],
+          skipLibCheck: false,
+        },
+        files: ['consumer.ts'],
+      }),
+    );
+    const checked = await run(process.execPath, [join(project, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: project }).then(
+      () => '',
+      (error: { stdout: string }) => error.stdout,
+    );
+    expect(checked).toBe('');
+    // The check can fail: a consumer that misuses the SDK is refused.
+    writeFileSync(join(project, 'consumer.ts'), `import { connect } from '@execworld/sdk';\nexport const wrong: number = connect;\n`);
+    const refused = await run(process.execPath, [TSC, '-p', project], { cwd: project }).then(
+      () => '',
+      (error: { stdout: string }) => error.stdout,
+    );
+    expect(refused).toMatch(/consumer\.ts.*TS2322/);
+  }, 120_000);
+});
