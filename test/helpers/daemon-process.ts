@@ -32,7 +32,12 @@ export interface DaemonProcess {
   peakRssKiB(): number;
   /** CPU seconds the daemon used so far. */
   cpuSeconds(): number;
-  stop(): Promise<void>;
+  /**
+   * SIGTERM to the daemon itself, or with `via: 'launcher'` to the command
+   * that started it (tini, as `docker stop` does); resolves with the
+   * launched command's exit status once it has exited.
+   */
+  stop(options?: { via?: 'daemon' | 'launcher' }): Promise<number | null>;
 }
 
 export async function startDaemon(args: string[] = [], nodeArgs: string[] = [], options: { uid?: number } = {}): Promise<DaemonProcess> {
@@ -80,11 +85,11 @@ export async function serveFrom(argv: readonly string[], options: { cwd?: string
       return (Number(fields[11]) + Number(fields[12])) / 100;
     },
     // The daemon itself is signalled: a launcher such as npx runs it under a shell that does not pass SIGTERM on.
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      process.kill(pid, 'SIGTERM');
-      await exited;
+    stop: async (stopOptions = {}) => {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+      process.kill(stopOptions.via === 'launcher' ? child.pid! : pid, 'SIGTERM');
+      return exited;
     },
   };
 }
