@@ -246,6 +246,9 @@ describe.skipIf(TINI.skip)(`docker/Dockerfile replayed as the node user${TINI.no
     const modules = readdirSync(join(tree, 'node_modules'));
     expect(modules).toEqual(expect.arrayContaining(['fastify', 'node-pty', 'ws']));
     for (const dev of ['tsx', 'typescript', 'vitest', 'esbuild']) expect(modules).not.toContain(dev);
+    // node-pty's binaries for other systems stay behind; the one compiled for this one is there (a terminal below uses it).
+    expect(readdirSync(join(tree, 'node_modules/node-pty'))).not.toContain('prebuilds');
+    expect(readdirSync(join(tree, 'node_modules/node-pty/build/Release'))).toContain('pty.node');
     // Only /opt/execworld and the user's directories are the image's own; the build stage stayed behind.
     expect(readdirSync(final().root).sort()).toEqual(['home', 'opt']);
   });
