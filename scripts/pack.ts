@@ -12,7 +12,7 @@
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..');
 const out = resolve(process.argv[2] ?? join(root, '.cache/pack'));
@@ -78,6 +78,9 @@ function pack(dir: 'sdk' | 'service'): void {
   }
 }
 
+// The output directory is emptied first: never the repository or a directory above it.
+const within = relative(out, root);
+if (!within.startsWith('..') && !isAbsolute(within)) throw new Error(`${out} holds the repository; give pack.ts a directory of its own`);
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 build();
