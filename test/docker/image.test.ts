@@ -90,15 +90,10 @@ interface Stage {
   expose: number[];
 }
 
+const INSTRUCTIONS = instructions(DOCKERFILE);
+
 /** Where the stages put things of their own; every other absolute path is the base image's. */
-const STAGE_DIRS = [
-  ...new Set(
-    instructions(DOCKERFILE)
-      .filter((instruction) => instruction.keyword === 'WORKDIR')
-      .map((instruction) => instruction.args),
-  ),
-  '/home/node',
-];
+const STAGE_DIRS = [...new Set(INSTRUCTIONS.filter((instruction) => instruction.keyword === 'WORKDIR').map((instruction) => instruction.args)), '/home/node'];
 
 function inStage(stage: Stage, text: string): string {
   let moved = text;
@@ -113,13 +108,9 @@ let stages: Stage[];
 function replay(): Stage[] {
   const built: Stage[] = [];
   let stage: Stage | undefined;
-  const args: Record<string, string> = {};
-  for (const { keyword, args: text } of instructions(DOCKERFILE)) {
-    if (keyword === 'ARG') {
-      const [name, value] = text.split('=');
-      args[name!] = value ?? '';
-      continue;
-    }
+  for (const { keyword, args: text } of INSTRUCTIONS) {
+    // The base image's name is the one build argument, and the host stands in for that image.
+    if (keyword === 'ARG') continue;
     if (keyword === 'FROM') {
       const name = / AS (\S+)$/i.exec(text)?.[1];
       const root = join(work, `stage-${built.length}`);

@@ -6,8 +6,7 @@
  * consumer against the packed declarations.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -18,10 +17,8 @@ import { pidAlive } from '../helpers/wait.ts';
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '../..');
 const TSX = join(ROOT, 'node_modules/.bin/tsx');
-const TSC = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-const TYPES_NODE = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies[
-  '@types/node'
-]!;
+/** The versions of the repository's own TypeScript and Node types, which the consumer installs beside the tarballs. */
+const DEV = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies;
 
 interface Packed {
   package: string;
@@ -49,11 +46,19 @@ beforeAll(async () => {
     .split('\n')
     .map((line) => JSON.parse(line) as Packed);
   project = join(work, 'project');
-  await run('mkdir', ['-p', project]);
+  mkdirSync(project);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
   await run(
     'npm',
-    ['install', '--no-audit', '--no-fund', '--prefer-offline', ...packed.map((entry) => entry.tarball), `@types/node@${TYPES_NODE}`, 'typescript@5.9.3'],
+    [
+      'install',
+      '--no-audit',
+      '--no-fund',
+      '--prefer-offline',
+      ...packed.map((entry) => entry.tarball),
+      `@types/node@${DEV['@types/node']}`,
+      `typescript@${DEV.typescript}`,
+    ],
     { cwd: project },
   );
 }, 300_000);
@@ -61,6 +66,14 @@ beforeAll(async () => {
 afterAll(() => {
   if (work !== undefined) rmSync(work, { recursive: true, force: true });
 });
+
+/** The consumer project's tsc over its tsconfig: empty when it type-checks, else the errors. */
+async function typeCheck(): Promise<string> {
+  return run(process.execPath, [join(project, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: project }).then(
+    () => '',
+    (error: { stdout: string }) => error.stdout,
+  );
+}
 
 async function listing(tarball: string): Promise<string[]> {
   const { stdout } = await run('tar', ['-tzf', tarball]);
@@ -196,17 +209,9 @@ export type Files = RemoteFiles;
         files: ['consumer.ts'],
       }),
     );
-    const checked = await run(process.execPath, [join(project, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: project }).then(
-      () => '',
-      (error: { stdout: string }) => error.stdout,
-    );
-    expect(checked).toBe('');
+    expect(await typeCheck()).toBe('');
     // The check can fail: a consumer that misuses the SDK is refused.
     writeFileSync(join(project, 'consumer.ts'), `import { connect } from '@execworld/sdk';\nexport const wrong: number = connect;\n`);
-    const refused = await run(process.execPath, [TSC, '-p', project], { cwd: project }).then(
-      () => '',
-      (error: { stdout: string }) => error.stdout,
-    );
-    expect(refused).toMatch(/consumer\.ts.*TS2322/);
+    expect(await typeCheck()).toMatch(/consumer\.ts.*TS2322/);
   }, 120_000);
 });

@@ -142,15 +142,18 @@ export class ProcessSession extends Session {
    * a pipe is an error.
    */
   closeStdin(): void {
-    const stdin = this.#stdin;
-    if (stdin === undefined) throw new ServiceError('PROCESS_EXITED', `stdin is not a pipe (it was spawned as ${this.stdinMode})`);
+    const stdin = this.#pipeOrThrow();
     if (stdin.writableEnded || stdin.destroyed || this.#stdinError !== undefined) return;
     stdin.end();
   }
 
+  #pipeOrThrow(): Writable {
+    if (this.#stdin === undefined) throw new ServiceError('PROCESS_EXITED', `stdin is not a pipe (it was spawned as ${this.stdinMode})`);
+    return this.#stdin;
+  }
+
   #stdinOrThrow(): Writable {
-    const stdin = this.#stdin;
-    if (stdin === undefined) throw new ServiceError('PROCESS_EXITED', `stdin is not a pipe (it was spawned as ${this.stdinMode})`);
+    const stdin = this.#pipeOrThrow();
     if (this.#stdinError !== undefined) throw new ServiceError('PROCESS_EXITED', `stdin is closed: ${this.#stdinError.message}`);
     if (stdin.writableEnded || stdin.destroyed) throw new ServiceError('PROCESS_EXITED', 'stdin is closed');
     return stdin;
