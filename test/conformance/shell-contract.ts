@@ -4,12 +4,14 @@
  * persists, readiness from markers and the runtime's input-wait proof,
  * interrupts, exits and resets, bounded output.
  */
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
 import { PersistentShell } from '@execworld/sdk/shell';
+import { markerPids } from '../helpers/proc.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 export interface ShellSubject {
   readonly runtime: SubprocessRuntime;
@@ -118,6 +120,17 @@ export function defineShellContract(name: string, make: () => Promise<ShellSubje
       expect(logged.reason).toBe('waiting_for_input');
       // Debian's git pages through `pager`, the system's choice of pager (less here).
       expect(['less', 'pager']).toContain(logged.waitingFor?.command);
+      // The pager waits for keys once its screen is full, which can be before git has written every line. A `q` then
+      // would end git with SIGPIPE (141), so the test waits for git to close its end of the pipe: it does that after its
+      // last write, and then waits for the pager.
+      await waitFor(
+        'git log to close its end of the pager pipe',
+        () => {
+          const git = markerPids(repo);
+          return git.length === 1 && !existsSync(`/proc/${git[0]}/fd/1`);
+        },
+        60_000,
+      );
       expect(await shell.send('q')).toMatchObject({ reason: 'completed', exitCode: 0 });
     });
 
