@@ -78,6 +78,7 @@ export const CONTENT_ERRORS: readonly ErrorCode[] = [
 export const UPLOAD_BYTES_ERRORS: readonly ErrorCode[] = [
   'INVALID_ARGUMENT',
   'UNAUTHORIZED',
+  'READ_ONLY',
   'NOT_FOUND',
   'UPLOAD_OFFSET_MISMATCH',
   'UNSUPPORTED_MEDIA_TYPE',
@@ -88,7 +89,7 @@ export const UPLOAD_BYTES_ERRORS: readonly ErrorCode[] = [
   'INTERNAL',
 ];
 
-/** The error codes of `GET` and `PUT /v1/files/archive`: a directory packed or unpacked. */
+/** The error codes of `GET /v1/files/archive` (a directory packed), and, with READ_ONLY, of `PUT` (one unpacked). */
 export const ARCHIVE_ERRORS: readonly ErrorCode[] = [
   'INVALID_ARGUMENT',
   'UNAUTHORIZED',
@@ -101,6 +102,9 @@ export const ARCHIVE_ERRORS: readonly ErrorCode[] = [
   'CLIENT_TIMEOUT',
   'INTERNAL',
 ];
+
+/** The error codes of `PUT /v1/files/archive`: what a pack can meet, and a read-only token. */
+export const UNPACK_ERRORS: readonly ErrorCode[] = [...ARCHIVE_ERRORS, 'READ_ONLY'];
 
 /** The error response of one group of codes of a status, named by its codes, kept once in components.responses. */
 function errorResponse(group: readonly ErrorCode[]): Json {
@@ -168,7 +172,9 @@ function operationObject(spec: OperationSpec, shared: Map<string, Json>): Json {
 
 const WEBSOCKET_DESCRIPTION = `One multiplexed WebSocket per client (subprotocol \`${WS_SUBPROTOCOL}\`, which the client must offer).
 Authenticate with \`Authorization: Bearer <token>\`, or, from a browser, by also offering the subprotocol
-\`${WS_TOKEN_PROTOCOL_PREFIX}<base64url(token)>\`. A browser's Origin must be in the allowed origins.
+\`${WS_TOKEN_PROTOCOL_PREFIX}<base64url(token)>\`. A browser's Origin must be in the allowed origins, or be the daemon's own
+(its scheme and the request's Host: a page the daemon serves). A read-only token (access=read) connects, subscribes and makes
+the calls of read operations; a call of any other operation answers READ_ONLY.
 
 Text messages are JSON; their schemas (ClientMessage, ServerMessage, SubscribeParams, SubscribeResult) are in
 \`websocket.schema.json\` beside this document:
@@ -331,7 +337,7 @@ export function buildOpenApiDocument(version: string): Json {
       requestBody: { required: true, content: { 'application/x-tar': tarBytes } },
       responses: {
         '200': { description: 'What was unpacked', content: { 'application/json': { schema: schemaOf(wire.ArchiveUnpacked) } } },
-        ...errorResponses(ARCHIVE_ERRORS, responses),
+        ...errorResponses(UNPACK_ERRORS, responses),
       },
     },
   };
@@ -348,6 +354,7 @@ export function buildOpenApiDocument(version: string): Json {
     security: [{ bearer: [] }],
     tags: [
       { name: 'health', description: 'Status and capabilities' },
+      { name: 'identity', description: 'Who the token is, and what it may do' },
       { name: 'executable', description: 'Executable lookup' },
       { name: 'terminal', description: 'Processes on terminals' },
       { name: 'process', description: 'Managed process trees' },

@@ -1,7 +1,7 @@
 /**
  * Builds `@execworld/sdk` and `@execworld/service` to JavaScript with
  * declarations and packs each as npm publishes it: one tarball per package,
- * holding `dist/` (and the service's `bin/`), a manifest whose `exports`
+ * holding `dist/` (and the service's `bin/` and `ui/`, its browser view), a manifest whose `exports`
  * point at the built files and their types, the README and the licence. No
  * TypeScript source and no TypeScript loader goes in; a checkout keeps
  * running its sources (the manifests in the repository point at `src/`).
@@ -13,6 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isAbsolute, join, relative, resolve } from 'node:path';
+import { bundlePage } from '../service/ui/bundle.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const out = resolve(process.argv[2] ?? join(root, '.cache/pack'));
@@ -56,7 +57,7 @@ function build(): void {
   }
 }
 
-function pack(dir: 'sdk' | 'service'): void {
+async function pack(dir: 'sdk' | 'service'): Promise<void> {
   const manifest = JSON.parse(readFileSync(join(root, dir, 'package.json'), 'utf8')) as Manifest;
   const stage = join(out, dir);
   cpSync(join(tree, dir, 'src'), join(stage, 'dist'), { recursive: true });
@@ -64,6 +65,13 @@ function pack(dir: 'sdk' | 'service'): void {
   if (manifest.bin !== undefined) {
     cpSync(join(root, dir, 'bin'), join(stage, 'bin'), { recursive: true });
     files.push('bin');
+  }
+  if (dir === 'service') {
+    // The browser view: its page and styles as written, its script bundled (the daemon serves ui/ beside dist/).
+    mkdirSync(join(stage, 'ui'));
+    for (const file of ['index.html', 'page.css']) cpSync(join(root, dir, 'ui', file), join(stage, 'ui', file));
+    writeFileSync(join(stage, 'ui', 'page.js'), await bundlePage());
+    files.push('ui');
   }
   cpSync(join(root, dir, 'README.md'), join(stage, 'README.md'));
   cpSync(join(root, 'LICENSE'), join(stage, 'LICENSE'));
@@ -84,6 +92,6 @@ if (!within.startsWith('..') && !isAbsolute(within)) throw new Error(`${out} hol
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 build();
-pack('sdk');
-pack('service');
+await pack('sdk');
+await pack('service');
 rmSync(tree, { recursive: true, force: true });

@@ -39,8 +39,9 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  // Native modules, and the optional accelerators ws tries to load.
-  external: ['koffi', 'node-pty', 'bufferutil', 'utf-8-validate'],
+  // Native modules, the optional accelerators ws tries to load, and the bundler a checkout's daemon loads to make
+  // the /ui page's script (the lane never asks its daemon for the page).
+  external: ['koffi', 'node-pty', 'bufferutil', 'utf-8-validate', 'esbuild'],
   // Bundled CommonJS asks for require and __dirname, which an ES module does not have.
   banner: {
     js: [

@@ -4,7 +4,13 @@
  * its tokens by it; the SDK finds a local daemon's token by it.
  *
  * A line is a bare token (of the owner `default`), or `<owner> <token>`, or
- * `<owner> <token> <os user>`; fields are separated by blanks; blank lines
+ * `<owner> <token> <os user>`, each of the last two with options:
+ * `root=<directory>` (the owner's filesystem calls are confined to it) and
+ * `access=read` or `access=write` (the default: the token may do everything).
+ * A read token may list, inspect and watch the owner's sessions and files but
+ * not act on them. An owner's OS user and root belong to the owner, not to one
+ * token, so they are said on its write lines: a read line names neither (an
+ * owner may have read lines only). Fields are separated by blanks; blank lines
  * and lines starting with `#` say nothing.
  * @module @execworld/sdk/token-file
  */
@@ -23,9 +29,23 @@ export function localTokenFile(env: NodeJS.ProcessEnv = process.env): string {
   return join(base, 'execworld', 'token');
 }
 
-/** One line of a token file that says something: an entry, or what is wrong with it. Lines count from 1. */
+/** What a token may do: `read` lists, inspects and watches the owner's sessions and files; `write` may also act on them. */
+export type TokenAccess = 'read' | 'write';
+
+/**
+ * One line of a token file that says something: an entry, or what is wrong
+ * with it. Lines count from 1. `access` is there only on a read line: a line
+ * without it (or with `access=write`) gives full access.
+ */
 export type TokenFileLine =
-  | { readonly line: number; readonly owner: string; readonly token: string; readonly userName?: string; readonly root?: string }
+  | {
+      readonly line: number;
+      readonly owner: string;
+      readonly token: string;
+      readonly userName?: string;
+      readonly root?: string;
+      readonly access?: 'read';
+    }
   | { readonly line: number; readonly problem: string };
 
 /** The lines of a token file's text that say something, in order; blank and comment lines are left out. */
@@ -40,7 +60,7 @@ export function tokenFileLines(text: string): TokenFileLine[] {
 }
 
 function tokenFileLine(fields: readonly string[], line: number): TokenFileLine {
-  const usage = 'expected "<token>" or "<owner> <token> [<os user>] [root=<directory>]"';
+  const usage = 'expected "<token>" or "<owner> <token> [<os user>] [root=<directory>] [access=read|write]"';
   const options = fields.slice(2).filter((field) => field.includes('='));
   const plain = fields.filter((field) => !field.includes('='));
   if (plain.length > 3 || (fields.length > 1 && fields[1]!.includes('='))) return { line, problem: usage };
@@ -50,12 +70,26 @@ function tokenFileLine(fields: readonly string[], line: number): TokenFileLine {
   const userName = plain[2];
   if (userName !== undefined && !/^[A-Za-z_][A-Za-z0-9._-]{0,31}\$?$/.test(userName)) return { line, problem: `${userName} is not a user name` };
   let root: string | undefined;
+  let access: TokenAccess | undefined;
   for (const option of options) {
     const [name, value] = [option.slice(0, option.indexOf('=')), option.slice(option.indexOf('=') + 1)];
-    if (name !== 'root') return { line, problem: `unknown option ${name}= (the one option is root=<directory>)` };
-    if (root !== undefined) return { line, problem: 'root= is given twice' };
-    if (!value.startsWith('/') && !/^[A-Za-z]:[\\/]/.test(value)) return { line, problem: `root= must be an absolute directory, not "${value}"` };
-    root = value;
+    if (name === 'root') {
+      if (root !== undefined) return { line, problem: 'root= is given twice' };
+      if (!value.startsWith('/') && !/^[A-Za-z]:[\\/]/.test(value)) return { line, problem: `root= must be an absolute directory, not "${value}"` };
+      root = value;
+    } else if (name === 'access') {
+      if (access !== undefined) return { line, problem: 'access= is given twice' };
+      if (value !== 'read' && value !== 'write') return { line, problem: `access= must be read or write, not "${value}"` };
+      access = value;
+    } else {
+      return { line, problem: `unknown option ${name}= (the options are root=<directory> and access=read|write)` };
+    }
+  }
+  if (access === 'read') {
+    // The OS user and root are the owner's, whichever token it comes with: a read line that named them could contradict its write lines.
+    if (userName !== undefined) return { line, problem: "a read line names no OS user: an owner's OS user and root come from its write lines" };
+    if (root !== undefined) return { line, problem: "a read line takes no root=: an owner's OS user and root come from its write lines" };
+    return { line, owner, token, access };
   }
   return { line, owner, token, ...(userName === undefined ? {} : { userName }), ...(root === undefined ? {} : { root }) };
 }

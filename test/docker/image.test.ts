@@ -263,7 +263,8 @@ describe.skipIf(TINI.skip)(`docker/Dockerfile replayed as the node user${TINI.no
 
     const token = statSync(join(image.root, 'home/node/.config/execworld/token'));
     expect({ uid: token.uid, mode: token.mode & 0o777 }).toEqual({ uid: NODE_UID, mode: 0o600 });
-    for (const path of ['/livez', '/readyz']) expect((await fetch(`${daemon.url}${path}`)).status).toBe(200);
+    // The probes, and the browser view's page and built script (the image holds no bundler).
+    for (const path of ['/livez', '/readyz', '/ui', '/ui/page.js']) expect((await fetch(`${daemon.url}${path}`)).status, path).toBe(200);
     // The image's own health check, run as the image runs it.
     const health = spawnSync(image.healthcheck[0]!, image.healthcheck.slice(1), { env: env(port) });
     expect(health.status).toBe(0);

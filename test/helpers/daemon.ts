@@ -8,6 +8,8 @@ import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts'
 
 export const ALICE = 'alice-token-0123456789abcdef';
 export const BOB = 'bob-token-0123456789abcdefgh';
+/** A read-only token of alice's (`access=read`): it sees her sessions and may not act on them. */
+export const ALICE_READER = 'alice-reader-token-0123456789';
 
 export interface TestDaemon {
   readonly url: string;
@@ -27,7 +29,10 @@ export async function startDaemon(
   options: { runtime?: ExecutionProvider; /** Owners beside alice and bob. */ owners?: readonly TokenEntry[] } = {},
 ): Promise<TestDaemon> {
   const config = { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides } as Config;
-  const tokens = new TokenTable([{ owner: 'alice', token: ALICE }, { owner: 'bob', token: BOB }, ...(options.owners ?? [])], 'test');
+  const tokens = new TokenTable(
+    [{ owner: 'alice', token: ALICE }, { owner: 'alice', token: ALICE_READER, access: 'read' }, { owner: 'bob', token: BOB }, ...(options.owners ?? [])],
+    'test',
+  );
   const daemon = buildApp({ config, tokens, logger: pino({ level: 'silent' }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }) });
   const address = await daemon.app.listen({ host: '127.0.0.1', port: 0 });
   return {

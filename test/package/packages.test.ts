@@ -6,7 +6,7 @@
  * consumer against the packed declarations.
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -105,6 +105,8 @@ describe('the packed tarballs', () => {
     expect(service.bin).toEqual({ execworld: './bin/execworld.js' });
     const files = await listing(packed[1]!.tarball);
     expect(files).toEqual(expect.arrayContaining(['package/bin/execworld.js', 'package/bin/entry.js', 'package/bin/file-worker.js', 'package/dist/cli.js']));
+    // The browser view: its script built, not its TypeScript or the bundler.
+    expect(files.filter((file) => file.startsWith('package/ui/')).sort()).toEqual(['package/ui/index.html', 'package/ui/page.css', 'package/ui/page.js']);
   });
 
   it('declarations name their neighbours by their .js files', () => {
@@ -164,6 +166,14 @@ try {
       codes: true,
       local: 'function',
     });
+    // The browser view is served from the built script: the installed package has no bundler to make it.
+    const page = await fetch(`${daemon.url}/ui`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('/ui/page.js');
+    const built = await fetch(`${daemon.url}/ui/page.js`);
+    expect(built.status).toBe(200);
+    expect((await built.text()).length).toBeGreaterThan(100_000);
+    expect(existsSync(join(project, 'node_modules/esbuild'))).toBe(false);
     // SIGTERM ends the daemon, and with it npx.
     const pid = daemon.pid;
     await daemon.stop();

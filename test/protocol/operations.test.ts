@@ -1,7 +1,8 @@
 /**
  * The operation table says of every operation whether it may be resent after a
- * reconnect and whether it waits; the SDK's resending and the daemon's waiting
- * calls are both read from it.
+ * reconnect, whether it waits and whether a read-only token may make it; the
+ * SDK's resending, the daemon's waiting calls and its READ_ONLY refusals are
+ * all read from it.
  */
 import { describe, expect, it } from 'vitest';
 import { OPERATION_LIST, OPERATIONS, isIdempotentCall } from '@execworld/sdk/protocol';
@@ -44,6 +45,49 @@ describe('the operation table', () => {
         'upload.get',
       ].sort(),
     );
+  });
+
+  it('lets a read-only token make exactly the calls that change nothing and take nothing from other callers', () => {
+    const reads = OPERATION_LIST.filter((spec) => spec.access === 'read').map((spec) => spec.name);
+    expect(reads.sort()).toEqual(
+      [
+        'health.get',
+        'identity.get',
+        'executable.resolve',
+        'terminal.list',
+        'terminal.get',
+        'terminal.foreground',
+        'terminal.screen',
+        'terminal.output',
+        'terminal.done',
+        'process.list',
+        'process.get',
+        'process.output',
+        'process.collected',
+        'process.done',
+        'process.wait',
+        'shell.list',
+        'shell.get',
+        'fs.resolve',
+        'fs.stat',
+        'fs.lstat',
+        'fs.readText',
+        'fs.listDir',
+        'fs.digest',
+        'upload.get',
+      ].sort(),
+    );
+    for (const spec of OPERATION_LIST) {
+      expect(['read', 'write'], `${spec.name}.access`).toContain(spec.access);
+      // Every create, and every call that writes, signals, ends or forgets, is a write.
+      if (
+        /\.(create|input|stdin|closeStdin|resize|signal|terminate|delete|run|send|wait|interrupt|complete)$/.test(spec.name) &&
+        spec.name !== 'process.wait'
+      ) {
+        expect(spec.access, spec.name).toBe('write');
+      }
+      expect(spec.errors.includes('READ_ONLY'), `${spec.name} documents READ_ONLY`).toBe(spec.auth && spec.access === 'write');
+    }
   });
 
   it('marks every long poll as waiting', () => {

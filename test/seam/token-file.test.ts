@@ -38,10 +38,47 @@ describe('the token file', () => {
 
   it('names what is wrong with a line that is not a token line', () => {
     expect(tokenFileLines(`a b c d\nshort\nal/ice ${TOKEN}\nbob ${TOKEN} 9lives\n`)).toEqual([
-      { line: 1, problem: 'expected "<token>" or "<owner> <token> [<os user>] [root=<directory>]"' },
+      { line: 1, problem: 'expected "<token>" or "<owner> <token> [<os user>] [root=<directory>] [access=read|write]"' },
       { line: 2, problem: 'the token is shorter than 16 characters' },
       { line: 3, problem: 'owner names use letters, digits and . _ ~ -' },
       { line: 4, problem: '9lives is not a user name' },
+    ]);
+  });
+
+  it('reads access=read and access=write; a read line stands alone, with neither OS user nor root', () => {
+    expect(tokenFileLines(`alice ${TOKEN}1 access=read\nalice ${TOKEN}2 nobody root=/srv access=write\nbob ${TOKEN}3 access=read\n`)).toEqual([
+      { line: 1, owner: 'alice', token: `${TOKEN}1`, access: 'read' },
+      // Write is the default: an explicit one says nothing more.
+      { line: 2, owner: 'alice', token: `${TOKEN}2`, userName: 'nobody', root: '/srv' },
+      { line: 3, owner: 'bob', token: `${TOKEN}3`, access: 'read' },
+    ]);
+  });
+
+  it('names what is wrong with an access option', () => {
+    const owners = "an owner's OS user and root come from its write lines";
+    expect(
+      tokenFileLines(
+        [
+          `alice ${TOKEN} access=admin`,
+          `alice ${TOKEN} access=`,
+          `alice ${TOKEN} access=read access=read`,
+          `alice ${TOKEN} access=read access=write`,
+          `alice ${TOKEN} nobody access=read`,
+          `alice ${TOKEN} access=read root=/srv`,
+          `alice ${TOKEN} acces=read`,
+          `${TOKEN} access=read`,
+        ].join('\n'),
+      ),
+    ).toEqual([
+      { line: 1, problem: 'access= must be read or write, not "admin"' },
+      { line: 2, problem: 'access= must be read or write, not ""' },
+      { line: 3, problem: 'access= is given twice' },
+      { line: 4, problem: 'access= is given twice' },
+      { line: 5, problem: `a read line names no OS user: ${owners}` },
+      { line: 6, problem: `a read line takes no root=: ${owners}` },
+      { line: 7, problem: 'unknown option acces= (the options are root=<directory> and access=read|write)' },
+      // A bare token has no owner for an option to qualify.
+      { line: 8, problem: 'expected "<token>" or "<owner> <token> [<os user>] [root=<directory>] [access=read|write]"' },
     ]);
   });
 

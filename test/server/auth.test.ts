@@ -96,6 +96,20 @@ describe('auth', () => {
     await expect(TestSocket.open(daemon.wsUrl, { token: ALICE, headers: { origin: 'http://evil.example' } })).rejects.toMatchObject({ status: 403 });
   });
 
+  it("admits a browser upgrade from the daemon's own origin, as the request addressed it, and no other", async () => {
+    const { host, port } = new URL(daemon.url);
+    const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE, headers: { origin: `http://${host}` } });
+    await expect(socket.call('identity.get')).resolves.toEqual({ owner: 'alice', access: 'write' });
+    socket.close();
+    const other = String(Number(port) === 65_535 ? 1 : Number(port) + 1);
+    for (const origin of ['http://evil.example', `http://127.0.0.1:${other}`, `https://${host}`, `http://${host}/`, `http://localhost:${port}`]) {
+      await expect(TestSocket.open(daemon.wsUrl, { token: ALICE, headers: { origin } }), origin).rejects.toMatchObject({ status: 403 });
+    }
+    // The Host decides which origin is the daemon's own: a page on another name for this address is its own origin.
+    const named = await TestSocket.open(daemon.wsUrl, { token: ALICE, headers: { origin: `http://localhost:${port}`, host: `localhost:${port}` } });
+    named.close();
+  });
+
   it('admits an origin the configuration allows', async () => {
     const allowing = await startDaemon({ allowedOrigins: ['http://ide.example'] });
     const socket = await TestSocket.open(allowing.wsUrl, { token: ALICE, headers: { origin: 'http://ide.example' } });

@@ -5,6 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { WebSocket } from 'ws';
+import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
 import { MAX_SUBSCRIPTIONS } from '../../service/src/server/ws.ts';
 import { selfSignedCertificate } from '../helpers/tls.ts';
 import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
@@ -242,5 +244,31 @@ describe('TLS', () => {
     });
     expect(JSON.parse(body)).toMatchObject({ status: 'ok' });
     await secure.close();
+  });
+
+  it('admits a browser upgrade from its own https origin, and not from the http one of the same host', async () => {
+    const { cert, key } = selfSignedCertificate();
+    const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
+    const { host } = new URL(secure.url);
+    /** The status an upgrade from `origin` gets: 101 when it opens. */
+    const upgrade = (origin: string): Promise<number> =>
+      new Promise((resolve, reject) => {
+        const socket = new WebSocket(secure.wsUrl, [WS_SUBPROTOCOL], { ca: readFileSync(cert), headers: { authorization: `Bearer ${ALICE}`, origin } });
+        socket.once('open', () => {
+          socket.close();
+          resolve(101);
+        });
+        socket.once('unexpected-response', (request, response) => {
+          request.destroy();
+          resolve(response.statusCode ?? 0);
+        });
+        socket.once('error', reject);
+      });
+    try {
+      expect(await upgrade(`https://${host}`)).toBe(101);
+      expect(await upgrade(`http://${host}`)).toBe(403);
+    } finally {
+      await secure.close();
+    }
   });
 });

@@ -65,19 +65,24 @@ describe('tokens', () => {
     expect(() => parseTokenFile('\n# nothing\n', 'f')).toThrow(/no token/);
   });
 
-  it('maps tokens to owners and nothing else to anyone', () => {
+  it('maps tokens to owners and their access, and nothing else to anyone', () => {
     const table = new TokenTable(
       [
         { owner: 'alice', token: 'alice-token-000000000' },
         { owner: 'bob', token: 'bob-token-0000000000' },
+        { owner: 'alice', token: 'alice-reader-00000000', access: 'read' },
+        { owner: 'carol', token: 'carol-token-000000000', access: 'write' },
       ],
       'test',
     );
-    expect(table.ownerOf('alice-token-000000000')).toBe('alice');
-    expect(table.ownerOf('bob-token-0000000000')).toBe('bob');
-    expect(table.ownerOf('alice-token-00000000')).toBeUndefined();
-    expect(table.ownerOf('')).toBeUndefined();
-    expect(table.ownerOf(undefined)).toBeUndefined();
+    expect(table.identify('alice-token-000000000')).toEqual({ owner: 'alice', access: 'write' });
+    expect(table.identify('bob-token-0000000000')).toEqual({ owner: 'bob', access: 'write' });
+    expect(table.identify('alice-reader-00000000')).toEqual({ owner: 'alice', access: 'read' });
+    expect(table.identify('carol-token-000000000')).toEqual({ owner: 'carol', access: 'write' });
+    expect(table.identify('alice-token-00000000')).toBeUndefined();
+    expect(table.identify('')).toBeUndefined();
+    expect(table.identify(undefined)).toBeUndefined();
+    expect(table.owners).toEqual(['alice', 'bob', 'carol']);
   });
 
   it('generates a user-only token once, reuses it, and refuses a token file others can read', () => {

@@ -35,6 +35,7 @@ const PROCESS = { argv: ['/bin/cat'], cwd: '/tmp', stdio: { stdin: 'pipe', stdou
 /** Valid parameters per operation, made fresh for each call (creates make new sessions). */
 const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'health.get': () => ({}),
+  'identity.get': () => ({}),
   'executable.resolve': () => ({ command: 'sh' }),
   'terminal.create': () => TERMINAL,
   'terminal.list': () => ({}),

@@ -15,7 +15,7 @@ import { LocalRuntime } from '@execworld/service';
 import { CONNECT_ERRORS } from '../../scripts/openapi.ts';
 import { InspectionUnsupportedError, type ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE_READER, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** Codes no test can bring about, with the reason. */
@@ -198,6 +198,10 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
     { what: 'headers past 16 KiB', code: 'HEADERS_TOO_LARGE', send: () => send(daemon, spec, unknown, { headers: { 'x-padding': 'p'.repeat(20_000) } }) },
   ];
   if (spec.auth) scenarios.push({ what: 'no token', code: 'UNAUTHORIZED', send: () => send(daemon, spec, unknown, { token: null }) });
+  // Refused before anything is looked up: the id names nothing, and the reader learns nothing of it.
+  if (spec.auth && spec.access === 'write') {
+    scenarios.push({ what: 'a read-only token', code: 'READ_ONLY', send: () => send(daemon, spec, unknown, { token: ALICE_READER }) });
+  }
   if (spec.path.includes('{id}')) {
     scenarios.push({ what: 'an unknown id', code: 'NOT_FOUND', send: () => send(daemon, spec, unknown) });
     scenarios.push({ what: 'a malformed id', code: 'NOT_FOUND', send: () => send(daemon, spec, 'xyz') });

@@ -41,6 +41,39 @@ describe('token files that name OS users', () => {
     // Its own user needs no switch.
     expect(resolveUsers(parseTokenFile(`bob ${BOB} nobody\n`, 'f'), 'f', lookup, 65_534)).toEqual([{ owner: 'bob', token: BOB }]);
   });
+
+  it("keep a read line read-only, with the owner's user from its write line, and a read line may stand alone", () => {
+    const READER = 'bob-reader-0123456789abcdef';
+    const text = `bob ${BOB} nobody\nbob ${READER} access=read\ncarol ${ALICE}x access=read\n`;
+    const entries = parseTokenFile(text, 'f');
+    expect(entries).toEqual([
+      { owner: 'bob', token: BOB, userName: 'nobody' },
+      { owner: 'bob', token: READER, access: 'read' },
+      { owner: 'carol', token: `${ALICE}x`, access: 'read' },
+    ]);
+    const resolved = resolveUsers(entries, 'f', lookup, 0);
+    expect(resolved).toEqual([
+      { owner: 'bob', token: BOB, user: nobody },
+      { owner: 'bob', token: READER, access: 'read' },
+      { owner: 'carol', token: `${ALICE}x`, access: 'read' },
+    ]);
+    const table = new TokenTable(resolved, 'f');
+    expect(table.identify(READER)).toEqual({ owner: 'bob', access: 'read' });
+    expect(table.identify(BOB)).toEqual({ owner: 'bob', access: 'write' });
+    // The reader's calls are the owner's: they run as its user.
+    expect(table.runAsOf('bob')).toEqual(nobody);
+    expect(table.identify(`${ALICE}x`)).toEqual({ owner: 'carol', access: 'read' });
+  });
+
+  it('refuse a read line that names a user or a root, saying where they come from', () => {
+    expect(() => parseTokenFile(`bob ${BOB} nobody access=read\n`, 'f')).toThrow(
+      /f line 1: a read line names no OS user: an owner's OS user and root come from its write lines/,
+    );
+    expect(() => parseTokenFile(`bob ${BOB} access=read root=/tmp\n`, 'f')).toThrow(/f line 1: a read line takes no root=/);
+    expect(() => parseTokenFile(`bob ${BOB} access=none\n`, 'f')).toThrow(/access= must be read or write, not "none"/);
+    expect(() => parseTokenFile(`bob ${BOB} access=write access=read\n`, 'f')).toThrow(/access= is given twice/);
+    expect(parseTokenFile(`bob ${BOB} access=write\n`, 'f')).toEqual([{ owner: 'bob', token: BOB }]);
+  });
 });
 
 // Switching users needs root; CI runs as root.

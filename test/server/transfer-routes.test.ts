@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ErrorCode } from '@execworld/sdk/protocol';
-import { ARCHIVE_ERRORS, UPLOAD_BYTES_ERRORS } from '../../scripts/openapi.ts';
+import { ARCHIVE_ERRORS, UNPACK_ERRORS, UPLOAD_BYTES_ERRORS } from '../../scripts/openapi.ts';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
-import { ALICE, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 const CAROL = 'carol-token-0123456789abcdefg';
 const scratch = mkdtempSync(join(tmpdir(), 'transfer-routes-'));
@@ -94,6 +94,7 @@ describe('PUT /v1/files/uploads/{id}', () => {
     const scenarios: [ErrorCode, () => ReturnType<typeof bytes>][] = [
       ['INVALID_ARGUMENT', () => bytes('PUT', `/v1/files/uploads/${id}?offset=-1`, { body: 'x' })],
       ['UNAUTHORIZED', () => bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'x', token: null })],
+      ['READ_ONLY', () => bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'x', token: ALICE_READER })],
       // Another owner's upload is not found: nothing is told about it.
       ['NOT_FOUND', () => bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'x', token: BOB })],
       ['UPLOAD_OFFSET_MISMATCH', () => bytes('PUT', `/v1/files/uploads/${id}?offset=5`, { body: 'x' })],
@@ -139,6 +140,11 @@ describe('/v1/files/archive', () => {
     const scenarios: [ErrorCode, () => ReturnType<typeof bytes>][] = [
       ['INVALID_ARGUMENT', () => bytes('GET', '/v1/files/archive')],
       ['UNAUTHORIZED', () => bytes('GET', `/v1/files/archive?path=${empty}`, { token: null })],
+      // A pack only reads; an unpack writes.
+      [
+        'READ_ONLY',
+        () => bytes('PUT', `/v1/files/archive?path=${empty}`, { body: tarOf(empty, ['.']), contentType: 'application/x-tar', token: ALICE_READER }),
+      ],
       ['UNSUPPORTED_MEDIA_TYPE', () => bytes('PUT', `/v1/files/archive?path=${empty}`, { body: '{}', contentType: 'application/json' })],
       ['FS_NOT_FOUND', () => bytes('GET', `/v1/files/archive?path=${join(scratch, 'missing')}`)],
       ['FS_NOT_DIRECTORY', () => bytes('GET', `/v1/files/archive?path=${file}`)],
@@ -146,7 +152,9 @@ describe('/v1/files/archive', () => {
       ['FS_IO_ERROR', () => bytes('GET', `/v1/files/archive?path=${join(loop, 'x')}`)],
       ['HEADERS_TOO_LARGE', () => bytes('GET', `/v1/files/archive?path=${empty}`, { headers: { 'x-padding': 'p'.repeat(20_000) } })],
     ];
-    await expectDocumentedCodes(scenarios, ARCHIVE_ERRORS, ['CLIENT_TIMEOUT', 'INTERNAL']);
+    await expectDocumentedCodes(scenarios, UNPACK_ERRORS, ['CLIENT_TIMEOUT', 'INTERNAL']);
+    expect(UNPACK_ERRORS.filter((code) => !ARCHIVE_ERRORS.includes(code))).toEqual(['READ_ONLY']);
+    expect((await bytes('GET', `/v1/files/archive?path=${empty}`, { token: ALICE_READER })).status).toBe(200);
   });
 
   it('refuses entries that would leave the directory, and lists them', async () => {

@@ -104,6 +104,11 @@ export const ERROR_CATALOG = {
     status: 409,
     description: "Bytes were sent for an offset other than the upload's end (the message says where it is): resume from the upload's offset.",
   },
+  READ_ONLY: {
+    status: 403,
+    description:
+      "The token may only read (access=read in the token file): it may list, inspect and watch the owner's sessions and files, not act on them. Nothing was done.",
+  },
 } as const satisfies Record<string, { status: number; description: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;

@@ -1,23 +1,13 @@
 /**
  * The WebSocket protocol of `GET /v1/connect`: JSON text messages for calls,
- * subscriptions, acknowledgements and events; binary frames for stream data.
- *
- * A data frame is a 13-byte header and the payload:
- *   byte 0      kind (1 = data)
- *   bytes 1-4   subscription id, uint32 big-endian
- *   bytes 5-12  byte offset of the payload's first byte, uint64 big-endian
+ * subscriptions, acknowledgements and events; binary frames for stream data,
+ * whose layout and codec are in codec.ts.
  * @module
  */
 import { z } from 'zod';
 import { ErrorBody } from './errors.ts';
 
-/** Subprotocol the daemon selects; clients must offer it. */
-export const WS_SUBPROTOCOL = 'execworld.v1';
-/** Prefix of the Kubernetes-style subprotocol that carries a bearer token for browsers. */
-export const WS_TOKEN_PROTOCOL_PREFIX = 'base64url.bearer.authorization.k8s.io.';
-
-export const DATA_FRAME = 1;
-export const DATA_HEADER_BYTES = 13;
+export { base64url, DATA_FRAME, DATA_HEADER_BYTES, decodeDataFrame, encodeDataFrame, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX } from './codec.ts';
 
 export const StreamRef = z
   .strictObject({
@@ -70,43 +60,3 @@ export const ServerMessage = z
   ])
   .meta({ id: 'ServerMessage', description: 'A text message from the daemon. Stream bytes arrive as binary data frames.' });
 export type ServerMessage = z.infer<typeof ServerMessage>;
-
-/** Encodes a data frame. */
-export function encodeDataFrame(sub: number, offset: number, payload: Uint8Array): Uint8Array {
-  const frame = new Uint8Array(DATA_HEADER_BYTES + payload.length);
-  frame[0] = DATA_FRAME;
-  writeUint32(frame, 1, sub);
-  // Offsets stay below 2^53: split into two 32-bit halves without BigInt, on the hot path.
-  writeUint32(frame, 5, Math.floor(offset / 2 ** 32));
-  writeUint32(frame, 9, offset >>> 0);
-  frame.set(payload, DATA_HEADER_BYTES);
-  return frame;
-}
-
-function writeUint32(bytes: Uint8Array, at: number, value: number): void {
-  bytes[at] = value >>> 24;
-  bytes[at + 1] = (value >>> 16) & 0xff;
-  bytes[at + 2] = (value >>> 8) & 0xff;
-  bytes[at + 3] = value & 0xff;
-}
-
-function readUint32(bytes: Uint8Array, at: number): number {
-  return ((bytes[at]! << 24) >>> 0) + (bytes[at + 1]! << 16) + (bytes[at + 2]! << 8) + bytes[at + 3]!;
-}
-
-/** Decodes a data frame; throws on anything else. The payload is a view, not a copy. */
-export function decodeDataFrame(frame: Uint8Array): { sub: number; offset: number; payload: Uint8Array } {
-  if (frame.length < DATA_HEADER_BYTES) throw new RangeError(`data frame of ${frame.length} bytes is shorter than its header`);
-  if (frame[0] !== DATA_FRAME) throw new RangeError(`unknown frame kind ${frame[0]}`);
-  const high = readUint32(frame, 5);
-  if (high >= 2 ** 21) throw new RangeError('data frame offset is out of range');
-  return { sub: readUint32(frame, 1), offset: high * 2 ** 32 + readUint32(frame, 9), payload: frame.subarray(DATA_HEADER_BYTES) };
-}
-
-/** Base64url of a UTF-8 string, for the token subprotocol. */
-export function base64url(text: string): string {
-  const bytes = new TextEncoder().encode(text);
-  let binary = '';
-  for (const byte of bytes) binary += String.fromCharCode(byte);
-  return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-}

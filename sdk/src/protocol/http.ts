@@ -19,3 +19,5 @@ export const READY_PATH = '/readyz';
 
 /** Metrics in Prometheus' text format; the token is needed unless the daemon runs with --metrics-auth none. */
 export const METRICS_PATH = '/metrics';
+/** The daemon's browser view: a page that lists the owner's sessions and shows them live. */
+export const UI_PATH = '/ui';

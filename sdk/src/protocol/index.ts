@@ -6,7 +6,7 @@
 export { ERROR_CATALOG, ERROR_CODES, ErrorBody, ErrorDetail } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
 export { OPERATION_LIST, OPERATIONS, isIdempotentCall } from './operations.ts';
-export type { Idempotency, OperationInput, OperationName, OperationParams, OperationResult, OperationSpec, Operations } from './operations.ts';
+export type { Access, Idempotency, OperationInput, OperationName, OperationParams, OperationResult, OperationSpec, Operations } from './operations.ts';
 export * as schemas from './schemas.ts';
 export {
   ClientMessage,
@@ -23,4 +23,4 @@ export {
   encodeDataFrame,
 } from './frames.ts';
 export { PROTOCOL_VERSION } from './version.ts';
-export { LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER } from './http.ts';
+export { LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER, UI_PATH } from './http.ts';

@@ -2,8 +2,8 @@
  * The operation table: every call the daemon serves, once. REST routes, the
  * WebSocket call names, the OpenAPI document, the auth test and the SDK client
  * are all derived from it, and so are the semantics of a call: whether it may
- * be resent after a reconnect (`idempotent`) and whether it may wait for an
- * event (`waits`).
+ * be resent after a reconnect (`idempotent`), whether it may wait for an
+ * event (`waits`) and whether a read-only token may make it (`access`).
  *
  * It is one file on purpose, however many operations it lists (about 400
  * lines today): one place to read every call the daemon serves.
@@ -30,6 +30,16 @@ import * as s from './schemas.ts';
  */
 export type Idempotency = boolean | { readonly when: readonly string[] };
 
+/**
+ * What a token must be allowed to do to make a call. `read`: it changes
+ * nothing of the owner's sessions, files or uploads, and takes nothing from
+ * anyone else watching them (lists, gets, output reads and waits, screens,
+ * file reads; a read token's reads and acks free no ring room, so they never
+ * let a program run past the owner's own readers). `write`: everything else,
+ * which a token of `access=read` is refused with READ_ONLY.
+ */
+export type Access = 'read' | 'write';
+
 export interface OperationSpec {
   /** Call name on the WebSocket, e.g. `terminal.create`. */
   readonly name: string;
@@ -46,6 +56,8 @@ export interface OperationSpec {
   readonly status: 200 | 201;
   /** False only for health. */
   readonly auth: boolean;
+  /** Whether a read-only token may make the call; see {@link Access}. */
+  readonly access: Access;
   /**
    * Every error code the operation can answer over REST, in catalog order:
    * the ones its own work can give and the ones any request of its shape can
@@ -74,10 +86,11 @@ export function isIdempotentCall(spec: Pick<OperationSpec, 'idempotent'>, params
 /** Any request can be malformed, have headers past Node's limit or too slow, or meet a fault. */
 const EVERY_REQUEST = ['INVALID_ARGUMENT', 'HEADERS_TOO_LARGE', 'CLIENT_TIMEOUT', 'INTERNAL'] as const satisfies readonly ErrorCode[];
 
-/** The codes any request with this method, path and auth can get, whatever the operation does. */
-function requestErrors(method: OperationSpec['method'], path: string, auth: boolean): ErrorCode[] {
+/** The codes any request with this method, path, auth and access can get, whatever the operation does. */
+function requestErrors(method: OperationSpec['method'], path: string, auth: boolean, access: Access): ErrorCode[] {
   const codes: ErrorCode[] = [...EVERY_REQUEST];
   if (auth) codes.push('UNAUTHORIZED');
+  if (auth && access === 'write') codes.push('READ_ONLY');
   // An id that names nothing of this owner, or a segment past the router's limit.
   if (path.includes('{')) codes.push('NOT_FOUND', 'URI_TOO_LONG');
   // fastify reads a body on POST and DELETE (the DELETE routes ignore it, but it must parse).
@@ -115,6 +128,8 @@ function op<const Name extends string, Input extends z.ZodObject, Result extends
   /** Said of every operation: no default. Conditional idempotency names fields of the input. */
   idempotent: boolean | { readonly when: readonly (keyof Input['shape'] & string)[] };
   waits: boolean;
+  /** Said of every operation: no default, so a new one is never writable by a read token by omission. */
+  access: Access;
 }) {
   const auth = spec.auth ?? true;
   return {
@@ -127,9 +142,10 @@ function op<const Name extends string, Input extends z.ZodObject, Result extends
     result: spec.result,
     status: spec.status ?? 200,
     auth,
-    errors: catalogOrder([...requestErrors(spec.method, spec.path, auth), ...(spec.errors ?? [])], ERROR_CODES),
+    errors: catalogOrder([...requestErrors(spec.method, spec.path, auth, spec.access), ...(spec.errors ?? [])], ERROR_CODES),
     idempotent: spec.idempotent,
     waits: spec.waits,
+    access: spec.access,
   } satisfies OperationSpec;
 }
 
@@ -143,6 +159,18 @@ export const OPERATIONS = {
     auth: false,
     idempotent: true,
     waits: false,
+    access: 'read',
+  }),
+
+  'identity.get': op({
+    name: 'identity.get',
+    method: 'GET',
+    path: '/v1/identity',
+    summary: "The owner the token stands for, and whether it may act on the owner's sessions or only read them",
+    result: s.Identity,
+    idempotent: true,
+    waits: false,
+    access: 'read',
   }),
 
   'executable.resolve': op({
@@ -155,6 +183,7 @@ export const OPERATIONS = {
     errors: ['EXECUTABLE_NOT_FOUND'],
     idempotent: true,
     waits: true,
+    access: 'read',
   }),
 
   'terminal.create': op({
@@ -168,6 +197,7 @@ export const OPERATIONS = {
     errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN', 'UNSUPPORTED'],
     idempotent: { when: ['requestId'] },
     waits: false,
+    access: 'write',
   }),
   'terminal.list': op({
     name: 'terminal.list',
@@ -177,6 +207,7 @@ export const OPERATIONS = {
     result: s.TerminalList,
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'terminal.get': op({
     name: 'terminal.get',
@@ -187,6 +218,7 @@ export const OPERATIONS = {
     result: s.TerminalInfo,
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'terminal.input': op({
     name: 'terminal.input',
@@ -199,6 +231,7 @@ export const OPERATIONS = {
     errors: ['TERMINAL_EXITED', 'TERMINAL_CLOSED', 'LIMIT_EXCEEDED'],
     idempotent: { when: ['writer', 'seq'] },
     waits: false,
+    access: 'write',
   }),
   'terminal.resize': op({
     name: 'terminal.resize',
@@ -211,6 +244,7 @@ export const OPERATIONS = {
     errors: ['TERMINAL_EXITED', 'TERMINAL_CLOSED'],
     idempotent: true,
     waits: false,
+    access: 'write',
   }),
   'terminal.foreground': op({
     name: 'terminal.foreground',
@@ -222,6 +256,7 @@ export const OPERATIONS = {
     errors: ['UNSUPPORTED'],
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'terminal.screen': op({
     name: 'terminal.screen',
@@ -233,6 +268,7 @@ export const OPERATIONS = {
     errors: ['LIMIT_EXCEEDED'],
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'terminal.signal': op({
     name: 'terminal.signal',
@@ -245,6 +281,7 @@ export const OPERATIONS = {
     errors: ['NO_FOREGROUND_GROUP', 'SIGNAL_REFUSED', 'UNSUPPORTED'],
     idempotent: false,
     waits: false,
+    access: 'write',
   }),
   'terminal.output': op({
     name: 'terminal.output',
@@ -256,6 +293,7 @@ export const OPERATIONS = {
     result: s.OutputRead,
     idempotent: true,
     waits: true,
+    access: 'read',
   }),
   'terminal.done': op({
     name: 'terminal.done',
@@ -267,6 +305,7 @@ export const OPERATIONS = {
     result: s.DoneResult,
     idempotent: true,
     waits: true,
+    access: 'read',
   }),
   'terminal.terminate': op({
     name: 'terminal.terminate',
@@ -278,6 +317,7 @@ export const OPERATIONS = {
     errors: ['CLEANUP_FAILED'],
     idempotent: true,
     waits: true,
+    access: 'write',
   }),
   'terminal.delete': op({
     name: 'terminal.delete',
@@ -289,6 +329,7 @@ export const OPERATIONS = {
     errors: ['CLEANUP_FAILED'],
     idempotent: true,
     waits: true,
+    access: 'write',
   }),
 
   'process.create': op({
@@ -302,6 +343,7 @@ export const OPERATIONS = {
     errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'SPAWN_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN'],
     idempotent: { when: ['requestId'] },
     waits: false,
+    access: 'write',
   }),
   'process.list': op({
     name: 'process.list',
@@ -311,6 +353,7 @@ export const OPERATIONS = {
     result: s.ProcessList,
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'process.get': op({
     name: 'process.get',
@@ -321,6 +364,7 @@ export const OPERATIONS = {
     result: s.ProcessInfo,
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'process.stdin': op({
     name: 'process.stdin',
@@ -333,6 +377,7 @@ export const OPERATIONS = {
     errors: ['PROCESS_EXITED', 'LIMIT_EXCEEDED'],
     idempotent: { when: ['writer', 'seq'] },
     waits: false,
+    access: 'write',
   }),
   'process.closeStdin': op({
     name: 'process.closeStdin',
@@ -344,6 +389,7 @@ export const OPERATIONS = {
     errors: ['PROCESS_EXITED'],
     idempotent: true,
     waits: false,
+    access: 'write',
   }),
   'process.output': op({
     name: 'process.output',
@@ -355,6 +401,7 @@ export const OPERATIONS = {
     result: s.OutputRead,
     idempotent: true,
     waits: true,
+    access: 'read',
   }),
   'process.collected': op({
     name: 'process.collected',
@@ -367,6 +414,7 @@ export const OPERATIONS = {
     errors: ['STREAM_NOT_AVAILABLE'],
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'process.done': op({
     name: 'process.done',
@@ -378,6 +426,7 @@ export const OPERATIONS = {
     result: s.DoneResult,
     idempotent: true,
     waits: true,
+    access: 'read',
   }),
   'process.wait': op({
     name: 'process.wait',
@@ -389,6 +438,7 @@ export const OPERATIONS = {
     result: s.WaitResult,
     idempotent: true,
     waits: true,
+    access: 'read',
   }),
   'process.terminate': op({
     name: 'process.terminate',
@@ -399,6 +449,7 @@ export const OPERATIONS = {
     result: s.ProcessInfo,
     idempotent: true,
     waits: false,
+    access: 'write',
   }),
   'process.delete': op({
     name: 'process.delete',
@@ -409,6 +460,7 @@ export const OPERATIONS = {
     result: s.Ok,
     idempotent: true,
     waits: true,
+    access: 'write',
   }),
 
   'shell.create': op({
@@ -422,6 +474,7 @@ export const OPERATIONS = {
     errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'SHELL_START_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN', 'UNSUPPORTED'],
     idempotent: { when: ['requestId'] },
     waits: true,
+    access: 'write',
   }),
   'shell.list': op({
     name: 'shell.list',
@@ -431,6 +484,7 @@ export const OPERATIONS = {
     result: s.ShellList,
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'shell.get': op({
     name: 'shell.get',
@@ -441,6 +495,7 @@ export const OPERATIONS = {
     result: s.ShellInfo,
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'shell.run': op({
     name: 'shell.run',
@@ -454,6 +509,7 @@ export const OPERATIONS = {
     errors: ['SHELL_BUSY', 'CWD_NOT_FOUND', 'SHELL_START_FAILED', 'LIMIT_EXCEEDED'],
     idempotent: false,
     waits: true,
+    access: 'write',
   }),
   'shell.send': op({
     name: 'shell.send',
@@ -466,7 +522,11 @@ export const OPERATIONS = {
     errors: ['SHELL_BUSY'],
     idempotent: false,
     waits: true,
+    access: 'write',
   }),
+  // A write although it changes nothing by itself: it holds the shell (another call answers SHELL_BUSY meanwhile),
+  // takes the open run's answer, which nobody gets again, and interrupts the run (SIGINT) when its timeout passes
+  // or its caller goes away. A reader follows a run through the shell's terminal output instead.
   'shell.wait': op({
     name: 'shell.wait',
     method: 'POST',
@@ -478,6 +538,7 @@ export const OPERATIONS = {
     errors: ['SHELL_BUSY'],
     idempotent: false,
     waits: true,
+    access: 'write',
   }),
   'shell.interrupt': op({
     name: 'shell.interrupt',
@@ -489,6 +550,7 @@ export const OPERATIONS = {
     errors: ['SHELL_BUSY'],
     idempotent: false,
     waits: true,
+    access: 'write',
   }),
   'shell.delete': op({
     name: 'shell.delete',
@@ -500,6 +562,7 @@ export const OPERATIONS = {
     errors: ['CLEANUP_FAILED'],
     idempotent: true,
     waits: true,
+    access: 'write',
   }),
 
   'fs.resolve': op({
@@ -512,6 +575,7 @@ export const OPERATIONS = {
     errors: FS_READ_ERRORS,
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'fs.stat': op({
     name: 'fs.stat',
@@ -523,6 +587,7 @@ export const OPERATIONS = {
     errors: FS_READ_ERRORS,
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'fs.lstat': op({
     name: 'fs.lstat',
@@ -534,6 +599,7 @@ export const OPERATIONS = {
     errors: FS_READ_ERRORS,
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'fs.readText': op({
     name: 'fs.readText',
@@ -545,6 +611,7 @@ export const OPERATIONS = {
     errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_NOT_TEXT', 'FS_TOO_LARGE'],
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'fs.listDir': op({
     name: 'fs.listDir',
@@ -556,6 +623,7 @@ export const OPERATIONS = {
     errors: [...FS_READ_ERRORS, 'FS_NOT_DIRECTORY', 'FS_TOO_LARGE'],
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'fs.writeText': op({
     name: 'fs.writeText',
@@ -568,6 +636,7 @@ export const OPERATIONS = {
     // A resent guarded create would refuse the file its first sending made.
     idempotent: false,
     waits: false,
+    access: 'write',
   }),
   'fs.editText': op({
     name: 'fs.editText',
@@ -579,6 +648,7 @@ export const OPERATIONS = {
     errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_NOT_TEXT', 'FS_STALE_VERSION', 'FS_AMBIGUOUS_EDIT', 'FS_EDIT_NOT_FOUND'],
     idempotent: false,
     waits: false,
+    access: 'write',
   }),
   'fs.mkdir': op({
     name: 'fs.mkdir',
@@ -591,6 +661,7 @@ export const OPERATIONS = {
     // Without parents a repeat finds the directory its first sending made.
     idempotent: { when: ['parents'] },
     waits: false,
+    access: 'write',
   }),
   'fs.remove': op({
     name: 'fs.remove',
@@ -602,6 +673,7 @@ export const OPERATIONS = {
     errors: [...FS_READ_ERRORS, 'FS_NOT_EMPTY'],
     idempotent: true,
     waits: false,
+    access: 'write',
   }),
   'fs.rename': op({
     name: 'fs.rename',
@@ -613,6 +685,7 @@ export const OPERATIONS = {
     errors: [...FS_READ_ERRORS, 'FS_ALREADY_EXISTS', 'FS_NOT_EMPTY'],
     idempotent: false,
     waits: false,
+    access: 'write',
   }),
   'fs.digest': op({
     name: 'fs.digest',
@@ -624,6 +697,7 @@ export const OPERATIONS = {
     errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE'],
     idempotent: true,
     waits: false,
+    access: 'read',
   }),
   'upload.create': op({
     name: 'upload.create',
@@ -636,6 +710,7 @@ export const OPERATIONS = {
     errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_ALREADY_EXISTS', 'LIMIT_EXCEEDED'],
     idempotent: false,
     waits: false,
+    access: 'write',
   }),
   'upload.get': op({
     name: 'upload.get',
@@ -646,6 +721,7 @@ export const OPERATIONS = {
     result: s.Upload,
     idempotent: true,
     waits: true,
+    access: 'read',
   }),
   'upload.complete': op({
     name: 'upload.complete',
@@ -659,6 +735,7 @@ export const OPERATIONS = {
     errors: ['FS_NOT_FOUND', 'FS_NOT_REGULAR_FILE', 'FS_ALREADY_EXISTS', 'FS_CHECKSUM_MISMATCH'],
     idempotent: false,
     waits: false,
+    access: 'write',
   }),
   'upload.delete': op({
     name: 'upload.delete',
@@ -669,6 +746,7 @@ export const OPERATIONS = {
     result: s.Ok,
     idempotent: true,
     waits: false,
+    access: 'write',
   }),
 } as const;
 

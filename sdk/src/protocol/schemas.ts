@@ -382,6 +382,20 @@ export const Health = z
   .meta({ id: 'Health' });
 export type Health = z.infer<typeof Health>;
 
+// Identity
+
+export const Identity = z
+  .object({
+    owner: z.string().meta({ description: 'The owner the token stands for: whose sessions, shells and files its calls see.' }),
+    access: z.enum(['read', 'write']).meta({
+      description:
+        "What the token may do: write, everything; read (access=read in the token file), list, inspect and watch the owner's sessions and files, " +
+        'while every call that would act on them answers READ_ONLY.',
+    }),
+  })
+  .meta({ id: 'Identity', description: 'Who the token is, and what it may do.' });
+export type Identity = z.infer<typeof Identity>;
+
 // Shells
 
 export const ShellDialectName = z

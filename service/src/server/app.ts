@@ -9,7 +9,17 @@ import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { ERROR_CATALOG, LIVE_PATH, METRICS_PATH, OPERATION_LIST, READY_PATH, TOKEN_HEADER, WS_SUBPROTOCOL, type ErrorCode } from '@execworld/sdk/protocol';
+import {
+  ERROR_CATALOG,
+  LIVE_PATH,
+  METRICS_PATH,
+  OPERATION_LIST,
+  READY_PATH,
+  TOKEN_HEADER,
+  WS_SUBPROTOCOL,
+  type Access,
+  type ErrorCode,
+} from '@execworld/sdk/protocol';
 import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import type { Config } from './config.ts';
@@ -24,16 +34,25 @@ import { registerFileRoutes } from './file-routes.ts';
 import { UploadRegistry } from './uploads.ts';
 import { packageVersion } from '../version.ts';
 import { DaemonMetrics } from './metrics.ts';
+import { registerUi } from './ui.ts';
 
 export const CONNECT_PATH = '/v1/connect';
 
 declare module 'fastify' {
   interface FastifyRequest {
     owner: string;
+    /** What the request's token may do. */
+    access: Access;
   }
   interface FastifyContextConfig {
     /** False for routes that need no token. */
     auth?: boolean;
+    /**
+     * `read` for a route a read-only token may take. Any other route that
+     * needs a token is refused to one (READ_ONLY), so a route that forgets to
+     * say is closed to readers rather than open.
+     */
+    access?: Access;
   }
 }
 
@@ -148,8 +167,10 @@ export function buildApp(options: AppOptions): Daemon {
   metrics.readFrom({ sessions: () => registry.counts(), memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes() }) });
 
   app.decorateRequest('owner', '');
+  app.decorateRequest('access', 'read');
+  const scheme = https === null ? 'http' : 'https';
 
-  /** Sets the request's owner from its token, or says why it may not pass. */
+  /** Sets the request's owner and access from its token, or says why it may not pass. */
   const authenticate = (request: FastifyRequest): ServiceError | undefined => {
     if (request.routeOptions.config.auth === false) return undefined;
     const isUpgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
@@ -157,18 +178,27 @@ export function buildApp(options: AppOptions): Daemon {
       bearerToken(request.headers.authorization) ??
       headerToken(request.headers[TOKEN_HEADER]) ??
       (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
-    const owner = tokens.ownerOf(token);
-    if (owner === undefined) {
+    const identity = tokens.identify(token);
+    if (identity === undefined) {
       metrics.authFailure();
       return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
     }
-    request.owner = owner;
+    request.owner = identity.owner;
+    request.access = identity.access;
     // Every line logged for a request on a session names the session.
     const session = (request.params as { id?: unknown } | undefined)?.id;
     if (typeof session === 'string') request.log = request.log.child({ session });
     const origin = request.headers.origin;
-    if (isUpgrade && origin !== undefined && !config.allowedOrigins.includes(origin)) {
+    // The daemon's own origin, as this request addressed it, is allowed too: a page it serves (/ui) opens its
+    // WebSocket from there. That admits no ambient authority: tokens are bearer-only, never cookies, so a page
+    // (even one on a name rebound to this address) gets in only with a token its user gave it.
+    const own = request.headers.host !== undefined && origin === `${scheme}://${request.headers.host}`;
+    if (isUpgrade && origin !== undefined && !own && !config.allowedOrigins.includes(origin)) {
       return new ServiceError('FORBIDDEN_ORIGIN', `origin ${origin} may not open a WebSocket here`);
+    }
+    // An unknown path stays NOT_FOUND for a reader, as for anyone with a token.
+    if (identity.access === 'read' && request.routeOptions.config.access !== 'read' && !request.is404) {
+      return new ServiceError('READ_ONLY', `the token may only read: ${request.method} ${request.url.split('?')[0]} acts on the owner's sessions or files`);
     }
     return undefined;
   };
@@ -244,7 +274,7 @@ export function buildApp(options: AppOptions): Daemon {
     scope.route({
       method: 'GET',
       url: METRICS_PATH,
-      config: { auth: config.metricsAuth === 'token' },
+      config: { auth: config.metricsAuth === 'token', access: 'read' },
       handler: async (_request, reply) => {
         const { contentType, body } = await metrics.text();
         return reply.type(contentType).send(body);
@@ -266,7 +296,7 @@ export function buildApp(options: AppOptions): Daemon {
       scope.route({
         method: spec.method,
         url: spec.path.replace(/\{(\w+)\}/g, ':$1'),
-        config: { auth: spec.auth },
+        config: { auth: spec.auth, access: spec.access },
         handler: async (request, reply) => {
           const input = spec.method === 'POST' ? (request.body ?? {}) : typedQuery(request.query as Record<string, unknown>);
           if (typeof input !== 'object' || input === null || Array.isArray(input))
@@ -281,6 +311,7 @@ export function buildApp(options: AppOptions): Daemon {
           });
           const ctx: CallContext = {
             owner: request.owner,
+            access: request.access,
             registry,
             files: filesOf,
             transfer: transferOf,
@@ -304,6 +335,8 @@ export function buildApp(options: AppOptions): Daemon {
       });
     }
 
+    if (config.ui === 'on') registerUi(scope);
+
     void scope.register((inner, _options, done) => {
       registerFileRoutes(inner, { files: filesOf, transfer: transferOf, uploads });
       done();
@@ -312,8 +345,10 @@ export function buildApp(options: AppOptions): Daemon {
     scope.route({
       method: 'GET',
       url: CONNECT_PATH,
+      // A read token's connection is refused each call that acts (ws.ts), not the connection.
+      config: { access: 'read' },
       wsHandler: (socket, request) => {
-        hub.accept(socket, request.owner, request.log);
+        hub.accept(socket, { owner: request.owner, access: request.access }, request.log);
       },
       // Without the upgrade headers the plugin's default would be an empty 404.
       handler: (_request, reply) => {

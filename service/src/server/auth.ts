@@ -1,13 +1,14 @@
 /**
- * Bearer tokens and the owners they stand for. Tokens are compared in constant
- * time (as SHA-256 digests, over every configured token), and never logged.
+ * Bearer tokens, the owners they stand for and what they may do. Tokens are
+ * compared in constant time (as SHA-256 digests, over every configured token),
+ * and never logged.
  * @module
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { WS_TOKEN_PROTOCOL_PREFIX } from '@execworld/sdk/protocol';
-import { DEFAULT_OWNER, MIN_TOKEN_LENGTH, tokenFileLines } from '@execworld/sdk/token-file';
+import { DEFAULT_OWNER, MIN_TOKEN_LENGTH, tokenFileLines, type TokenAccess } from '@execworld/sdk/token-file';
 import { fileModesGuardPrivacy } from '../platform-facts.ts';
 import type { RunAs } from '../provider/api.ts';
 import { ConfigError } from './config.ts';
@@ -19,21 +20,29 @@ const digest = (token: string): Buffer => createHash('sha256').update(token, 'ut
 export interface TokenEntry {
   readonly owner: string;
   readonly token: string;
+  /** What the token may do. @default 'write' */
+  readonly access?: TokenAccess | undefined;
   /** The OS user the owner's programs run as; the daemon's own user when absent. */
   readonly user?: RunAs | undefined;
   /** The directory the owner's filesystem calls are confined to; all of the world when absent. */
   readonly root?: string | undefined;
 }
 
+/** Who a token stands for, and what it may do. */
+export interface TokenIdentity {
+  readonly owner: string;
+  readonly access: TokenAccess;
+}
+
 export class TokenTable {
-  readonly #entries: { digest: Buffer; owner: string }[];
+  readonly #entries: { digest: Buffer; identity: TokenIdentity }[];
   readonly #users = new Map<string, RunAs>();
   readonly #roots = new Map<string, string>();
   /** Where the tokens came from, for the log. */
   readonly source: string;
 
   constructor(entries: readonly TokenEntry[], source: string) {
-    this.#entries = entries.map((entry) => ({ digest: digest(entry.token), owner: entry.owner }));
+    this.#entries = entries.map((entry) => ({ digest: digest(entry.token), identity: { owner: entry.owner, access: entry.access ?? 'write' } }));
     for (const entry of entries) {
       if (entry.user !== undefined) this.#users.set(entry.owner, entry.user);
       if (entry.root !== undefined) this.#roots.set(entry.owner, entry.root);
@@ -57,18 +66,18 @@ export class TokenTable {
   }
 
   get owners(): string[] {
-    return [...new Set(this.#entries.map((entry) => entry.owner))];
+    return [...new Set(this.#entries.map((entry) => entry.identity.owner))];
   }
 
-  /** The owner of `token`, or undefined. Takes the same time whichever token matches. */
-  ownerOf(token: string | undefined): string | undefined {
+  /** The owner of `token` and what the token may do, or undefined. Takes the same time whichever token matches. */
+  identify(token: string | undefined): TokenIdentity | undefined {
     if (token === undefined || token.length === 0) return undefined;
     const presented = digest(token);
-    let owner: string | undefined;
+    let identity: TokenIdentity | undefined;
     for (const entry of this.#entries) {
-      if (timingSafeEqual(presented, entry.digest)) owner ??= entry.owner;
+      if (timingSafeEqual(presented, entry.digest)) identity ??= entry.identity;
     }
-    return owner;
+    return identity;
   }
 }
 
@@ -78,14 +87,18 @@ export interface TokenLine {
   readonly token: string;
   readonly userName?: string;
   readonly root?: string;
+  /** Present on a read line only, which names no user or root. */
+  readonly access?: 'read';
 }
 
 /**
  * Parses a token file by the grammar of `@execworld/sdk/token-file`: one bare
- * token (owner `default`), or lines of `<owner> <token> [<os user>] [root=<directory>]`;
+ * token (owner `default`), or lines of `<owner> <token> [<os user>] [root=<directory>] [access=read|write]`;
  * blank lines and `#` comments are skipped. An OS user makes the owner's
  * programs run as that user (see {@link resolveUsers}); a root confines the
- * owner's filesystem calls to that directory.
+ * owner's filesystem calls to that directory; `access=read` makes a token
+ * that may only read (a read line names no user or root: they are the owner's,
+ * said on its write lines).
  * @throws {ConfigError} naming the file and line of the first line that is not a token line.
  */
 export function parseTokenFile(text: string, path: string): TokenLine[] {
@@ -96,6 +109,7 @@ export function parseTokenFile(text: string, path: string): TokenLine[] {
       token: line.token,
       ...(line.userName === undefined ? {} : { userName: line.userName }),
       ...(line.root === undefined ? {} : { root: line.root }),
+      ...(line.access === undefined ? {} : { access: line.access }),
     };
   });
   if (entries.length === 0) throw new ConfigError(`${path} holds no token`);
@@ -113,7 +127,9 @@ export function resolveUsers(
   lookup: (name: string) => RunAs | undefined,
   daemonUid: number | undefined = process.getuid?.(),
 ): TokenEntry[] {
-  return entries.map(({ owner, token, userName, root }) => {
+  return entries.map(({ owner, token, userName, root, access }) => {
+    // A read line names neither user nor root (the grammar refuses them): the owner's come from its write lines.
+    if (access === 'read') return { owner, token, access };
     const confined = root === undefined ? {} : { root: existingDirectory(root, path, owner) };
     if (userName === undefined) return { owner, token, ...confined };
     const user = lookup(userName);

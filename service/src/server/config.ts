@@ -74,12 +74,19 @@ const SETTINGS = {
     default: 'token',
     help: 'GET /metrics needs a token (token), or answers anyone who reaches the daemon (none: for a scraper on a trusted network)',
   },
+  ui: {
+    flag: 'ui',
+    env: 'EXECWORLD_UI',
+    schema: z.enum(['on', 'off']),
+    default: 'on',
+    help: 'serve the browser view at /ui (on), or not (off); the page holds no data, every view needs a token',
+  },
   allowedOrigins: {
     flag: 'allowed-origin',
     env: 'EXECWORLD_ALLOWED_ORIGINS',
     schema: z.array(z.string().min(1)),
     default: [] as string[],
-    help: 'browser origin allowed to open WebSockets (repeatable; env: comma-separated); none by default',
+    help: "browser origin allowed to open WebSockets (repeatable; env: comma-separated); none by default but the daemon's own (its scheme and the request's Host)",
   },
   passEnv: {
     flag: 'pass-env',

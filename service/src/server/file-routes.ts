@@ -3,7 +3,8 @@
  * file's content streamed from an offset, an upload's bytes appended at its
  * offset, and a directory packed or unpacked as a tar stream. Bodies and
  * answers stream with TCP's flow control: memory stays bounded whatever the
- * size.
+ * size. Each route says its `access`, which the daemon's authentication
+ * checks: a read-only token may download and pack, never upload or unpack.
  * @module
  */
 import { createHash } from 'node:crypto';
@@ -48,6 +49,7 @@ export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOp
   scope.route({
     method: 'GET',
     url: CONTENT_PATH,
+    config: { access: 'read' },
     handler: async (request, reply) => {
       const { path, cwd, displayPath, offset, maxBytes, version: expected, digest } = parsed(schemas.ContentQuery, request.query, 'query');
       const signal = callerGone(reply);
@@ -97,6 +99,7 @@ export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOp
   scope.route({
     method: 'PUT',
     url: `${UPLOADS_PATH}/:id`,
+    config: { access: 'write' },
     handler: async (request, reply) => {
       const body = bodyStream(request.body);
       const { id } = parsed(schemas.UploadParams, request.params, 'path');
@@ -109,6 +112,7 @@ export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOp
   scope.route({
     method: 'GET',
     url: ARCHIVE_PATH,
+    config: { access: 'read' },
     handler: async (request, reply) => {
       const { path, cwd } = parsed(schemas.ArchiveQuery, request.query, 'query');
       const signal = callerGone(reply);
@@ -120,6 +124,7 @@ export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOp
   scope.route({
     method: 'PUT',
     url: ARCHIVE_PATH,
+    config: { access: 'write' },
     handler: async (request, reply) => {
       const body = bodyStream(request.body);
       let query;

@@ -3,7 +3,15 @@
  * land here, with parameters already validated against the operation's schema.
  * @module
  */
-import { OPERATION_LIST, PROTOCOL_VERSION, type OperationName, type OperationParams, type OperationResult, type OperationSpec } from '@execworld/sdk/protocol';
+import {
+  OPERATION_LIST,
+  PROTOCOL_VERSION,
+  type Access,
+  type OperationName,
+  type OperationParams,
+  type OperationResult,
+  type OperationSpec,
+} from '@execworld/sdk/protocol';
 import { MAX_WAIT_MS, type SubprocessOutputMode, type SubprocessSpawnSpec, type SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import { z } from 'zod';
 import type { FsTarget } from '@execworld/sdk/fs';
@@ -19,6 +27,8 @@ const DEFAULT_READ_BYTES = 1024 * 1024;
 
 export interface CallContext {
   readonly owner: string;
+  /** What the caller's token may do; a write operation never gets here with `read`. */
+  readonly access: Access;
   readonly registry: SessionRegistry;
   /** The world's files as `owner` may see them. */
   readonly files: (owner: string) => OwnerFiles;
@@ -34,11 +44,18 @@ export interface CallContext {
 
 type Handler<N extends OperationName> = (ctx: CallContext, params: OperationParams<N>) => Promise<OperationResult<N>> | OperationResult<N>;
 
-function readStream(stream: ByteStream, from: number | undefined, maxBytes: number | undefined) {
+/**
+ * Whether a caller's reads free ring room. A read-only token's do not: a
+ * watcher never lets a program run on past what the owner's own readers
+ * have, so it cannot make them miss output.
+ */
+const frees = (ctx: CallContext): boolean => ctx.access === 'write';
+
+function readStream(ctx: CallContext, stream: ByteStream, from: number | undefined, maxBytes: number | undefined) {
   const start = from ?? stream.start;
   if (start > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${start} is past the end of the stream (${stream.end})`);
   // A reader asking from an offset has everything before it.
-  stream.consumed(start);
+  if (frees(ctx)) stream.consumed(start);
   const slice = stream.read(start, maxBytes ?? DEFAULT_READ_BYTES);
   return {
     from: slice.from,
@@ -57,9 +74,9 @@ async function longPollRead(
   const from = params.from ?? stream.start;
   if (from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${from} is past the end of the stream (${stream.end})`);
   // Acknowledge before waiting: a ring held full by these very bytes would otherwise keep its program paused.
-  stream.consumed(from);
+  if (frees(ctx)) stream.consumed(from);
   await waitForBytes(stream, from, params.waitMs ?? 0, ctx.signal);
-  return readStream(stream, from, params.maxBytes);
+  return readStream(ctx, stream, from, params.maxBytes);
 }
 
 /** Resolves with `promise`'s settlement, or false after `ms`. */
@@ -123,6 +140,8 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
       capabilities: { terminals, exactInputWait, processes: true, websocket: true, containment, signals, defaultShell: defaultShell(platform) },
     };
   },
+
+  'identity.get': (ctx) => ({ owner: ctx.owner, access: ctx.access }),
 
   'executable.resolve': async (ctx, params) => ({
     path: await ctx.registry.runtime.resolveExecutable(params.command, params.env, ctx.signal),

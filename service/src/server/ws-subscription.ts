@@ -42,12 +42,20 @@ export class Subscription {
   #rateBytes = 0;
   #rateSince = 0;
   #holdTimer: NodeJS.Timeout | undefined;
+  /** Whether the subscriber's acks free ring room; see {@link Subscription.constructor}. */
+  readonly #frees: boolean;
 
-  constructor(id: number, connection: FrameSink, stream: ByteStream, from: number, window: number) {
+  /**
+   * @param frees whether acks tell the stream its bytes were taken. Not for a
+   * read-only token: a watcher never lets a program run on past what the
+   * owner's own readers have, so it cannot make them miss output.
+   */
+  constructor(id: number, connection: FrameSink, stream: ByteStream, from: number, window: number, frees: boolean) {
     this.id = id;
     this.#connection = connection;
     this.#stream = stream;
     this.#window = window;
+    this.#frees = frees;
     this.#sent = from;
     this.#acked = from;
     this.#unsubscribe = stream.onChange(() => this.pump());
@@ -57,7 +65,7 @@ export class Subscription {
     const acked = Math.min(offset, this.#sent);
     if (acked <= this.#acked) return;
     this.#acked = acked;
-    this.#stream.consumed(acked);
+    if (this.#frees) this.#stream.consumed(acked);
     this.pump();
   }
 

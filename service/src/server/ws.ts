@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import type { FastifyBaseLogger as Logger } from 'fastify';
-import { ClientMessage, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
+import { ClientMessage, type Access, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
 import type { z } from 'zod';
 import type { DaemonMetrics } from './metrics.ts';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
@@ -54,8 +54,16 @@ export interface HubOptions {
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
 const CLOSE_POLICY_VIOLATION = 1008;
 
+/** Whose connection it is, and what its token may do. */
+export interface ConnectionIdentity {
+  readonly owner: string;
+  readonly access: Access;
+}
+
 class Connection {
   readonly owner: string;
+  /** Calls of write operations are refused to a read token; subscriptions and acks only read. */
+  readonly access: Access;
   readonly #socket: WebSocket;
   readonly #hub: WebSocketHub;
   readonly #options: HubOptions;
@@ -71,9 +79,10 @@ class Connection {
   #readingPaused = false;
   readonly #heartbeat: NodeJS.Timeout;
 
-  constructor(socket: WebSocket, owner: string, hub: WebSocketHub, options: HubOptions, log: Logger) {
+  constructor(socket: WebSocket, identity: ConnectionIdentity, hub: WebSocketHub, options: HubOptions, log: Logger) {
     this.#socket = socket;
-    this.owner = owner;
+    this.owner = identity.owner;
+    this.access = identity.access;
     this.#hub = hub;
     this.#options = options;
     this.#log = log;
@@ -202,6 +211,10 @@ class Connection {
       this.send({ t: 'error', id, error: { code: 'NOT_FOUND', message: `unknown operation ${name}` } });
       return;
     }
+    if (operation.spec.access === 'write' && this.access === 'read') {
+      this.send({ t: 'error', id, error: { code: 'READ_ONLY', message: `the token may only read: ${name} acts on the owner's sessions or files` } });
+      return;
+    }
     if (this.#calls.size >= MAX_CALLS_IN_FLIGHT) {
       this.send({ t: 'error', id, error: { code: 'LIMIT_EXCEEDED', message: `at most ${MAX_CALLS_IN_FLIGHT} calls may be in flight on one connection` } });
       return;
@@ -216,6 +229,7 @@ class Connection {
       if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, 'params'));
       const ctx: CallContext = {
         owner: this.owner,
+        access: this.access,
         registry: this.#options.registry,
         files: this.#options.files,
         transfer: this.#options.transfer,
@@ -250,8 +264,9 @@ class Connection {
       if (params.from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${params.from} is past the end of the stream (${stream.end})`);
       const sub = this.#nextSub++;
       const from = Math.max(params.from, stream.start);
-      stream.consumed(params.from);
-      const subscription = new Subscription(sub, this, stream, from, params.window ?? this.#options.windowBytes);
+      const frees = this.access === 'write';
+      if (frees) stream.consumed(params.from);
+      const subscription = new Subscription(sub, this, stream, from, params.window ?? this.#options.windowBytes, frees);
       this.#subscriptions.set(sub, subscription);
       this.send({ t: 'result', id, result: { sub, from, gap: params.from < from ? { from: params.from, to: from } : null } });
       subscription.pump();
@@ -326,14 +341,14 @@ export class WebSocketHub {
       : undefined;
   }
 
-  accept(socket: WebSocket, owner: string, log: Logger): void {
+  accept(socket: WebSocket, identity: ConnectionIdentity, log: Logger): void {
     // Checked again after the upgrade: upgrades of one owner may have raced past the check before it.
-    const refusal = this.refusal(owner);
+    const refusal = this.refusal(identity.owner);
     if (refusal !== undefined) {
       socket.close(CLOSE_POLICY_VIOLATION, refusal.message.slice(0, 120));
       return;
     }
-    const connection = new Connection(socket, owner, this, this.#options, log);
+    const connection = new Connection(socket, identity, this, this.#options, log);
     this.#connections.add(connection);
     socket.on('close', () => this.#connections.delete(connection));
   }

@@ -1,0 +1,321 @@
+/**
+ * The browser view at /ui, in Debian's Chromium driven by playwright-core:
+ * the page lists the owner's sessions, shows a terminal live from its screen
+ * snapshot, takes typing when the token may write and none when it may only
+ * read, shows a process's two streams, and resumes byte-exact after its
+ * connection is cut. The daemon is reached through a proxy that can cut and
+ * stall every connection, as a network failure would.
+ */
+import { mkdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { FaultProxy } from '../helpers/proxy.ts';
+import { requiredTool } from '../helpers/tools.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+const CHROMIUM = requiredTool('chromium', { installedBy: '.ci/run (apt-get install chromium)' });
+/** Where the screenshot is left for a person to look at. */
+export const SCREENSHOT = join(import.meta.dirname, '../../.cache/ui/terminal.png');
+const RING_BYTES = 64 * 1024;
+/** Generous: Chromium's first start on a loaded machine is slow. */
+const DEADLINE = 60_000;
+
+describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
+  let daemon: TestDaemon;
+  let proxy: FaultProxy;
+  let browser: Browser;
+  let terminalId: string;
+  let processId: string;
+  const problems: string[] = [];
+
+  beforeAll(async () => {
+    // A small ring, so that output made while the page is away can outrun what the daemon keeps.
+    daemon = await startDaemon({ ringBytes: RING_BYTES });
+    proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
+    browser = await chromium.launch({
+      executablePath: CHROMIUM.require(),
+      headless: true,
+      // launch() gives Chromium a fresh profile of its own, removed on close. The machine has no network:
+      // Chromium's own background traffic would only fail.
+      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'],
+    });
+    const terminal = await daemon.request('POST', '/v1/terminals', {
+      body: {
+        argv: ['/bin/bash', '--noprofile', '--norc', '-i'],
+        cwd: tmpdir(),
+        rows: 20,
+        cols: 90,
+        env: { PS1: 'ui$ ', TERM: 'xterm-256color' },
+        graceMs: 2000,
+      },
+    });
+    expect(terminal.status).toBe(201);
+    terminalId = terminal.body.id;
+    await daemon.request('POST', `/v1/terminals/${terminalId}/input`, { body: { data: 'echo before-$((40+2))\r' } });
+    await waitFor('the terminal to print before-42', async () => (await outputText(terminalId)).includes('before-42\r\n'), DEADLINE);
+    const process = await daemon.request('POST', '/v1/processes', {
+      body: {
+        argv: ['/bin/sh', '-c', 'echo out-$((3*3)); echo err-$((4*4)) >&2; exec sleep 300'],
+        cwd: tmpdir(),
+        stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+        graceMs: 1000,
+      },
+    });
+    expect(process.status).toBe(201);
+    processId = process.body.id;
+  }, DEADLINE);
+
+  afterAll(async () => {
+    await browser?.close();
+    await proxy?.close();
+    await daemon?.close();
+  });
+
+  async function outputText(id: string): Promise<string> {
+    const read = await daemon.request('GET', `/v1/terminals/${id}/output?from=0`);
+    return Buffer.from(read.body.data, 'base64').toString('utf8');
+  }
+
+  /** A fresh context (no storage shared with another) on the page, with `token` in the address. */
+  async function open(token: string): Promise<{ context: BrowserContext; page: Page }> {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
+    const page = await context.newPage();
+    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+    });
+    await page.goto(`${proxy.url}/ui#token=${token}`);
+    return { context, page };
+  }
+
+  const screenText = (page: Page): Promise<string> => page.locator('#screen .xterm-rows').innerText();
+
+  /** Screen snapshots the daemon has given over WebSockets, from its metrics. */
+  async function screenSnapshots(): Promise<number> {
+    const text = await (await fetch(`${daemon.url}/metrics`, { headers: { authorization: `Bearer ${ALICE}` } })).text();
+    let count = 0;
+    for (const line of text.split('\n')) {
+      if (line.startsWith('execworld_call_duration_seconds_count{') && line.includes('operation="terminal.screen"') && line.includes('transport="websocket"')) {
+        count += Number(line.slice(line.lastIndexOf(' ') + 1));
+      }
+    }
+    return count;
+  }
+
+  /** Waits until the page's view shows every byte the terminal printed. */
+  async function caughtUp(page: Page, id: string): Promise<void> {
+    await waitFor(
+      'the page to show every byte of the terminal',
+      async () => {
+        const end = (await daemon.request('GET', `/v1/terminals/${id}`)).body.output.end as number;
+        return (await page.locator('#view-status').textContent()) === `live at byte ${end}`;
+      },
+      DEADLINE,
+    );
+  }
+
+  /** Cuts every connection and holds new ones until `away` is done, then lets the page reconnect. */
+  async function dropWhile(page: Page, away: () => Promise<void>): Promise<void> {
+    proxy.stall();
+    proxy.cut();
+    await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).not.toBe('open');
+    await away();
+    proxy.resume();
+    await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).toBe('open');
+  }
+
+  it('serves the page with a policy that runs only its own script and connects only to itself', async () => {
+    const response = await fetch(`${proxy.url}/ui`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/html/);
+    const policy = response.headers.get('content-security-policy') ?? '';
+    expect(policy).toContain("script-src 'self'");
+    expect(policy).toContain("connect-src 'self'");
+    expect(policy).toContain("frame-ancestors 'none'");
+    const script = await fetch(`${proxy.url}/ui/page.js`);
+    expect(script.headers.get('content-type')).toMatch(/^text\/javascript/);
+    // The bundle carries xterm.js from its npm package: nothing is fetched from elsewhere.
+    expect(await script.text()).not.toMatch(/https?:\/\/(?!127\.0\.0\.1)[a-z0-9.-]+\/[^"'\s]*\.(js|css)\b/i);
+  });
+
+  it('refuses a wrong token and says so', async () => {
+    const { context, page } = await open('not-a-token-of-anyone-000');
+    await expect.poll(() => page.locator('#login-error').textContent(), { timeout: DEADLINE }).toContain('UNAUTHORIZED');
+    expect(await page.locator('#main').isHidden()).toBe(true);
+    // The token was taken out of the address.
+    expect(page.url()).toBe(`${proxy.url}/ui`);
+    await context.close();
+  });
+
+  it(
+    "shows the owner's terminal live, takes typing, and resumes byte-exact after the connection is cut",
+    async () => {
+      const { context, page } = await open(ALICE);
+      await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner alice · may write');
+      await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).toBe('open');
+      // Listed with its state; bob's sessions never are.
+      const row = page.locator(`#terminals button[data-id="${terminalId}"]`);
+      await row.waitFor({ timeout: DEADLINE });
+      expect(await row.innerText()).toContain('running');
+      await page.locator(`#processes button[data-id="${processId}"]`).waitFor({ timeout: DEADLINE });
+      await row.click();
+      // The screen snapshot draws what the terminal printed before the page opened.
+      await expect.poll(() => screenText(page), { timeout: DEADLINE }).toContain('before-42');
+
+      await page.locator('#screen .xterm').click();
+      await page.keyboard.type('echo typed-$((6*7))\n');
+      await expect.poll(() => screenText(page), { timeout: DEADLINE }).toContain('typed-42');
+      expect(await outputText(terminalId)).toContain('typed-42\r\n');
+
+      // The network fails: every connection is cut, and new ones hang until it comes back.
+      const snapshots = await screenSnapshots();
+      await dropWhile(page, async () => {
+        // Typed while away: sent once the page is back.
+        await page.keyboard.type('echo queued-$((5*5))\n');
+        // Printed while away, by another client.
+        await daemon.request('POST', `/v1/terminals/${terminalId}/input`, { body: { data: 'echo away-$((50+50))\r' } });
+        await waitFor('the terminal to print away-100', async () => (await outputText(terminalId)).includes('away-100\r\n'), DEADLINE);
+        expect(await screenText(page)).not.toContain('away-100');
+      });
+      await expect.poll(() => screenText(page), { timeout: DEADLINE }).toContain('away-100');
+      await expect.poll(() => screenText(page), { timeout: DEADLINE }).toContain('queued-25');
+      const output = await outputText(terminalId);
+      // Typed once, run once.
+      expect(output.match(/queued-25\r\n/g)).toHaveLength(1);
+      // The view stands at the terminal's end: it resumed where it was, and nothing was skipped or shown twice.
+      await caughtUp(page, terminalId);
+      // It read on from its offset: the daemon still held the bytes, so no snapshot was asked for.
+      expect(await screenSnapshots()).toBe(snapshots);
+      const shown = await screenText(page);
+      expect(shown.match(/away-100/g)).toHaveLength(1);
+      expect(shown.match(/typed-42/g)).toHaveLength(1);
+
+      mkdirSync(join(SCREENSHOT, '..'), { recursive: true });
+      await page.screenshot({ path: SCREENSHOT });
+      const png = readFileSync(SCREENSHOT);
+      expect(png.subarray(1, 4).toString('latin1')).toBe('PNG');
+      await context.close();
+    },
+    4 * DEADLINE,
+  );
+
+  it(
+    'redraws from a fresh screen snapshot when the daemon no longer holds what the page missed',
+    async () => {
+      const { context, page } = await open(ALICE);
+      const row = page.locator(`#terminals button[data-id="${terminalId}"]`);
+      await row.waitFor({ timeout: DEADLINE });
+      await row.click();
+      await caughtUp(page, terminalId);
+      const snapshots = await screenSnapshots();
+      const missedFrom = (await daemon.request('GET', `/v1/terminals/${terminalId}`)).body.output.end as number;
+      await dropWhile(page, async () => {
+        // Three rings' worth of output, read by another client as it comes (a ring with unread output pauses its program).
+        await daemon.request('POST', `/v1/terminals/${terminalId}/input`, { body: { data: 'seq 100001 130000; echo seq-$((1+1))-done\r' } });
+        let from = missedFrom;
+        let seen = '';
+        await waitFor(
+          'seq to finish',
+          async () => {
+            const read = await daemon.request('GET', `/v1/terminals/${terminalId}/output?from=${from}&waitMs=1000`);
+            from = read.body.next;
+            seen = (seen + Buffer.from(read.body.data, 'base64').toString('latin1')).slice(-64);
+            return seen.includes('seq-2-done\r\n');
+          },
+          DEADLINE,
+        );
+        const state = (await daemon.request('GET', `/v1/terminals/${terminalId}`)).body.output;
+        expect(state.start).toBeGreaterThan(missedFrom);
+      });
+      await caughtUp(page, terminalId);
+      const shown = await screenText(page);
+      expect(shown).toContain('130000');
+      expect(shown).toContain('seq-2-done');
+      expect(await screenSnapshots()).toBe(snapshots + 1);
+      await context.close();
+    },
+    4 * DEADLINE,
+  );
+
+  it(
+    "never answers a program's terminal queries itself, which would reach the program as typing",
+    async () => {
+      // A terminal whose queries the daemon leaves unanswered: any answer would have come from the page.
+      const created = await daemon.request('POST', '/v1/terminals', {
+        body: {
+          argv: ['/bin/bash', '--noprofile', '--norc', '-i'],
+          cwd: tmpdir(),
+          rows: 20,
+          cols: 90,
+          env: { PS1: 'q$ ' },
+          answerQueries: false,
+          graceMs: 2000,
+        },
+      });
+      expect(created.status).toBe(201);
+      const id = created.body.id as string;
+      const { context, page } = await open(ALICE);
+      const row = page.locator(`#terminals button[data-id="${id}"]`);
+      await row.waitFor({ timeout: DEADLINE });
+      await row.click();
+      await caughtUp(page, id);
+      // Device attributes and the cursor position, asked while the page shows the terminal and may write to it.
+      const probe = `printf '\\033[c\\033[6n'; if read -rs -t 5 -n 1 c; then echo answered; else echo unanswered-$((2+2)); fi\r`;
+      await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: probe } });
+      await waitFor('the probe to end', async () => /(unanswered-4|\banswered)\r\n/.test(await outputText(id)), DEADLINE);
+      // The queries went out, and the read that followed them got nothing.
+      expect(await outputText(id)).toContain('\x1b[c\x1b[6nunanswered-4\r\n');
+      expect(await daemon.request('POST', `/v1/terminals/${id}/terminate`)).toMatchObject({ status: 200 });
+      await context.close();
+    },
+    2 * DEADLINE,
+  );
+
+  it("shows a process's stdout and stderr apart", async () => {
+    const { context, page } = await open(ALICE);
+    const row = page.locator(`#processes button[data-id="${processId}"]`);
+    await row.waitFor({ timeout: DEADLINE });
+    await row.click();
+    await expect.poll(() => page.locator('#stdout').textContent(), { timeout: DEADLINE }).toBe('out-9\n');
+    await expect.poll(() => page.locator('#stderr').textContent(), { timeout: DEADLINE }).toBe('err-16\n');
+    expect(await page.locator('#view-status').textContent()).toMatch(/^running · stdout 6 bytes, stderr 7 bytes$/);
+    await context.close();
+  });
+
+  it(
+    'shows a read-only token the same terminal and sends none of its typing',
+    async () => {
+      const { context, page } = await open(ALICE_READER);
+      await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner alice · read-only');
+      const row = page.locator(`#terminals button[data-id="${terminalId}"]`);
+      await row.waitFor({ timeout: DEADLINE });
+      await row.click();
+      await daemon.request('POST', `/v1/terminals/${terminalId}/input`, { body: { data: 'echo seen-by-reader-$((8*8))\r' } });
+      await expect.poll(() => screenText(page), { timeout: DEADLINE }).toContain('seen-by-reader-64');
+      await page.locator('#screen .xterm').click();
+      await page.keyboard.type('echo reader-$((7*7))\n');
+      // A write after the reader's typing comes through; the reader's typing never does.
+      await daemon.request('POST', `/v1/terminals/${terminalId}/input`, { body: { data: 'echo after-reader\r' } });
+      await expect.poll(() => screenText(page), { timeout: DEADLINE }).toContain('after-reader');
+      expect(await outputText(terminalId)).not.toContain('reader-49');
+      await context.close();
+    },
+    2 * DEADLINE,
+  );
+
+  it("lists none of another owner's sessions", async () => {
+    const { context, page } = await open(BOB);
+    await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner bob · may write');
+    await expect.poll(() => page.locator('#terminals').innerText(), { timeout: DEADLINE }).toBe('none');
+    expect(await page.locator('#processes').innerText()).toBe('none');
+    await context.close();
+  });
+
+  it('met no script error and no refused connection', () => {
+    // A policy violation or an exception in the page shows here.
+    expect(problems.filter((problem) => !problem.includes('401'))).toEqual([]);
+  });
+});
