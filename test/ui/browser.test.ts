@@ -91,6 +91,13 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     return { context, page };
   }
 
+  /** Waits for the session to be listed, then opens it. */
+  async function choose(page: Page, list: 'terminals' | 'processes', id: string): Promise<void> {
+    const row = page.locator(`#${list} button[data-id="${id}"]`);
+    await row.waitFor({ timeout: DEADLINE });
+    await row.click();
+  }
+
   const screenText = (page: Page): Promise<string> => page.locator('#screen .xterm-rows').innerText();
 
   /** Screen snapshots the daemon has given over WebSockets, from its metrics. */
@@ -156,7 +163,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
       const { context, page } = await open(ALICE);
       await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner alice · may write');
       await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).toBe('open');
-      // Listed with its state; bob's sessions never are.
+      // Listed with its state.
       const row = page.locator(`#terminals button[data-id="${terminalId}"]`);
       await row.waitFor({ timeout: DEADLINE });
       expect(await row.innerText()).toContain('running');
@@ -206,9 +213,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     'redraws from a fresh screen snapshot when the daemon no longer holds what the page missed',
     async () => {
       const { context, page } = await open(ALICE);
-      const row = page.locator(`#terminals button[data-id="${terminalId}"]`);
-      await row.waitFor({ timeout: DEADLINE });
-      await row.click();
+      await choose(page, 'terminals', terminalId);
       await caughtUp(page, terminalId);
       const snapshots = await screenSnapshots();
       const missedFrom = (await daemon.request('GET', `/v1/terminals/${terminalId}`)).body.output.end as number;
@@ -258,9 +263,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
       expect(created.status).toBe(201);
       const id = created.body.id as string;
       const { context, page } = await open(ALICE);
-      const row = page.locator(`#terminals button[data-id="${id}"]`);
-      await row.waitFor({ timeout: DEADLINE });
-      await row.click();
+      await choose(page, 'terminals', id);
       await caughtUp(page, id);
       // Device attributes and the cursor position, asked while the page shows the terminal and may write to it.
       const probe = `printf '\\033[c\\033[6n'; if read -rs -t 5 -n 1 c; then echo answered; else echo unanswered-$((2+2)); fi\r`;
@@ -276,9 +279,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
 
   it("shows a process's stdout and stderr apart", async () => {
     const { context, page } = await open(ALICE);
-    const row = page.locator(`#processes button[data-id="${processId}"]`);
-    await row.waitFor({ timeout: DEADLINE });
-    await row.click();
+    await choose(page, 'processes', processId);
     await expect.poll(() => page.locator('#stdout').textContent(), { timeout: DEADLINE }).toBe('out-9\n');
     await expect.poll(() => page.locator('#stderr').textContent(), { timeout: DEADLINE }).toBe('err-16\n');
     expect(await page.locator('#view-status').textContent()).toMatch(/^running · stdout 6 bytes, stderr 7 bytes$/);
@@ -290,9 +291,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     async () => {
       const { context, page } = await open(ALICE_READER);
       await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner alice · read-only');
-      const row = page.locator(`#terminals button[data-id="${terminalId}"]`);
-      await row.waitFor({ timeout: DEADLINE });
-      await row.click();
+      await choose(page, 'terminals', terminalId);
       await daemon.request('POST', `/v1/terminals/${terminalId}/input`, { body: { data: 'echo seen-by-reader-$((8*8))\r' } });
       await expect.poll(() => screenText(page), { timeout: DEADLINE }).toContain('seen-by-reader-64');
       await page.locator('#screen .xterm').click();

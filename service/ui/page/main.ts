@@ -65,6 +65,13 @@ async function begin(token: string): Promise<void> {
 }
 
 type Selection = { kind: 'terminal' | 'process'; id: string };
+type Row = { key: string; label: string; state: string; open: Selection | undefined };
+
+/** A terminal's or process's line in its list: its command, then its id, status and outcome. */
+function sessionRow(kind: Selection['kind'], info: TerminalInfo | ProcessInfo, note = ''): Row {
+  const outcome = info.exit === null ? '' : ` · ${outcomeText(info.exit)}`;
+  return { key: info.id, label: `${info.argv.join(' ')}${note}`, state: `${info.id} · ${info.status}${outcome}`, open: { kind, id: info.id } };
+}
 
 class Page {
   readonly #link: Link;
@@ -116,21 +123,11 @@ class Page {
     const shellOf = new Map(shells.filter((shell) => shell.terminalId !== null).map((shell) => [shell.terminalId!, shell]));
     this.#fill(
       'terminals',
-      terminals.map((terminal) => ({
-        key: terminal.id,
-        label: `${terminal.argv.join(' ')}${shellOf.has(terminal.id) ? ` (shell ${shellOf.get(terminal.id)!.id})` : ''}`,
-        state: `${terminal.id} · ${terminal.status}${terminal.exit === null ? '' : ` · ${outcomeText(terminal.exit)}`}`,
-        open: { kind: 'terminal', id: terminal.id },
-      })),
+      terminals.map((terminal) => sessionRow('terminal', terminal, shellOf.has(terminal.id) ? ` (shell ${shellOf.get(terminal.id)!.id})` : '')),
     );
     this.#fill(
       'processes',
-      processes.map((process) => ({
-        key: process.id,
-        label: process.argv.join(' '),
-        state: `${process.id} · ${process.status}${process.exit === null ? '' : ` · ${outcomeText(process.exit)}`}`,
-        open: { kind: 'process', id: process.id },
-      })),
+      processes.map((process) => sessionRow('process', process)),
     );
     this.#fill(
       'shells',
@@ -151,7 +148,7 @@ class Page {
     }
   }
 
-  #fill(list: string, rows: { key: string; label: string; state: string; open: Selection | undefined }[]): void {
+  #fill(list: string, rows: Row[]): void {
     const ul = $(list);
     ul.replaceChildren(
       ...rows.map((row) => {
