@@ -8,9 +8,12 @@ export class FaultProxy {
   #stalled = false;
   port = 0;
 
+  #targetPort: number;
+
   private constructor(targetPort: number) {
+    this.#targetPort = targetPort;
     this.#server = createServer((client) => {
-      const upstream = createConnection({ host: '127.0.0.1', port: targetPort });
+      const upstream = createConnection({ host: '127.0.0.1', port: this.#targetPort });
       // Like the endpoints themselves: a proxy must not add Nagle delays to small messages.
       client.setNoDelay(true);
       upstream.setNoDelay(true);
@@ -54,6 +57,11 @@ export class FaultProxy {
 
   get connections(): number {
     return this.#pairs.size;
+  }
+
+  /** Sends new connections to another port on 127.0.0.1 (a daemon that replaced the first, say). */
+  retarget(port: number): void {
+    this.#targetPort = port;
   }
 
   /** Destroys every connection at once, as a network failure would. */

@@ -29,7 +29,6 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
   let browser: Browser;
   let terminalId: string;
   let processId: string;
-  const problems: string[] = [];
 
   beforeAll(async () => {
     // A small ring, so that output made while the page is away can outrun what the daemon keeps.
@@ -80,15 +79,17 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
   }
 
   /** A fresh context (no storage shared with another) on the page, with `token` in the address. */
-  async function open(token: string): Promise<{ context: BrowserContext; page: Page }> {
+  async function open(token: string): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
     const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
     const page = await context.newPage();
+    // A policy violation, an exception in the page or a failed request shows here.
+    const problems: string[] = [];
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
     page.on('console', (message) => {
       if (message.type() === 'error') problems.push(`console: ${message.text()}`);
     });
     await page.goto(`${proxy.url}/ui#token=${token}`);
-    return { context, page };
+    return { context, page, problems };
   }
 
   /** Waits for the session to be listed, then opens it. */
@@ -149,18 +150,20 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
   });
 
   it('refuses a wrong token and says so', async () => {
-    const { context, page } = await open('not-a-token-of-anyone-000');
+    const { context, page, problems } = await open('not-a-token-of-anyone-000');
     await expect.poll(() => page.locator('#login-error').textContent(), { timeout: DEADLINE }).toContain('UNAUTHORIZED');
     expect(await page.locator('#main').isHidden()).toBe(true);
     // The token was taken out of the address.
     expect(page.url()).toBe(`${proxy.url}/ui`);
+    // The one failure is the refused identity request.
+    expect(problems.filter((problem) => !problem.includes('401'))).toEqual([]);
     await context.close();
   });
 
   it(
     "shows the owner's terminal live, takes typing, and resumes byte-exact after the connection is cut",
     async () => {
-      const { context, page } = await open(ALICE);
+      const { context, page, problems } = await open(ALICE);
       await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner alice · may write');
       await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).toBe('open');
       // Listed with its state.
@@ -204,6 +207,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
       await page.screenshot({ path: SCREENSHOT });
       const png = readFileSync(SCREENSHOT);
       expect(png.subarray(1, 4).toString('latin1')).toBe('PNG');
+      expect(problems).toEqual([]);
       await context.close();
     },
     4 * DEADLINE,
@@ -212,7 +216,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
   it(
     'redraws from a fresh screen snapshot when the daemon no longer holds what the page missed',
     async () => {
-      const { context, page } = await open(ALICE);
+      const { context, page, problems } = await open(ALICE);
       await choose(page, 'terminals', terminalId);
       await caughtUp(page, terminalId);
       const snapshots = await screenSnapshots();
@@ -240,6 +244,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
       expect(shown).toContain('130000');
       expect(shown).toContain('seq-2-done');
       expect(await screenSnapshots()).toBe(snapshots + 1);
+      expect(problems).toEqual([]);
       await context.close();
     },
     4 * DEADLINE,
@@ -262,7 +267,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
       });
       expect(created.status).toBe(201);
       const id = created.body.id as string;
-      const { context, page } = await open(ALICE);
+      const { context, page, problems } = await open(ALICE);
       await choose(page, 'terminals', id);
       await caughtUp(page, id);
       // Device attributes and the cursor position, asked while the page shows the terminal and may write to it.
@@ -272,24 +277,26 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
       // The queries went out, and the read that followed them got nothing.
       expect(await outputText(id)).toContain('\x1b[c\x1b[6nunanswered-4\r\n');
       expect(await daemon.request('POST', `/v1/terminals/${id}/terminate`)).toMatchObject({ status: 200 });
+      expect(problems).toEqual([]);
       await context.close();
     },
     2 * DEADLINE,
   );
 
   it("shows a process's stdout and stderr apart", async () => {
-    const { context, page } = await open(ALICE);
+    const { context, page, problems } = await open(ALICE);
     await choose(page, 'processes', processId);
     await expect.poll(() => page.locator('#stdout').textContent(), { timeout: DEADLINE }).toBe('out-9\n');
     await expect.poll(() => page.locator('#stderr').textContent(), { timeout: DEADLINE }).toBe('err-16\n');
     expect(await page.locator('#view-status').textContent()).toMatch(/^running · stdout 6 bytes, stderr 7 bytes$/);
+    expect(problems).toEqual([]);
     await context.close();
   });
 
   it(
     'shows a read-only token the same terminal and sends none of its typing',
     async () => {
-      const { context, page } = await open(ALICE_READER);
+      const { context, page, problems } = await open(ALICE_READER);
       await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner alice · read-only');
       await choose(page, 'terminals', terminalId);
       await daemon.request('POST', `/v1/terminals/${terminalId}/input`, { body: { data: 'echo seen-by-reader-$((8*8))\r' } });
@@ -300,21 +307,41 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
       await daemon.request('POST', `/v1/terminals/${terminalId}/input`, { body: { data: 'echo after-reader\r' } });
       await expect.poll(() => screenText(page), { timeout: DEADLINE }).toContain('after-reader');
       expect(await outputText(terminalId)).not.toContain('reader-49');
+      expect(problems).toEqual([]);
       await context.close();
     },
     2 * DEADLINE,
   );
 
   it("lists none of another owner's sessions", async () => {
-    const { context, page } = await open(BOB);
+    const { context, page, problems } = await open(BOB);
     await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner bob · may write');
     await expect.poll(() => page.locator('#terminals').innerText(), { timeout: DEADLINE }).toBe('none');
     expect(await page.locator('#processes').innerText()).toBe('none');
+    expect(problems).toEqual([]);
     await context.close();
   });
 
-  it('met no script error and no refused connection', () => {
-    // A policy violation or an exception in the page shows here.
-    expect(problems.filter((problem) => !problem.includes('401'))).toEqual([]);
+  it('goes back to its form when the daemon no longer takes the token', async () => {
+    const CAROL = 'carol-token-0123456789abcdef';
+    const other = await startDaemon({}, { owners: [{ owner: 'carol', token: CAROL }] });
+    proxy.retarget(Number(new URL(other.url).port));
+    try {
+      const { context, page, problems } = await open(CAROL);
+      await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner carol · may write');
+      await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).toBe('open');
+      // The daemon is replaced by one without carol's token.
+      proxy.retarget(Number(new URL(daemon.url).port));
+      proxy.cut();
+      await expect.poll(() => page.locator('#login-error').textContent(), { timeout: DEADLINE }).toContain('UNAUTHORIZED');
+      expect(await page.locator('#main').isHidden()).toBe(true);
+      expect(await page.evaluate('sessionStorage.length')).toBe(0);
+      // The failures are the refused redial and identity request.
+      expect(problems.filter((problem) => !/401|Authentication failed/.test(problem))).toEqual([]);
+      await context.close();
+    } finally {
+      proxy.retarget(Number(new URL(daemon.url).port));
+      await other.close();
+    }
   });
 });

@@ -55,8 +55,11 @@ export class Link {
   #attempt = 0;
   readonly #pending = new Map<number, Pending>();
   readonly #streams = new Map<number, StreamListener>();
+  #stopped = false;
   /** Called after every successful (re)connect. */
   onOpen: () => void = () => undefined;
+  /** Called when a dial ends before the connection opened (the daemon is away, or refused the token). */
+  onDialFailed: () => void = () => undefined;
   onState: (state: LinkState, detail: string) => void = () => undefined;
 
   constructor(token: string) {
@@ -71,6 +74,12 @@ export class Link {
     this.#dial();
   }
 
+  /** Closes the connection and dials no more. */
+  stop(): void {
+    this.#stopped = true;
+    this.#socket?.close();
+  }
+
   #dial(): void {
     const url = new URL('/v1/connect', location.href);
     url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
@@ -78,7 +87,9 @@ export class Link {
     const socket = new WebSocket(url, [WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX + base64url(this.#token)]);
     socket.binaryType = 'arraybuffer';
     this.#socket = socket;
+    let opened = false;
     socket.onopen = () => {
+      opened = true;
       this.#attempt = 0;
       this.onState('open', 'live');
       this.onOpen();
@@ -93,10 +104,14 @@ export class Link {
       for (const pending of this.#pending.values()) pending.reject(new CallError('LINK_LOST', 'the connection to the daemon was lost'));
       this.#pending.clear();
       this.#streams.clear();
+      if (this.#stopped) return;
+      if (!opened) this.onDialFailed();
       const delay = RETRY_MS[Math.min(this.#attempt, RETRY_MS.length - 1)]!;
       this.#attempt += 1;
       this.onState('closed', `connection lost; reconnecting in ${delay} ms`);
-      setTimeout(() => this.#dial(), delay);
+      setTimeout(() => {
+        if (!this.#stopped) this.#dial();
+      }, delay);
     };
   }
 

@@ -61,7 +61,21 @@ async function begin(token: string): Promise<void> {
   $('main').hidden = false;
   $('forget').hidden = false;
   $('who').textContent = `owner ${identity.owner} · ${identity.access === 'write' ? 'may write' : 'read-only'}`;
-  new Page(new Link(token), identity.access === 'write').start();
+  const link = new Link(token);
+  // A token the daemon stopped taking (it restarted with other tokens, say) sends the page back to the form instead of dialling forever.
+  link.onDialFailed = () => {
+    identify(token).then(
+      (again) => {
+        if (typeof again === 'string' && again.startsWith('UNAUTHORIZED')) {
+          link.stop();
+          sessionStorage.removeItem(TOKEN_KEY);
+          askForToken(again);
+        }
+      },
+      () => undefined,
+    );
+  };
+  new Page(link, identity.access === 'write').start();
 }
 
 type Selection = { kind: 'terminal' | 'process'; id: string };
