@@ -24,7 +24,7 @@ import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from 
 import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import type { Config } from './config.ts';
 import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
-import { describeZodError, ServiceError, toServiceError } from './errors.ts';
+import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
@@ -198,7 +198,7 @@ export function buildApp(options: AppOptions): Daemon {
     }
     // An unknown path stays NOT_FOUND for a reader, as for anyone with a token.
     if (identity.access === 'read' && request.routeOptions.config.access !== 'read' && !request.is404) {
-      return new ServiceError('READ_ONLY', `the token may only read: ${request.method} ${request.url.split('?')[0]} acts on the owner's sessions or files`);
+      return readOnlyRefusal(`${request.method} ${request.url.split('?')[0]}`);
     }
     return undefined;
   };

@@ -99,3 +99,8 @@ export function toServiceError(error: unknown): ServiceError {
   }
   return new ServiceError('INTERNAL', 'internal error', { cause: error });
 }
+
+/** The refusal of `what` (an operation, a route) to a token that may only read. */
+export function readOnlyRefusal(what: string): ServiceError {
+  return new ServiceError('READ_ONLY', `the token may only read: ${what} acts on the owner's sessions or files`);
+}

@@ -20,7 +20,7 @@ import type { UploadRegistry } from './uploads.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { defaultShell, runOptions } from './sessions/shells.ts';
 import { ServiceError } from './errors.ts';
-import { waitForBytes, type ByteStream } from './streams.ts';
+import { readsFreeRoom, waitForBytes, type ByteStream } from './streams.ts';
 
 /** Default and largest slice one output read returns. */
 const DEFAULT_READ_BYTES = 1024 * 1024;
@@ -44,18 +44,11 @@ export interface CallContext {
 
 type Handler<N extends OperationName> = (ctx: CallContext, params: OperationParams<N>) => Promise<OperationResult<N>> | OperationResult<N>;
 
-/**
- * Whether a caller's reads free ring room. A read-only token's do not: a
- * watcher never lets a program run on past what the owner's own readers
- * have, so it cannot make them miss output.
- */
-const frees = (ctx: CallContext): boolean => ctx.access === 'write';
-
 function readStream(ctx: CallContext, stream: ByteStream, from: number | undefined, maxBytes: number | undefined) {
   const start = from ?? stream.start;
   if (start > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${start} is past the end of the stream (${stream.end})`);
   // A reader asking from an offset has everything before it.
-  if (frees(ctx)) stream.consumed(start);
+  if (readsFreeRoom(ctx.access)) stream.consumed(start);
   const slice = stream.read(start, maxBytes ?? DEFAULT_READ_BYTES);
   return {
     from: slice.from,
@@ -74,7 +67,7 @@ async function longPollRead(
   const from = params.from ?? stream.start;
   if (from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${from} is past the end of the stream (${stream.end})`);
   // Acknowledge before waiting: a ring held full by these very bytes would otherwise keep its program paused.
-  if (frees(ctx)) stream.consumed(from);
+  if (readsFreeRoom(ctx.access)) stream.consumed(from);
   await waitForBytes(stream, from, params.waitMs ?? 0, ctx.signal);
   return readStream(ctx, stream, from, params.maxBytes);
 }

@@ -14,6 +14,7 @@
  * @module
  */
 import type { Readable } from 'node:stream';
+import type { Access } from '@execworld/sdk/protocol';
 import type { CollectedStreamView } from '../provider/api.ts';
 
 export interface StreamSlice {
@@ -38,6 +39,16 @@ export interface ByteStream {
   consumed(offset: number): void;
   /** Calls `listener` after bytes are appended, room is freed, or the stream ends. */
   onChange(listener: () => void): () => void;
+}
+
+/**
+ * Whether a caller's reads and acks may tell a stream its bytes were taken
+ * (`consumed`), freeing room. A read-only token's may not: a watcher never
+ * lets a program run on past what the owner's own readers have, so it cannot
+ * make them miss output.
+ */
+export function readsFreeRoom(access: Access): boolean {
+  return access === 'write';
 }
 
 /** An error for a read past the end of a stream. */

@@ -42,14 +42,10 @@ export class Subscription {
   #rateBytes = 0;
   #rateSince = 0;
   #holdTimer: NodeJS.Timeout | undefined;
-  /** Whether the subscriber's acks free ring room; see {@link Subscription.constructor}. */
+  /** Whether the subscriber's acks free ring room. */
   readonly #frees: boolean;
 
-  /**
-   * @param frees whether acks tell the stream its bytes were taken. Not for a
-   * read-only token: a watcher never lets a program run on past what the
-   * owner's own readers have, so it cannot make them miss output.
-   */
+  /** @param frees whether acks tell the stream its bytes were taken (see readsFreeRoom). */
   constructor(id: number, connection: FrameSink, stream: ByteStream, from: number, window: number, frees: boolean) {
     this.id = id;
     this.#connection = connection;

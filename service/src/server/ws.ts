@@ -16,9 +16,9 @@ import { ClientMessage, type Access, type ServerMessage, type SubscribeParams } 
 import type { z } from 'zod';
 import type { DaemonMetrics } from './metrics.ts';
 import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
-import { describeZodError, ServiceError, toServiceError } from './errors.ts';
+import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
-import type { ByteStream } from './streams.ts';
+import { readsFreeRoom, type ByteStream } from './streams.ts';
 import { Subscription } from './ws-subscription.ts';
 
 /** Bytes queued in the socket beyond which sending waits for the kernel to take some. */
@@ -212,7 +212,7 @@ class Connection {
       return;
     }
     if (operation.spec.access === 'write' && this.access === 'read') {
-      this.send({ t: 'error', id, error: { code: 'READ_ONLY', message: `the token may only read: ${name} acts on the owner's sessions or files` } });
+      this.send({ t: 'error', id, error: readOnlyRefusal(name).body() });
       return;
     }
     if (this.#calls.size >= MAX_CALLS_IN_FLIGHT) {
@@ -264,7 +264,7 @@ class Connection {
       if (params.from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${params.from} is past the end of the stream (${stream.end})`);
       const sub = this.#nextSub++;
       const from = Math.max(params.from, stream.start);
-      const frees = this.access === 'write';
+      const frees = readsFreeRoom(this.access);
       if (frees) stream.consumed(params.from);
       const subscription = new Subscription(sub, this, stream, from, params.window ?? this.#options.windowBytes, frees);
       this.#subscriptions.set(sub, subscription);
