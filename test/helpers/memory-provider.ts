@@ -105,7 +105,6 @@ export class MemoryProcess implements ProviderProcess {
   readonly stderr: PassThrough | undefined;
   readonly collected = {};
   readonly done: Promise<SubprocessOutcome>;
-  readonly spawned = Promise.resolve();
   readonly spec: SubprocessSpawnSpec;
   readonly extensions: ProcessExtensions;
   readonly #exit = outcome();
@@ -167,12 +166,12 @@ export class MemoryProvider implements ExecutionProvider {
     return command.includes('/') ? Promise.resolve(command) : Promise.reject(new ProviderError('EXECUTABLE_NOT_FOUND', `${command} was not found on PATH`));
   }
 
-  spawn(spec: SubprocessSpawnSpec, extensions: ProcessExtensions = {}): MemoryProcess {
+  startProcess(spec: SubprocessSpawnSpec, extensions: ProcessExtensions = {}): Promise<MemoryProcess> {
     if (typeof spec.stdio.stdout === 'object' || typeof spec.stdio.stderr === 'object')
-      throw new ProviderError('UNSUPPORTED', 'the memory provider does not collect output');
+      return Promise.reject(new ProviderError('UNSUPPORTED', 'the memory provider does not collect output'));
     const process = new MemoryProcess(spec, extensions);
     this.processes.push(process);
-    return process;
+    return Promise.resolve(process);
   }
 
   spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions: TerminalExtensions = {}): Promise<MemoryTerminal> {

@@ -75,11 +75,6 @@ export interface TerminalExtensions {
 
 /** A managed process tree, as the daemon holds it. */
 export interface ProviderProcess extends SubprocessHandle {
-  /**
-   * Resolves once the operating system started the program; rejects with what
-   * `done` rejects with when it could not.
-   */
-  readonly spawned: Promise<void>;
   /** Whether every process of the tree is gone (not only the top-level one). */
   readonly treeExited: boolean;
   /** The live view of a collected stream; undefined unless it was spawned in collect mode. */
@@ -96,9 +91,10 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
 /** The provider the daemon runs its sessions on. */
 export interface ExecutionProvider {
   readonly capabilities: ProviderCapabilities;
-  resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string>;
-  /** Starts a managed process tree; a spawn the system refuses rejects `spawned` and `done`. */
-  spawn(spec: SubprocessSpawnSpec, extensions?: ProcessExtensions): ProviderProcess;
+  /** The seam's lookup; as `runAs` would make it (its environment, its permissions) when given. */
+  resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, runAs?: RunAs): Promise<string>;
+  /** Starts a managed process tree, answered once its program runs; rejects with why it could not start. */
+  startProcess(spec: SubprocessSpawnSpec, extensions?: ProcessExtensions): Promise<ProviderProcess>;
   spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions?: TerminalExtensions): Promise<ProviderTerminal>;
   /** Terminates everything still running and waits until it is gone; later spawns fail. */
   dispose(): Promise<void>;

@@ -8,15 +8,17 @@ import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, Termin
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
 import type { SessionRecorder } from './containment/journal.ts';
-import { ProviderError } from './errors.ts';
+import { ProviderError, type ProviderErrorCode } from './errors.ts';
+import { UserWorkers, type FileWorker } from './fs/worker-files.ts';
+import type { WorkerFailure } from './fs/worker-protocol.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
 import { hostPlatform, platformFor, type Platform, type PlatformOverrides } from './platform/index.ts';
 import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
-import { resolveExecutable, terminalProgramExists } from './resolve-executable.ts';
-import { asUser, userEnvironment, type RunAs } from './run-as.ts';
+import { launchFailure, resolveExecutable } from './resolve-executable.ts';
+import { launchAs, userEnvironment, type RunAs } from './run-as.ts';
 import { SessionCells } from './session-cells.ts';
 import { MAX_TERMINAL_SIZE, type HostTerminal } from './terminal.ts';
-import { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, assertPositiveInteger, assertProgram, cwdError } from './validate.ts';
+import { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, assertPositiveInteger, assertProgram } from './validate.ts';
 
 export interface LocalRuntimeOptions {
   /**
@@ -58,6 +60,12 @@ export interface LocalRuntimeOptions {
    * daemon's state directory): the cgroup, or the sessions' processes.
    */
   readonly journal?: SessionRecorder;
+  /**
+   * The workers of the users programs run as (see `runAs`), which answer as
+   * those users what a spawn would find; shared with the daemon's files.
+   * @default workers of this runtime's own, started when first needed
+   */
+  readonly users?: UserWorkers;
 }
 
 /**
@@ -79,6 +87,9 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   readonly #terminals = new Set<HostTerminal>();
   #inspector: ProcessInspector | undefined;
   readonly #cells: SessionCells;
+  #users: UserWorkers | undefined;
+  /** The workers were made here, so they end with this runtime. */
+  #ownsUsers = false;
   #disposing: Promise<void> | undefined;
   #exitListener: (() => void) | undefined;
 
@@ -92,6 +103,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       ...(options.spillFileSystem !== undefined ? { fs: options.spillFileSystem } : {}),
     });
     this.#inspector = options.inspector;
+    this.#users = options.users;
     this.#cells = new SessionCells({
       choice: options.containment,
       platform: this.platform,
@@ -130,8 +142,17 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     return mergeEnvironment(scrubEnvironment(this.#options.ambientEnv ?? process.env), explicit, this.#platform.caseInsensitiveEnv);
   }
 
-  async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
-    return resolveExecutable(command, this.childEnvironment(env), this.#platform, signal);
+  /**
+   * @param runAs - beyond the seam: look it up as this user would, by its
+   *   worker, on the environment a program of the user's gets.
+   */
+  async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, runAs?: RunAs): Promise<string> {
+    const worker = runAs === undefined ? undefined : this.#workerOf(runAs);
+    if (worker === undefined) return resolveExecutable(command, this.#environmentFor(env, runAs), this.#platform, signal);
+    const answer = await worker.call<{ path: string } | { failure: WorkerFailure }>('resolveExecutable', command, this.#environmentFor(env, runAs));
+    signal?.throwIfAborted();
+    if ('failure' in answer) throw providerFailure(answer.failure);
+    return answer.path;
   }
 
   spawn(spec: SubprocessSpawnSpec, hooks: ProcessExtensions = {}): ManagedProcess {
@@ -161,8 +182,23 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     return handle;
   }
 
-  // Async on purpose: every validation failure is a rejection, as the seam's callers expect.
-  // eslint-disable-next-line @typescript-eslint/require-await
+  /**
+   * Beyond the seam, for the daemon: `spawn`, answered once the program runs.
+   * A spawn as another user (`runAs`) first asks, as that user, whether its
+   * working directory and program are there, so that a refusal says why.
+   * @throws what `spawned` rejects with when the program could not start.
+   */
+  async startProcess(spec: SubprocessSpawnSpec, extensions: ProcessExtensions = {}): Promise<ManagedProcess> {
+    this.#assertActive();
+    assertProgram(spec?.argv, 'expected a non-empty program name at argv[0]');
+    assertCwdString(spec.cwd);
+    const runAs = extensions.runAs;
+    if (runAs !== undefined) await this.#checkLaunch(runAs, spec.argv[0], this.#environmentFor(spec.env, runAs), spec.cwd);
+    const handle = this.spawn(spec, extensions);
+    await handle.spawned;
+    return handle;
+  }
+
   async spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions: TerminalExtensions = {}): Promise<HostTerminal> {
     this.#assertActive();
     assertProgram(spec?.argv, 'terminal argv must contain a program');
@@ -174,26 +210,28 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     const terminals = this.#platform.terminals;
     terminals.assertSupported();
     const inspector = this.#getInspector();
-    const env = this.#environmentFor(spec.env, extensions.runAs);
+    const runAs = extensions.runAs;
+    const env = this.#environmentFor(spec.env, runAs);
     // The terminal's type is the caller's to name; the daemon's own TERM says nothing about it.
     env.TERM = spec.env?.TERM ?? 'dumb';
     env.PWD = spec.cwd;
-    const cwdFailure = cwdError(spec.cwd);
-    if (cwdFailure !== undefined) throw cwdFailure;
-    const file = spec.argv[0];
-    if (!terminalProgramExists(file, env, spec.cwd, this.#platform)) {
-      const where = file.includes('/') ? 'is not an executable file' : 'was not found on PATH';
-      throw new ProviderError('EXECUTABLE_NOT_FOUND', `terminal program ${file} ${where}`);
+    const [file, ...args] = spec.argv;
+    let program: { file: string; args: readonly string[]; cwd: string; uid?: number; gid?: number };
+    if (runAs === undefined) {
+      const failure = launchFailure(file, env, spec.cwd, this.#platform);
+      if (failure !== undefined) throw failure;
+      program = { file, args, cwd: spec.cwd };
+    } else {
+      await this.#checkLaunch(runAs, file, env, spec.cwd);
+      this.#assertActive();
+      program = launchAs(runAs, file, args, spec.cwd);
     }
-    const program = extensions.runAs === undefined ? { file, args: spec.argv.slice(1) } : asUser(extensions.runAs, file, spec.argv.slice(1));
     this.#platform.sealDescriptors();
     const { key, cell } = this.#cells.create();
     let terminal: HostTerminal;
     try {
       terminal = terminals.open({
-        file: program.file,
-        args: program.args,
-        cwd: spec.cwd,
+        ...program,
         env,
         rows: spec.rows,
         cols: spec.cols,
@@ -243,7 +281,26 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     this.#terminals.clear();
     this.#updateExitListener();
     this.#cells.close();
+    if (this.#ownsUsers) await this.#users?.close();
     if (failure !== undefined) throw failure.error;
+  }
+
+  /** Throws what a spawn of `file` in `cwd` as `runAs` would fail with, asked as that user by its worker. */
+  async #checkLaunch(runAs: RunAs, file: string, env: Record<string, string>, cwd: string): Promise<void> {
+    const worker = this.#workerOf(runAs);
+    const failure =
+      worker === undefined ? launchFailure(file, env, cwd, this.#platform) : await worker.call<WorkerFailure | null>('launchCheck', file, env, cwd);
+    if (failure === undefined || failure === null) return;
+    throw failure instanceof ProviderError ? failure : providerFailure(failure, ` (as user ${runAs.name})`);
+  }
+
+  /** The worker of `runAs`; undefined when that is this process's own user. */
+  #workerOf(runAs: RunAs): FileWorker | undefined {
+    if (this.#users === undefined) {
+      this.#users = new UserWorkers();
+      this.#ownsUsers = true;
+    }
+    return this.#users.of(runAs);
   }
 
   #assertActive(): void {
@@ -337,4 +394,10 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       }
     }
   }
+}
+
+/** A worker's answer that a spawn or a lookup would fail, as the provider's error (the errno as its cause's code). */
+function providerFailure(failure: WorkerFailure, suffix = ''): ProviderError {
+  const cause = failure.errno === undefined ? undefined : Object.assign(new Error(failure.errno), { code: failure.errno });
+  return new ProviderError(failure.code as ProviderErrorCode, `${failure.message}${suffix}`, cause === undefined ? undefined : { cause });
 }

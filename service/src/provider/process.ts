@@ -19,7 +19,7 @@ import { OutputCollector, type SpillDirectory } from './collector.ts';
 import type { SessionCell } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
 import type { ManagedTree, TreeControl } from './platform/platform.ts';
-import type { RunAs } from './run-as.ts';
+import { launchAs, type RunAs } from './run-as.ts';
 import { cwdError } from './validate.ts';
 
 /** How often an awaited tree is checked for absence. */
@@ -100,7 +100,9 @@ export class ManagedProcess implements SubprocessHandle {
       this.#resolve = resolve;
       this.#reject = reject;
     });
-    const cwdFailure = cwdError(spec.cwd);
+    // As another user, the working directory is the launcher's to enter, as that user (see run-as.ts): root looks at nothing of it.
+    const runAs = hooks.runAs;
+    const cwdFailure = runAs === undefined ? cwdError(spec.cwd) : undefined;
     if (cwdFailure !== undefined) {
       this.pid = -1;
       this.collected = {};
@@ -112,13 +114,14 @@ export class ManagedProcess implements SubprocessHandle {
       this.spawned.catch(() => undefined);
       return;
     }
+    // Node drops the host's supplementary groups, then takes the user's gid and uid, before it execs the launcher.
+    const { file, args, ...where } =
+      runAs === undefined ? { file: spec.argv[0]!, args: spec.argv.slice(1), cwd: spec.cwd } : launchAs(runAs, spec.argv[0]!, spec.argv.slice(1), spec.cwd);
     const start = (): ChildProcess =>
-      spawnChild(spec.argv[0]!, spec.argv.slice(1), {
-        cwd: spec.cwd,
+      spawnChild(file, args, {
+        ...where,
         env,
         stdio: nodeStdio(spec),
-        // Node drops the host's supplementary groups before it takes the user's ids.
-        ...(hooks.runAs === undefined ? {} : { uid: hooks.runAs.uid, gid: hooks.runAs.gid }),
         detached: host.tree.detached,
         windowsHide: true,
       });

@@ -27,6 +27,9 @@ export interface PtySpawnOptions {
   readonly args: readonly string[];
   readonly env: Readonly<Record<string, string>>;
   readonly cwd: string;
+  /** The ids the child takes (setgid, then setuid) after it changed to `cwd` and before it execs; -1 or absent keeps the host's. */
+  readonly uid?: number | undefined;
+  readonly gid?: number | undefined;
   readonly cols: number;
   readonly rows: number;
   /**
@@ -93,8 +96,18 @@ export class UnixPty {
     const { native, helperPath } = nativePty();
     const env = Object.entries(options.env).map(([name, value]) => `${name}=${value}`);
     const fork = (): ReturnType<NativePty['fork']> =>
-      native.fork(options.file, [...options.args], env, options.cwd, options.cols, options.rows, -1, -1, true, helperPath, (exitCode, signal) =>
-        this.#onChildExit({ exitCode, signal }),
+      native.fork(
+        options.file,
+        [...options.args],
+        env,
+        options.cwd,
+        options.cols,
+        options.rows,
+        options.uid ?? -1,
+        options.gid ?? -1,
+        true,
+        helperPath,
+        (exitCode, signal) => this.#onChildExit({ exitCode, signal }),
       );
     const term = options.spawnInside === undefined ? fork() : options.spawnInside(fork);
     this.pid = term.pid;

@@ -7,6 +7,7 @@ import { accessSync, constants, promises as fs, statSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { ProviderError } from './errors.ts';
 import type { Platform } from './platform/platform.ts';
+import { cwdError } from './validate.ts';
 
 /** The failure of a command that is neither absolute nor a bare name. */
 export function relativeCommandError(command: string): ProviderError {
@@ -46,6 +47,20 @@ export async function resolveExecutable(
   }
   const absolute = candidates.length === 1 && candidates[0] === command;
   throw new ProviderError('EXECUTABLE_NOT_FOUND', absolute ? `executable ${command} is not an executable file` : `executable ${command} was not found on PATH`);
+}
+
+/**
+ * Why `file` cannot be started in `cwd` by this process's user, as the child
+ * will look for them (it changes to `cwd`, then execs `file` on `env`'s PATH),
+ * or undefined when it can: asked before a spawn so that a create is refused
+ * with the error that says why. For an owner that runs as another user, its
+ * worker asks, so the kernel answers as that user.
+ */
+export function launchFailure(file: string, env: Record<string, string>, cwd: string, platform: Platform): ProviderError | undefined {
+  const cwdFailure = cwdError(cwd);
+  if (cwdFailure !== undefined) return cwdFailure;
+  if (terminalProgramExists(file, env, cwd, platform)) return undefined;
+  return new ProviderError('EXECUTABLE_NOT_FOUND', `${file} ${file.includes('/') ? 'is not an executable file' : 'was not found on PATH'}`);
 }
 
 /** Whether the terminal's program can be executed the way the child will look it up. */

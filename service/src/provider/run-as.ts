@@ -1,15 +1,32 @@
 /**
  * Running a session's programs as another OS user: who that user is, read
- * from the host's user database, and how a child is started as them.
+ * from the host's user database, and how a child of the daemon (root) becomes
+ * that user's program without anything being done as root on the user's
+ * behalf.
  *
- * A managed process gets the user's uid and gid through Node's spawn, which
- * also drops every supplementary group of the daemon. node-pty's fork only
- * calls setgid and setuid, which would leave the daemon's own groups (root's)
- * on the terminal's shell; so a terminal's program is started through
- * `setpriv --clear-groups` (util-linux), which execs it under the same pid.
+ * The daemon forks the child itself (Node's spawn, node-pty), so the child is
+ * born in its session's cgroup and is the daemon's to wait for. Between the
+ * fork and the exec the child, still root, touches nothing the user names: it
+ * changes to `/`, sets up its stdio or terminal, and drops to the user's gid
+ * and uid (with no supplementary group, see {@link dropSupplementaryGroups}).
+ * Only then does it exec, and what it execs is the launcher, GNU `env`, at
+ * its absolute path: `env -C <cwd> -- <program> <args>` changes to the
+ * owner's working directory and execs the owner's program (looked up on the
+ * owner's PATH), both already as the user. So the kernel checks the working
+ * directory and the program as the user's, and the dynamic loader reads the
+ * owner's environment (LD_PRELOAD, LD_LIBRARY_PATH, …) only in processes that
+ * run as the user, where it can do nothing the user could not.
+ *
+ * Whether the working directory and the program are there is asked first, as
+ * the user, by the user's worker (see `launchFailure`), so that a create is
+ * refused with the error that says why; if either changes between that
+ * answer and the exec, the launcher exits 125 (the directory), 126 or 127
+ * (the program) with its message on the program's stderr or terminal.
  * @module
  */
-import { accessSync, constants as fsConstants, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { ProviderError } from './errors.ts';
 
 /** An OS user a session's programs run as. */
 export interface RunAs {
@@ -41,21 +58,53 @@ export function userEnvironment(user: RunAs): Record<string, string> {
   return { HOME: user.home, USER: user.name, LOGNAME: user.name, SHELL: user.shell };
 }
 
-let setpriv: string | undefined;
+/** How a child starts as a user: what it execs once it is that user, from where, with which ids. */
+export interface Launch {
+  readonly file: string;
+  readonly args: string[];
+  /** Where the child is before the exec, while it is still root: `/`, which no user controls. */
+  readonly cwd: string;
+  readonly uid: number;
+  readonly gid: number;
+}
+
+let launcher: string | undefined;
 
 /**
- * The program and arguments that start `file args` as `user` on a terminal.
- * @throws when setpriv is not installed.
+ * The launcher: GNU env with `--chdir` (coreutils 8.28 or later), checked
+ * once by running it.
+ * @throws {ProviderError} UNSUPPORTED where there is none.
  */
-export function asUser(user: RunAs, file: string, args: readonly string[]): { file: string; args: string[] } {
-  setpriv ??= ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => {
-    try {
-      accessSync(path, fsConstants.X_OK);
-      return true;
-    } catch (_error) {
-      return false;
-    }
-  });
-  if (setpriv === undefined) throw new Error('running a terminal as another user needs setpriv (util-linux), which is not installed');
-  return { file: setpriv, args: [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--', file, ...args] };
+export function launcherPath(): string {
+  launcher ??= ['/usr/bin/env', '/bin/env'].find((path) => spawnSync(path, ['-C', '/', '--', path, '--version'], { stdio: 'ignore', env: {} }).status === 0);
+  if (launcher === undefined) {
+    throw new ProviderError('UNSUPPORTED', 'running programs as another user needs env with --chdir (GNU coreutils 8.28 or later) at /usr/bin/env');
+  }
+  return launcher;
+}
+
+/**
+ * How `file args` starts as `user` in `cwd`: the child drops to the user in
+ * `/`, then the launcher changes to `cwd` and execs the program.
+ * @throws {ProviderError} INVALID_ARGUMENT for a program whose name holds `=`,
+ *   which the launcher would take for a variable; UNSUPPORTED without a launcher.
+ */
+export function launchAs(user: RunAs, file: string, args: readonly string[], cwd: string): Launch {
+  if (file.includes('=')) {
+    throw new ProviderError('INVALID_ARGUMENT', `argv[0] ${file} holds "=": a program of an owner that runs as another user cannot be named so`);
+  }
+  dropSupplementaryGroups();
+  return { file: launcherPath(), args: ['-C', cwd, '--', file, ...args], cwd: '/', uid: user.uid, gid: user.gid };
+}
+
+/**
+ * Makes this process (root) hold no supplementary group. node-pty's child
+ * calls setgid and setuid but not setgroups, so it would keep the groups of
+ * the process that forked it (root's) into the user's program; with none
+ * here, it has only the user's gid. Root needs no group for its own access.
+ * Node's spawn drops the groups itself (setgroups before setgid).
+ */
+function dropSupplementaryGroups(): void {
+  if (process.getgroups === undefined || process.setgroups === undefined) return;
+  if (process.getgroups().length > 0) process.setgroups([]);
 }

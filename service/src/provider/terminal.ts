@@ -64,6 +64,9 @@ export interface TerminalOptions {
   readonly file: string;
   readonly args: readonly string[];
   readonly cwd: string;
+  /** The user the child drops to (gid, then uid) before it execs `file`; the host's own when absent. */
+  readonly uid?: number | undefined;
+  readonly gid?: number | undefined;
   readonly env: Readonly<Record<string, string>>;
   readonly rows: number;
   readonly cols: number;
@@ -117,6 +120,8 @@ export class LocalTerminal implements HostTerminal {
         args: options.args,
         env: options.env,
         cwd: options.cwd,
+        uid: options.uid,
+        gid: options.gid,
         cols: options.cols,
         rows: options.rows,
         ...(cell === undefined ? {} : { spawnInside: <T>(spawn: () => T): T => cell.spawnInside(spawn) }),

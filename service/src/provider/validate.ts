@@ -4,7 +4,7 @@
  * the seam's (`@execworld/sdk/seam`), the same the remote runtime runs.
  * @module
  */
-import { statSync } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import * as seam from '@execworld/sdk/seam';
 import { ProviderError } from './errors.ts';
 
@@ -33,13 +33,21 @@ export function assertEnvironment(env: unknown): void {
 
 export { abortReasonText } from '@execworld/sdk/seam';
 
-/** A spawn-level failure for a working directory that is not a directory. */
+/**
+ * A spawn-level failure for a working directory this process could not
+ * change to: missing, not a directory, or not searchable by its user.
+ */
 export function cwdError(cwd: string): ProviderError | undefined {
   try {
-    if (statSync(cwd).isDirectory()) return undefined;
-    return new ProviderError('CWD_NOT_FOUND', `cwd ${cwd} cannot be used (ENOTDIR)`);
+    if (!statSync(cwd).isDirectory()) return new ProviderError('CWD_NOT_FOUND', `cwd ${cwd} cannot be used (ENOTDIR)`, { cause: errnoError('ENOTDIR') });
+    accessSync(cwd, constants.X_OK);
+    return undefined;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? 'ENOENT';
     return new ProviderError('CWD_NOT_FOUND', `cwd ${cwd} cannot be used (${code})`, { cause: error });
   }
+}
+
+function errnoError(code: string): Error {
+  return Object.assign(new Error(code), { code });
 }

@@ -10,7 +10,8 @@ import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
-import { HostFiles } from '../provider/fs/host-files.ts';
+import { HostFiles, type HostFilesOptions } from '../provider/fs/host-files.ts';
+import { UserWorkers } from '../provider/fs/worker-files.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { CgroupContainment } from '../provider/containment/cgroup.ts';
 import { selectContainment } from '../provider/containment/index.ts';
@@ -63,7 +64,10 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     setCgroup: (directory) => journal?.setCgroup(directory),
     record: (key, members) => journal?.record(key, members),
   };
+  // One worker per OS user owners run as, serving both their files and the checks their spawns make as them.
+  const users = new UserWorkers(hostFilesOptions(config));
   const runtime = new LocalRuntime({
+    users,
     // Read once: children start from the allowlisted part of the daemon's environment as it started.
     ambientEnv: allowedEnvironment(process.env, config.passEnv),
     inputBacklogBytes: config.inputBacklogBytes,
@@ -99,12 +103,17 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
       `sessions are contained: ${containment.mode}`,
     );
   };
-  return { runtime, files: hostFiles(config), recover, close: () => journal?.close() };
+  return { runtime, files: new HostFiles(hostFilesOptions(config), users), recover, close: () => journal?.close() };
+}
+
+/** What the daemon's files (and its users' workers) are bound by. */
+function hostFilesOptions(config: Config): HostFilesOptions {
+  return { maxTextBytes: config.maxReadTextBytes, maxListEntries: config.maxListEntries };
 }
 
 /** The files of this host, with the bounds of the daemon's configuration. */
 export function hostFiles(config: Config): FileProvider {
-  return new HostFiles({ maxTextBytes: config.maxReadTextBytes, maxListEntries: config.maxListEntries });
+  return new HostFiles(hostFilesOptions(config));
 }
 
 function processExists(pid: number): boolean {

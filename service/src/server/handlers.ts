@@ -137,7 +137,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'identity.get': (ctx) => ({ owner: ctx.owner, access: ctx.access }),
 
   'executable.resolve': async (ctx, params) => ({
-    path: await ctx.registry.runtime.resolveExecutable(params.command, params.env, ctx.signal),
+    path: await ctx.registry.resolveExecutable(ctx.owner, params.command, params.env, ctx.signal),
   }),
 
   'terminal.create': async (ctx, params) =>

@@ -3,18 +3,23 @@
  * that user: started by the daemon, it loads its code as the daemon's user,
  * then drops to the user's uid and gid with no supplementary groups before it
  * serves a call, so the kernel checks every open, write and rename as that
- * user would make it. The daemon calls it over the IPC channel (see
+ * user would make it. It also answers, as the user, what a spawn of the
+ * owner's would find (its working directory, its program) and where an
+ * executable of the owner's is. The daemon calls it over the IPC channel (see
  * worker-files.ts): plain calls, byte streams pulled a chunk per call, and
  * sinks written a chunk per call, so memory stays bounded both sides.
  * @module
  */
 import { PassThrough, Readable } from 'node:stream';
 import type { FsTarget } from '@execworld/sdk/fs';
+import { ProviderError } from '../errors.ts';
+import { hostPlatform } from '../platform/index.ts';
+import { launchFailure, resolveExecutable } from '../resolve-executable.ts';
 import { FsFailure } from './fs-error.ts';
 import { HostFiles } from './host-files.ts';
 import type { UploadStage } from './transfer.ts';
 import type { OpenContent } from './world-files.ts';
-import type { WorkerReply, WorkerRequest } from './worker-protocol.ts';
+import type { WorkerFailure, WorkerReply, WorkerRequest } from './worker-protocol.ts';
 
 const files = new HostFiles(JSON.parse(process.env.EXECWORLD_FILE_WORKER_OPTIONS ?? '{}') as ConstructorParameters<typeof HostFiles>[0]);
 let nextId = 1;
@@ -47,6 +52,12 @@ function sink(consume: (input: Readable) => Promise<unknown>): number {
   // Read when the daemon ends the sink; never an unhandled rejection meanwhile.
   result.catch(() => undefined);
   return keep(sinks, { input, result });
+}
+
+/** A provider error as it crosses the channel, with the errno of its cause. */
+function failure(error: ProviderError): WorkerFailure {
+  const errno = (error.cause as { code?: unknown } | undefined)?.code;
+  return { code: error.code, message: error.message, ...(typeof errno === 'string' ? { errno } : {}) };
 }
 
 const view = (root: string | undefined) => files.view({ root });
@@ -101,6 +112,18 @@ const METHODS: Record<string, (...args: any[]) => unknown> = {
   stageDiscard: async (id: number) => {
     await stages.get(id)?.discard();
     stages.delete(id);
+  },
+  launchCheck: (file: string, env: Record<string, string>, cwd: string) => {
+    const found = launchFailure(file, env, cwd, hostPlatform);
+    return found === undefined ? null : failure(found);
+  },
+  resolveExecutable: async (command: string, env: Record<string, string>) => {
+    try {
+      return { path: await resolveExecutable(command, env, hostPlatform) };
+    } catch (error) {
+      if (error instanceof ProviderError) return { failure: failure(error) };
+      throw error;
+    }
   },
   sinkWrite: (id: number, chunk: Uint8Array) => {
     const { input, result } = held(sinks, id);

@@ -9,7 +9,7 @@
 import type { FileProvider, OwnerFiles, OwnerTransfer } from '../api.ts';
 import { PathGuard } from './anchor.ts';
 import { WorldTransfer } from './transfer.ts';
-import { FileWorker, WorkerTransfer, WorkerView, type WorkerUser } from './worker-files.ts';
+import { UserWorkers, WorkerTransfer, WorkerView, type WorkerUser } from './worker-files.ts';
 import { MutationLocks, WorldFiles, type WorldFilesOptions } from './world-files.ts';
 
 export type HostFilesOptions = Omit<WorldFilesOptions, 'root' | 'locks' | 'cwd'>;
@@ -24,16 +24,21 @@ export class HostFiles implements FileProvider {
   readonly #locks = new MutationLocks();
   readonly #views = new Map<string, WorldFiles>();
   readonly #transfers = new Map<string, WorldTransfer>();
-  readonly #workers = new Map<string, FileWorker>();
+  readonly #workers: UserWorkers;
   readonly #workerViews = new Map<string, WorkerView>();
   readonly #options: HostFilesOptions;
 
-  constructor(options: HostFilesOptions = {}) {
+  /**
+   * @param workers - the workers of the users owners run as, when they are
+   *   shared with the provider; made here (with `options`) otherwise.
+   */
+  constructor(options: HostFilesOptions = {}, workers: UserWorkers = new UserWorkers(options)) {
     this.#options = options;
+    this.#workers = workers;
   }
 
   view(options: ViewOptions = {}): OwnerFiles {
-    const worker = this.#workerOf(options.runAs);
+    const worker = this.#workers.of(options.runAs);
     if (worker !== undefined) {
       const key = `${worker.user.uid}:${worker.user.gid}:${options.root ?? ''}`;
       let view = this.#workerViews.get(key);
@@ -53,7 +58,7 @@ export class HostFiles implements FileProvider {
   }
 
   transfer(options: ViewOptions = {}): OwnerTransfer {
-    const worker = this.#workerOf(options.runAs);
+    const worker = this.#workers.of(options.runAs);
     if (worker !== undefined) return new WorkerTransfer(worker, options.root);
     const key = options.root ?? '';
     let transfer = this.#transfers.get(key);
@@ -66,21 +71,7 @@ export class HostFiles implements FileProvider {
   }
 
   /** Ends every worker. */
-  async close(): Promise<void> {
-    const workers = [...this.#workers.values()];
-    this.#workers.clear();
-    await Promise.all(workers.map((worker) => worker.close()));
-  }
-
-  /** The worker of `runAs`, when it is another user than this process's. */
-  #workerOf(runAs: WorkerUser | undefined): FileWorker | undefined {
-    if (runAs === undefined || (runAs.uid === process.getuid?.() && runAs.gid === process.getgid?.())) return undefined;
-    const key = `${runAs.uid}:${runAs.gid}`;
-    let worker = this.#workers.get(key);
-    if (worker === undefined) {
-      worker = new FileWorker(runAs, this.#options);
-      this.#workers.set(key, worker);
-    }
-    return worker;
+  close(): Promise<void> {
+    return this.#workers.close();
   }
 }

@@ -74,6 +74,8 @@ export class FileWorker {
       this.#failPending('lost its channel');
     }
     const child = spawn(process.execPath, [ENTRY], {
+      // Nowhere of the daemon's: relative lookups (a PATH entry of ".") start from /.
+      cwd: '/',
       // Its stdout stays out of the daemon's log stream; what it says on stderr (a crash) reaches the daemon's.
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       serialization: 'advanced',
@@ -131,6 +133,40 @@ export class FileWorker {
         reject(new FsFailure('FS_IO_ERROR', `cannot reach the file worker of user ${this.user.name}: ${error.message}`));
       });
     });
+  }
+}
+
+/**
+ * The workers of a daemon, one per OS user (uid and gid) its owners run as,
+ * each started at its first call: shared by the files (every filesystem call
+ * of such an owner) and the provider (the checks a spawn makes as the user).
+ */
+export class UserWorkers {
+  readonly #options: object;
+  readonly #workers = new Map<string, FileWorker>();
+
+  /** @param options - what every worker is started with (its HostFiles options). */
+  constructor(options: object = {}) {
+    this.#options = options;
+  }
+
+  /** The worker of `user`; undefined when `user` is this process's own, which needs none. */
+  of(user: WorkerUser | undefined): FileWorker | undefined {
+    if (user === undefined || (user.uid === process.getuid?.() && user.gid === process.getgid?.())) return undefined;
+    const key = `${user.uid}:${user.gid}`;
+    let worker = this.#workers.get(key);
+    if (worker === undefined) {
+      worker = new FileWorker(user, this.#options);
+      this.#workers.set(key, worker);
+    }
+    return worker;
+  }
+
+  /** Ends every worker. */
+  async close(): Promise<void> {
+    const workers = [...this.#workers.values()];
+    this.#workers.clear();
+    await Promise.all(workers.map((worker) => worker.close()));
   }
 }
 

@@ -11,6 +11,12 @@ export interface WorkerRequest {
   readonly args: readonly unknown[];
 }
 
+/** A failure as it crosses the channel: its catalog code, its message, and the operating system's errno name when there is one. */
+export interface WorkerFailure {
+  readonly code: string;
+  readonly message: string;
+  readonly errno?: string;
+}
+
 export type WorkerReply =
-  | { readonly id: number; readonly ok: true; readonly value: unknown }
-  | { readonly id: number; readonly ok: false; readonly error: { readonly code: string; readonly message: string; readonly errno?: string } };
+  { readonly id: number; readonly ok: true; readonly value: unknown } | { readonly id: number; readonly ok: false; readonly error: WorkerFailure };

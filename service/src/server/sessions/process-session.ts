@@ -8,7 +8,7 @@ import type { Writable } from 'node:stream';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } from '@execworld/sdk/seam';
-import type { ExecutionProvider, ProviderProcess, RunAs } from '../../provider/api.ts';
+import type { ProviderProcess } from '../../provider/api.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { CollectorStream, feedRing, RingStream, type ByteStream, type StreamMeter } from '../streams.ts';
 import { Session } from './session.ts';
@@ -32,7 +32,6 @@ export interface ProcessSessionOptions {
   readonly meter?: StreamMeter | undefined;
   /** Bytes a process's stdin pipe holds for a program that does not read, before writes are refused. */
   readonly inputBacklogBytes: number;
-  readonly runAs?: RunAs | undefined;
   /** Called once nothing of the session runs. */
   readonly onFinished: () => void;
 }
@@ -61,7 +60,8 @@ export class ProcessSession extends Session {
   /** Bytes of the daemon-wide collect budget this session's collected tails hold. */
   readonly collectBytes: number;
 
-  constructor(owner: string, spec: SubprocessSpawnSpec, provider: ExecutionProvider, options: ProcessSessionOptions, log: Logger) {
+  /** @param handle - the process tree, started from `spec`; its collected chunks are announced by {@link collected}. */
+  constructor(owner: string, spec: SubprocessSpawnSpec, handle: ProviderProcess, options: ProcessSessionOptions, log: Logger) {
     super('p', owner, log);
     this.#inputBacklogBytes = options.inputBacklogBytes;
     this.argv = spec.argv;
@@ -69,10 +69,7 @@ export class ProcessSession extends Session {
     const stdin = spec.stdio.stdin;
     this.stdinMode = typeof stdin === 'object' ? 'data' : stdin;
     this.collectBytes = collectBytesOf(spec);
-    this.handle = provider.spawn(spec, {
-      onCollected: (stream) => (this.streams[stream]?.stream as CollectorStream | undefined)?.appended(),
-      runAs: options.runAs,
-    });
+    this.handle = handle;
     for (const name of ['stdout', 'stderr'] as const) {
       const mode = spec.stdio[name];
       if (mode === 'pipe') {
@@ -108,6 +105,11 @@ export class ProcessSession extends Session {
         this.finishedAt = new Date();
         options.onFinished();
       });
+  }
+
+  /** A collected stream took a chunk: readers waiting for it are told. */
+  collected(name: StreamName): void {
+    (this.streams[name]?.stream as CollectorStream | undefined)?.appended();
   }
 
   stream(name: StreamName): ByteStream {

@@ -85,6 +85,11 @@ export class SessionRegistry {
     });
   }
 
+  /** Where `command` is, as `owner`'s programs would find it: as its OS user, when it has one. */
+  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
+    return this.runtime.resolveExecutable(command, env, signal, this.#runAsOf(owner));
+  }
+
   /** Bytes the sessions' rings hold now. */
   retainedBytes(): number {
     let bytes = 0;
@@ -142,15 +147,12 @@ export class SessionRegistry {
       this.#collectReserved += wanted;
       let registered = false;
       try {
-        const session: ProcessSession = new ProcessSession(
-          owner,
-          spec,
-          this.runtime,
-          { ...this.#limits, runAs: this.#runAsOf(owner), onFinished: () => this.#finished(session) },
-          this.#log,
-        );
+        // Chunks collected before the session exists need no announcing: nobody waits for them yet.
+        const made: { session?: ProcessSession } = {};
         // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
-        await session.handle.spawned;
+        const handle = await this.runtime.startProcess(spec, { runAs: this.#runAsOf(owner), onCollected: (stream) => made.session?.collected(stream) });
+        const session: ProcessSession = new ProcessSession(owner, spec, handle, { ...this.#limits, onFinished: () => this.#finished(session) }, this.#log);
+        made.session = session;
         this.#sessions.set(session.id, session);
         registered = true;
         this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');

@@ -126,7 +126,7 @@ export class ShellRegistry {
     if (!registry.runtime.capabilities.terminals) throw new ServiceError('UNSUPPORTED', 'shells run on terminals, and this host has none');
     const entry = new DaemonShell(owner, spec);
     const runtime: SubprocessRuntime = {
-      resolveExecutable: (command, env, signal) => registry.runtime.resolveExecutable(command, env, signal),
+      resolveExecutable: (command, env, signal) => registry.resolveExecutable(owner, command, env, signal),
       spawn: () => {
         throw new ServiceError('UNSUPPORTED', 'a shell starts terminals only');
       },
@@ -141,7 +141,7 @@ export class ShellRegistry {
     // (and on Windows where PowerShell is installed).
     const shellPath =
       spec.dialect === 'pwsh'
-        ? await resolvePwsh((command, env) => registry.runtime.resolveExecutable(command, env), registry.runtime.capabilities.platform, spec.env)
+        ? await resolvePwsh((command, env) => registry.resolveExecutable(owner, command, env), registry.runtime.capabilities.platform, spec.env)
         : undefined;
     try {
       entry.shell = await PersistentShell.start(runtime, {

@@ -1,0 +1,223 @@
+/**
+ * Privilege separation, attacked as a token holder would attack it: an owner
+ * mapped to an OS user tries to act as root through what it controls (its
+ * environment's loader variables, its working directory, its own files and
+ * links, swapped while the daemon works), and tokens of every kind try to
+ * reach the daemon's own secrets through the files API.
+ *
+ * The users are real, made by the test with useradd; the daemon runs as root
+ * in this process, as it would on a host.
+ */
+import { type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp, type Daemon } from '../../service/src/server/app.ts';
+import { TokenTable } from '../../service/src/server/auth.ts';
+import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts';
+import { canMakeUsers, makeUser, runAs } from '../helpers/os-users.ts';
+import { isCi, requiredTool } from '../helpers/tools.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+const MAL = 'mal-token-0123456789abcdefgh';
+const ROOTY = 'rooty-token-0123456789abcdefg';
+const READER = 'rooty-reader-0123456789abcdef';
+
+/** The output of a child, once it exited; rejects with its stderr when it failed. */
+function finished(child: ChildProcess): Promise<string> {
+  let out = '';
+  let err = '';
+  child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  return new Promise((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}: ${err}`)))));
+}
+
+// Users are made as root; CI runs as root, so there a daemon that is not root fails these instead of skipping them.
+describe.skipIf(!canMakeUsers && !isCi())('an owner mapped to an OS user, on a daemon run by root', () => {
+  let daemon: Daemon;
+  let url: string;
+  let mal: ReturnType<typeof makeUser>;
+  let mallory: ReturnType<typeof makeUser>;
+  let stateDir: string;
+  let tokenFile: string;
+  const scratch = mkdtempSync(join(tmpdir(), 'ew-privsep-'));
+
+  beforeAll(async () => {
+    mal = makeUser();
+    mallory = makeUser();
+    chmodSync(scratch, 0o755);
+    tokenFile = join(scratch, 'tokens');
+    writeFileSync(tokenFile, `mal ${MAL} ${mal.name}\nrooty ${ROOTY}\nrooty ${READER} access=read\n`, { mode: 0o600 });
+    stateDir = join(scratch, 'state');
+    mkdirSync(stateDir, { mode: 0o711 });
+    const tokens = new TokenTable(
+      [
+        { owner: 'mal', token: MAL, user: mal },
+        { owner: 'rooty', token: ROOTY },
+        { owner: 'rooty', token: READER, access: 'read' },
+      ],
+      tokenFile,
+    );
+    const config = { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', stateDir, tokenFile } as Config;
+    daemon = buildApp({ config, tokens, logger: pino({ level: 'silent' }) });
+    url = await daemon.app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await daemon?.app.close();
+    mal?.remove();
+    mallory?.remove();
+  });
+
+  const call = async (token: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> => {
+    const response = await fetch(`${url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch (_error) {
+      // Bytes, not JSON.
+    }
+    return { status: response.status, body: parsed };
+  };
+
+  /** Waits until terminal `id` of `token`'s owner has exited and its output ended; answers its output. */
+  const terminalOutput = async (token: string, id: string): Promise<string> => {
+    let text = '';
+    let from = 0;
+    await waitFor(`terminal ${id} to end`, async () => {
+      const read = await call(token, 'GET', `/v1/terminals/${id}/output?from=${from}&waitMs=1000`);
+      text += Buffer.from(read.body.data as string, 'base64').toString();
+      from = read.body.next as number;
+      return read.body.ended === true;
+    });
+    return text;
+  };
+
+  describe("a loader variable of the owner's runs only as its user", () => {
+    let library: string;
+    let log: string;
+
+    beforeAll(async () => {
+      requiredTool('cc', { installedBy: "the README's development notes" }).require();
+      // The owner's own program builds the library in its home directory, as an attacker would.
+      const source = join(mal.home, 'l.c');
+      writeFileSync(
+        source,
+        [
+          '#include <fcntl.h>',
+          '#include <stdio.h>',
+          '#include <stdlib.h>',
+          '#include <unistd.h>',
+          '__attribute__((constructor)) static void mark(void) {',
+          '  const char *log = getenv("EW_PRELOAD_LOG");',
+          '  if (log == NULL) return;',
+          '  int fd = open(log, O_WRONLY | O_APPEND);',
+          '  if (fd < 0) return;',
+          '  char line[64];',
+          '  int n = snprintf(line, sizeof line, "euid=%d\\n", (int)geteuid());',
+          '  if (write(fd, line, n) < 0) {}',
+          '  close(fd);',
+          '}',
+          '',
+        ].join('\n'),
+      );
+      chownSync(source, mal.uid, mal.gid);
+      library = join(mal.home, 'l.so');
+      await finished(runAs(mal, `cc -shared -fPIC -o ${library} ${source}`, mal.home));
+    });
+
+    /** A fresh log every process that loads the library appends its effective uid to. */
+    const freshLog = (): string => {
+      log = join(mkdtempSync(join(scratch, 'preload-')), 'log');
+      chmodSync(join(log, '..'), 0o755);
+      writeFileSync(log, '', { mode: 0o666 });
+      chmodSync(log, 0o666);
+      return log;
+    };
+    const loaders = (): string[] => readFileSync(log, 'utf8').split('\n').filter(Boolean);
+
+    it('on a terminal: LD_PRELOAD never runs as root', async () => {
+      const env = { LD_PRELOAD: library, EW_PRELOAD_LOG: freshLog() };
+      const created = await call(MAL, 'POST', '/v1/terminals', { argv: ['/bin/sh', '-c', 'exit 0'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000, env });
+      expect(created.status).toBe(201);
+      await terminalOutput(MAL, created.body.id as string);
+      // It did load (the program ran with it), and only as the owner's user.
+      expect(loaders().length).toBeGreaterThan(0);
+      expect(loaders()).toEqual(loaders().map(() => `euid=${mal.uid}`));
+    });
+
+    it('on a shell: LD_PRELOAD never runs as root', async () => {
+      const env = { LD_PRELOAD: library, EW_PRELOAD_LOG: freshLog() };
+      const created = await call(MAL, 'POST', '/v1/shells', { dialect: 'bash', cwd: '/tmp', env });
+      expect(created.status).toBe(201);
+      const ran = await call(MAL, 'POST', `/v1/shells/${created.body.id}/run`, { command: 'id -u' });
+      expect(ran.body.output).toBe(`${mal.uid}\n`);
+      await call(MAL, 'DELETE', `/v1/shells/${created.body.id}`);
+      expect(loaders().length).toBeGreaterThan(0);
+      expect(loaders()).toEqual(loaders().map(() => `euid=${mal.uid}`));
+    });
+
+    it('on a process: LD_PRELOAD never runs as root', async () => {
+      const env = { LD_PRELOAD: library, EW_PRELOAD_LOG: freshLog() };
+      const created = await call(MAL, 'POST', '/v1/processes', {
+        argv: ['/bin/sh', '-c', 'exit 0'],
+        cwd: '/tmp',
+        env,
+        stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+        graceMs: 1000,
+      });
+      expect(created.status).toBe(201);
+      await call(MAL, 'GET', `/v1/processes/${created.body.id}/done?timeoutMs=30000`);
+      expect(loaders().length).toBeGreaterThan(0);
+      expect(loaders()).toEqual(loaders().map(() => `euid=${mal.uid}`));
+    });
+  });
+
+  describe("the owner's working directory is entered as its user", () => {
+    let inner: string;
+
+    beforeAll(() => {
+      // A directory only root may enter, holding one anybody could read if they got there.
+      const vault = mkdtempSync(join(scratch, 'vault-'));
+      chmodSync(vault, 0o700);
+      inner = join(vault, 'inner');
+      mkdirSync(inner, { mode: 0o755 });
+      writeFileSync(join(inner, 'secret'), 'the-vault-secret\n', { mode: 0o644 });
+    });
+
+    it('refuses a process whose cwd the user may not enter, and reads nothing', async () => {
+      const created = await call(MAL, 'POST', '/v1/processes', {
+        argv: ['/bin/cat', 'secret'],
+        cwd: inner,
+        stdio: { stdin: 'ignore', stdout: { maxBytes: 4096 }, stderr: 'pipe' },
+        graceMs: 1000,
+      });
+      expect(created.status).toBe(422);
+      expect(created.body.error.code).toBe('CWD_NOT_FOUND');
+      expect(created.body.error.errno).toBe('EACCES');
+    });
+
+    it('refuses a terminal whose cwd the user may not enter, and reads nothing', async () => {
+      const created = await call(MAL, 'POST', '/v1/terminals', { argv: ['/bin/cat', 'secret'], cwd: inner, rows: 24, cols: 80, graceMs: 1000 });
+      if (created.status === 201) expect(await terminalOutput(MAL, created.body.id as string)).not.toContain('the-vault-secret');
+      expect(created.status).toBe(422);
+      expect(created.body.error.code).toBe('CWD_NOT_FOUND');
+      expect(created.body.error.errno).toBe('EACCES');
+    });
+
+    it('still starts in a cwd the user may enter, and says which program it cannot run', async () => {
+      const created = await call(MAL, 'POST', '/v1/terminals', { argv: ['/bin/sh', '-c', 'pwd'], cwd: mal.home, rows: 24, cols: 80, graceMs: 1000 });
+      expect(created.status).toBe(201);
+      expect(await terminalOutput(MAL, created.body.id as string)).toContain(`${mal.home}\r\n`);
+      const missing = await call(MAL, 'POST', '/v1/terminals', { argv: ['no-such-program-here'], cwd: mal.home, rows: 24, cols: 80, graceMs: 1000 });
+      expect(missing.status).toBe(422);
+      expect(missing.body.error.code).toBe('EXECUTABLE_NOT_FOUND');
+    });
+  });
+});
