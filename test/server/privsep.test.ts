@@ -220,4 +220,27 @@ describe.skipIf(!canMakeUsers && !isCi())('an owner mapped to an OS user, on a d
       expect(missing.body.error.code).toBe('EXECUTABLE_NOT_FOUND');
     });
   });
+  describe('spill files', () => {
+    it("are the owner's to read, in a directory it cannot add to, rename in or link from", async () => {
+      const created = await call(MAL, 'POST', '/v1/processes', {
+        argv: ['/bin/sh', '-c', 'seq 1 2000'],
+        cwd: '/tmp',
+        stdio: { stdin: 'ignore', stdout: { maxBytes: 64, spill: { maxBytes: 1 << 20 } }, stderr: 'pipe' },
+        graceMs: 1000,
+      });
+      expect(created.status).toBe(201);
+      await call(MAL, 'GET', `/v1/processes/${created.body.id}/done?timeoutMs=30000`);
+      const spillPath = (await call(MAL, 'GET', `/v1/processes/${created.body.id}`)).body.stdout.spillPath as string;
+      expect(spillPath).toEqual(expect.any(String));
+      const directory = join(spillPath, '..');
+      const probe = [
+        `head -1 ${spillPath}`,
+        `mkdir ${directory}/x 2>/dev/null && echo mkdir:made || echo mkdir:refused`,
+        `ln -s / ${directory}/link 2>/dev/null && echo link:made || echo link:refused`,
+        `mv ${spillPath} ${spillPath}.moved 2>/dev/null && echo move:made || echo move:refused`,
+      ].join('; ');
+      const out = await finished(runAs(mal, probe));
+      expect(out.split('\n')).toEqual(['1', 'mkdir:refused', 'link:refused', 'move:refused', '']);
+    });
+  });
 });

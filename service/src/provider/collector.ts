@@ -4,9 +4,10 @@
  * @module
  */
 import { randomBytes } from 'node:crypto';
-import { chownSync, closeSync, fchownSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, fchownSync, mkdtempSync, openSync, readdirSync, unlinkSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { removeTree } from './fs/remove-tree.ts';
 import { ByteTail, type SubprocessCollect, type SubprocessOutputRead, type SubprocessOutputReader } from '@execworld/sdk/seam';
 
 /** File-system calls of the spill file; injectable so tests can make them fail. */
@@ -32,6 +33,11 @@ const hostFileSystem: SpillFileSystem = {
  * Where spill files go: one private (0700) directory, made on first use in the
  * OS temp dir (or `parent`) and named `execworld-<hostPid>-<random>`. Files are
  * named `execworld-<hostPid>-<n>-<12 hex>-<stream>.log` and created 0600.
+ * The spill files of processes run as another user are that user's (owned by
+ * it, 0600), in a directory of this process's that the user may traverse but
+ * not list or change (0711): the user reads its files by their paths and can
+ * neither add, rename nor link anything there, so nothing it does can lead
+ * this process's writes, or its removal of the directory, anywhere else.
  * Spill files are the caller's: the seam never deletes them; the daemon
  * discards them with their session (see {@link OutputCollector.discard}) and
  * sweeps directories a dead daemon left (see {@link sweepStaleSpillDirectories}).
@@ -44,8 +50,9 @@ export class SpillDirectory {
   #counter = 0;
 
   /**
-   * @param options.owner - the user whose spill files these are: the directory
-   *   and its files are theirs (0700 / 0600), so only they (and root) read them.
+   * @param options.owner - the user whose spill files these are: the files are
+   *   theirs (0600), so only they (and root) read them; the directory stays
+   *   this process's (0711).
    */
   constructor(options: { parent?: string; fs?: SpillFileSystem; owner?: { uid: number; gid: number } } = {}) {
     this.#parent = options.parent ?? tmpdir();
@@ -69,7 +76,7 @@ export class SpillDirectory {
   nextPath(stream: 'stdout' | 'stderr'): string {
     if (this.#path === undefined) {
       const path = mkdtempSync(join(this.#parent, `execworld-${process.pid}-`));
-      if (this.#owner !== undefined) chownSync(path, this.#owner.uid, this.#owner.gid);
+      if (this.#owner !== undefined) chmodSync(path, 0o711);
       this.#path = path;
     }
     this.#counter += 1;
@@ -81,7 +88,9 @@ export class SpillDirectory {
 /**
  * Removes the spill directories under `parent` whose host process is gone (a
  * daemon that crashed or was killed): named `execworld-<pid>-…`, with no live
- * process of that pid. Returns the directories removed.
+ * process of that pid. Runs once the dead daemon's sessions were ended, and
+ * follows no link (see remove-tree.ts): a directory left by an older daemon
+ * may be a user's. Returns the directories removed.
  */
 export function sweepStaleSpillDirectories(parent: string, isAlive: (pid: number) => boolean): string[] {
   let names: string[];
@@ -94,12 +103,8 @@ export function sweepStaleSpillDirectories(parent: string, isAlive: (pid: number
   for (const name of names) {
     const pid = /^execworld-(\d+)-[A-Za-z0-9]{6}$/.exec(name)?.[1];
     if (pid === undefined || isAlive(Number(pid))) continue;
-    try {
-      rmSync(join(parent, name), { recursive: true, force: true });
-      removed.push(join(parent, name));
-    } catch (_error) {
-      // Another daemon's, or not ours to remove: left alone.
-    }
+    // What cannot go (another daemon's, or not ours to remove) is left alone.
+    if (removeTree(join(parent, name)).length === 0) removed.push(join(parent, name));
   }
   return removed;
 }

@@ -32,18 +32,23 @@ export interface DaemonRuntime {
 }
 
 /**
- * The daemon's spill directory, made if missing, after the spill files of
- * daemons that died without cleaning up (crashed, SIGKILLed) were removed.
+ * The daemon's spill directory, made if missing. The spill files of daemons
+ * that died without cleaning up (crashed, SIGKILLed) are removed by
+ * {@link sweepSpill}, once their sessions were ended.
  */
-function spillDirectory(config: Config, log: Logger): string {
+function spillDirectory(config: Config): string {
   const directory = join(config.stateDir ?? defaultStateDir(), 'spill');
   mkdirSync(directory, { recursive: true, mode: 0o700 });
   // Traversable, not listable: an owner run as another user reaches its own spill
-  // directory (0700, its own) by name; every other directory in it stays 0700.
+  // files by name, in a directory of the daemon's (0711); every other directory in it stays 0700.
   chmodSync(directory, 0o711);
+  return directory;
+}
+
+/** Removes the spill directories of dead daemons, following no link. */
+function sweepSpill(directory: string, log: Logger): void {
   const removed = sweepStaleSpillDirectories(directory, processExists);
   if (removed.length > 0) log.info({ removed }, 'removed spill files a previous daemon left');
-  return directory;
 }
 
 /**
@@ -66,16 +71,17 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   };
   // One worker per OS user owners run as, serving both their files and the checks their spawns make as them.
   const users = new UserWorkers(hostFilesOptions(config));
+  const spill = spillDirectory(config);
   const runtime = new LocalRuntime({
     users,
     // Read once: children start from the allowlisted part of the daemon's environment as it started.
     ambientEnv: allowedEnvironment(process.env, config.passEnv),
     inputBacklogBytes: config.inputBacklogBytes,
-    spillParent: spillDirectory(config, log),
+    spillParent: spill,
     containment,
     journal: recorder,
   });
-  const recover = async (): Promise<void> => {
+  const endLeftSessions = async (): Promise<void> => {
     if (containment.mode === 'job') {
       // A job ends with the daemon that holds it (kill-on-close): nothing of a dead daemon is left to recover.
       log.info({ containment: containment.mode }, 'sessions are contained: job');
@@ -102,6 +108,11 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
       },
       `sessions are contained: ${containment.mode}`,
     );
+  };
+  const recover = async (): Promise<void> => {
+    await endLeftSessions();
+    // Only now: a dead daemon's programs no longer run to change what the sweep removes.
+    sweepSpill(spill, log);
   };
   return { runtime, files: new HostFiles(hostFilesOptions(config), users), recover, close: () => journal?.close() };
 }
