@@ -8,8 +8,8 @@
  * The users are real, made by the test with useradd; the daemon runs as root
  * in this process, as it would on a host.
  */
-import { type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -241,6 +241,69 @@ describe.skipIf(!canMakeUsers && !isCi())('an owner mapped to an OS user, on a d
       ].join('; ');
       const out = await finished(runAs(mal, probe));
       expect(out.split('\n')).toEqual(['1', 'mkdir:refused', 'link:refused', 'move:refused', '']);
+    });
+  });
+  describe("an upload into a directory another user controls (the daemon's own user uploading)", () => {
+    it("never follows that user's links: the stage swapped mid-upload reaches no file of root's", async () => {
+      // Mallory's directory, and a file only root may read or write.
+      const shared = join(scratch, 'mallory-dir');
+      mkdirSync(shared, { mode: 0o755 });
+      chownSync(shared, mallory.uid, mallory.gid);
+      const victim = join(scratch, 'root-only');
+      writeFileSync(victim, 'root-only-content\n', { mode: 0o600 });
+      const created = await call(ROOTY, 'POST', '/v1/files/uploads', { path: join(shared, 'upload.bin'), mode: 0o644 });
+      expect(created.status).toBe(201);
+      // Mallory swaps whatever the daemon made in her directory for one of hers whose content is a link to the victim.
+      const swap = [
+        `cd ${shared}`,
+        'for entry in .[!.]* *; do [ -e "$entry" ] || continue; mv "$entry" "$entry.away" && mkdir "$entry" && ' +
+          `ln -s ${victim} "$entry/content" && ln -s ${victim} "$entry/$entry" && echo "swapped $entry"; done`,
+      ].join('; ');
+      const swapped = await finished(runAs(mallory, swap));
+      expect(swapped).toMatch(/^swapped /);
+      const put = await fetch(`${url}/v1/files/uploads/${created.body.id}?offset=0`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${ROOTY}`, 'content-type': 'application/octet-stream' },
+        body: 'uploaded bytes\n',
+      });
+      await put.text();
+      await call(ROOTY, 'POST', `/v1/files/uploads/${created.body.id}/complete`, {});
+      expect(readFileSync(victim, 'utf8')).toBe('root-only-content\n');
+      expect(statSync(victim).mode & 0o7777).toBe(0o600);
+      expect(statSync(victim).uid).toBe(0);
+    });
+
+    it('strips setuid, setgid and sticky bits a client asks for, as the daemon is root', async () => {
+      const target = join(scratch, 'suid-upload');
+      const created = await call(ROOTY, 'POST', '/v1/files/uploads', { path: target, mode: 0o7755 });
+      expect(created.status).toBe(201);
+      const put = await fetch(`${url}/v1/files/uploads/${created.body.id}?offset=0`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${ROOTY}`, 'content-type': 'application/octet-stream' },
+        body: '#!/bin/sh\n',
+      });
+      await put.text();
+      const completed = await call(ROOTY, 'POST', `/v1/files/uploads/${created.body.id}/complete`, {});
+      expect(completed.status).toBe(200);
+      expect(statSync(target).mode & 0o7777).toBe(0o755);
+    });
+    it('strips them from the entries of an archive it unpacks, as the daemon is root', async () => {
+      const source = mkdtempSync(join(scratch, 'suid-source-'));
+      writeFileSync(join(source, 'tool'), '#!/bin/sh\n', { mode: 0o755 });
+      chmodSync(join(source, 'tool'), 0o6755);
+      mkdirSync(join(source, 'shared'), { mode: 0o755 });
+      chmodSync(join(source, 'shared'), 0o1777);
+      const archive = execFileSync('tar', ['-c', '-C', source, 'tool', 'shared']);
+      const into = join(scratch, 'suid-unpacked');
+      const response = await fetch(`${url}/v1/files/archive?path=${encodeURIComponent(into)}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${ROOTY}`, 'content-type': 'application/x-tar' },
+        body: archive,
+      });
+      expect(response.status).toBe(200);
+      expect(statSync(join(into, 'tool')).mode & 0o7777).toBe(0o755);
+      expect(statSync(join(into, 'shared')).isDirectory()).toBe(true);
+      expect(statSync(join(into, 'shared')).mode & 0o7000).toBe(0);
     });
   });
 });

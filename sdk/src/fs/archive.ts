@@ -25,8 +25,11 @@ export interface ArchiveResult {
 /** Makes the symbolic link `path` (relative to the directory, checked to stay in it) pointing at `target`. */
 export type LinkMaker = (path: string, target: string) => Promise<void>;
 
-/** Unpacks the tar stream `body` into the directory `cwd` (which must exist); symbolic links are made at the end by `makeLink`. */
-export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkMaker, signal?: AbortSignal): Promise<ArchiveResult> {
+/**
+ * Unpacks the tar stream `body` into the directory `cwd` (which must exist); symbolic links are made at the end by `makeLink`.
+ * @param modeBits - the permission bits an entry may carry (a root unpacker takes no setuid, setgid or sticky bit: 0o777)
+ */
+export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkMaker, signal?: AbortSignal, modeBits = 0o7777): Promise<ArchiveResult> {
   let entries = 0;
   const warnings: { path: string; message: string }[] = [];
   const warn = (path: string, message: string): void => {
@@ -37,7 +40,9 @@ export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkM
     cwd,
     preserveOwner: false,
     filter: (path, entry) => {
-      if ((entry as { type?: unknown }).type !== 'SymbolicLink') return true;
+      const header = entry as { type?: unknown; mode?: number };
+      if (typeof header.mode === 'number') header.mode &= modeBits;
+      if (header.type !== 'SymbolicLink') return true;
       links.push({ path, target: (entry as { linkpath?: string }).linkpath ?? '' });
       return false;
     },

@@ -10,7 +10,7 @@
  */
 import { constants } from 'node:fs';
 import { realpathSync, type BigIntStats } from 'node:fs';
-import { mkdir, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
+import { lstat, mkdir, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, normalize, sep } from 'node:path';
 import { FsFailure } from './fs-error.ts';
 
@@ -120,6 +120,41 @@ function anchorOf(handle: FileHandle, via: string, real: string): Anchor {
     stat: () => handle.stat({ bigint: true }),
     release: () => (released ??= handle.close().catch(() => undefined)),
   };
+}
+
+/**
+ * Takes the directory this process just made at `path` (0700), as it is:
+ * a link is not followed, and a directory that is not this process's own
+ * with mode 0700 is refused. Whoever may change the directory around it
+ * (another user's directory) can move it away or put another in its place,
+ * but what it holds is reached through the anchor from then on.
+ * @throws FS_IO_ERROR when what is there is not the directory made.
+ */
+export async function takeOwnDirectory(path: string): Promise<Anchor> {
+  const replaced = (): FsFailure => new FsFailure('FS_IO_ERROR', `the directory ${path} was replaced as it was made`);
+  const isOwn = (info: { isDirectory(): boolean; uid: number | bigint; mode: number | bigint }): boolean =>
+    info.isDirectory() && Number(info.uid) === process.geteuid?.() && (Number(info.mode) & 0o777) === 0o700;
+  if (!PROC_FD) {
+    if (!isOwn(await lstat(path))) throw replaced();
+    const real = await realpath(path);
+    return { real, via: real, child: (name) => `${real}${sep}${name}`, stat: () => stat(real, { bigint: true }), release: async () => {} };
+  }
+  let handle: FileHandle;
+  try {
+    handle = await open(path, O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch (error) {
+    // ELOOP: a link was put there; ENOTDIR: something else was.
+    if ((error as { code?: unknown }).code === 'ELOOP' || (error as { code?: unknown }).code === 'ENOTDIR') throw replaced();
+    throw error;
+  }
+  try {
+    if (!isOwn(await handle.stat())) throw replaced();
+    const via = `/proc/self/fd/${handle.fd}`;
+    return anchorOf(handle, via, await readlink(via));
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
 }
 
 /** Runs `use` with the anchor `take` gives, and releases it whatever happens. */

@@ -152,7 +152,8 @@ export class StagedUpload implements UploadStage {
         });
         if (prior !== undefined && !prior.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
         if (prior !== undefined && !this.#overwrite) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
-        const mode = this.#mode ?? (prior === undefined ? 0o644 : Number(prior.mode & 0o7777n));
+        // A mode the client asks for takes no setuid, setgid or sticky bit from a daemon that is root.
+        const mode = this.#mode === undefined ? (prior === undefined ? 0o644 : Number(prior.mode & 0o7777n)) : this.#mode & clientModeBits();
         if (prior !== undefined && process.getuid?.() === 0) await chown(this.#content, Number(prior.uid), Number(prior.gid));
         await chmod(this.#content, mode);
         if (!(await place(this.#content, destination, this.#overwrite))) {
@@ -173,13 +174,18 @@ export class StagedUpload implements UploadStage {
   async discard(): Promise<void> {
     if (this.#discarded) return;
     this.#discarded = true;
-    await removeStage(this.#stage.directory);
+    await removeStage(this.#stage, this.#directory);
     await this.#directory.release();
   }
 
   #check(): void {
     if (this.#discarded) throw new FsFailure('FS_NOT_FOUND', `the upload of "${this.path}" is over`);
   }
+}
+
+/** The permission bits a client may ask for: as root, none of setuid, setgid and sticky. */
+export function clientModeBits(): number {
+  return process.geteuid?.() === 0 ? 0o777 : 0o7777;
 }
 
 /** The SHA-256 of everything `stream` gives, in lowercase hex. */

@@ -17,7 +17,7 @@ import { renameNoReplace } from '../libc.ts';
 import { withAnchor, type Anchor, type PathGuard } from './anchor.ts';
 import { absolutePath, isAbsence, versionOf } from './facts.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
-import { hashOf, StagedUpload } from './staged-upload.ts';
+import { clientModeBits, hashOf, StagedUpload } from './staged-upload.ts';
 import { makeStage } from './staging.ts';
 import type { MutationLocks } from './world-files.ts';
 
@@ -301,6 +301,7 @@ export class WorldTransfer implements OwnerTransfer {
             symlink(target, parent.child(basename(path))),
           ),
         signal,
+        clientModeBits(),
       );
       return { path: anchor.real, ...unpacked };
     } catch (error) {

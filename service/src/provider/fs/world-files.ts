@@ -527,7 +527,8 @@ export class WorldFiles implements FsProvider {
     displayPath: string,
     signal: AbortSignal | undefined,
   ): Promise<void> {
-    const { directory: stage, content: staged, handle } = await makeStage(directory, '.execworld-');
+    const { handle, ...stage } = await makeStage(directory, '.execworld-');
+    const staged = stage.content;
     try {
       try {
         await handle.chmod(0o600);
@@ -558,7 +559,7 @@ export class WorldFiles implements FsProvider {
         throw new FsFailure('FS_NOT_OBSERVED', `cannot create "${displayPath}": it exists and was not read first`);
       }
     } finally {
-      await removeStage(stage);
+      await removeStage(stage, directory);
     }
   }
 }
