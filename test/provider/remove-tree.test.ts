@@ -17,7 +17,7 @@ import { waitFor } from '../helpers/wait.ts';
 const VICTIMS = 20;
 
 describe('removeTree', () => {
-  it('removes files, links and nested directories, and never what a link leads to', () => {
+  it('removes files, links and nested directories, and never what a link leads to', async () => {
     const place = mkdtempSync(join(tmpdir(), 'ew-remove-'));
     const outside = join(place, 'outside');
     mkdirSync(outside);
@@ -27,11 +27,11 @@ describe('removeTree', () => {
     writeFileSync(join(tree, 'a', 'b', 'file'), 'x');
     symlinkSync(outside, join(tree, 'a', 'link'));
     symlinkSync(join(outside, 'kept'), join(tree, 'file-link'));
-    expect(removeTree(tree)).toEqual([]);
+    expect(await removeTree(tree)).toEqual([]);
     expect(existsSync(tree)).toBe(false);
     expect(readdirSync(outside)).toEqual(['kept']);
     // Nothing there is nothing to do.
-    expect(removeTree(tree)).toEqual([]);
+    expect(await removeTree(tree)).toEqual([]);
   });
 });
 
@@ -78,7 +78,7 @@ describe.skipIf(!canMakeUsers && !isCi())("the sweep of a dead daemon's spill di
       await waitFor('the swapper to run', () => said.includes('swapping'));
       for (let round = 0; round < 200; round += 1) {
         if (!existsSync(stale)) leave();
-        sweepStaleSpillDirectories(spill, (pid) => pid !== dead && existsSync(`/proc/${pid}`));
+        await sweepStaleSpillDirectories(spill, (pid) => pid !== dead && existsSync(`/proc/${pid}`));
         expect(readdirSync(victim).length).toBe(VICTIMS);
       }
     } finally {

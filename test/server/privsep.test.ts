@@ -9,7 +9,7 @@
  * in this process, as it would on a host.
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -304,6 +304,53 @@ describe.skipIf(!canMakeUsers && !isCi())('an owner mapped to an OS user, on a d
       expect(statSync(join(into, 'tool')).mode & 0o7777).toBe(0o755);
       expect(statSync(join(into, 'shared')).isDirectory()).toBe(true);
       expect(statSync(join(into, 'shared')).mode & 0o7000).toBe(0);
+    });
+  });
+  describe("the daemon's own secrets", () => {
+    const refused = (answer: { status: number; body: any }): void => {
+      expect(answer.status).toBe(403);
+      expect(answer.body.error.code).toBe('FS_PERMISSION_DENIED');
+    };
+
+    it('are never served to a read token, a write token or a mapped owner, by any path to them', async () => {
+      const journalDir = join(stateDir, 'sessions');
+      mkdirSync(journalDir, { recursive: true, mode: 0o700 });
+      const journal = join(journalDir, 'forged.json');
+      writeFileSync(journal, '{}', { mode: 0o600 });
+      // Other names for the token file: a link to it, a hard link to it, its directory with a link in the path.
+      const aliases = join(scratch, 'aliases');
+      mkdirSync(aliases, { recursive: true });
+      symlinkSync(tokenFile, join(aliases, 'soft'));
+      linkSync(tokenFile, join(aliases, 'hard'));
+      symlinkSync(scratch, join(aliases, 'dir'));
+      const paths = [tokenFile, join(aliases, 'soft'), join(aliases, 'hard'), join(aliases, 'dir', 'tokens'), journal];
+      for (const token of [READER, ROOTY, MAL]) {
+        for (const path of paths) {
+          refused(await call(token, 'GET', `/v1/files/content?path=${encodeURIComponent(path)}`));
+          refused(await call(token, 'POST', '/v1/fs/read-text', { path }));
+          refused(await call(token, 'POST', '/v1/fs/digest', { path }));
+        }
+        refused(await call(token, 'POST', '/v1/fs/list', { path: journalDir }));
+      }
+      // Nor changed, by a write token that could otherwise write itself a token of another owner.
+      refused(await call(ROOTY, 'POST', '/v1/fs/write-text', { path: tokenFile, content: `mal ${ROOTY}x\n` }));
+      refused(await call(ROOTY, 'POST', '/v1/fs/remove', { path: journal }));
+      refused(await call(ROOTY, 'POST', '/v1/fs/rename', { from: join(aliases, 'hard'), to: join(scratch, 'taken') }));
+      refused(await call(ROOTY, 'POST', '/v1/fs/rename', { from: tokenFile, to: join(scratch, 'taken') }));
+      refused(await call(ROOTY, 'POST', '/v1/files/uploads', { path: tokenFile }));
+      expect(readFileSync(tokenFile, 'utf8')).toContain(`mal ${MAL}`);
+      expect(lstatSync(journal).isFile()).toBe(true);
+    });
+
+    it('are left out of an archive of a directory that holds them', async () => {
+      const response = await fetch(`${url}/v1/files/archive?path=${encodeURIComponent(scratch)}`, { headers: { authorization: `Bearer ${READER}` } });
+      const tar = Buffer.from(await response.arrayBuffer());
+      expect(response.status).toBe(200);
+      const names = execFileSync('tar', ['-t'], { input: tar }).toString().split('\n');
+      expect(names.some((name) => name.endsWith('/tokens') || name === 'tokens')).toBe(false);
+      expect(names.some((name) => name.includes('sessions/'))).toBe(false);
+      expect(tar.includes(Buffer.from(MAL))).toBe(false);
+      expect(readdirSync(scratch)).toContain('tokens');
     });
   });
 });

@@ -25,11 +25,18 @@ export interface ArchiveResult {
 /** Makes the symbolic link `path` (relative to the directory, checked to stay in it) pointing at `target`. */
 export type LinkMaker = (path: string, target: string) => Promise<void>;
 
-/**
- * Unpacks the tar stream `body` into the directory `cwd` (which must exist); symbolic links are made at the end by `makeLink`.
- * @param modeBits - the permission bits an entry may carry (a root unpacker takes no setuid, setgid or sticky bit: 0o777)
- */
-export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkMaker, signal?: AbortSignal, modeBits = 0o7777): Promise<ArchiveResult> {
+/** How an unpack may be narrowed. */
+export interface UnpackOptions {
+  readonly signal?: AbortSignal | undefined;
+  /** The permission bits an entry may carry (an unpacker that is root takes no setuid, setgid or sticky bit: 0o777). @default 0o7777 */
+  readonly modeBits?: number;
+  /** Why the entry `path` (relative to the directory), or the file a hard link `linkpath` names, may not be unpacked; undefined when it may. */
+  readonly refuse?: (path: string, linkpath: string | undefined) => string | undefined;
+}
+
+/** Unpacks the tar stream `body` into the directory `cwd` (which must exist); symbolic links are made at the end by `makeLink`. */
+export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkMaker, options: UnpackOptions = {}): Promise<ArchiveResult> {
+  const { signal, modeBits = 0o7777, refuse } = options;
   let entries = 0;
   const warnings: { path: string; message: string }[] = [];
   const warn = (path: string, message: string): void => {
@@ -40,7 +47,12 @@ export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkM
     cwd,
     preserveOwner: false,
     filter: (path, entry) => {
-      const header = entry as { type?: unknown; mode?: number };
+      const header = entry as { type?: unknown; mode?: number; linkpath?: string };
+      const refused = refuse?.(path, header.type === 'Link' ? header.linkpath : undefined);
+      if (refused !== undefined) {
+        warn(path, refused);
+        return false;
+      }
       if (typeof header.mode === 'number') header.mode &= modeBits;
       if (header.type !== 'SymbolicLink') return true;
       links.push({ path, target: (entry as { linkpath?: string }).linkpath ?? '' });

@@ -92,7 +92,7 @@ export class SpillDirectory {
  * follows no link (see remove-tree.ts): a directory left by an older daemon
  * may be a user's. Returns the directories removed.
  */
-export function sweepStaleSpillDirectories(parent: string, isAlive: (pid: number) => boolean): string[] {
+export async function sweepStaleSpillDirectories(parent: string, isAlive: (pid: number) => boolean): Promise<string[]> {
   let names: string[];
   try {
     names = readdirSync(parent);
@@ -104,7 +104,7 @@ export function sweepStaleSpillDirectories(parent: string, isAlive: (pid: number
     const pid = /^execworld-(\d+)-[A-Za-z0-9]{6}$/.exec(name)?.[1];
     if (pid === undefined || isAlive(Number(pid))) continue;
     // What cannot go (another daemon's, or not ours to remove) is left alone.
-    if (removeTree(join(parent, name)).length === 0) removed.push(join(parent, name));
+    if ((await removeTree(join(parent, name))).length === 0) removed.push(join(parent, name));
   }
   return removed;
 }

@@ -7,7 +7,7 @@
  * @module
  */
 import { chmodSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { HostFiles, type HostFilesOptions } from '../provider/fs/host-files.ts';
@@ -19,7 +19,7 @@ import { recoverSessions, SessionJournal, type SessionRecorder } from '../provid
 import { LinuxInspector } from '../provider/inspect/linux.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { allowedEnvironment } from './child-env.ts';
-import { defaultStateDir, type Config } from './config.ts';
+import { defaultStateDir, defaultTokenFile, type Config } from './config.ts';
 
 /** The provider of a daemon, what must run before its first session, and what ends with it. */
 export interface DaemonRuntime {
@@ -46,8 +46,8 @@ function spillDirectory(config: Config): string {
 }
 
 /** Removes the spill directories of dead daemons, following no link. */
-function sweepSpill(directory: string, log: Logger): void {
-  const removed = sweepStaleSpillDirectories(directory, processExists);
+async function sweepSpill(directory: string, log: Logger): Promise<void> {
+  const removed = await sweepStaleSpillDirectories(directory, processExists);
   if (removed.length > 0) log.info({ removed }, 'removed spill files a previous daemon left');
 }
 
@@ -112,14 +112,28 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   const recover = async (): Promise<void> => {
     await endLeftSessions();
     // Only now: a dead daemon's programs no longer run to change what the sweep removes.
-    sweepSpill(spill, log);
+    await sweepSpill(spill, log);
   };
   return { runtime, files: new HostFiles(hostFilesOptions(config), users), recover, close: () => journal?.close() };
 }
 
-/** What the daemon's files (and its users' workers) are bound by. */
+/**
+ * What the daemon's files (and its users' workers) are bound by, and the
+ * daemon's own files, which no owner reaches through them: the token file,
+ * the TLS key, and the state directory but for its spill directory (owners
+ * read their spill files).
+ */
 function hostFilesOptions(config: Config): HostFilesOptions {
-  return { maxTextBytes: config.maxReadTextBytes, maxListEntries: config.maxListEntries };
+  const stateDir = config.stateDir ?? defaultStateDir();
+  return {
+    maxTextBytes: config.maxReadTextBytes,
+    maxListEntries: config.maxListEntries,
+    secrets: {
+      files: [config.tokenFile ?? defaultTokenFile(), ...(config.tlsKey === undefined ? [] : [config.tlsKey])].map((path) => resolve(path)),
+      directories: [resolve(stateDir)],
+      except: [resolve(stateDir, 'spill')],
+    },
+  };
 }
 
 /** The files of this host, with the bounds of the daemon's configuration. */

@@ -9,7 +9,7 @@
  * @module
  */
 import { constants } from 'node:fs';
-import { realpathSync, type BigIntStats } from 'node:fs';
+import { realpathSync, statSync, type BigIntStats } from 'node:fs';
 import { lstat, mkdir, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, normalize, sep } from 'node:path';
 import { FsFailure } from './fs-error.ts';
@@ -38,26 +38,110 @@ export function isWithin(root: string, real: string): boolean {
 }
 
 /**
+ * The daemon's own files and directories (its token file, TLS key, state
+ * directory), as plain data a worker can be started with. `except` names
+ * directories inside them that owners do reach (the spill directory).
+ */
+export interface SecretPaths {
+  readonly files: readonly string[];
+  readonly directories: readonly string[];
+  readonly except?: readonly string[];
+}
+
+/**
+ * The daemon's secrets, which no owner's file call reaches, whatever its
+ * access: by path (their real paths and the paths they were named by) and,
+ * for files, by identity, so that another name for one (a hard link) is no
+ * way in either.
+ */
+export class DaemonSecrets {
+  readonly #files: string[];
+  readonly #identities = new Set<string>();
+  readonly #directories: string[];
+  readonly #except: string[];
+
+  constructor(paths: SecretPaths) {
+    this.#files = paths.files.flatMap(namesOf);
+    this.#directories = paths.directories.flatMap(namesOf);
+    this.#except = (paths.except ?? []).flatMap(namesOf);
+    for (const file of paths.files) {
+      try {
+        const info = statSync(file, { bigint: true });
+        this.#identities.add(`${info.dev}:${info.ino}`);
+      } catch (_error) {
+        // Not there (yet): it is known by its path.
+      }
+    }
+  }
+
+  /** Whether the real path `real` is a secret or lies inside a secret directory. */
+  holds(real: string): boolean {
+    if (this.#files.includes(real)) return true;
+    return this.#directories.some((directory) => isWithin(directory, real)) && !this.#except.some((directory) => isWithin(directory, real));
+  }
+
+  /** Whether the object `info` describes is a secret file, by whatever name it was reached. */
+  isFile(info: { readonly dev: bigint | number; readonly ino: bigint | number }): boolean {
+    return this.#identities.size > 0 && this.#identities.has(`${BigInt(info.dev)}:${BigInt(info.ino)}`);
+  }
+
+  /** Whether a secret lies at or under the real path `real`: removing or moving it would reach one. */
+  under(real: string): boolean {
+    return this.holds(real) || [...this.#files, ...this.#directories].some((secret) => isWithin(real, secret));
+  }
+}
+
+/** The absolute path `path` and, when it differs, its real path. */
+function namesOf(path: string): string[] {
+  const named = normalize(path);
+  try {
+    const real = realpathSync(named);
+    return real === named ? [named] : [named, real];
+  } catch (_error) {
+    return [named];
+  }
+}
+
+/**
  * The rule of one owner's view of the world: everything it reaches must
- * really lie under `root` (all of the world when there is none).
+ * really lie under `root` (all of the world when there is none), and none of
+ * it may be one of the daemon's secrets.
  */
 export class PathGuard {
   /** The root's real path; undefined confines nothing. */
   readonly root: string | undefined;
+  readonly #secrets: DaemonSecrets | undefined;
 
-  constructor(root: string | undefined) {
+  constructor(root: string | undefined, secrets?: DaemonSecrets) {
     if (root !== undefined && !isAbsolute(root)) throw new Error(`a filesystem root must be an absolute path, not ${root}`);
     this.root = root === undefined ? undefined : realpathSync(normalize(root));
+    this.#secrets = secrets;
   }
 
   /** Whether the real path `real` may be reached. */
   allows(real: string): boolean {
-    return this.root === undefined || isWithin(this.root, real);
+    return (this.root === undefined || isWithin(this.root, real)) && this.#secrets?.holds(real) !== true;
   }
 
   /** Throws FS_PERMISSION_DENIED unless `real` may be reached. */
   check(real: string, displayPath: string): void {
+    if (this.#secrets?.holds(real) === true) throw secretRefusal(displayPath);
     if (!this.allows(real)) throw new FsFailure('FS_PERMISSION_DENIED', `"${displayPath}" is outside this owner's root`);
+  }
+
+  /** Whether the real path `real` (or the file `info` describes) is one of the daemon's secrets, which a walk of a tree leaves out. */
+  hides(real: string, info?: { readonly dev: bigint | number; readonly ino: bigint | number }): boolean {
+    return this.#secrets !== undefined && (this.#secrets.holds(real) || (info !== undefined && this.#secrets.isFile(info)));
+  }
+
+  /** Throws FS_PERMISSION_DENIED when a secret lies at or under the real path `real` (a tree to remove or move). */
+  checkTree(real: string, displayPath: string): void {
+    if (this.#secrets?.under(real) === true) throw secretRefusal(displayPath);
+  }
+
+  /** Throws FS_PERMISSION_DENIED when what `info` describes is one of the daemon's secret files, by whatever name it was reached. */
+  checkIdentity(info: { readonly dev: bigint | number; readonly ino: bigint | number }, displayPath: string): void {
+    if (this.#secrets?.isFile(info) === true) throw secretRefusal(displayPath);
   }
 
   /**
@@ -69,10 +153,11 @@ export class PathGuard {
     if (!PROC_FD) {
       const real = await realpath(path);
       this.check(real, displayPath);
+      if (this.#secrets !== undefined) this.checkIdentity(await stat(real, { bigint: true }), displayPath);
       return {
         real,
         via: real,
-        child: (name) => `${real}${real.endsWith(sep) ? '' : sep}${name}`,
+        child: (name) => this.#checkedChild(real, name, `${real}${real.endsWith(sep) ? '' : sep}${name}`),
         stat: () => stat(real, { bigint: true }),
         release: async () => {},
       };
@@ -82,11 +167,19 @@ export class PathGuard {
       const via = `/proc/self/fd/${handle.fd}`;
       const real = await readlink(via);
       this.check(real, displayPath);
-      return anchorOf(handle, via, real);
+      if (this.#secrets !== undefined) this.checkIdentity(await handle.stat({ bigint: true }), displayPath);
+      return anchorOf(handle, via, real, (name, childPath) => this.#checkedChild(real, name, childPath));
     } catch (error) {
       await handle.close();
       throw error;
     }
+  }
+
+  /** `childPath`, the path of the entry `name` of the directory at `real`, unless that entry is one of the daemon's secrets. */
+  #checkedChild(real: string, name: string, childPath: string): string {
+    const lexical = `${real}${real.endsWith(sep) ? '' : sep}${name}`;
+    if (this.#secrets?.holds(lexical) === true) throw secretRefusal(lexical);
+    return childPath;
   }
 
   /** Takes the directory at `path`, made first (with its missing parents) when `create` says so and it is missing. */
@@ -111,12 +204,13 @@ export class PathGuard {
   }
 }
 
-function anchorOf(handle: FileHandle, via: string, real: string): Anchor {
+/** The anchor of `handle`; `check` vets each child path it hands out. */
+function anchorOf(handle: FileHandle, via: string, real: string, check: (name: string, childPath: string) => string = (_name, childPath) => childPath): Anchor {
   let released: Promise<void> | undefined;
   return {
     real,
     via,
-    child: (name) => `${via}/${name}`,
+    child: (name) => check(name, `${via}/${name}`),
     stat: () => handle.stat({ bigint: true }),
     release: () => (released ??= handle.close().catch(() => undefined)),
   };
@@ -155,6 +249,10 @@ export async function takeOwnDirectory(path: string): Promise<Anchor> {
     await handle.close();
     throw error;
   }
+}
+
+function secretRefusal(displayPath: string): FsFailure {
+  return new FsFailure('FS_PERMISSION_DENIED', `"${displayPath}" is the daemon's own: no owner reaches it`);
 }
 
 /** Runs `use` with the anchor `take` gives, and releases it whatever happens. */

@@ -7,12 +7,15 @@
  * @module
  */
 import type { FileProvider, OwnerFiles, OwnerTransfer } from '../api.ts';
-import { PathGuard } from './anchor.ts';
+import { DaemonSecrets, PathGuard, type SecretPaths } from './anchor.ts';
 import { WorldTransfer } from './transfer.ts';
 import { UserWorkers, WorkerTransfer, WorkerView, type WorkerUser } from './worker-files.ts';
 import { MutationLocks, WorldFiles, type WorldFilesOptions } from './world-files.ts';
 
-export type HostFilesOptions = Omit<WorldFilesOptions, 'root' | 'locks' | 'cwd'>;
+export type HostFilesOptions = Omit<WorldFilesOptions, 'root' | 'locks' | 'cwd' | 'secrets'> & {
+  /** The daemon's own files and directories, which no owner's call reaches (plain data: workers are started with it). */
+  readonly secrets?: SecretPaths | undefined;
+};
 
 /** Whose view: confined to `root`, and run as `runAs` when that is another user than the daemon's. */
 export interface ViewOptions {
@@ -27,6 +30,7 @@ export class HostFiles implements FileProvider {
   readonly #workers: UserWorkers;
   readonly #workerViews = new Map<string, WorkerView>();
   readonly #options: HostFilesOptions;
+  readonly #secrets: DaemonSecrets | undefined;
 
   /**
    * @param workers - the workers of the users owners run as, when they are
@@ -34,6 +38,7 @@ export class HostFiles implements FileProvider {
    */
   constructor(options: HostFilesOptions = {}, workers: UserWorkers = new UserWorkers(options)) {
     this.#options = options;
+    this.#secrets = options.secrets === undefined ? undefined : new DaemonSecrets(options.secrets);
     this.#workers = workers;
   }
 
@@ -51,7 +56,7 @@ export class HostFiles implements FileProvider {
     const key = options.root ?? '';
     let view = this.#views.get(key);
     if (view === undefined) {
-      view = new WorldFiles({ ...this.#options, root: options.root, locks: this.#locks });
+      view = new WorldFiles({ ...this.#options, root: options.root, locks: this.#locks, secrets: this.#secrets });
       this.#views.set(key, view);
     }
     return view;
@@ -63,7 +68,7 @@ export class HostFiles implements FileProvider {
     const key = options.root ?? '';
     let transfer = this.#transfers.get(key);
     if (transfer === undefined) {
-      const guard = new PathGuard(options.root);
+      const guard = new PathGuard(options.root, this.#secrets);
       transfer = new WorldTransfer(guard, guard.root, this.#locks);
       this.#transfers.set(key, transfer);
     }

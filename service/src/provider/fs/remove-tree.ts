@@ -13,7 +13,8 @@
  * removing an entry never follow it either.
  * @module
  */
-import { closeSync, constants, openSync, readdirSync, rmdirSync, rmSync, unlinkSync } from 'node:fs';
+import { constants } from 'node:fs';
+import { open, readdir, rm, rmdir, unlink } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { errnoOf } from './fs-error.ts';
 
@@ -29,24 +30,24 @@ export type Leftovers = { readonly path: string; readonly reason: string }[];
  * link. Where there is no `/proc` (not Linux) it removes by name, which only
  * the daemon's own directories are given to there.
  */
-export function removeTree(path: string): Leftovers {
+export async function removeTree(path: string): Promise<Leftovers> {
   if (!PROC_FD) {
-    rmSync(path, { recursive: true, force: true });
+    await rm(path, { recursive: true, force: true });
     return [];
   }
-  let parent: number;
+  let parent;
   try {
-    parent = openSync(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY);
+    parent = await open(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY);
   } catch (error) {
     if (errnoOf(error) === 'ENOENT') return [];
     return [{ path, reason: errnoOf(error) ?? (error as Error).message }];
   }
   try {
     const leftovers: Leftovers = [];
-    removeEntry(`/proc/self/fd/${parent}`, basename(path), path, 0, leftovers);
+    await removeEntry(`/proc/self/fd/${parent.fd}`, basename(path), path, 0, leftovers);
     return leftovers;
   } finally {
-    closeSync(parent);
+    await parent.close();
   }
 }
 
@@ -55,22 +56,22 @@ export function removeTree(path: string): Leftovers {
  * holds, never following a link; the directory itself stays.
  * @param shown - the directory's path, for the leftovers.
  */
-export function emptyDirectory(via: string, shown: string): Leftovers {
+export async function emptyDirectory(via: string, shown: string): Promise<Leftovers> {
   const leftovers: Leftovers = [];
-  emptyInto(via, shown, 0, leftovers);
+  await emptyInto(via, shown, 0, leftovers);
   return leftovers;
 }
 
-function removeEntry(parentVia: string, name: string, shown: string, depth: number, leftovers: Leftovers): void {
+async function removeEntry(parentVia: string, name: string, shown: string, depth: number, leftovers: Leftovers): Promise<void> {
   const at = `${parentVia}/${name}`;
-  let fd: number;
+  let directory;
   try {
-    fd = openSync(at, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+    directory = await open(at, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
   } catch (error) {
     const errno = errnoOf(error);
     if (errno === 'ENOENT') return;
     // Not a directory (a file, a device), or a link (ELOOP): the entry itself goes.
-    if (errno === 'ENOTDIR' || errno === 'ELOOP') unlinkEntry(at, shown, leftovers);
+    if (errno === 'ENOTDIR' || errno === 'ELOOP') await unlinkEntry(at, shown, leftovers);
     else leftovers.push({ path: shown, reason: errno ?? (error as Error).message });
     return;
   }
@@ -79,32 +80,32 @@ function removeEntry(parentVia: string, name: string, shown: string, depth: numb
       leftovers.push({ path: shown, reason: `deeper than ${MAX_DEPTH} directories` });
       return;
     }
-    emptyInto(`/proc/self/fd/${fd}`, shown, depth, leftovers);
+    await emptyInto(`/proc/self/fd/${directory.fd}`, shown, depth, leftovers);
   } finally {
-    closeSync(fd);
+    await directory.close();
   }
   try {
     // A link swapped in for the directory meanwhile is no directory: rmdir refuses it and follows nothing.
-    rmdirSync(at);
+    await rmdir(at);
   } catch (error) {
     if (errnoOf(error) !== 'ENOENT') leftovers.push({ path: shown, reason: errnoOf(error) ?? (error as Error).message });
   }
 }
 
-function emptyInto(via: string, shown: string, depth: number, leftovers: Leftovers): void {
+async function emptyInto(via: string, shown: string, depth: number, leftovers: Leftovers): Promise<void> {
   let names: string[];
   try {
-    names = readdirSync(via);
+    names = await readdir(via);
   } catch (error) {
     leftovers.push({ path: shown, reason: errnoOf(error) ?? (error as Error).message });
     return;
   }
-  for (const name of names) removeEntry(via, name, `${shown}/${name}`, depth + 1, leftovers);
+  for (const name of names) await removeEntry(via, name, `${shown}/${name}`, depth + 1, leftovers);
 }
 
-function unlinkEntry(at: string, shown: string, leftovers: Leftovers): void {
+async function unlinkEntry(at: string, shown: string, leftovers: Leftovers): Promise<void> {
   try {
-    unlinkSync(at);
+    await unlink(at);
   } catch (error) {
     const errno = errnoOf(error);
     // EISDIR: a directory swapped in after the open said otherwise; it is left, not followed.

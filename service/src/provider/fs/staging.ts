@@ -68,7 +68,7 @@ export async function place(content: string, destination: string, replace: boole
  */
 export async function removeStage(stage: Stage, directory: Anchor): Promise<void> {
   try {
-    emptyDirectory(stage.anchor.via, stage.anchor.real);
+    await emptyDirectory(stage.anchor.via, stage.anchor.real);
     const held = await stage.anchor.stat();
     const there = await lstat(directory.child(stage.name), { bigint: true }).catch(() => undefined);
     if (there !== undefined && there.dev === held.dev && there.ino === held.ino) await rmdir(directory.child(stage.name)).catch(() => undefined);

@@ -6,8 +6,8 @@
  * primitives, so an owner confined to a root stays in it.
  * @module
  */
-import { createReadStream } from 'node:fs';
-import { lstat, mkdir, open, readdir, rename, rm, rmdir, stat, symlink, unlink } from 'node:fs/promises';
+import { createReadStream, Stats } from 'node:fs';
+import { lstat, mkdir, open, readdir, rename, rmdir, stat, symlink, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -18,6 +18,7 @@ import { withAnchor, type Anchor, type PathGuard } from './anchor.ts';
 import { absolutePath, isAbsence, versionOf } from './facts.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { clientModeBits, hashOf, StagedUpload } from './staged-upload.ts';
+import { removeTree } from './remove-tree.ts';
 import { makeStage } from './staging.ts';
 import type { MutationLocks } from './world-files.ts';
 
@@ -107,14 +108,19 @@ export class WorldTransfer implements OwnerTransfer {
     }
     try {
       const entry = parent.child(basename(displayPath));
-      const info = await lstat(entry).catch((error: unknown) => {
+      const info = await lstat(entry, { bigint: true }).catch((error: unknown) => {
         if (isAbsence(error)) return undefined;
         throw error;
       });
       if (info === undefined) return { removed: false };
+      this.#checkNotSecret(join(parent.real, basename(displayPath)), info, displayPath);
       if (!info.isDirectory()) await unlink(entry);
-      else if (options.recursive) await rm(entry, { recursive: true });
-      else {
+      else if (options.recursive) {
+        // Following no link: the tree may be another user's, who can swap a directory for a link while it goes.
+        const leftovers = await removeTree(entry);
+        if (leftovers.length > 0)
+          throw new FsFailure('FS_IO_ERROR', `cannot ${doing}: ${leftovers.length} entries stay, the first ${leftovers[0]!.path} (${leftovers[0]!.reason})`);
+      } else {
         try {
           await rmdir(entry);
         } catch (error) {
@@ -143,7 +149,7 @@ export class WorldTransfer implements OwnerTransfer {
         withAnchor(this.#guard.take(dirname(destination), destination, { directory: true }), async (destinationParent) => {
           const here = sourceParent.child(basename(source));
           const there = destinationParent.child(basename(destination));
-          await lstat(here);
+          this.#checkNotSecret(join(sourceParent.real, basename(source)), await lstat(here, { bigint: true }), source);
           if (options.overwrite) await rename(here, there);
           else {
             const outcome = renameNoReplace(here, there);
@@ -264,12 +270,22 @@ export class WorldTransfer implements OwnerTransfer {
       out.end(Buffer.alloc(1024));
       return out;
     }
-    const packed = tar.create({ cwd: anchor.via, portable: true, follow: false }, names) as unknown as Readable;
+    // The daemon's own files are left out, by their paths and (a hard link to one) by what they are.
+    const packed = tar.create(
+      { cwd: anchor.via, portable: true, follow: false, filter: (entry, info) => !this.#guard.hides(join(anchor.real, entry), info instanceof Stats ? info : undefined) },
+      names,
+    ) as unknown as Readable;
     // The directory stays held until its last byte is read (or the reader went away).
     pipeline(packed, out, signal === undefined ? {} : { signal })
       .catch((error: unknown) => out.destroy(error instanceof Error ? error : new Error(String(error))))
       .finally(() => void anchor.release());
     return out;
+  }
+
+  /** Refuses to remove or move an entry that is, or holds, one of the daemon's secrets (by path, or a file by identity). */
+  #checkNotSecret(real: string, info: { dev: bigint; ino: bigint }, displayPath: string): void {
+    this.#guard.checkTree(real, displayPath);
+    this.#guard.checkIdentity(info, displayPath);
   }
 
   /**
@@ -300,8 +316,13 @@ export class WorldTransfer implements OwnerTransfer {
           withAnchor(this.#guard.take(join(anchor.via, dirname(path)), displayPath, { directory: true }), (parent) =>
             symlink(target, parent.child(basename(path))),
           ),
-        signal,
-        clientModeBits(),
+        {
+          signal,
+          modeBits: clientModeBits(),
+          // The daemon's own files are neither written nor linked to, whatever the archive names.
+          refuse: (entry, linkpath) =>
+            [entry, linkpath].some((each) => each !== undefined && this.#guard.hides(join(anchor.real, each))) ? "the daemon's own: no owner reaches it" : undefined,
+        },
       );
       return { path: anchor.real, ...unpacked };
     } catch (error) {

@@ -41,7 +41,7 @@ import type {
   FsWriteOutcome,
 } from '@execworld/sdk/fs';
 import { TextStreamDecoder } from '@execworld/sdk/fs';
-import { PathGuard, type Anchor } from './anchor.ts';
+import { type Anchor, type DaemonSecrets, PathGuard } from './anchor.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { absolutePath, isAbsence, kindOf, versionOf } from './facts.ts';
 import { makeStage, place, removeStage } from './staging.ts';
@@ -60,6 +60,8 @@ export interface WorldFilesOptions {
   readonly maxListEntries?: number;
   /** Shared by every view of one daemon, so writers of one file through different owners take turns. */
   readonly locks?: MutationLocks;
+  /** The daemon's own files, which this view never reaches. */
+  readonly secrets?: DaemonSecrets | undefined;
 }
 
 /** FIFO turns per target key. */
@@ -103,7 +105,7 @@ export class WorldFiles implements FsProvider {
   readonly #locks: MutationLocks;
 
   constructor(options: WorldFilesOptions = {}) {
-    this.#guard = new PathGuard(options.root);
+    this.#guard = new PathGuard(options.root, options.secrets);
     this.#cwd = options.cwd ?? this.#guard.root;
     this.#diffBasisMaxBytes = options.diffBasisMaxBytes ?? 10 * 1024 * 1024;
     this.#maxTextBytes = options.maxTextBytes ?? Number.POSITIVE_INFINITY;
