@@ -2,7 +2,7 @@
  * A daemon that dies without cleaning up (SIGKILL) leaves its sessions
  * running; the next daemon on the same state directory ends them at start.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -57,4 +57,46 @@ describe('restart after a daemon was SIGKILLed', () => {
       await waitFor('the left sessions to end', () => markerPids(marker).length === 0, 20_000);
     });
   }
+});
+
+describe('upload stages a SIGKILLed daemon left', () => {
+  it('are removed by the next daemon, and only where their names still lead to them', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-restart-'));
+    const place = mkdtempSync(join(tmpdir(), 'execworld-stages-'));
+    const first = await startDaemon(['--state-dir', stateDir]);
+    daemons.push(first);
+    /** An upload into `directory` with a few bytes sent, left open. */
+    const begin = async (directory: string): Promise<void> => {
+      mkdirSync(directory, { recursive: true });
+      const upload = await call(first, 'POST', '/v1/files/uploads', { path: join(directory, 'file.bin') });
+      const put = await fetch(`${first.url}/v1/files/uploads/${upload.id}?offset=0`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${first.token}`, 'content-type': 'application/octet-stream' },
+        body: 'partial bytes',
+      });
+      expect(put.status).toBe(200);
+    };
+    await begin(join(place, 'kept-name'));
+    await begin(join(place, 'swapped'));
+    const stageIn = (directory: string): string[] => readdirSync(directory).filter((name) => name.startsWith('.execworld-upload-'));
+    expect(stageIn(join(place, 'kept-name'))).toHaveLength(1);
+    process.kill(first.pid, 'SIGKILL');
+    await waitFor('the daemon to die', () => !pidAlive(first.pid));
+    // Where the daemon could not clean up, somebody moved one stage away and put a link to other files at its name.
+    const swapped = join(place, 'swapped', stageIn(join(place, 'swapped'))[0]!);
+    renameSync(swapped, join(place, 'moved-stage'));
+    const victim = join(place, 'victim');
+    mkdirSync(victim);
+    writeFileSync(join(victim, 'content'), 'not the stage');
+    symlinkSync(victim, swapped);
+
+    const second = await startDaemon(['--state-dir', stateDir]);
+    daemons.push(second);
+    expect(stageIn(join(place, 'kept-name'))).toEqual([]);
+    expect(readdirSync(victim)).toEqual(['content']);
+    expect(stageIn(join(place, 'swapped'))).toHaveLength(1);
+    expect(readdirSync(join(place, 'moved-stage'))).toEqual(['content']);
+    // Its records were read once: nothing of the first daemon is left for a third.
+    expect(readdirSync(join(stateDir, 'stages'))).toEqual([]);
+  });
 });

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { HostFiles, type HostFilesOptions } from '../provider/fs/host-files.ts';
+import { StageRecords } from '../provider/fs/stage-records.ts';
 import { UserWorkers } from '../provider/fs/worker-files.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { CgroupContainment } from '../provider/containment/cgroup.ts';
@@ -72,6 +73,7 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   // One worker per OS user owners run as, serving both their files and the checks their spawns make as them.
   const users = new UserWorkers(hostFilesOptions(config));
   const spill = spillDirectory(config);
+  const stages = new StageRecords(join(stateDir, 'stages'));
   const runtime = new LocalRuntime({
     users,
     // Read once: children start from the allowlisted part of the daemon's environment as it started.
@@ -111,10 +113,12 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   };
   const recover = async (): Promise<void> => {
     await endLeftSessions();
-    // Only now: a dead daemon's programs no longer run to change what the sweep removes.
+    // Only now: a dead daemon's programs no longer run to change what the sweeps remove.
     await sweepSpill(spill, log);
+    const { removed, left } = await stages.sweep(processExists);
+    if (removed.length > 0 || left.length > 0) log.info({ removed, left }, 'removed the upload stages a previous daemon left');
   };
-  return { runtime, files: new HostFiles(hostFilesOptions(config), users), recover, close: () => journal?.close() };
+  return { runtime, files: new HostFiles(hostFilesOptions(config), users, stages), recover, close: () => journal?.close() };
 }
 
 /**

@@ -104,7 +104,7 @@ const METHODS: Record<string, (...args: any[]) => unknown> = {
   unpack: (root: string | undefined, path: string, options: never) => sink((input) => transfer(root).unpack(path, options, input)),
   stageUpload: async (root: string | undefined, path: string, options: never) => {
     const stage = await transfer(root).stageUpload(path, options);
-    return { id: keep(stages, stage), path: stage.path };
+    return { id: keep(stages, stage), path: stage.path, identity: stage.identity };
   },
   stageOffset: (id: number) => held(stages, id).offset(),
   stageAppend: (id: number, offset: number) => sink((input) => held(stages, id).append(offset, input, undefined)),

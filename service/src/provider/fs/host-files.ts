@@ -9,6 +9,7 @@
 import type { FileProvider, OwnerFiles, OwnerTransfer } from '../api.ts';
 import { DaemonSecrets, PathGuard, type SecretPaths } from './anchor.ts';
 import { WorldTransfer } from './transfer.ts';
+import { recordingStages, type StageRecords } from './stage-records.ts';
 import { UserWorkers, WorkerTransfer, WorkerView, type WorkerUser } from './worker-files.ts';
 import { MutationLocks, WorldFiles, type WorldFilesOptions } from './world-files.ts';
 
@@ -26,18 +27,22 @@ export interface ViewOptions {
 export class HostFiles implements FileProvider {
   readonly #locks = new MutationLocks();
   readonly #views = new Map<string, WorldFiles>();
-  readonly #transfers = new Map<string, WorldTransfer>();
+  readonly #transfers = new Map<string, OwnerTransfer>();
   readonly #workers: UserWorkers;
   readonly #workerViews = new Map<string, WorkerView>();
   readonly #options: HostFilesOptions;
   readonly #secrets: DaemonSecrets | undefined;
+  readonly #records: StageRecords | undefined;
 
   /**
    * @param workers - the workers of the users owners run as, when they are
    *   shared with the provider; made here (with `options`) otherwise.
+   * @param records - where the daemon records upload stages, so that a later
+   *   start removes those a killed daemon left.
    */
-  constructor(options: HostFilesOptions = {}, workers: UserWorkers = new UserWorkers(options)) {
+  constructor(options: HostFilesOptions = {}, workers: UserWorkers = new UserWorkers(options), records?: StageRecords) {
     this.#options = options;
+    this.#records = records;
     this.#secrets = options.secrets === undefined ? undefined : new DaemonSecrets(options.secrets);
     this.#workers = workers;
   }
@@ -64,12 +69,15 @@ export class HostFiles implements FileProvider {
 
   transfer(options: ViewOptions = {}): OwnerTransfer {
     const worker = this.#workers.of(options.runAs);
-    if (worker !== undefined) return new WorkerTransfer(worker, options.root);
-    const key = options.root ?? '';
+    const key = worker === undefined ? (options.root ?? '') : `${worker.user.uid}:${worker.user.gid}:${options.root ?? ''}`;
     let transfer = this.#transfers.get(key);
     if (transfer === undefined) {
-      const guard = new PathGuard(options.root, this.#secrets);
-      transfer = new WorldTransfer(guard, guard.root, this.#locks);
+      if (worker !== undefined) transfer = new WorkerTransfer(worker, options.root);
+      else {
+        const guard = new PathGuard(options.root, this.#secrets);
+        transfer = new WorldTransfer(guard, guard.root, this.#locks);
+      }
+      if (this.#records !== undefined) transfer = recordingStages(transfer, this.#records);
       this.#transfers.set(key, transfer);
     }
     return transfer;

@@ -15,6 +15,7 @@ import type { Anchor } from './anchor.ts';
 import { isAbsence, versionOf } from './facts.ts';
 import { FsFailure, fromSystemError } from './fs-error.ts';
 import type { FileDigest, UploadStage } from './transfer.ts';
+import type { StageIdentity } from './stage-records.ts';
 import { place, removeStage, type Stage } from './staging.ts';
 import type { MutationLocks } from './world-files.ts';
 
@@ -33,6 +34,7 @@ const STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
 export class StagedUpload implements UploadStage {
   /** The target's absolute path, as asked for. */
   readonly path: string;
+  readonly identity: StageIdentity;
   readonly #directory: Anchor;
   readonly #name: string;
   readonly #stage: Stage;
@@ -50,8 +52,18 @@ export class StagedUpload implements UploadStage {
   /** The flush to disk of what earlier appends wrote, started as each ended, so that completing waits for little. */
   #flushing: Promise<void> = Promise.resolve();
 
-  constructor(options: { path: string; directory: Anchor; name: string; stage: Stage; overwrite: boolean; mode: number | undefined; locks: MutationLocks }) {
+  constructor(options: {
+    path: string;
+    identity: StageIdentity;
+    directory: Anchor;
+    name: string;
+    stage: Stage;
+    overwrite: boolean;
+    mode: number | undefined;
+    locks: MutationLocks;
+  }) {
     this.path = options.path;
+    this.identity = options.identity;
     this.#directory = options.directory;
     this.#name = options.name;
     this.#stage = options.stage;

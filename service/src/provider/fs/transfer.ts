@@ -19,6 +19,7 @@ import { absolutePath, isAbsence, versionOf } from './facts.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { clientModeBits, hashOf, StagedUpload } from './staged-upload.ts';
 import { removeTree } from './remove-tree.ts';
+import type { StageIdentity } from './stage-records.ts';
 import { makeStage } from './staging.ts';
 import type { MutationLocks } from './world-files.ts';
 
@@ -32,6 +33,8 @@ export type Unpacked = ArchiveResult & { readonly path: string };
 export interface UploadStage {
   /** The target's absolute path, as asked for. */
   readonly path: string;
+  /** Where its bytes wait (a directory beside the target), for the record that lets a later daemon remove it. */
+  readonly identity: StageIdentity;
   offset(): Promise<number>;
   append(offset: number, body: Readable, signal: AbortSignal | undefined): Promise<number>;
   complete(expected: { size?: number | undefined; sha256?: string | undefined }): Promise<FileDigest>;
@@ -222,9 +225,11 @@ export class WorldTransfer implements OwnerTransfer {
       });
       if (there !== undefined && !there.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
       if (there !== undefined && !options.overwrite) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
-      const stage = await makeStage(directory, '.execworld-upload-');
-      await stage.handle.close();
+      const { handle, ...stage } = await makeStage(directory, '.execworld-upload-');
+      await handle.close();
+      const held = await stage.anchor.stat();
       return new StagedUpload({
+        identity: { directory: directory.real, name: stage.name, dev: String(held.dev), ino: String(held.ino) },
         path: displayPath,
         directory,
         name: basename(displayPath),

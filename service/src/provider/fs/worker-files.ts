@@ -23,6 +23,7 @@ import type { OwnerFiles } from '../api.ts';
 import { isWithin } from './anchor.ts';
 import { checkAborted, FsFailure, type TransferErrorCode } from './fs-error.ts';
 import type { FileDigest, OwnerTransfer, Unpacked, UploadStage } from './transfer.ts';
+import type { StageIdentity } from './stage-records.ts';
 import type { OpenContent } from './world-files.ts';
 import type { WorkerReply, WorkerRequest } from './worker-protocol.ts';
 
@@ -314,9 +315,10 @@ export class WorkerTransfer implements OwnerTransfer {
 
   async stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<UploadStage> {
     const worker = this.#worker;
-    const staged = await worker.call<{ id: number; path: string }>('stageUpload', this.#root, path, options);
+    const staged = await worker.call<{ id: number; path: string; identity: StageIdentity }>('stageUpload', this.#root, path, options);
     return {
       path: staged.path,
+      identity: staged.identity,
       offset: () => worker.call('stageOffset', staged.id),
       append: async (offset, body) => {
         const sink = await worker.call<number>('stageAppend', staged.id, offset);

@@ -1,0 +1,167 @@
+/**
+ * What an upload leaves on disk until it completes: its stage, beside its
+ * target, anywhere in the world. A daemon that is killed cannot discard it,
+ * so each stage is recorded in the state directory while it exists
+ * (`stages/<daemon pid>-<stage name>.json`: its directory's real path, its
+ * name, and the directory's device and inode), and a daemon that starts
+ * removes the stages of dead daemons' records.
+ *
+ * The stage's directory may be another user's by then, who may have moved
+ * the stage away and put anything, a link included, at its name. So a stage
+ * is removed only when what its name leads to is the very directory recorded
+ * (device and inode, opened without following a link), and it is emptied
+ * through its descriptor, following no link (see remove-tree.ts).
+ * @module
+ */
+import { constants, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { lstat, open, rmdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { errnoOf } from './fs-error.ts';
+import { emptyDirectory } from './remove-tree.ts';
+import type { OwnerTransfer, UploadStage } from './transfer.ts';
+
+/** Linux's O_PATH (the same value on x86-64 and arm64); Node does not export it. */
+const O_PATH = 0o10000000;
+const PROC_FD = process.platform === 'linux';
+
+/** A stage as it was made: where, and which directory it is. */
+export interface StageIdentity {
+  /** The real path of the directory the stage is in (the target's). */
+  readonly directory: string;
+  /** The stage's name in it. */
+  readonly name: string;
+  readonly dev: string;
+  readonly ino: string;
+}
+
+export class StageRecords {
+  readonly #directory: string;
+
+  /** @param directory - where records are kept (`<state>/stages`), made 0700 when missing. */
+  constructor(directory: string) {
+    this.#directory = directory;
+  }
+
+  /** Records a stage until {@link forget}; nothing is recorded where it could not be removed safely (no /proc). */
+  record(stage: StageIdentity): void {
+    if (!PROC_FD) return;
+    mkdirSync(this.#directory, { recursive: true, mode: 0o700 });
+    writeFileSync(this.#fileOf(stage), JSON.stringify(stage), { mode: 0o600 });
+  }
+
+  forget(stage: StageIdentity): void {
+    if (!PROC_FD) return;
+    rmSync(this.#fileOf(stage), { force: true });
+  }
+
+  /**
+   * Removes the stages recorded by daemons that no longer run, and their
+   * records; answers the stages removed, and those left with why.
+   */
+  async sweep(isAlive: (pid: number) => boolean): Promise<{ removed: string[]; left: { stage: string; reason: string }[] }> {
+    const report = { removed: [] as string[], left: [] as { stage: string; reason: string }[] };
+    let names: string[];
+    try {
+      names = readdirSync(this.#directory);
+    } catch (_error) {
+      return report;
+    }
+    for (const name of names) {
+      const pid = /^(\d+)-.+\.json$/.exec(name)?.[1];
+      if (pid === undefined || isAlive(Number(pid))) continue;
+      const file = join(this.#directory, name);
+      const stage = parseRecord(readFileSync(file, 'utf8'));
+      if (stage !== undefined) {
+        const shown = join(stage.directory, stage.name);
+        const reason = await removeRecordedStage(stage);
+        if (reason === undefined) report.removed.push(shown);
+        else report.left.push({ stage: shown, reason });
+      }
+      rmSync(file, { force: true });
+    }
+    return report;
+  }
+
+  #fileOf(stage: StageIdentity): string {
+    return join(this.#directory, `${process.pid}-${stage.name}.json`);
+  }
+}
+
+function parseRecord(text: string): StageIdentity | undefined {
+  try {
+    const value = JSON.parse(text) as Partial<StageIdentity>;
+    const fields = [value.directory, value.name, value.dev, value.ino];
+    if (!fields.every((field) => typeof field === 'string' && field !== '')) return undefined;
+    // A name is one entry: nothing of the record may lead elsewhere.
+    if (value.name!.includes('/') || value.name === '.' || value.name === '..') return undefined;
+    return value as StageIdentity;
+  } catch (_error) {
+    return undefined;
+  }
+}
+
+/** Removes the recorded stage if its name still leads to it; answers why not otherwise (undefined: removed, or already gone). */
+async function removeRecordedStage(stage: StageIdentity): Promise<string | undefined> {
+  let parent;
+  try {
+    parent = await open(stage.directory, constants.O_RDONLY | constants.O_DIRECTORY);
+  } catch (error) {
+    return errnoOf(error) === 'ENOENT' ? undefined : (errnoOf(error) ?? (error as Error).message);
+  }
+  try {
+    const at = `/proc/self/fd/${parent.fd}/${stage.name}`;
+    let held;
+    try {
+      held = await open(at, O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+    } catch (error) {
+      return errnoOf(error) === 'ENOENT' ? undefined : 'something else is at its name';
+    }
+    try {
+      const info = await held.stat({ bigint: true });
+      if (String(info.dev) !== stage.dev || String(info.ino) !== stage.ino) return 'something else is at its name';
+      const leftovers = await emptyDirectory(`/proc/self/fd/${held.fd}`, join(stage.directory, stage.name));
+      if (leftovers.length > 0) return `${leftovers[0]!.path}: ${leftovers[0]!.reason}`;
+      const there = await lstat(at, { bigint: true });
+      if (there.dev === info.dev && there.ino === info.ino) await rmdir(at);
+      return undefined;
+    } finally {
+      await held.close();
+    }
+  } catch (error) {
+    return errnoOf(error) ?? (error as Error).message;
+  } finally {
+    await parent.close();
+  }
+}
+
+/** `transfer`, with each upload's stage recorded in `records` from its start until it is published or discarded. */
+export function recordingStages(transfer: OwnerTransfer, records: StageRecords): OwnerTransfer {
+  return {
+    mkdir: (path, options, signal) => transfer.mkdir(path, options, signal),
+    remove: (path, options, signal) => transfer.remove(path, options, signal),
+    rename: (from, to, options, signal) => transfer.rename(from, to, options, signal),
+    digest: (path, options, signal) => transfer.digest(path, options, signal),
+    pack: (path, options, signal) => transfer.pack(path, options, signal),
+    unpack: (path, options, body, signal) => transfer.unpack(path, options, body, signal),
+    async stageUpload(path, options): Promise<UploadStage> {
+      const stage = await transfer.stageUpload(path, options);
+      records.record(stage.identity);
+      return {
+        path: stage.path,
+        identity: stage.identity,
+        offset: () => stage.offset(),
+        append: (offset, body, signal) => stage.append(offset, body, signal),
+        async complete(expected) {
+          const digest = await stage.complete(expected);
+          // Published: nothing of it is left to remove.
+          records.forget(stage.identity);
+          return digest;
+        },
+        async discard() {
+          await stage.discard();
+          records.forget(stage.identity);
+        },
+      };
+    },
+  };
+}
