@@ -2,7 +2,9 @@
  * The daemon's own behaviour: processes end to end, limits, retention of exit
  * facts, heartbeats, idempotent retries, and TLS.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request as httpsRequest } from 'node:https';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
@@ -108,6 +110,20 @@ describe('processes over REST', () => {
     expect(missing.status).toBe(422);
     expect(missing.body.error.code).toBe('EXECUTABLE_NOT_FOUND');
     expect((await daemon.request('POST', '/v1/executables/resolve', { body: { command: './relative' } })).status).toBe(400);
+  });
+
+  it("says nothing of the daemon's own working directory: a relative PATH entry is taken from /", async () => {
+    const own = mkdtempSync(join(tmpdir(), 'ew-daemon-cwd-'));
+    writeFileSync(join(own, 'only-in-daemon-cwd'), '#!/bin/sh\n', { mode: 0o755 });
+    const before = process.cwd();
+    process.chdir(own);
+    try {
+      const answer = await daemon.request('POST', '/v1/executables/resolve', { body: { command: 'only-in-daemon-cwd', env: { PATH: '.:' } } });
+      expect(answer.status).toBe(422);
+      expect(answer.body.error.code).toBe('EXECUTABLE_NOT_FOUND');
+    } finally {
+      process.chdir(before);
+    }
   });
 });
 

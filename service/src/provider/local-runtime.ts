@@ -61,6 +61,13 @@ export interface LocalRuntimeOptions {
    */
   readonly journal?: SessionRecorder;
   /**
+   * The directory a relative PATH entry of `resolveExecutable` is taken from.
+   * The daemon's is `/`: a lookup there says nothing of the daemon's own
+   * working directory (a worker of another user looks from `/` too).
+   * @default this process's working directory, as a local lookup would be
+   */
+  readonly lookupCwd?: string;
+  /**
    * The workers of the users programs run as (see `runAs`), which answer as
    * those users what a spawn would find; shared with the daemon's files.
    * @default workers of this runtime's own, started when first needed
@@ -148,7 +155,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
    */
   async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, runAs?: RunAs): Promise<string> {
     const worker = runAs === undefined ? undefined : this.#workerOf(runAs);
-    if (worker === undefined) return resolveExecutable(command, this.#environmentFor(env, runAs), this.#platform, signal);
+    if (worker === undefined) return resolveExecutable(command, this.#environmentFor(env, runAs), this.#platform, signal, this.#options.lookupCwd);
     const answer = await worker.call<{ path: string } | { failure: WorkerFailure }>('resolveExecutable', command, this.#environmentFor(env, runAs));
     signal?.throwIfAborted();
     if ('failure' in answer) throw providerFailure(answer.failure);

@@ -34,11 +34,13 @@ export async function resolveExecutable(
   env: Readonly<Record<string, string>>,
   platform: Pick<Platform, 'executableCandidates'>,
   signal?: AbortSignal,
+  /** Where a relative PATH entry is taken from. @default this process's working directory */
+  cwd?: string,
 ): Promise<string> {
   if (typeof command !== 'string' || command.length === 0) throw new ProviderError('INVALID_ARGUMENT', 'executable must be non-empty');
   if (command.includes('\0')) throw new ProviderError('INVALID_ARGUMENT', 'executable must not contain a NUL character');
   signal?.throwIfAborted();
-  const candidates = platform.executableCandidates(command, env);
+  const candidates = platform.executableCandidates(command, env, cwd);
   for (const candidate of candidates) {
     signal?.throwIfAborted();
     const found = await isExecutableFile(candidate);

@@ -76,6 +76,8 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   const stages = new StageRecords(join(stateDir, 'stages'));
   const runtime = new LocalRuntime({
     users,
+    // A lookup of the daemon's says nothing of its own working directory.
+    lookupCwd: '/',
     // Read once: children start from the allowlisted part of the daemon's environment as it started.
     ambientEnv: allowedEnvironment(process.env, config.passEnv),
     inputBacklogBytes: config.inputBacklogBytes,

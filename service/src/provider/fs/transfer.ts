@@ -277,7 +277,12 @@ export class WorldTransfer implements OwnerTransfer {
     }
     // The daemon's own files are left out, by their paths and (a hard link to one) by what they are.
     const packed = tar.create(
-      { cwd: anchor.via, portable: true, follow: false, filter: (entry, info) => !this.#guard.hides(join(anchor.real, entry), info instanceof Stats ? info : undefined) },
+      {
+        cwd: anchor.via,
+        portable: true,
+        follow: false,
+        filter: (entry, info) => !this.#guard.hides(join(anchor.real, entry), info instanceof Stats ? info : undefined),
+      },
       names,
     ) as unknown as Readable;
     // The directory stays held until its last byte is read (or the reader went away).
@@ -326,7 +331,9 @@ export class WorldTransfer implements OwnerTransfer {
           modeBits: clientModeBits(),
           // The daemon's own files are neither written nor linked to, whatever the archive names.
           refuse: (entry, linkpath) =>
-            [entry, linkpath].some((each) => each !== undefined && this.#guard.hides(join(anchor.real, each))) ? "the daemon's own: no owner reaches it" : undefined,
+            [entry, linkpath].some((each) => each !== undefined && this.#guard.hides(join(anchor.real, each)))
+              ? "the daemon's own: no owner reaches it"
+              : undefined,
         },
       );
       return { path: anchor.real, ...unpacked };
