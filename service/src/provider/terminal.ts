@@ -55,6 +55,9 @@ export { TERMINAL_SIGNALS };
 
 export { MAX_TERMINAL_SIZE };
 
+/** How long a signal sent as a terminal starts waits for its child to take the terminal, which it does before it execs. */
+const FIRST_FOREGROUND_WAIT_MS = 5000;
+
 /** Output buffered for a slow reader before the terminal is paused. */
 const OUTPUT_HIGH_WATER_BYTES = 64 * 1024;
 /** Input accepted for a program that does not read it, by default, before writes are refused. */
@@ -100,6 +103,8 @@ export class LocalTerminal implements HostTerminal {
   readonly #members: SessionMembers;
   readonly #cell: SessionCell | undefined;
   #exited = false;
+  /** A foreground group was seen: the child took the terminal. */
+  #hadForeground = false;
   #resolveDone!: (outcome: SubprocessOutcome) => void;
   readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
@@ -191,22 +196,38 @@ export class LocalTerminal implements HostTerminal {
     return promised(() => this.#foreground());
   }
 
-  signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
-    return promised(() => {
-      if (!(TERMINAL_SIGNALS as readonly string[]).includes(signal)) {
-        throw new ProviderError('INVALID_ARGUMENT', `signal must be one of ${TERMINAL_SIGNALS.join(', ')}, got ${String(signal)}`);
-      }
-      // Only the group is needed: no process-table scan and no input-wait probe on the way to the signal.
+  async signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
+    if (!(TERMINAL_SIGNALS as readonly string[]).includes(signal)) {
+      throw new ProviderError('INVALID_ARGUMENT', `signal must be one of ${TERMINAL_SIGNALS.join(', ')}, got ${String(signal)}`);
+    }
+    // Only the group is needed: no process-table scan and no input-wait probe on the way to the signal.
+    const pgid = this.#exited ? undefined : (this.#inspector.foregroundGroup(this.pid) ?? (await this.#firstForeground()));
+    if (pgid === undefined) {
+      throw new ProviderError('NO_FOREGROUND_GROUP', "cannot resolve the terminal's foreground process group");
+    }
+    this.#hadForeground = true;
+    if (signal === 'SIGKILL' && pgid === this.pid) {
+      throw new ProviderError('SIGNAL_REFUSED', "refusing SIGKILL to the terminal's own shell group; terminate the terminal session instead");
+    }
+    this.#inspector.signalGroup(pgid, signal);
+    return pgid;
+  }
+
+  /**
+   * The foreground group of a terminal that has had none yet: right after
+   * the fork, the child has not yet made its session and taken the terminal
+   * (it does so before it execs), so a signal sent at once waits for that,
+   * up to {@link FIRST_FOREGROUND_WAIT_MS}. A terminal that had a foreground
+   * group and has none now (its program gave the terminal up) is not waited for.
+   */
+  async #firstForeground(): Promise<number | undefined> {
+    const deadline = Date.now() + FIRST_FOREGROUND_WAIT_MS;
+    while (!this.#hadForeground && !this.#exited && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 1));
       const pgid = this.#exited ? undefined : this.#inspector.foregroundGroup(this.pid);
-      if (pgid === undefined) {
-        throw new ProviderError('NO_FOREGROUND_GROUP', "cannot resolve the terminal's foreground process group");
-      }
-      if (signal === 'SIGKILL' && pgid === this.pid) {
-        throw new ProviderError('SIGNAL_REFUSED', "refusing SIGKILL to the terminal's own shell group; terminate the terminal session instead");
-      }
-      this.#inspector.signalGroup(pgid, signal);
-      return pgid;
-    });
+      if (pgid !== undefined) return pgid;
+    }
+    return undefined;
   }
 
   terminate(): Promise<void> {
