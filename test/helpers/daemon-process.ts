@@ -32,6 +32,8 @@ export interface DaemonProcess {
   peakRssKiB(): number;
   /** CPU seconds the daemon used so far. */
   cpuSeconds(): number;
+  /** The start of the daemon's log (its first 64 KiB), JSON lines. */
+  log(): string;
   /**
    * SIGTERM to the daemon itself, or with `via: 'launcher'` to the command
    * that started it (tini, as `docker stop` does); resolves with the
@@ -84,6 +86,7 @@ export async function serveFrom(argv: readonly string[], options: { cwd?: string
       const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       return (Number(fields[11]) + Number(fields[12])) / 100;
     },
+    log: () => logs,
     // The daemon itself is signalled: a launcher such as npx runs it under a shell that does not pass SIGTERM on.
     stop: async (stopOptions = {}) => {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;

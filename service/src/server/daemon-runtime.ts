@@ -14,7 +14,7 @@ import { HostFiles } from '../provider/fs/host-files.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { CgroupContainment } from '../provider/containment/cgroup.ts';
 import { selectContainment } from '../provider/containment/index.ts';
-import { recoverSessions, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
+import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
 import { LinuxInspector } from '../provider/inspect/linux.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { allowedEnvironment } from './child-env.ts';
@@ -50,8 +50,9 @@ function spillDirectory(config: Config, log: Logger): string {
  * and recorded in the state directory, so that the next
  * daemon ends them if this one dies without doing so. `recover` ends what
  * daemons that died left, and must run before the first session starts.
+ * `sessionUids` are the uids of the users the token file maps owners to.
  */
-export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: boolean): DaemonRuntime {
+export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: boolean, sessionUids: readonly number[] = []): DaemonRuntime {
   const stateDir = config.stateDir ?? defaultStateDir();
   const selection = selectContainment(config.containment, { subreaperFallback: true, claimOrphans: ownsHostProcess });
   const containment = selection.containment;
@@ -84,12 +85,21 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
       );
       return;
     }
-    const report = await recoverSessions(journalDirectory, { self });
+    const report = await recoverSessions(journalDirectory, { self, ...recoveryScope(containment, sessionUids) });
+    for (const refusal of report.refused) log.warn(refusal, 'a session record was not acted on');
     const swept = containment instanceof CgroupContainment ? await containment.sweepStale() : [];
     if (report.journals.length > 0 || swept.length > 0)
-      log.warn({ ...report, cgroups: [...report.cgroups, ...swept] }, 'ended the sessions of daemons that died without ending them');
-    journal = new SessionJournal(journalDirectory, self);
-    if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+      log.warn(
+        { journals: report.journals, cgroups: [...report.cgroups, ...swept], killed: report.killed },
+        'ended the sessions of daemons that died without ending them',
+      );
+    const untrusted = journalDirectoryProblem(journalDirectory);
+    if (untrusted !== undefined) {
+      log.warn({ directory: journalDirectory, reason: untrusted }, 'sessions are not recorded for a later start: the journal directory may not be trusted');
+    } else {
+      journal = new SessionJournal(journalDirectory, self);
+      if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+    }
     log.info(
       {
         containment: containment.mode,
