@@ -15,6 +15,7 @@ import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { CgroupContainment } from '../provider/containment/cgroup.ts';
 import { selectContainment } from '../provider/containment/index.ts';
 import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
+import { startSessionWatcher, type SessionWatcher } from '../provider/containment/session-watcher.ts';
 import { LinuxInspector } from '../provider/inspect/linux.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { allowedEnvironment } from './child-env.ts';
@@ -60,6 +61,7 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   const self = process.platform === 'linux' ? new LinuxInspector().identity(process.pid) : undefined;
   // Made only after the recovery: a dead daemon's record must be read before anything is written.
   let journal: SessionJournal | undefined;
+  let watcher: SessionWatcher | undefined;
   const recorder: SessionRecorder = {
     setCgroup: (directory) => journal?.setCgroup(directory),
     record: (key, members) => journal?.record(key, members),
@@ -85,7 +87,8 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
       );
       return;
     }
-    const report = await recoverSessions(journalDirectory, { self, ...recoveryScope(containment, sessionUids) });
+    const scope = recoveryScope(containment, sessionUids);
+    const report = await recoverSessions(journalDirectory, { self, ...scope });
     for (const refusal of report.refused) log.warn(refusal, 'a session record was not acted on');
     const swept = containment instanceof CgroupContainment ? await containment.sweepStale() : [];
     if (report.journals.length > 0 || swept.length > 0)
@@ -99,17 +102,26 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     } else {
       journal = new SessionJournal(journalDirectory, self);
       if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+      // Ends the sessions moments after this daemon dies, by any means; the next start stays the backstop.
+      watcher = startSessionWatcher(journalDirectory, self, scope, containment, (why) =>
+        log.warn({ why }, 'no session watcher: only a later start will end what this daemon leaves if it dies'),
+      );
     }
     log.info(
       {
         containment: containment.mode,
         ...(containment instanceof CgroupContainment ? { cgroup: containment.directory } : {}),
+        ...(watcher === undefined ? {} : { watcher: watcher.pid }),
         ...(selection.cgroupUnavailable === undefined ? {} : { cgroupUnavailable: selection.cgroupUnavailable }),
       },
       `sessions are contained: ${containment.mode}`,
     );
   };
-  return { runtime, files: hostFiles(config), recover, close: () => journal?.close() };
+  const close = (): void => {
+    journal?.close();
+    watcher?.close();
+  };
+  return { runtime, files: hostFiles(config), recover, close };
 }
 
 /** The files of this host, with the bounds of the daemon's configuration. */

@@ -252,6 +252,8 @@ export interface RecoveryOptions extends RecoveryScope {
   readonly inspector?: ProcessInspector;
   /** This process, whose own journal is left alone. */
   readonly self?: ProcessIdentity;
+  /** Only the record of this daemon is handled (the session watcher's). */
+  readonly only?: ProcessIdentity;
   /** Test hook: the real uid of a process. @default read from /proc/<pid>/status */
   readonly uidOf?: (pid: number) => number | undefined;
 }
@@ -312,6 +314,8 @@ export async function recoverSessions(directory: string, options: RecoveryOption
       return report;
     }
     const inspector = options.inspector ?? new LinuxInspector();
+    const only = options.only;
+    if (only !== undefined) names = names.filter((name) => name === journalName(only));
     for (const name of names) await recoverOne(directory, held, name, inspector, options, report);
   } finally {
     closeSync(held.fd);
