@@ -32,6 +32,10 @@ export interface DaemonProcess {
   peakRssKiB(): number;
   /** CPU seconds the daemon used so far. */
   cpuSeconds(): number;
+  /** The start of the daemon's log (its first 64 KiB), JSON lines. */
+  log(): string;
+  /** The pid of the daemon's session watcher, from its log; undefined when it has none. */
+  watcherPid(): number | undefined;
   /**
    * SIGTERM to the daemon itself, or with `via: 'launcher'` to the command
    * that started it (tini, as `docker stop` does); resolves with the
@@ -83,6 +87,11 @@ export async function serveFrom(argv: readonly string[], options: { cwd?: string
     cpuSeconds: () => {
       const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       return (Number(fields[11]) + Number(fields[12])) / 100;
+    },
+    log: () => logs,
+    watcherPid: () => {
+      const match = /"watcher":(\d+)/.exec(logs);
+      return match === null ? undefined : Number(match[1]);
     },
     // The daemon itself is signalled: a launcher such as npx runs it under a shell that does not pass SIGTERM on.
     stop: async (stopOptions = {}) => {

@@ -43,3 +43,18 @@ export function runAs(user: RunAs, script: string, cwd = '/tmp'): ChildProcess {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }
+
+/** The users of one test file: `make()` adds one, and every one is removed (with its home) after the file. */
+export function osUsers(afterAll: (cleanup: () => void) => void): { make(): RunAs } {
+  const made: ReturnType<typeof makeUser>[] = [];
+  afterAll(() => {
+    for (const user of made.splice(0)) user.remove();
+  });
+  return {
+    make() {
+      const user = makeUser();
+      made.push(user);
+      return user;
+    },
+  };
+}

@@ -6,13 +6,14 @@
  * consumer against the packed declarations.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveFrom, type DaemonProcess } from '../helpers/daemon-process.ts';
-import { pidAlive } from '../helpers/wait.ts';
+import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
+import { pidAlive, waitFor } from '../helpers/wait.ts';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '../..');
@@ -104,7 +105,16 @@ describe('the packed tarballs', () => {
     const service = await manifestOf(packed[1]!.tarball);
     expect(service.bin).toEqual({ execworld: './bin/execworld.js' });
     const files = await listing(packed[1]!.tarball);
-    expect(files).toEqual(expect.arrayContaining(['package/bin/execworld.js', 'package/bin/entry.js', 'package/bin/file-worker.js', 'package/dist/cli.js']));
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'package/bin/execworld.js',
+        'package/bin/entry.js',
+        'package/bin/file-worker.js',
+        'package/bin/session-watcher.js',
+        'package/dist/cli.js',
+        'package/dist/provider/containment/session-watcher.js',
+      ]),
+    );
     // The browser view: its script built, not its TypeScript or the bundler.
     expect(files.filter((file) => file.startsWith('package/ui/')).sort()).toEqual(['package/ui/index.html', 'package/ui/page.css', 'package/ui/page.js']);
   });
@@ -179,6 +189,34 @@ try {
     await daemon.stop();
     daemon = undefined;
     expect(pidAlive(pid)).toBe(false);
+  }, 120_000);
+
+  it('ends the sessions of an installed daemon that is SIGKILLed, through its session watcher (built, with no TypeScript loader)', async () => {
+    const env = { PATH: process.env.PATH, HOME: project, XDG_CONFIG_HOME: join(project, 'config'), XDG_STATE_HOME: join(project, 'state') };
+    daemon = await serveFrom(['npx', '--no-install', 'execworld', 'serve', '--port', '0'], { cwd: project, env });
+    const marker = uniqueSleepMarker();
+    try {
+      const response = await fetch(`${daemon.url}/v1/processes`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          argv: ['/bin/sh', '-c', `sleep ${marker}`],
+          cwd: '/',
+          stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+          graceMs: 1000,
+        }),
+      });
+      expect(response.status).toBe(201);
+      await waitFor('the sleep', () => markerPids(marker).length === 1);
+      const pid = daemon.pid;
+      process.kill(pid, 'SIGKILL');
+      daemon = undefined;
+      await waitFor('the sleep to end', () => markerPids(marker).length === 0, 30_000);
+      // The watcher, not a later start, ended it: it removed the dead daemon's record.
+      await waitFor('the record to be removed', () => readdirSync(join(project, 'state/execworld/sessions')).length === 0, 30_000);
+    } finally {
+      killMarked(marker);
+    }
   }, 120_000);
 
   it('type-checks a consumer against the packed declarations', async () => {

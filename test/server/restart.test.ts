@@ -1,6 +1,7 @@
 /**
- * A daemon that dies without cleaning up (SIGKILL) leaves its sessions
- * running; the next daemon on the same state directory ends them at start.
+ * A daemon that dies without cleaning up (SIGKILL) together with its session
+ * watcher leaves its sessions running; the next daemon on the same state
+ * directory ends them at start.
  */
 import { mkdirSync, mkdtempSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,7 +29,7 @@ async function call(daemon: DaemonProcess, method: string, path: string, body?: 
   return parsed;
 }
 
-describe('restart after a daemon was SIGKILLed', () => {
+describe('restart after a daemon and its watcher were SIGKILLed', () => {
   for (const mode of ['auto', 'subreaper'] as const) {
     it(`ends the sessions the dead daemon left (containment ${mode})`, async () => {
       const marker = uniqueSleepMarker();
@@ -48,6 +49,10 @@ describe('restart after a daemon was SIGKILLed', () => {
       await waitFor('three sleeps', () => markerPids(marker).length === 3);
       // The daemon has seen the whole tree, the escapee included, once it says the tree still runs.
       expect(await call(first, 'POST', `/v1/processes/${tree.id}/wait`, { timeoutMs: 300 })).toEqual({ treeExited: false });
+      // Its watcher dies first, so that only the next start can end what the daemon leaves.
+      const watcher = first.watcherPid()!;
+      process.kill(watcher, 'SIGKILL');
+      await waitFor('the watcher to die', () => !pidAlive(watcher));
       process.kill(first.pid, 'SIGKILL');
       await waitFor('the daemon to die', () => !pidAlive(first.pid));
       expect(markerPids(marker)).toHaveLength(3);

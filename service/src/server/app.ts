@@ -141,7 +141,7 @@ export function buildApp(options: AppOptions): Daemon {
     ...(https === null ? { http: server } : { https }),
   }) as unknown as FastifyInstance;
 
-  const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess === true) : undefined;
+  const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess === true, tokens.uids) : undefined;
   const runtime = options.runtime ?? own!.runtime;
   const metrics = new DaemonMetrics();
   const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, (owner) => tokens.runAsOf(owner));

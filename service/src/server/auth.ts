@@ -65,6 +65,11 @@ export class TokenTable {
     return Object.fromEntries([...this.#users].map(([owner, user]) => [owner, user.name]));
   }
 
+  /** The uids of the OS users owners run as, beside the daemon's own: a session could have run as any of them. */
+  get uids(): number[] {
+    return [...new Set([...this.#users.values()].map((user) => user.uid))];
+  }
+
   get owners(): string[] {
     return [...new Set(this.#entries.map((entry) => entry.identity.owner))];
   }

@@ -16,7 +16,8 @@ import { UserWorkers } from '../provider/fs/worker-files.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { CgroupContainment } from '../provider/containment/cgroup.ts';
 import { selectContainment } from '../provider/containment/index.ts';
-import { recoverSessions, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
+import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
+import { startSessionWatcher, type SessionWatcher } from '../provider/containment/session-watcher.ts';
 import { LinuxInspector } from '../provider/inspect/linux.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { allowedEnvironment } from './child-env.ts';
@@ -57,8 +58,9 @@ async function sweepSpill(directory: string, log: Logger): Promise<void> {
  * and recorded in the state directory, so that the next
  * daemon ends them if this one dies without doing so. `recover` ends what
  * daemons that died left, and must run before the first session starts.
+ * `sessionUids` are the uids of the users the token file maps owners to.
  */
-export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: boolean): DaemonRuntime {
+export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: boolean, sessionUids: readonly number[] = []): DaemonRuntime {
   const stateDir = config.stateDir ?? defaultStateDir();
   const selection = selectContainment(config.containment, { subreaperFallback: true, claimOrphans: ownsHostProcess });
   const containment = selection.containment;
@@ -66,6 +68,7 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   const self = process.platform === 'linux' ? new LinuxInspector().identity(process.pid) : undefined;
   // Made only after the recovery: a dead daemon's record must be read before anything is written.
   let journal: SessionJournal | undefined;
+  let watcher: SessionWatcher | undefined;
   const recorder: SessionRecorder = {
     setCgroup: (directory) => journal?.setCgroup(directory),
     record: (key, members) => journal?.record(key, members),
@@ -98,16 +101,31 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
       );
       return;
     }
-    const report = await recoverSessions(journalDirectory, { self });
+    const scope = recoveryScope(containment, sessionUids);
+    const report = await recoverSessions(journalDirectory, { self, ...scope });
+    for (const refusal of report.refused) log.warn(refusal, 'a session record was not acted on');
     const swept = containment instanceof CgroupContainment ? await containment.sweepStale() : [];
     if (report.journals.length > 0 || swept.length > 0)
-      log.warn({ ...report, cgroups: [...report.cgroups, ...swept] }, 'ended the sessions of daemons that died without ending them');
-    journal = new SessionJournal(journalDirectory, self);
-    if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+      log.warn(
+        { journals: report.journals, cgroups: [...report.cgroups, ...swept], killed: report.killed },
+        'ended the sessions of daemons that died without ending them',
+      );
+    const untrusted = journalDirectoryProblem(journalDirectory);
+    if (untrusted !== undefined) {
+      log.warn({ directory: journalDirectory, reason: untrusted }, 'sessions are not recorded for a later start: the journal directory may not be trusted');
+    } else {
+      journal = new SessionJournal(journalDirectory, self);
+      if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+      // Ends the sessions moments after this daemon dies, by any means; the next start stays the backstop.
+      watcher = startSessionWatcher(journalDirectory, self, scope, containment, (why) =>
+        log.warn({ why }, 'no session watcher: only a later start will end what this daemon leaves if it dies'),
+      );
+    }
     log.info(
       {
         containment: containment.mode,
         ...(containment instanceof CgroupContainment ? { cgroup: containment.directory } : {}),
+        ...(watcher === undefined ? {} : { watcher: watcher.pid }),
         ...(selection.cgroupUnavailable === undefined ? {} : { cgroupUnavailable: selection.cgroupUnavailable }),
       },
       `sessions are contained: ${containment.mode}`,
@@ -120,7 +138,11 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     const { removed, left } = await stages.sweep(processExists);
     if (removed.length > 0 || left.length > 0) log.info({ removed, left }, 'removed the upload stages a previous daemon left');
   };
-  return { runtime, files: new HostFiles(hostFilesOptions(config), users, stages), recover, close: () => journal?.close() };
+  const close = (): void => {
+    journal?.close();
+    watcher?.close();
+  };
+  return { runtime, files: new HostFiles(hostFilesOptions(config), users, stages), recover, close };
 }
 
 /**

@@ -42,7 +42,16 @@ export interface CgroupContainmentOptions {
   readonly name?: string;
 }
 
-const CELL_NAME = /^execworld-(\d+)$/;
+/** The name of the cgroup of session cgroups of the process `pid`: `execworld-<pid>`, beside that process. */
+export function daemonCgroupName(pid: number): string {
+  return `execworld-${pid}`;
+}
+
+/** The pid a cgroup named `name` was made for, when it is named as {@link daemonCgroupName} names them. */
+export function daemonCgroupPid(name: string): number | undefined {
+  const pid = /^execworld-(\d+)$/.exec(name)?.[1];
+  return pid === undefined ? undefined : Number(pid);
+}
 /** How long a start waits for a dead daemon's cgroup to empty after cgroup.kill. */
 const STALE_KILL_TIMEOUT_MS = 10_000;
 
@@ -67,7 +76,7 @@ export class CgroupContainment implements Containment {
     if (process.platform !== 'linux') throw new CgroupUnavailableError(`cgroups are Linux only, not ${process.platform}`);
     this.#pid = String(process.pid);
     this.origin = options.ownDirectory ?? locateOwnCgroup();
-    this.directory = join(this.origin, options.name ?? `execworld-${process.pid}`);
+    this.directory = join(this.origin, options.name ?? daemonCgroupName(process.pid));
     try {
       mkdirSync(this.directory, { mode: 0o755 });
     } catch (error) {
@@ -137,8 +146,8 @@ export class CgroupContainment implements Containment {
       return [];
     }
     const stale = names.filter((name) => {
-      const pid = CELL_NAME.exec(name)?.[1];
-      return pid !== undefined && pid !== this.#pid && !runs(Number(pid));
+      const pid = daemonCgroupPid(name);
+      return pid !== undefined && pid !== process.pid && !runs(pid);
     });
     const results = await Promise.all(
       stale.map(async (name) => ((await killAndRemoveCgroup(join(this.origin, name), STALE_KILL_TIMEOUT_MS)) ? [join(this.origin, name)] : [])),

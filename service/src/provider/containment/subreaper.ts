@@ -76,6 +76,8 @@ export class SubreaperContainment implements Containment, CellHost {
   readonly #cells = new Set<SubreaperCell>();
   /** Top-level processes of every cell, kept until they left the table: never reaped or claimed here. */
   readonly #roots = new Map<string, ProcessIdentity>();
+  /** Children of this process that are no session's (the session watcher): never claimed, killed or reaped here. */
+  readonly #spared = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
   #lastScan = 0;
   /** When this process became a subreaper, in ticks: an older child was not started by a session. */
@@ -109,6 +111,14 @@ export class SubreaperContainment implements Containment, CellHost {
   watchMembers(listener: MembersListener): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * A child of this process that is none of the sessions': it is never taken
+   * for an orphan of one, nor killed or reaped here (Node collects its exit).
+   */
+  spare(identity: ProcessIdentity): void {
+    this.#spared.add(identityKey(identity));
   }
 
   /** @internal */
@@ -159,7 +169,7 @@ export class SubreaperContainment implements Containment, CellHost {
     const self = process.pid;
     let reaped = false;
     for (const row of index.rows) {
-      if (row.alive || row.ppid !== self || this.#roots.has(identityKey(row.identity))) continue;
+      if (row.alive || row.ppid !== self || this.#roots.has(identityKey(row.identity)) || this.#spared.has(identityKey(row.identity))) continue;
       const ours = this.claimOrphans || [...this.#cells].some((cell) => cell.tracks(row.identity));
       if (ours && this.#reap(row.identity.pid)) reaped = true;
     }
@@ -169,7 +179,7 @@ export class SubreaperContainment implements Containment, CellHost {
   #claimOrphans(index: ProcessIndex): void {
     const self = process.pid;
     for (const row of index.rows) {
-      if (!row.alive || row.ppid !== self || this.#roots.has(identityKey(row.identity))) continue;
+      if (!row.alive || row.ppid !== self || this.#roots.has(identityKey(row.identity)) || this.#spared.has(identityKey(row.identity))) continue;
       if ([...this.#cells].some((cell) => cell.tracks(row.identity))) continue;
       // Children this process had before it was a subreaper (started by whatever exec'd it) are not sessions'.
       if (this.#sinceTicks !== undefined && row.startTicks !== undefined && row.startTicks < this.#sinceTicks) continue;
