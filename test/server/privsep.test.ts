@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type Daemon } from '../../service/src/server/app.ts';
 import { TokenTable } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts';
+import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { canMakeUsers, makeUser, runAs } from '../helpers/os-users.ts';
 import { isCi, requiredTool } from '../helpers/tools.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -352,5 +353,64 @@ describe.skipIf(!canMakeUsers && !isCi())('an owner mapped to an OS user, on a d
       expect(tar.includes(Buffer.from(MAL))).toBe(false);
       expect(readdirSync(scratch)).toContain('tokens');
     });
+  });
+});
+
+// Users are made as root; CI runs as root, so there a daemon that is not root fails these instead of skipping them.
+describe.skipIf(!canMakeUsers && !isCi())("a mapped owner's worker, on a daemon whose sessions are contained by the subreaper", () => {
+  const TOKEN = 'worker-owner-token-0123456789';
+  let user: ReturnType<typeof makeUser>;
+  let daemon: DaemonProcess | undefined;
+  beforeAll(() => {
+    user = makeUser();
+  });
+  afterAll(async () => {
+    await daemon?.stop();
+    user?.remove();
+  });
+
+  it('is none of the sessions: one that ran while it started ends, and the worker serves on', async () => {
+    const place = mkdtempSync(join(tmpdir(), 'ew-worker-'));
+    const tokenFile = join(place, 'tokens');
+    writeFileSync(tokenFile, `bob ${TOKEN} ${user.name}\n`, { mode: 0o600 });
+    const stateDir = join(place, 'state');
+    mkdirSync(stateDir, { mode: 0o711 });
+    daemon = await startDaemon(['--containment', 'subreaper', '--token-file', tokenFile, '--state-dir', stateDir]);
+    const call = async (method: string, path: string, body?: unknown): Promise<any> => {
+      const response = await fetch(`${daemon!.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return response.json();
+    };
+    const session = await call('POST', '/v1/processes', {
+      argv: ['/bin/sleep', '300'],
+      cwd: '/tmp',
+      stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+      graceMs: 1000,
+    });
+    // The owner's first file call starts its worker, while the session runs.
+    expect((await call('POST', '/v1/fs/stat', { path: '/tmp' })).info.type).toBe('directory');
+    const workerOf = (): number | undefined =>
+      readdirSync('/proc')
+        .filter((name) => /^\d+$/.test(name))
+        .map(Number)
+        .find((pid) => {
+          try {
+            return (
+              readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('file-worker') &&
+              readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1] === String(daemon!.pid)
+            );
+          } catch (_error) {
+            return false;
+          }
+        });
+    const worker = workerOf();
+    expect(worker).toEqual(expect.any(Number));
+    await call('POST', `/v1/processes/${session.id}/terminate`);
+    await call('POST', `/v1/processes/${session.id}/wait`, { timeoutMs: 30_000 });
+    expect((await call('POST', '/v1/fs/stat', { path: '/tmp' })).info.type).toBe('directory');
+    expect(workerOf()).toBe(worker);
   });
 });

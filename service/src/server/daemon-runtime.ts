@@ -74,7 +74,7 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     record: (key, members) => journal?.record(key, members),
   };
   // One worker per OS user owners run as, serving both their files and the checks their spawns make as them.
-  const users = new UserWorkers(hostFilesOptions(config));
+  const users = new UserWorkers(hostFilesOptions(config), (pid) => containment.helperStarted?.(pid));
   const spill = spillDirectory(config);
   const stages = new StageRecords(join(stateDir, 'stages'));
   const runtime = new LocalRuntime({

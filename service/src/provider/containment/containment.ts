@@ -49,6 +49,12 @@ export interface Containment {
   readonly mode: ContainmentMode;
   /** A new cell, or undefined in mode `none`. */
   create(sessionKey: string): SessionCell | undefined;
+  /**
+   * Tells the containment that the child `pid` was just started by the daemon
+   * for itself (a worker, the session watcher): none of the sessions', so never
+   * taken for one's orphan. Only the subreaper needs telling.
+   */
+  helperStarted?(pid: number): void;
 }
 
 /** The containment of mode `none`: no cells. */

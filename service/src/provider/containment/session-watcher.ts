@@ -46,7 +46,6 @@ import { closeInheritedDescriptorsOnExec } from '../libc.ts';
 import { LinuxInspector } from '../inspect/linux.ts';
 import type { Containment } from './containment.ts';
 import { recoverSessions, type RecoveryReport, type RecoveryScope } from './journal.ts';
-import { SubreaperContainment } from './subreaper.ts';
 
 const ENTRY = fileURLToPath(new URL('../../../bin/session-watcher.js', import.meta.url));
 /** The environment variable that carries the watcher's instructions. */
@@ -105,9 +104,7 @@ export function startSessionWatcher(
   });
   const pid = child.pid;
   if (pid === undefined) return undefined;
-  // Identified at once, before any scan of the subreaper can see it as an orphan to claim.
-  const identity = new LinuxInspector().identity(pid);
-  if (identity !== undefined && containment instanceof SubreaperContainment) containment.spare(identity);
+  containment.helperStarted?.(pid);
   child.once('exit', (code, signal) => {
     if (!closed) onLost(`it exited (${signal ?? code})`);
     closed = true;

@@ -121,6 +121,12 @@ export class SubreaperContainment implements Containment, CellHost {
     this.#spared.add(identityKey(identity));
   }
 
+  /** Spares the child `pid`, identified at once: before any scan could see it as an orphan to claim. */
+  helperStarted(pid: number): void {
+    const identity = this.#inspector.identity(pid);
+    if (identity !== undefined) this.spare(identity);
+  }
+
   /** @internal */
   addRoot(cell: SubreaperCell, identity: ProcessIdentity): void {
     this.#roots.set(identityKey(identity), identity);

@@ -39,15 +39,18 @@ export interface WorkerUser {
 export class FileWorker {
   readonly user: WorkerUser;
   readonly #options: object;
+  readonly #started: ((pid: number) => void) | undefined;
   #child: ChildProcess | undefined;
   #ready: Promise<void> | undefined;
   readonly #pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   #nextId = 1;
   #closed = false;
 
-  constructor(user: WorkerUser, options: object) {
+  /** @param started - told the pid of each process started for the user (the daemon's containment must know it is none of the sessions'). */
+  constructor(user: WorkerUser, options: object, started?: (pid: number) => void) {
     this.user = user;
     this.#options = options;
+    this.#started = started;
   }
 
   /** Calls `method` in the worker; its failures come back as the FsFailure they were. */
@@ -83,6 +86,7 @@ export class FileWorker {
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', EXECWORLD_FILE_WORKER_OPTIONS: JSON.stringify(this.#options) },
     });
     this.#child = child;
+    if (child.pid !== undefined) this.#started?.(child.pid);
     child.on('message', (message: WorkerReply) => {
       const pending = this.#pending.get(message.id);
       if (pending === undefined) return;
@@ -144,11 +148,16 @@ export class FileWorker {
  */
 export class UserWorkers {
   readonly #options: object;
+  readonly #started: ((pid: number) => void) | undefined;
   readonly #workers = new Map<string, FileWorker>();
 
-  /** @param options - what every worker is started with (its HostFiles options). */
-  constructor(options: object = {}) {
+  /**
+   * @param options - what every worker is started with (its HostFiles options).
+   * @param started - told the pid of every worker process as it starts.
+   */
+  constructor(options: object = {}, started?: (pid: number) => void) {
     this.#options = options;
+    this.#started = started;
   }
 
   /** The worker of `user`; undefined when `user` is this process's own, which needs none. */
@@ -157,7 +166,7 @@ export class UserWorkers {
     const key = `${user.uid}:${user.gid}`;
     let worker = this.#workers.get(key);
     if (worker === undefined) {
-      worker = new FileWorker(user, this.#options);
+      worker = new FileWorker(user, this.#options, this.#started);
       this.#workers.set(key, worker);
     }
     return worker;
