@@ -206,7 +206,7 @@ const SETTINGS = {
     env: 'EXECWORLD_UPLOAD_IDLE_MS',
     schema: positiveInt(MAX_TIMER_DELAY_MS),
     default: 3_600_000,
-    help: 'an upload untouched this long is discarded with its bytes',
+    help: 'an upload its owner has not written to this long is discarded with its bytes (asking for its offset does not count)',
   },
   connectionBufferBytes: {
     flag: 'connection-buffer-bytes',
