@@ -9,7 +9,7 @@ export const ERROR_CATALOG = {
   INVALID_ARGUMENT: {
     status: 400,
     description:
-      'A request field is missing, of the wrong type or out of range (the message names it), or the request is not valid HTTP or not a valid WebSocket handshake.',
+      'A request field is missing, of the wrong type or out of range (the message names it), or the request is not valid HTTP or not a valid WebSocket handshake (an upgrade of any path but /v1/connect among them).',
   },
   UNAUTHORIZED: { status: 401, description: 'The bearer token is missing or wrong.' },
   FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade came from an origin that is not allowed.' },

@@ -203,6 +203,18 @@ export function buildApp(options: AppOptions): Daemon {
     return undefined;
   };
 
+  /**
+   * Why an upgrade to a route that is no WebSocket is refused. The WebSocket
+   * plugin passes every upgrade through the router and, for a route without a
+   * WebSocket handler, completes the handshake (101) only to close the socket:
+   * a client would take the REST path for a WebSocket. Only /v1/connect is one;
+   * an unknown path stays NOT_FOUND.
+   */
+  const upgradeRefusal = (request: FastifyRequest): ServiceError | undefined =>
+    request.ws && !request.is404
+      ? new ServiceError('INVALID_ARGUMENT', `${request.url.split('?')[0]} is not a WebSocket: the daemon's one WebSocket is GET ${CONNECT_PATH}`)
+      : undefined;
+
   // One JSON parser: an empty body is {}, anything unparsable is a clear 400.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
@@ -264,7 +276,7 @@ export function buildApp(options: AppOptions): Daemon {
         done(new ServiceError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header'));
         return;
       }
-      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : undefined);
+      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : upgradeRefusal(request));
       done(refusal);
     });
 
