@@ -36,7 +36,7 @@ const SETTINGS = {
     env: 'EXECWORLD_TOKEN_FILE',
     schema: z.string().min(1).optional(),
     default: undefined,
-    help: 'file holding the token, or lines of "<owner> <token> [<os user>]"; without it a token is generated into ~/.config/execworld/token',
+    help: 'file holding the token, or lines of "<owner> <token> [<os user>]" (each token on one line, 16 characters or more, not guessable); without it a token is generated into ~/.config/execworld/token',
   },
   stateDir: {
     flag: 'state-dir',
