@@ -3,7 +3,10 @@
  * calls and never reads, pipelined creates, connections, subscriptions, input
  * for a program that does not read, and a request body that never ends.
  */
-import { connect as netConnect } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect as netConnect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@execworld/sdk';
@@ -138,5 +141,115 @@ describe('a request body that never ends', () => {
     expect(answer.toLowerCase()).toContain('connection: close');
     await waitFor('the daemon to close the connection', () => ended);
     socket.destroy();
+  });
+});
+
+/** A request on a fresh connection whose body the test sends itself: what came back so far, and whether the daemon hung up. */
+async function rawRequest(url: string, head: string): Promise<{ socket: Socket; answer: () => string; closed: () => boolean }> {
+  const { port, hostname } = new URL(url);
+  const socket = netConnect(Number(port), hostname);
+  let answer = '';
+  let closed = false;
+  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+  socket.on('close', () => (closed = true));
+  // A reset after the answer (the daemon hangs up on bytes it did not read) is a hang-up too.
+  socket.on('error', () => (closed = true));
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write(head);
+  return { socket, answer: () => answer, closed: () => closed };
+}
+
+/** The JSON body of a raw HTTP answer. */
+const bodyOf = (answer: string): unknown => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as unknown;
+
+describe('an authenticated request body that never ends (--request-timeout-ms)', () => {
+  const TIMEOUT_MS = 1000;
+  let short: TestDaemon;
+  const scratch = mkdtempSync(join(tmpdir(), 'endless-body-'));
+  beforeAll(async () => {
+    short = await startDaemon({ requestTimeoutMs: TIMEOUT_MS });
+  });
+  afterAll(async () => {
+    await short.close();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('is cut on a JSON route with 408 CLIENT_TIMEOUT though it keeps trickling', async () => {
+    const request = await rawRequest(
+      short.url,
+      `POST /v1/processes HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\n`,
+    );
+    // A blank every 100 ms, far more often than the timeout: the whole body is what must arrive in time.
+    const trickle = setInterval(() => request.socket.write('1\r\n \r\n'), 100);
+    try {
+      await waitFor('the daemon to cut the request', request.closed, 20_000);
+    } finally {
+      clearInterval(trickle);
+      request.socket.destroy();
+    }
+    expect(request.answer()).toMatch(/^HTTP\/1\.1 408 /);
+    expect(bodyOf(request.answer())).toEqual({ error: { code: 'CLIENT_TIMEOUT', message: expect.stringContaining(`${TIMEOUT_MS} ms`) } });
+  });
+
+  it('is cut after its answer on a route that does not read it (a GET), closing the connection', async () => {
+    const request = await rawRequest(
+      short.url,
+      `GET /v1/terminals HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\ntransfer-encoding: chunked\r\n\r\n1\r\nx\r\n`,
+    );
+    const trickle = setInterval(() => request.socket.write('1\r\nx\r\n'), 100);
+    try {
+      await waitFor('the daemon to cut the request', request.closed, 20_000);
+    } finally {
+      clearInterval(trickle);
+      request.socket.destroy();
+    }
+    // Answered already: no second status line after it.
+    expect(request.answer()).toMatch(/^HTTP\/1\.1 200 /);
+    expect(request.answer()).not.toContain('HTTP/1.1 408');
+  });
+
+  it('is cut on an upload once no byte came for the timeout, keeping the bytes that did', async () => {
+    const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'stalled.bin') } });
+    const id = created.body.id as string;
+    const request = await rawRequest(
+      short.url,
+      `PUT /v1/files/uploads/${id}?offset=0 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\n` +
+        `content-type: application/octet-stream\r\ntransfer-encoding: chunked\r\n\r\n1000\r\n${'u'.repeat(4096)}\r\n`,
+    );
+    try {
+      // Then nothing more, and no end.
+      await waitFor('the daemon to cut the stalled upload', request.closed, 20_000);
+    } finally {
+      request.socket.destroy();
+    }
+    expect(request.answer()).toMatch(/^HTTP\/1\.1 408 /);
+    expect(bodyOf(request.answer())).toMatchObject({ error: { code: 'CLIENT_TIMEOUT' } });
+    // A cut keeps what arrived: the sender resumes from there.
+    expect(await short.request('GET', `/v1/files/uploads/${id}`)).toMatchObject({ status: 200, body: { offset: 4096 } });
+    await short.request('DELETE', `/v1/files/uploads/${id}`);
+  });
+
+  it('is not cut on an upload that goes on arriving, however long it takes in all', async () => {
+    const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'slow.bin') } });
+    const id = created.body.id as string;
+    const request = await rawRequest(
+      short.url,
+      `PUT /v1/files/uploads/${id}?offset=0 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\n` +
+        `content-type: application/octet-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n`,
+    );
+    // A kilobyte every 50 ms for several times the timeout: slow, never idle.
+    const started = Date.now();
+    let sent = 0;
+    while (Date.now() - started < 5 * TIMEOUT_MS && !request.closed()) {
+      request.socket.write(`400\r\n${'s'.repeat(1024)}\r\n`);
+      sent += 1024;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    request.socket.write('0\r\n\r\n');
+    await waitFor('the answer', request.closed, 20_000);
+    expect(request.answer()).toMatch(/^HTTP\/1\.1 200 /);
+    expect(bodyOf(request.answer())).toMatchObject({ id, offset: sent });
+    console.log(`an upload of ${sent} bytes over ${Date.now() - started} ms went through a ${TIMEOUT_MS} ms request timeout`);
+    await short.request('DELETE', `/v1/files/uploads/${id}`);
   });
 });

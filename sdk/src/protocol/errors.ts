@@ -62,7 +62,7 @@ export const ERROR_CATALOG = {
   CLIENT_TIMEOUT: {
     status: 408,
     description:
-      "The request's headers did not all arrive within Node's headers timeout (60 s), or the whole request not within the request timeout (--request-timeout-ms).",
+      "The request's headers did not all arrive within 60 s (or the request timeout, --request-timeout-ms, when shorter), or its body not within the request timeout: a body taken whole (JSON) in all, a streamed one (upload bytes, an archive to unpack) from one byte to the next.",
   },
   UPGRADE_REQUIRED: { status: 426, description: 'GET /v1/connect without a WebSocket upgrade.' },
   FS_NOT_FOUND: {

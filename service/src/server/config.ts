@@ -220,7 +220,7 @@ const SETTINGS = {
     env: 'EXECWORLD_REQUEST_TIMEOUT_MS',
     schema: positiveInt(MAX_TIMER_DELAY_MS),
     default: 120_000,
-    help: 'longest time a client may take to send one HTTP request, body included',
+    help: 'longest time a client may take over an HTTP request: its headers (60 s at most anyway), then a JSON body; a streamed body (upload bytes, an archive to unpack) may take longer but not pause this long between bytes',
   },
   orphanTimeoutMs: {
     flag: 'orphan-timeout-ms',
