@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@execworld/sdk';
-import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
+import { decodeDataFrame, WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
 import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -59,6 +59,84 @@ describe('a WebSocket client that sends calls and never reads', () => {
     socket.terminate();
     for (const terminal of terminals) await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);
   }, 90_000);
+});
+
+describe('one connection with many subscriptions of one busy stream', () => {
+  it("sends them no more unacknowledged output together than the connection's budget, and health answers through the flood", async () => {
+    const budget = 1024 * 1024;
+    const subscriptions = 200;
+    const flood = await startDaemon({ connectionBufferBytes: budget, ringBytes: budget, maxSubscriptionsPerOwner: 4096 });
+    const socket = new WebSocket(flood.wsUrl, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${ALICE}` } });
+    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    const answers = new Map<number, { t: string; result?: any }>();
+    /** Payload bytes received over all subscriptions, and where each subscription has got to. */
+    let received = 0;
+    const next = new Map<number, number>();
+    let acking = false;
+    socket.on('message', (raw: Buffer, isBinary: boolean) => {
+      if (!isBinary) {
+        const message = JSON.parse(raw.toString('utf8')) as { t: string; id?: number };
+        if (message.id !== undefined) answers.set(message.id, message);
+        return;
+      }
+      const frame = decodeDataFrame(raw);
+      received += frame.payload.length;
+      next.set(frame.sub, frame.offset + frame.payload.length);
+      if (acking) socket.send(JSON.stringify({ t: 'ack', sub: frame.sub, offset: frame.offset + frame.payload.length }));
+    });
+    const answered = async (id: number): Promise<{ t: string; result?: any }> => {
+      await waitFor(`the answer to message ${id}`, () => answers.has(id), 30_000);
+      return answers.get(id)!;
+    };
+    // A program that writes as fast as its readers let it.
+    const created = await flood.request('POST', '/v1/processes', {
+      body: { argv: ['/bin/cat', '/dev/zero'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 500 },
+    });
+    expect(created.status).toBe(201);
+    const target = { kind: 'process', id: created.body.id as string, stream: 'stdout' };
+    try {
+      for (let id = 1; id <= subscriptions; id += 1) socket.send(JSON.stringify({ t: 'subscribe', id, params: { target, from: 0 } }));
+      for (let id = 1; id <= subscriptions; id += 1) expect((await answered(id)).t).toBe('result');
+      // Nothing is acknowledged yet: each subscription alone could have a window (256 KiB) out, 200 of them 50 MiB.
+      await waitFor('the budget to be sent', () => received >= budget, 30_000);
+      // Whatever was sent before this call's answer has arrived before it.
+      socket.send(JSON.stringify({ t: 'call', id: subscriptions + 1, op: 'health.get', params: {} }));
+      expect((await answered(subscriptions + 1)).t).toBe('result');
+      console.log(`${subscriptions} subscriptions, nothing acknowledged: ${received} bytes sent (budget ${budget})`);
+      expect(received).toBeLessThanOrEqual(budget);
+
+      // Now every byte is acknowledged as it comes: the stream and every subscription run flat out.
+      acking = true;
+      for (const [sub, offset] of next) socket.send(JSON.stringify({ t: 'ack', sub, offset }));
+      const before = received;
+      const startedAt = new Map(next);
+      const samples: { ms: number; connections: number }[] = [];
+      for (let sample = 0; sample < 5; sample += 1) {
+        await waitFor('the flood to go on', () => received > before + (sample + 1) * 4 * budget, 30_000);
+        const started = performance.now();
+        const health = await fetch(`${flood.url}/v1/health`, { signal: AbortSignal.timeout(30_000) });
+        expect(health.status).toBe(200);
+        const metrics = await (
+          await fetch(`${flood.url}/metrics`, { headers: { authorization: `Bearer ${ALICE}` }, signal: AbortSignal.timeout(30_000) })
+        ).text();
+        const connections = Number(/^execworld_memory_bytes\{budget="connections"\} (\d+)/m.exec(metrics)?.[1]);
+        samples.push({ ms: Math.round(performance.now() - started), connections });
+      }
+      console.log(
+        `flood: ${received - before} bytes to ${subscriptions} subscriptions; health and metrics answered in ${samples.map((each) => each.ms).join(', ')} ms; ` +
+          `queued for connections ${samples.map((each) => each.connections).join(', ')} bytes; daemon RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MiB`,
+      );
+      // The socket queue holds at most its high-water mark and a frame more.
+      for (const sample of samples) expect(sample.connections).toBeLessThanOrEqual(budget + 64 * 1024 + 13);
+      // The budget is shared in turn: no subscription is starved by those that ack and send again at once.
+      const moved = (): number => [...next].filter(([sub, offset]) => offset > (startedAt.get(sub) ?? 0)).length;
+      await waitFor('every subscription to move on', () => moved() === subscriptions, 30_000);
+    } finally {
+      socket.terminate();
+      await flood.request('DELETE', `/v1/processes/${target.id}`);
+      await flood.close();
+    }
+  }, 120_000);
 });
 
 describe('per-owner bounds', () => {

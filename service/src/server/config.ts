@@ -213,7 +213,7 @@ const SETTINGS = {
     env: 'EXECWORLD_CONNECTION_BUFFER_BYTES',
     schema: positiveInt(1024 * MiB),
     default: 16 * MiB,
-    help: 'answers queued for a WebSocket client that does not read: past this its calls are not read; past 4 times this it is disconnected (1008)',
+    help: 'answers queued for a WebSocket client that does not read: past this its calls are not read; past 4 times this it is disconnected (1008); also the most output all subscriptions of one connection together may have sent unacknowledged',
   },
   requestTimeoutMs: {
     flag: 'request-timeout-ms',
