@@ -11,7 +11,9 @@
  * not act on them. An owner's OS user and root belong to the owner, not to one
  * token, so they are said on its write lines: a read line names neither (an
  * owner may have read lines only). Fields are separated by blanks; blank lines
- * and lines starting with `#` say nothing.
+ * and lines starting with `#` say nothing. A token is at least
+ * {@link MIN_TOKEN_LENGTH} characters and not guessable (see
+ * {@link unguessableCharacters}).
  * @module @execworld/sdk/token-file
  */
 import { readFileSync } from 'node:fs';
@@ -22,6 +24,47 @@ import { join } from 'node:path';
 export const DEFAULT_OWNER = 'default';
 /** The shortest token a token file may hold. */
 export const MIN_TOKEN_LENGTH = 16;
+/** The fewest characters of a token that {@link unguessableCharacters} counts; a token with fewer is refused as guessable. */
+export const MIN_UNGUESSABLE_CHARACTERS = 8;
+/** Only a token's first this many characters are judged for guessability, so the work is bounded whatever its length. */
+const GUESSABLE_SPAN = 256;
+/** A stretch this long or longer that repeats an earlier part of a token adds nothing to it. */
+const REPEATED_STRETCH = 3;
+
+/**
+ * How many of a token's characters could not be guessed from the ones before
+ * them. Not counted: a character that repeats the one before or steps on from
+ * it by one (`aaaa`, `1234`, `fedc`) or by the step before it (`aceg`), and a
+ * stretch of three or more that repeats an earlier part of the token (the
+ * second `abc` of `abcabc`). A token of many repeats, runs or copies of itself
+ * counts few, however long; random characters nearly all count (a random hex
+ * character about 3 times in 4, a base64 one more). Only the first 256
+ * characters are looked at, and counting stops at `enough`.
+ */
+export function unguessableCharacters(token: string, enough = Number.POSITIVE_INFINITY): number {
+  // Code points, not UTF-16 units: twice the span of units holds at least the span of code points.
+  const codes = Array.from(token.slice(0, 2 * GUESSABLE_SPAN), (character) => character.codePointAt(0)!).slice(0, GUESSABLE_SPAN);
+  let count = 0;
+  let index = 0;
+  while (index < codes.length && count < enough) {
+    let longest = 0;
+    for (let earlier = 0; earlier < index; earlier += 1) {
+      let length = 0;
+      // The copy may run into the stretch it copies (`aaaa` is `a` copied on), as in LZ77.
+      while (index + length < codes.length && codes[earlier + length] === codes[index + length]) length += 1;
+      longest = Math.max(longest, length);
+    }
+    if (longest >= REPEATED_STRETCH) {
+      index += longest;
+      continue;
+    }
+    const step = index > 0 ? codes[index]! - codes[index - 1]! : undefined;
+    const stepBefore = index > 1 ? codes[index - 1]! - codes[index - 2]! : undefined;
+    if (step === undefined || (Math.abs(step) > 1 && step !== stepBefore)) count += 1;
+    index += 1;
+  }
+  return count;
+}
 
 /** Where a local daemon's token lives when none is configured: $XDG_CONFIG_HOME/execworld/token, or ~/.config/execworld/token. */
 export function localTokenFile(env: NodeJS.ProcessEnv = process.env): string {
@@ -66,6 +109,14 @@ function tokenFileLine(fields: readonly string[], line: number): TokenFileLine {
   if (plain.length > 3 || (fields.length > 1 && fields[1]!.includes('='))) return { line, problem: usage };
   const [owner, token] = plain.length === 1 ? [DEFAULT_OWNER, plain[0]!] : [plain[0]!, plain[1]!];
   if (token.length < MIN_TOKEN_LENGTH) return { line, problem: `the token is shorter than ${MIN_TOKEN_LENGTH} characters` };
+  if (unguessableCharacters(token, MIN_UNGUESSABLE_CHARACTERS) < MIN_UNGUESSABLE_CHARACTERS) {
+    return {
+      line,
+      problem:
+        `the token is guessable: fewer than ${MIN_UNGUESSABLE_CHARACTERS} of its characters are more than a repeat, a run (1234, fedc) ` +
+        'or a copy of an earlier stretch; make one with openssl rand -hex 32',
+    };
+  }
   if (!/^[A-Za-z0-9._~-]{1,128}$/.test(owner)) return { line, problem: 'owner names use letters, digits and . _ ~ -' };
   const userName = plain[2];
   if (userName !== undefined && !/^[A-Za-z_][A-Za-z0-9._-]{0,31}\$?$/.test(userName)) return { line, problem: `${userName} is not a user name` };

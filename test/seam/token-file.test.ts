@@ -2,16 +2,18 @@
  * The token file has one path rule and one line grammar, read by both the
  * daemon (which loads its tokens) and the SDK (which finds a local daemon's).
  */
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { localToken, localTokenFile } from '@execworld/sdk';
 import { readLocalToken, tokenFileLines } from '@execworld/sdk/token-file';
-import { parseTokenFile } from '../../service/src/server/auth.ts';
-import { defaultTokenFile } from '../../service/src/server/config.ts';
+import { loadTokens, parseTokenFile } from '../../service/src/server/auth.ts';
+import { ConfigError, defaultTokenFile } from '../../service/src/server/config.ts';
+import { ALICE, ALICE_READER, BOB } from '../helpers/daemon.ts';
 
-const TOKEN = '0123456789abcdefXYZ';
+const TOKEN = 'q7Vd-2mKx9Lp4wRz';
 
 /** An XDG_CONFIG_HOME whose execworld/token holds `text`. */
 function configHome(text: string): NodeJS.ProcessEnv {
@@ -80,6 +82,59 @@ describe('the token file', () => {
       // A bare token has no owner for an option to qualify.
       { line: 8, problem: 'expected "<token>" or "<owner> <token> [<os user>] [root=<directory>] [access=read|write]"' },
     ]);
+  });
+
+  it('refuses a guessable token: repeats, runs and copies of itself, however long', () => {
+    const guessable = [
+      'aaaaaaaaaaaaaaaa',
+      '0123456789abcdef',
+      'fedcba9876543210fedcba',
+      '0123456789abcdefXYZ',
+      'abababababababab',
+      'AaAaAaAaAaAaAaAa',
+      'acegikmoqsuwy024',
+      'qwerqwerqwerqwerqwer',
+      'letmeinletmeinletmein',
+      'x'.repeat(10_000),
+    ];
+    for (const token of guessable) {
+      expect(tokenFileLines(`alice ${token}`), token).toEqual([{ line: 1, problem: expect.stringMatching(/^the token is guessable: fewer than 8 /) }]);
+    }
+    // The SDK is told why, as the daemon is.
+    const weak = configHome('0123456789abcdef\n');
+    expect(readLocalToken(weak)).toEqual({ missing: expect.stringContaining(`${localTokenFile(weak)} line 1 is not a token line: the token is guessable`) });
+    expect(() => parseTokenFile('alice aaaaaaaaaaaaaaaa\n', 'f')).toThrow(/^f line 1: the token is guessable/);
+  });
+
+  it("takes random tokens (the daemon's own, openssl rand -hex 16 and 32, -base64 24) and the tests' own", () => {
+    for (let round = 0; round < 500; round += 1) {
+      for (const token of [
+        randomBytes(32).toString('base64url'),
+        randomBytes(16).toString('hex'),
+        randomBytes(32).toString('hex'),
+        randomBytes(24).toString('base64'),
+      ]) {
+        expect(tokenFileLines(token), token).toEqual([{ line: 1, owner: 'default', token }]);
+      }
+    }
+    for (const token of [ALICE, BOB, ALICE_READER, TOKEN]) expect(tokenFileLines(`alice ${token}`), token).toEqual([{ line: 1, owner: 'alice', token }]);
+  });
+
+  it('refuses a token given on two lines, for one owner or two, naming both lines and not the token', () => {
+    for (const text of [`alice ${TOKEN}\nbob ${BOB}\n# x\nalice ${TOKEN} access=read\n`, `alice ${TOKEN}\nbob ${BOB}\n\nbob ${TOKEN}\n`]) {
+      let error: unknown;
+      try {
+        parseTokenFile(text, 'f');
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toBe('f lines 1 and 4 hold the same token; give each token one line');
+    }
+    // The daemon refuses such a file when it loads it.
+    const file = join(mkdtempSync(join(tmpdir(), 'execworld-duplicate-tokens-')), 'tokens');
+    writeFileSync(file, `alice ${ALICE}\nbob ${ALICE}\n`, { mode: 0o600 });
+    expect(() => loadTokens(file, file, () => undefined)).toThrow(`${file} lines 1 and 2 hold the same token`);
   });
 
   it('gives the SDK the token the daemon takes for its first line', () => {

@@ -3,11 +3,14 @@
  * calls and never reads, pipelined creates, connections, subscriptions, input
  * for a program that does not read, and a request body that never ends.
  */
-import { connect as netConnect } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect as netConnect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@execworld/sdk';
-import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
+import { decodeDataFrame, WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
 import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -56,6 +59,84 @@ describe('a WebSocket client that sends calls and never reads', () => {
     socket.terminate();
     for (const terminal of terminals) await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);
   }, 90_000);
+});
+
+describe('one connection with many subscriptions of one busy stream', () => {
+  it("sends them no more unacknowledged output together than the connection's budget, and health answers through the flood", async () => {
+    const budget = 1024 * 1024;
+    const subscriptions = 200;
+    const flood = await startDaemon({ connectionBufferBytes: budget, ringBytes: budget, maxSubscriptionsPerOwner: 4096 });
+    const socket = new WebSocket(flood.wsUrl, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${ALICE}` } });
+    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    const answers = new Map<number, { t: string; result?: any }>();
+    /** Payload bytes received over all subscriptions, and where each subscription has got to. */
+    let received = 0;
+    const next = new Map<number, number>();
+    let acking = false;
+    socket.on('message', (raw: Buffer, isBinary: boolean) => {
+      if (!isBinary) {
+        const message = JSON.parse(raw.toString('utf8')) as { t: string; id?: number };
+        if (message.id !== undefined) answers.set(message.id, message);
+        return;
+      }
+      const frame = decodeDataFrame(raw);
+      received += frame.payload.length;
+      next.set(frame.sub, frame.offset + frame.payload.length);
+      if (acking) socket.send(JSON.stringify({ t: 'ack', sub: frame.sub, offset: frame.offset + frame.payload.length }));
+    });
+    const answered = async (id: number): Promise<{ t: string; result?: any }> => {
+      await waitFor(`the answer to message ${id}`, () => answers.has(id), 30_000);
+      return answers.get(id)!;
+    };
+    // A program that writes as fast as its readers let it.
+    const created = await flood.request('POST', '/v1/processes', {
+      body: { argv: ['/bin/cat', '/dev/zero'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 500 },
+    });
+    expect(created.status).toBe(201);
+    const target = { kind: 'process', id: created.body.id as string, stream: 'stdout' };
+    try {
+      for (let id = 1; id <= subscriptions; id += 1) socket.send(JSON.stringify({ t: 'subscribe', id, params: { target, from: 0 } }));
+      for (let id = 1; id <= subscriptions; id += 1) expect((await answered(id)).t).toBe('result');
+      // Nothing is acknowledged yet: each subscription alone could have a window (256 KiB) out, 200 of them 50 MiB.
+      await waitFor('the budget to be sent', () => received >= budget, 30_000);
+      // Whatever was sent before this call's answer has arrived before it.
+      socket.send(JSON.stringify({ t: 'call', id: subscriptions + 1, op: 'health.get', params: {} }));
+      expect((await answered(subscriptions + 1)).t).toBe('result');
+      console.log(`${subscriptions} subscriptions, nothing acknowledged: ${received} bytes sent (budget ${budget})`);
+      expect(received).toBeLessThanOrEqual(budget);
+
+      // Now every byte is acknowledged as it comes: the stream and every subscription run flat out.
+      acking = true;
+      for (const [sub, offset] of next) socket.send(JSON.stringify({ t: 'ack', sub, offset }));
+      const before = received;
+      const startedAt = new Map(next);
+      const samples: { ms: number; connections: number }[] = [];
+      for (let sample = 0; sample < 5; sample += 1) {
+        await waitFor('the flood to go on', () => received > before + (sample + 1) * 4 * budget, 30_000);
+        const started = performance.now();
+        const health = await fetch(`${flood.url}/v1/health`, { signal: AbortSignal.timeout(30_000) });
+        expect(health.status).toBe(200);
+        const metrics = await (
+          await fetch(`${flood.url}/metrics`, { headers: { authorization: `Bearer ${ALICE}` }, signal: AbortSignal.timeout(30_000) })
+        ).text();
+        const connections = Number(/^execworld_memory_bytes\{budget="connections"\} (\d+)/m.exec(metrics)?.[1]);
+        samples.push({ ms: Math.round(performance.now() - started), connections });
+      }
+      console.log(
+        `flood: ${received - before} bytes to ${subscriptions} subscriptions; health and metrics answered in ${samples.map((each) => each.ms).join(', ')} ms; ` +
+          `queued for connections ${samples.map((each) => each.connections).join(', ')} bytes; daemon RSS ${Math.round(process.memoryUsage().rss / 2 ** 20)} MiB`,
+      );
+      // The socket queue holds at most its high-water mark and a frame more.
+      for (const sample of samples) expect(sample.connections).toBeLessThanOrEqual(budget + 64 * 1024 + 13);
+      // The budget is shared in turn: no subscription is starved by those that ack and send again at once.
+      const moved = (): number => [...next].filter(([sub, offset]) => offset > (startedAt.get(sub) ?? 0)).length;
+      await waitFor('every subscription to move on', () => moved() === subscriptions, 30_000);
+    } finally {
+      socket.terminate();
+      await flood.request('DELETE', `/v1/processes/${target.id}`);
+      await flood.close();
+    }
+  }, 120_000);
 });
 
 describe('per-owner bounds', () => {
@@ -138,5 +219,115 @@ describe('a request body that never ends', () => {
     expect(answer.toLowerCase()).toContain('connection: close');
     await waitFor('the daemon to close the connection', () => ended);
     socket.destroy();
+  });
+});
+
+/** A request on a fresh connection whose body the test sends itself: what came back so far, and whether the daemon hung up. */
+async function rawRequest(url: string, head: string): Promise<{ socket: Socket; answer: () => string; closed: () => boolean }> {
+  const { port, hostname } = new URL(url);
+  const socket = netConnect(Number(port), hostname);
+  let answer = '';
+  let closed = false;
+  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+  socket.on('close', () => (closed = true));
+  // A reset after the answer (the daemon hangs up on bytes it did not read) is a hang-up too.
+  socket.on('error', () => (closed = true));
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write(head);
+  return { socket, answer: () => answer, closed: () => closed };
+}
+
+/** The JSON body of a raw HTTP answer. */
+const bodyOf = (answer: string): unknown => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as unknown;
+
+describe('an authenticated request body that never ends (--request-timeout-ms)', () => {
+  const TIMEOUT_MS = 1000;
+  let short: TestDaemon;
+  const scratch = mkdtempSync(join(tmpdir(), 'endless-body-'));
+  beforeAll(async () => {
+    short = await startDaemon({ requestTimeoutMs: TIMEOUT_MS });
+  });
+  afterAll(async () => {
+    await short.close();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('is cut on a JSON route with 408 CLIENT_TIMEOUT though it keeps trickling', async () => {
+    const request = await rawRequest(
+      short.url,
+      `POST /v1/processes HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\n`,
+    );
+    // A blank every 100 ms, far more often than the timeout: the whole body is what must arrive in time.
+    const trickle = setInterval(() => request.socket.write('1\r\n \r\n'), 100);
+    try {
+      await waitFor('the daemon to cut the request', request.closed, 20_000);
+    } finally {
+      clearInterval(trickle);
+      request.socket.destroy();
+    }
+    expect(request.answer()).toMatch(/^HTTP\/1\.1 408 /);
+    expect(bodyOf(request.answer())).toEqual({ error: { code: 'CLIENT_TIMEOUT', message: expect.stringContaining(`${TIMEOUT_MS} ms`) } });
+  });
+
+  it('is cut after its answer on a route that does not read it (a GET), closing the connection', async () => {
+    const request = await rawRequest(
+      short.url,
+      `GET /v1/terminals HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\ntransfer-encoding: chunked\r\n\r\n1\r\nx\r\n`,
+    );
+    const trickle = setInterval(() => request.socket.write('1\r\nx\r\n'), 100);
+    try {
+      await waitFor('the daemon to cut the request', request.closed, 20_000);
+    } finally {
+      clearInterval(trickle);
+      request.socket.destroy();
+    }
+    // Answered already: no second status line after it.
+    expect(request.answer()).toMatch(/^HTTP\/1\.1 200 /);
+    expect(request.answer()).not.toContain('HTTP/1.1 408');
+  });
+
+  it('is cut on an upload once no byte came for the timeout, keeping the bytes that did', async () => {
+    const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'stalled.bin') } });
+    const id = created.body.id as string;
+    const request = await rawRequest(
+      short.url,
+      `PUT /v1/files/uploads/${id}?offset=0 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\n` +
+        `content-type: application/octet-stream\r\ntransfer-encoding: chunked\r\n\r\n1000\r\n${'u'.repeat(4096)}\r\n`,
+    );
+    try {
+      // Then nothing more, and no end.
+      await waitFor('the daemon to cut the stalled upload', request.closed, 20_000);
+    } finally {
+      request.socket.destroy();
+    }
+    expect(request.answer()).toMatch(/^HTTP\/1\.1 408 /);
+    expect(bodyOf(request.answer())).toMatchObject({ error: { code: 'CLIENT_TIMEOUT' } });
+    // A cut keeps what arrived: the sender resumes from there.
+    expect(await short.request('GET', `/v1/files/uploads/${id}`)).toMatchObject({ status: 200, body: { offset: 4096 } });
+    await short.request('DELETE', `/v1/files/uploads/${id}`);
+  });
+
+  it('is not cut on an upload that goes on arriving, however long it takes in all', async () => {
+    const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'slow.bin') } });
+    const id = created.body.id as string;
+    const request = await rawRequest(
+      short.url,
+      `PUT /v1/files/uploads/${id}?offset=0 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\n` +
+        `content-type: application/octet-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n`,
+    );
+    // A kilobyte every 50 ms for several times the timeout: slow, never idle.
+    const started = Date.now();
+    let sent = 0;
+    while (Date.now() - started < 5 * TIMEOUT_MS && !request.closed()) {
+      request.socket.write(`400\r\n${'s'.repeat(1024)}\r\n`);
+      sent += 1024;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    request.socket.write('0\r\n\r\n');
+    await waitFor('the answer', request.closed, 20_000);
+    expect(request.answer()).toMatch(/^HTTP\/1\.1 200 /);
+    expect(bodyOf(request.answer())).toMatchObject({ id, offset: sent });
+    console.log(`an upload of ${sent} bytes over ${Date.now() - started} ms went through a ${TIMEOUT_MS} ms request timeout`);
+    await short.request('DELETE', `/v1/files/uploads/${id}`);
   });
 });

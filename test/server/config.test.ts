@@ -55,10 +55,10 @@ describe('loadConfig', () => {
 
 describe('tokens', () => {
   it('reads a bare token or owner lines, and refuses short tokens and bad lines', () => {
-    expect(parseTokenFile('0123456789abcdefXYZ\n', 'f')).toEqual([{ owner: 'default', token: '0123456789abcdefXYZ' }]);
-    expect(parseTokenFile('# team\n\nalice 0123456789abcdef01\nbob   fedcba9876543210ff\n', 'f')).toEqual([
-      { owner: 'alice', token: '0123456789abcdef01' },
-      { owner: 'bob', token: 'fedcba9876543210ff' },
+    expect(parseTokenFile('q7Vd-2mKx9Lp4wRz\n', 'f')).toEqual([{ owner: 'default', token: 'q7Vd-2mKx9Lp4wRz' }]);
+    expect(parseTokenFile('# team\n\nalice 3f9c1a7e52b8d046\nbob   e41b09d7c2a85f63\n', 'f')).toEqual([
+      { owner: 'alice', token: '3f9c1a7e52b8d046' },
+      { owner: 'bob', token: 'e41b09d7c2a85f63' },
     ]);
     expect(() => parseTokenFile('short', 'f')).toThrow(/shorter than 16/);
     expect(() => parseTokenFile('a b c', 'f')).toThrow(/line 1/);

@@ -16,7 +16,7 @@ import { CONTENT_ERRORS } from '../../scripts/openapi.ts';
 import { parseTokenFile, resolveUsers } from '../../service/src/server/auth.ts';
 import { ConfigError } from '../../service/src/server/config.ts';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const CAROL = 'carol-token-0123456789abcdefg';
@@ -220,14 +220,14 @@ describe('bad paths', () => {
 
 describe('the token file root option', () => {
   it('confines an owner to an existing directory', () => {
-    const entries = parseTokenFile(`alice ${ALICE} root=${root}\nbob ${'b'.repeat(24)}\n`, 'tokens');
+    const entries = parseTokenFile(`alice ${ALICE} root=${root}\nbob ${BOB}\n`, 'tokens');
     expect(entries).toEqual([
       { owner: 'alice', token: ALICE, root },
-      { owner: 'bob', token: 'b'.repeat(24) },
+      { owner: 'bob', token: BOB },
     ]);
     expect(resolveUsers(entries, 'tokens', () => undefined)).toEqual([
       { owner: 'alice', token: ALICE, root },
-      { owner: 'bob', token: 'b'.repeat(24) },
+      { owner: 'bob', token: BOB },
     ]);
   });
 

@@ -141,6 +141,24 @@ describe('errors made before a route runs', () => {
     expectError(await daemon.request('GET', '/v1/connect', { token: null }), 'UNAUTHORIZED');
   });
 
+  it.each(['/v1/terminals', '/v1/health', '/livez', '/ui', '/v1/files/content?path=/tmp'])(
+    'refuses a WebSocket upgrade on %s, which is no WebSocket, with 400 INVALID_ARGUMENT (never 101)',
+    async (path) => {
+      const answer = await raw(
+        `GET ${path} HTTP/1.1\r\nhost: x\r\n${AUTH}upgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: ` +
+          `dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\nsec-websocket-protocol: execworld.v1\r\n\r\n`,
+      );
+      expectError(answer, 'INVALID_ARGUMENT');
+      expect(answer.body.error.message).toContain('/v1/connect');
+    },
+  );
+
+  it('still refuses an upgrade on an unknown path with 404 and a stranger with 401', async () => {
+    const upgrade = `upgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n`;
+    expectError(await raw(`GET /v1/nothing-here HTTP/1.1\r\nhost: x\r\n${AUTH}${upgrade}\r\n`), 'NOT_FOUND');
+    expectError(await raw(`GET /v1/terminals HTTP/1.1\r\nhost: x\r\n${upgrade}\r\n`), 'UNAUTHORIZED');
+  });
+
   it('answers a GET with a body as one without it', async () => {
     const answer = await raw(`GET /v1/terminals HTTP/1.1\r\nhost: x\r\n${AUTH}content-type: text/plain\r\ncontent-length: 2\r\nconnection: close\r\n\r\nab`);
     expect(answer.status).toBe(200);

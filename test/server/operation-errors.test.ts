@@ -20,7 +20,7 @@ import { waitFor } from '../helpers/wait.ts';
 
 /** Codes no test can bring about, with the reason. */
 const UNDRIVEN: Partial<Record<ErrorCode, string>> = {
-  CLIENT_TIMEOUT: "Node's headers timeout is 60 s, checked every 30 s; http-errors.test.ts checks its mapping",
+  CLIENT_TIMEOUT: 'the same for every request: budgets.test.ts drives bodies that never end, http-errors.test.ts maps the headers timeout',
   INTERNAL: 'a fault in the daemon itself',
 };
 

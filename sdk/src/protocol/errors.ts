@@ -9,7 +9,7 @@ export const ERROR_CATALOG = {
   INVALID_ARGUMENT: {
     status: 400,
     description:
-      'A request field is missing, of the wrong type or out of range (the message names it), or the request is not valid HTTP or not a valid WebSocket handshake.',
+      'A request field is missing, of the wrong type or out of range (the message names it), or the request is not valid HTTP or not a valid WebSocket handshake (an upgrade of any path but /v1/connect among them).',
   },
   UNAUTHORIZED: { status: 401, description: 'The bearer token is missing or wrong.' },
   FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade came from an origin that is not allowed.' },
@@ -62,7 +62,7 @@ export const ERROR_CATALOG = {
   CLIENT_TIMEOUT: {
     status: 408,
     description:
-      "The request's headers did not all arrive within Node's headers timeout (60 s), or the whole request not within the request timeout (--request-timeout-ms).",
+      "The request's headers did not all arrive within 60 s (or the request timeout, --request-timeout-ms, when shorter), or its body not within the request timeout: a body taken whole (JSON) in all, a streamed one (upload bytes, an archive to unpack) from one byte to the next.",
   },
   UPGRADE_REQUIRED: { status: 426, description: 'GET /v1/connect without a WebSocket upgrade.' },
   FS_NOT_FOUND: {

@@ -5,6 +5,7 @@
  * @module
  */
 import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
@@ -22,6 +23,7 @@ import {
 } from '@execworld/sdk/protocol';
 import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
+import { timeBody } from './body-timeouts.ts';
 import type { Config } from './config.ts';
 import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
 import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
@@ -37,6 +39,8 @@ import { DaemonMetrics } from './metrics.ts';
 import { registerUi } from './ui.ts';
 
 export const CONNECT_PATH = '/v1/connect';
+/** Node's default headers timeout. */
+const NODE_HEADERS_TIMEOUT_MS = 60_000;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -121,15 +125,19 @@ export function buildApp(options: AppOptions): Daemon {
       },
       new LogSink(),
     );
-  // Node would answer a missing Host itself, with an empty body: the onRequest hook answers it in the catalog's shape.
-  const server = { requireHostHeader: false };
+  const server = {
+    // Node would answer a missing Host itself, with an empty body: the onRequest hook answers it in the catalog's shape.
+    requireHostHeader: false,
+    // Node times the headers only (bodies: body-timeouts.ts), within its usual 60 s or a shorter request timeout.
+    headersTimeout: Math.min(NODE_HEADERS_TIMEOUT_MS, config.requestTimeoutMs),
+  };
   const https =
     config.tlsCert !== undefined && config.tlsKey !== undefined ? { ...server, cert: readFileSync(config.tlsCert), key: readFileSync(config.tlsKey) } : null;
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: config.maxBodyBytes,
-    // A client has this long to send a whole request: a body that never ends is not held forever.
-    requestTimeout: config.requestTimeoutMs,
+    // Off: it would cut slow uploads, and Node applies it too coarsely (see body-timeouts.ts, which times bodies instead).
+    requestTimeout: 0,
     requestIdHeader: false,
     // Shutdown must not wait on clients: every session is ended anyway.
     forceCloseConnections: true,
@@ -140,6 +148,8 @@ export function buildApp(options: AppOptions): Daemon {
     logController: new QuietRequests(),
     ...(https === null ? { http: server } : { https }),
   }) as unknown as FastifyInstance;
+  // Before fastify's own listener, so that a route that streams the body finds it timed.
+  app.server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => timeBody(request, response, config.requestTimeoutMs));
 
   const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess === true, tokens.uids) : undefined;
   const runtime = options.runtime ?? own!.runtime;
@@ -203,6 +213,18 @@ export function buildApp(options: AppOptions): Daemon {
     return undefined;
   };
 
+  /**
+   * Why an upgrade to a route that is no WebSocket is refused. The WebSocket
+   * plugin passes every upgrade through the router and, for a route without a
+   * WebSocket handler, completes the handshake (101) only to close the socket:
+   * a client would take the REST path for a WebSocket. Only /v1/connect is one;
+   * an unknown path stays NOT_FOUND.
+   */
+  const upgradeRefusal = (request: FastifyRequest): ServiceError | undefined =>
+    request.ws && !request.is404
+      ? new ServiceError('INVALID_ARGUMENT', `${request.url.split('?')[0]} is not a WebSocket: the daemon's one WebSocket is GET ${CONNECT_PATH}`)
+      : undefined;
+
   // One JSON parser: an empty body is {}, anything unparsable is a clear 400.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
@@ -264,7 +286,7 @@ export function buildApp(options: AppOptions): Daemon {
         done(new ServiceError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header'));
         return;
       }
-      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : undefined);
+      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : upgradeRefusal(request));
       done(refusal);
     });
 

@@ -103,12 +103,20 @@ export interface TokenLine {
  * programs run as that user (see {@link resolveUsers}); a root confines the
  * owner's filesystem calls to that directory; `access=read` makes a token
  * that may only read (a read line names no user or root: they are the owner's,
- * said on its write lines).
- * @throws {ConfigError} naming the file and line of the first line that is not a token line.
+ * said on its write lines). A token may be on one line only: the same token
+ * twice, for one owner or two, would leave whose it is to the order of the
+ * lines.
+ * @throws {ConfigError} naming the file and line of the first line that is not a token line,
+ * or both lines of a token given twice.
  */
 export function parseTokenFile(text: string, path: string): TokenLine[] {
+  /** The line each token is on; compared as they are written, the token itself is never in a message. */
+  const seen = new Map<string, number>();
   const entries = tokenFileLines(text).map((line) => {
     if ('problem' in line) throw new ConfigError(`${path} line ${line.line}: ${line.problem}`);
+    const first = seen.get(line.token);
+    if (first !== undefined) throw new ConfigError(`${path} lines ${first} and ${line.line} hold the same token; give each token one line`);
+    seen.set(line.token, line.line);
     return {
       owner: line.owner,
       token: line.token,

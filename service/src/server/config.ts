@@ -36,7 +36,7 @@ const SETTINGS = {
     env: 'EXECWORLD_TOKEN_FILE',
     schema: z.string().min(1).optional(),
     default: undefined,
-    help: 'file holding the token, or lines of "<owner> <token> [<os user>]"; without it a token is generated into ~/.config/execworld/token',
+    help: 'file holding the token, or lines of "<owner> <token> [<os user>]" (each token on one line, 16 characters or more, not guessable); without it a token is generated into ~/.config/execworld/token',
   },
   stateDir: {
     flag: 'state-dir',
@@ -206,21 +206,21 @@ const SETTINGS = {
     env: 'EXECWORLD_UPLOAD_IDLE_MS',
     schema: positiveInt(MAX_TIMER_DELAY_MS),
     default: 3_600_000,
-    help: 'an upload untouched this long is discarded with its bytes',
+    help: 'an upload its owner has not written to this long is discarded with its bytes (asking for its offset does not count)',
   },
   connectionBufferBytes: {
     flag: 'connection-buffer-bytes',
     env: 'EXECWORLD_CONNECTION_BUFFER_BYTES',
     schema: positiveInt(1024 * MiB),
     default: 16 * MiB,
-    help: 'answers queued for a WebSocket client that does not read: past this its calls are not read; past 4 times this it is disconnected (1008)',
+    help: 'answers queued for a WebSocket client that does not read: past this its calls are not read; past 4 times this it is disconnected (1008); also the most output all subscriptions of one connection together may have sent unacknowledged',
   },
   requestTimeoutMs: {
     flag: 'request-timeout-ms',
     env: 'EXECWORLD_REQUEST_TIMEOUT_MS',
     schema: positiveInt(MAX_TIMER_DELAY_MS),
     default: 120_000,
-    help: 'longest time a client may take to send one HTTP request, body included',
+    help: 'longest time a client may take over an HTTP request: its headers (60 s at most anyway), then a JSON body; a streamed body (upload bytes, an archive to unpack) may take longer but not pause this long between bytes',
   },
   orphanTimeoutMs: {
     flag: 'orphan-timeout-ms',

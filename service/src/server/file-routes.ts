@@ -14,6 +14,7 @@ import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, UPLOADS_PATH, 
 import { schemas, type ErrorCode } from '@execworld/sdk/protocol';
 import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import type { z } from 'zod';
+import { bodyIsStreamed } from './body-timeouts.ts';
 import { describeZodError, ServiceError } from './errors.ts';
 import type { UploadRegistry } from './uploads.ts';
 
@@ -43,8 +44,12 @@ function parsed<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
 
 /** Registers the byte routes in `scope` (whose own content parsers take bodies as streams). */
 export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOptions): void {
-  // In this scope only: a byte body reaches its handler as the request stream, unread and unbounded by the JSON body limit.
-  scope.addContentTypeParser(BYTE_BODIES, (_request, payload, done) => done(null, payload));
+  // In this scope only: a byte body reaches its handler as the request stream, unread and unbounded by the JSON body limit,
+  // and timed by its pauses rather than its length (a large upload takes as long as it takes).
+  scope.addContentTypeParser(BYTE_BODIES, (request, payload, done) => {
+    bodyIsStreamed(request.raw);
+    done(null, payload);
+  });
 
   scope.route({
     method: 'GET',

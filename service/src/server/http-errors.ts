@@ -30,12 +30,25 @@ export function clientError(error: Error & { code?: string; reason?: string }): 
       // llhttp counts the request line with the headers and does not say which part overflowed.
       return new ServiceError('HEADERS_TOO_LARGE', 'the request line and headers together are larger than 16 KiB', { cause: error });
     case 'ERR_HTTP_REQUEST_TIMEOUT':
+      // Node times only the headers (its request timeout is off); bodies are timed by body-timeouts.ts.
       return new ServiceError('CLIENT_TIMEOUT', 'the request headers did not arrive in time', { cause: error });
     default:
       return new ServiceError('INVALID_ARGUMENT', `the request is not valid HTTP: ${error.reason ?? error.message} (${error.code ?? 'unknown'})`, {
         cause: error,
       });
   }
+}
+
+/**
+ * Closes a connection whose request is given up, first answering `error`
+ * when there is one (none when an answer to the request is already under
+ * way: a second status line would corrupt it). The connection is not read
+ * on: what the client still sends is never taken.
+ */
+export function hangUp(socket: Duplex, error: ServiceError | undefined): void {
+  if (socket.destroyed) return;
+  if (error !== undefined && socket.writable) socket.write(rawErrorResponse(error));
+  socket.destroy();
 }
 
 /**
@@ -48,8 +61,7 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
   // Bytes of an answer already under way must not be followed by a second status line (Node's own rule).
   const underway = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
-  if (socket.writable && !underway) socket.write(rawErrorResponse(clientError(error)));
-  socket.destroy();
+  hangUp(socket, underway ? undefined : clientError(error));
 }
 
 /**

@@ -2,8 +2,10 @@
  * The daemon's uploads: each one's staged bytes, its owner, and its turn.
  * Calls on one upload run one at a time, so its offset, once answered, is
  * where the next bytes go: a sender whose connection was cut asks for it
- * after the cut's bytes were taken, and resumes there. An upload nobody
- * touched for the idle time is discarded; each owner has a bounded number.
+ * after the cut's bytes were taken, and resumes there. An upload its owner
+ * did not write to (create, append, complete) for the idle time is
+ * discarded; asking for its offset is no use of it, so a read-only token
+ * that watches an upload cannot keep it alive. Each owner has a bounded number.
  * @module
  */
 import { randomBytes } from 'node:crypto';
@@ -23,7 +25,7 @@ interface Entry {
   /** The end of the last call queued on this upload. */
   turn: Promise<unknown>;
   idle: NodeJS.Timeout | undefined;
-  /** When a call on it last ended (or began, while one runs). */
+  /** When a write on it last ended (or began, while one runs). */
   lastUsed: number;
 }
 
@@ -67,11 +69,12 @@ export class UploadRegistry {
 
   /** The upload's offset once every call before this one ended. */
   get(owner: string, id: string): Promise<UploadView> {
-    return this.#inTurn(owner, id, async (entry) => ({ id, path: entry.stage.path, offset: await entry.stage.offset() }));
+    // A read: it neither counts as use nor puts off the idle expiry (a read-only token may ask).
+    return this.#inTurn(owner, id, async (entry) => ({ id, path: entry.stage.path, offset: await entry.stage.offset() }), { uses: false });
   }
 
   append(owner: string, id: string, offset: number, body: Readable, signal: AbortSignal): Promise<UploadView> {
-    return this.#inTurn(owner, id, async (entry) => ({ id, path: entry.stage.path, offset: await entry.stage.append(offset, body, signal) }), body);
+    return this.#inTurn(owner, id, async (entry) => ({ id, path: entry.stage.path, offset: await entry.stage.append(offset, body, signal) }), { body });
   }
 
   complete(owner: string, id: string, expected: { size?: number | undefined; sha256?: string | undefined }): Promise<FileDigest> {
@@ -109,7 +112,13 @@ export class UploadRegistry {
     return entry;
   }
 
-  async #inTurn<T>(owner: string, id: string, work: (entry: Entry) => Promise<T>, body?: Readable): Promise<T> {
+  /**
+   * Runs `work` once every call before it on the upload ended. `uses` (the
+   * default): the call is a write of the owner's, which keeps the upload from
+   * its idle expiry; a read is not.
+   */
+  async #inTurn<T>(owner: string, id: string, work: (entry: Entry) => Promise<T>, options: { body?: Readable; uses?: boolean } = {}): Promise<T> {
+    const { body, uses = true } = options;
     let entry: Entry;
     try {
       entry = this.#entry(owner, id);
@@ -123,11 +132,11 @@ export class UploadRegistry {
         body?.resume();
         throw new ServiceError('NOT_FOUND', `no upload ${id}`);
       }
-      entry.lastUsed = Date.now();
+      if (uses) entry.lastUsed = Date.now();
       try {
         return await work(entry);
       } finally {
-        if (this.#entries.get(id) === entry) this.#touch(id, entry);
+        if (uses && this.#entries.get(id) === entry) this.#touch(id, entry);
       }
     });
     entry.turn = run.catch(() => undefined);

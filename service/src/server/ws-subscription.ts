@@ -1,7 +1,8 @@
 /**
  * One subscription of a WebSocket connection: a stream's bytes sent from an
  * offset, within a window of bytes beyond the client's last ack (credit-based
- * flow control), with bulk output coalesced into large frames.
+ * flow control) and within the room the connection's budget leaves, which its
+ * subscriptions share, with bulk output coalesced into large frames.
  * @module
  */
 import { encodeDataFrame, type ServerMessage } from '@execworld/sdk/protocol';
@@ -11,8 +12,19 @@ import type { ByteStream } from './streams.ts';
 export interface FrameSink {
   /** Whether the socket takes more now (its queue is below the high-water mark). */
   readonly writable: boolean;
+  /**
+   * Bytes `subscription` may send now before acks come back. The
+   * connection's subscriptions share one budget, so that many of them (of one
+   * stream, say) cannot together have more out than one connection may; while
+   * some wait for room, the others wait behind them.
+   */
+  roomFor(subscription: Subscription): number;
   send(message: ServerMessage): void;
   sendData(frame: Uint8Array): void;
+  /** The bytes `subscription` has sent and not had acknowledged changed by `bytes`. */
+  unacked(bytes: number): void;
+  /** `subscription` has bytes to send and no room: it is pumped again, in its turn, once acks free some. */
+  waitForRoom(subscription: Subscription): void;
 }
 
 /** Largest payload of one data frame. */
@@ -60,6 +72,7 @@ export class Subscription {
   ack(offset: number): void {
     const acked = Math.min(offset, this.#sent);
     if (acked <= this.#acked) return;
+    this.#connection.unacked(this.#acked - acked);
     this.#acked = acked;
     if (this.#frees) this.#stream.consumed(acked);
     this.pump();
@@ -77,15 +90,23 @@ export class Subscription {
     }
     if (this.#sent < stream.start) {
       this.#connection.send({ t: 'gap', sub: this.id, from: this.#sent, to: stream.start });
+      // What was sent before bytes that are gone is no longer owed an ack: the client resumes past them.
+      this.#connection.unacked(this.#acked - this.#sent);
       this.#sent = stream.start;
       this.#acked = Math.max(this.#acked, this.#sent);
     }
     if (this.#hold()) return;
     while (this.#sent < stream.end && this.#sent - this.#acked < this.#window && this.#connection.writable) {
-      const slice = stream.read(this.#sent, Math.min(FRAME_BYTES, this.#window - (this.#sent - this.#acked)));
+      const room = this.#connection.roomFor(this);
+      if (room <= 0) {
+        this.#connection.waitForRoom(this);
+        break;
+      }
+      const slice = stream.read(this.#sent, Math.min(FRAME_BYTES, this.#window - (this.#sent - this.#acked), room));
       if (slice.gap !== null) this.#connection.send({ t: 'gap', sub: this.id, from: slice.gap.from, to: slice.gap.to });
       if (slice.data.length === 0) break;
       this.#connection.sendData(encodeDataFrame(this.id, slice.from, slice.data));
+      this.#connection.unacked(slice.next - this.#sent);
       this.#rateBytes += slice.next - this.#sent;
       this.#sent = slice.next;
     }
@@ -117,9 +138,12 @@ export class Subscription {
     return true;
   }
 
+  /** Ends the subscription; what it had out is no longer owed an ack. */
   close(): void {
+    if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#holdTimer);
     this.#unsubscribe();
+    this.#connection.unacked(this.#acked - this.#sent);
   }
 }

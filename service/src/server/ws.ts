@@ -3,8 +3,11 @@
  * and output streams as subscriptions with credit-based flow control.
  *
  * Flow control: a subscription has a window of bytes; the daemon never has
- * more than that sent beyond the client's last ack. A stream whose readers
- * stopped acknowledging fills its ring, which pauses its program (see
+ * more than that sent beyond the client's last ack. A connection's
+ * subscriptions together have at most its buffer budget out, whatever their
+ * number: a thousand subscriptions of one stream would otherwise be sent a
+ * thousand windows at once, in one turn of the event loop. A stream whose
+ * readers stopped acknowledging fills its ring, which pauses its program (see
  * streams.ts), so a stalled client costs a bounded amount of memory and blocks
  * only its own streams.
  * @module
@@ -41,7 +44,8 @@ export interface HubOptions {
   /**
    * Answers queued for a client that does not read: past this the connection's
    * calls are no longer read (TCP then holds the client back); past four times
-   * this the client is disconnected with 1008.
+   * this the client is disconnected with 1008. Also the most output the
+   * connection's subscriptions together may have sent and not had acknowledged.
    */
   readonly connectionBufferBytes: number;
   readonly maxConnectionsPerOwner: number;
@@ -71,6 +75,14 @@ class Connection {
   readonly #subscriptions = new Map<number, Subscription>();
   readonly #calls = new Set<AbortController>();
   #nextSub = 1;
+  /** Output the subscriptions have sent and the client has not acknowledged, over all of them. */
+  #unacked = 0;
+  /** Subscriptions with output to send and no room, in the order they ran out (a Set keeps insertion order). */
+  readonly #waiting = new Set<Subscription>();
+  /** The waiting subscription being pumped, whose turn it is. */
+  #turn: Subscription | undefined;
+  /** The pending pass that gives freed room to the waiting subscriptions. */
+  #drain: NodeJS.Immediate | undefined;
   /** The payload of the ping awaiting its pong; only that pong proves the peer reads. */
   #pingPayload: Buffer | undefined;
   /** Bytes queued when the last heartbeat ran: a queue that shrank is a peer that reads. */
@@ -128,6 +140,48 @@ class Connection {
     if (this.#socket.readyState !== this.#socket.OPEN) return;
     this.#socket.send(JSON.stringify(message), () => this.#onSent());
     this.#checkBudget();
+  }
+
+  roomFor(subscription: Subscription): number {
+    // Behind others that wait, a subscription waits too: one that acks and sends at once would take all the room, every time.
+    if (this.#waiting.size > 0 && this.#turn !== subscription) return 0;
+    return this.#options.connectionBufferBytes - this.#unacked;
+  }
+
+  unacked(bytes: number): void {
+    this.#unacked += bytes;
+    if (bytes < 0) this.#scheduleDrain();
+  }
+
+  #hasRoom(): boolean {
+    return this.#unacked < this.#options.connectionBufferBytes && this.writable;
+  }
+
+  waitForRoom(subscription: Subscription): void {
+    this.#waiting.add(subscription);
+    this.#scheduleDrain();
+  }
+
+  /**
+   * Gives room, once there is some, to the waiting subscriptions in turn.
+   * Never from inside a pump or an ack (a subscription may be in the middle of
+   * one): on the next turn of the event loop, which also lets other work in.
+   * A full socket stops the pass; the subscriptions it did not reach keep
+   * their places, and the socket's next drained frame pumps them again.
+   */
+  #scheduleDrain(): void {
+    if (this.#drain !== undefined || this.#waiting.size === 0 || !this.#hasRoom()) return;
+    this.#drain = setImmediate(() => {
+      this.#drain = undefined;
+      for (const subscription of [...this.#waiting]) {
+        if (!this.#hasRoom()) break;
+        // Out of the queue for its turn; it joins the back again if the room runs out before its output does.
+        this.#waiting.delete(subscription);
+        this.#turn = subscription;
+        subscription.pump();
+      }
+      this.#turn = undefined;
+    });
   }
 
   sendData(frame: Uint8Array): void {
@@ -194,11 +248,14 @@ class Connection {
       case 'subscribe':
         this.#subscribe(message.id, message.params);
         return;
-      case 'unsubscribe':
-        this.#subscriptions.get(message.sub)?.close();
+      case 'unsubscribe': {
+        const subscription = this.#subscriptions.get(message.sub);
+        if (subscription !== undefined) this.#waiting.delete(subscription);
+        subscription?.close();
         this.#subscriptions.delete(message.sub);
         this.send({ t: 'result', id: message.id, result: { ok: true } });
         return;
+      }
       case 'ack':
         this.#subscriptions.get(message.sub)?.ack(message.offset);
         return;
@@ -288,6 +345,8 @@ class Connection {
 
   #dispose(): void {
     clearInterval(this.#heartbeat);
+    clearImmediate(this.#drain);
+    this.#waiting.clear();
     for (const subscription of this.#subscriptions.values()) subscription.close();
     this.#subscriptions.clear();
     for (const call of this.#calls) call.abort();
