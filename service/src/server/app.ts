@@ -264,7 +264,7 @@ export function buildApp(options: AppOptions): Daemon {
         done(new ServiceError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header'));
         return;
       }
-      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : undefined);
+      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request) : undefined);
       done(refusal);
     });
 

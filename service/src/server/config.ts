@@ -185,14 +185,14 @@ const SETTINGS = {
     env: 'EXECWORLD_MAX_CONNECTIONS',
     schema: positiveInt(100_000),
     default: 64,
-    help: 'open WebSocket connections per owner',
+    help: 'open WebSocket connections per owner; its read-only tokens have as many again of their own, so watchers never lock it out',
   },
   maxSubscriptionsPerOwner: {
     flag: 'max-subscriptions',
     env: 'EXECWORLD_MAX_SUBSCRIPTIONS',
     schema: positiveInt(1_000_000),
     default: 4096,
-    help: 'open stream subscriptions per owner, over all its connections',
+    help: 'open stream subscriptions per owner, over all its connections; its read-only tokens have as many again of their own',
   },
   maxUploadsPerOwner: {
     flag: 'max-uploads',
