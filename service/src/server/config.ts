@@ -178,7 +178,7 @@ const SETTINGS = {
     env: 'EXECWORLD_COLLECT_BUDGET_BYTES',
     schema: positiveInt(64 * 1024 * MiB),
     default: 1024 * MiB,
-    help: 'collect-mode tails held in memory by all running processes together; a create beyond it is refused with 429',
+    help: "collect-mode tails held in memory by all processes together (a running one's maxBytes, an ended one's kept bytes); a create beyond it is refused with 429",
   },
   maxConnectionsPerOwner: {
     flag: 'max-connections',
