@@ -1,15 +1,25 @@
 /**
- * Unpacking a directory's tar stream, the one way both ends do it: tar's own
- * protections for files, directories and hard links (a path with `..`, a
- * link in the way, a hard link out of the directory are refused), owners
- * never taken from the archive, and symbolic links made last, with their
- * targets exactly as archived (an absolute one stays absolute), through a
- * maker the caller confines. Made last, no link can be in the way of an
- * entry of the same archive.
+ * A directory as a tar stream, the one way both ends make and take it.
+ *
+ * Packing walks the directory one entry at a time: files, directories and
+ * links are archived (links as links, never followed; hard links to a file
+ * archived before as links to it; modes kept, owners left out), and special
+ * files (sockets, FIFOs, devices) are left out and listed, as they have no
+ * bytes to copy. Only one file is open at once, and the stream's end,
+ * or its destruction by a reader that went away, closes it.
+ *
+ * Unpacking uses tar's own protections for files, directories and hard links
+ * (a path with `..`, a link in the way, a hard link out of the directory are
+ * refused), never takes owners from the archive, and makes symbolic links
+ * last, with their targets exactly as archived (an absolute one stays
+ * absolute), through a maker the caller confines. Made last, no link can be
+ * in the way of an entry of the same archive.
  * @module
  */
-import { posix } from 'node:path';
-import type { Readable } from 'node:stream';
+import { constants, type BigIntStats } from 'node:fs';
+import { lstat, open, readdir, readlink } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
 
@@ -64,4 +74,200 @@ export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkM
   }
   // Links are set aside before tar reads them as entries.
   return { entries: entries + links.length, warnings };
+}
+
+/** What kind of special file a pack left out. */
+export type SkippedKind = 'socket' | 'fifo' | 'character device' | 'block device' | 'other';
+
+/** The special files a pack left out: every one counted, the first ones listed (paths relative to the directory). */
+export interface PackSkips {
+  count: number;
+  readonly entries: { readonly path: string; readonly kind: SkippedKind }[];
+}
+
+/** A directory's tar stream, and what it leaves out (complete once the stream ended). */
+export interface PackedArchive {
+  readonly stream: Readable;
+  readonly skipped: PackSkips;
+}
+
+/** The most special files a pack lists by path (all are counted). */
+export const MAX_SKIPPED_LISTED = 100;
+/** Bytes a file's data is read in. */
+const PACK_READ_BYTES = 1024 * 1024;
+/** Files with several links whose first path is remembered, so that the others are archived as links to it; past this, as files. */
+const MAX_HARD_LINK_SOURCES = 10_000;
+/**
+ * A file is opened without following a link (one swapped in after its lstat
+ * fails instead of leading elsewhere) and without blocking (a FIFO swapped in
+ * would otherwise hold the open until a writer came); where the platform has
+ * neither flag, without them.
+ */
+const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
+/** The end of an archive: two zero blocks. */
+const END_OF_ARCHIVE = Buffer.alloc(1024);
+
+const toArchivePath = process.platform === 'win32' ? (path: string): string => path.replaceAll('\\', '/') : (path: string): string => path;
+
+function kindOf(info: BigIntStats): SkippedKind {
+  if (info.isSocket()) return 'socket';
+  if (info.isFIFO()) return 'fifo';
+  if (info.isCharacterDevice()) return 'character device';
+  if (info.isBlockDevice()) return 'block device';
+  return 'other';
+}
+
+/** Permission bits as tar's portable mode writes them: the owner may always read and write, nobody else write; a readable directory is listable. */
+function portableMode(mode: number, isDirectory: boolean): number {
+  let bits = ((mode & 0o7777) | 0o600) & ~0o22;
+  if (isDirectory) {
+    if (bits & 0o400) bits |= 0o100;
+    if (bits & 0o40) bits |= 0o10;
+    if (bits & 0o4) bits |= 0o1;
+  }
+  return bits;
+}
+
+/** The header block of an entry, after a PAX header when its path or link does not fit ustar's fields. */
+function headerOf(fields: {
+  path: string;
+  type: 'File' | 'Directory' | 'SymbolicLink' | 'Link';
+  mode: number;
+  size: number;
+  mtime?: Date;
+  linkpath?: string;
+}): Buffer {
+  const header = new tar.Header(fields);
+  const needsPax = header.encode();
+  const block = header.block!;
+  if (!needsPax) return block;
+  const { path, linkpath, size, mtime } = fields;
+  const pax = new tar.Pax({ path, size, ...(linkpath === undefined ? {} : { linkpath }), ...(mtime === undefined ? {} : { mtime }) }).encode();
+  return Buffer.concat([pax, block]);
+}
+
+/**
+ * Packs the directory `cwd` (its entries, relative to it) as a tar stream.
+ * The top level is listed before the stream is returned, so a directory that
+ * cannot be read fails the call itself; an entry that fails later (a file
+ * that cannot be opened, one that shrank while it was read) fails the stream.
+ */
+export async function packArchive(cwd: string): Promise<PackedArchive> {
+  const names = (await readdir(cwd)).sort();
+  const skipped: PackSkips = { count: 0, entries: [] };
+  const linkSources = new Map<string, string>();
+
+  const skip = (path: string, kind: SkippedKind): void => {
+    skipped.count += 1;
+    if (skipped.entries.length < MAX_SKIPPED_LISTED) skipped.entries.push({ path, kind });
+  };
+
+  async function* file(path: string, absolute: string, info: BigIntStats): AsyncGenerator<Buffer> {
+    const handle = await open(absolute, OPEN_FLAGS);
+    try {
+      const opened = await handle.stat({ bigint: true });
+      // Replaced since its lstat: left out as the special file it now is, or refused as changed.
+      if (!opened.isFile()) {
+        skip(path, kindOf(opened));
+        return;
+      }
+      if (opened.ino !== info.ino || opened.dev !== info.dev) throw Object.assign(new Error(`${path} was replaced while it was packed`), { code: 'EAGAIN' });
+      // The header says the size of the file as opened; exactly that many bytes follow it.
+      const size = Number(opened.size);
+      yield headerOf({ path, type: 'File', mode: portableMode(Number(opened.mode), false), size, mtime: opened.mtime });
+      let remaining = size;
+      while (remaining > 0) {
+        const buffer = Buffer.allocUnsafe(Math.min(remaining, PACK_READ_BYTES));
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, size - remaining);
+        if (bytesRead === 0) throw Object.assign(new Error(`${path} shrank while it was packed`), { code: 'EAGAIN' });
+        remaining -= bytesRead;
+        yield buffer.subarray(0, bytesRead);
+      }
+      if (size % 512 !== 0) yield Buffer.alloc(512 - (size % 512));
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async function* entry(path: string): AsyncGenerator<Buffer> {
+    const absolute = join(cwd, path);
+    const info = await lstat(absolute, { bigint: true });
+    const mode = Number(info.mode);
+    if (info.isDirectory()) {
+      // As tar's portable mode: a directory's mtime is left out.
+      yield headerOf({ path: `${path}/`, type: 'Directory', mode: portableMode(mode, true), size: 0 });
+      for (const name of (await readdir(absolute)).sort()) yield* entry(`${path}/${name}`);
+    } else if (info.isSymbolicLink()) {
+      const linkpath = toArchivePath(await readlink(absolute));
+      yield headerOf({ path, type: 'SymbolicLink', mode: portableMode(mode, false), size: 0, mtime: info.mtime, linkpath });
+    } else if (info.isFile()) {
+      const key = `${info.dev}:${info.ino}`;
+      const source = info.nlink > 1n ? linkSources.get(key) : undefined;
+      if (source !== undefined) {
+        yield headerOf({ path, type: 'Link', mode: portableMode(mode, false), size: 0, mtime: info.mtime, linkpath: source });
+        return;
+      }
+      yield* file(path, absolute, info);
+      if (info.nlink > 1n && linkSources.size < MAX_HARD_LINK_SOURCES) linkSources.set(key, path);
+    } else skip(path, kindOf(info));
+  }
+
+  async function* archive(): AsyncGenerator<Buffer> {
+    for (const name of names) yield* entry(toArchivePath(name));
+    yield END_OF_ARCHIVE;
+  }
+
+  // Destroyed early (a reader that went away), the generator is returned: the open file closes in its finally.
+  return { stream: Readable.from(archive(), { objectMode: false }), skipped };
+}
+
+/**
+ * Bytes of the trailer that lists a pack's special files, at most: Node's
+ * client refuses headers and trailers past 16 KiB, so entries that do not
+ * fit are counted only.
+ */
+const MAX_SKIPPED_TRAILER_BYTES = 8 * 1024;
+
+/** JSON in ASCII: other characters as \u escapes, so the text is a valid header value whatever the paths hold. */
+function asciiJson(value: unknown): string {
+  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** The value of the skipped-files trailer: `{"count":N,"entries":[{"path":…,"kind":…},…]}`, listing as many entries as fit. */
+export function skippedTrailer(skips: PackSkips): string {
+  const listed: PackSkips['entries'] = [];
+  let bytes = asciiJson({ count: skips.count, entries: [] }).length;
+  for (const entry of skips.entries) {
+    const more = asciiJson(entry).length + 1;
+    if (bytes + more > MAX_SKIPPED_TRAILER_BYTES) break;
+    listed.push(entry);
+    bytes += more;
+  }
+  return asciiJson({ count: skips.count, entries: listed });
+}
+
+/** The special files a skipped-files trailer names; undefined for a value that is not one. */
+export function parseSkippedTrailer(value: unknown): PackSkips | undefined {
+  if (typeof value !== 'string') return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (_error) {
+    return undefined;
+  }
+  const { count, entries } = (parsed ?? {}) as { count?: unknown; entries?: unknown };
+  if (typeof count !== 'number' || !Array.isArray(entries)) return undefined;
+  const valid = entries.filter(
+    (entry): entry is PackSkips['entries'][number] =>
+      typeof (entry as { path?: unknown } | null)?.path === 'string' && typeof (entry as { kind?: unknown }).kind === 'string',
+  );
+  return { count, entries: valid };
+}
+
+/** A pack's special files as an unpack's warnings: one per listed file, and one counting those not listed. */
+export function skippedWarnings(skips: PackSkips): ArchiveResult['warnings'] {
+  const warnings = skips.entries.map(({ path, kind }) => ({ path, message: `not copied: a ${kind} (only files, directories and links are)` }));
+  const unlisted = skips.count - skips.entries.length;
+  if (unlisted > 0) warnings.push({ path: '', message: `${unlisted} more special files (sockets, FIFOs, devices) were not copied` });
+  return warnings;
 }

@@ -7,12 +7,10 @@
  * @module
  */
 import { createReadStream } from 'node:fs';
-import { lstat, mkdir, open, readdir, rename, rm, rmdir, stat, symlink, unlink } from 'node:fs/promises';
+import { lstat, mkdir, open, rename, rm, rmdir, stat, symlink, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { unpackArchive, type ArchiveResult, type FileDigest } from '@execworld/sdk/fs';
-import * as tar from 'tar';
+import type { Readable } from 'node:stream';
+import { packArchive, unpackArchive, type ArchiveResult, type FileDigest, type PackedArchive } from '@execworld/sdk/fs';
 import { renameNoReplace } from '../libc.ts';
 import { withAnchor, type Anchor, type PathGuard } from './anchor.ts';
 import { absolutePath, isAbsence, versionOf } from './facts.ts';
@@ -23,6 +21,8 @@ import type { MutationLocks } from './world-files.ts';
 
 /** A regular file's size, SHA-256 and version, all of one open file: what the wire answers. */
 export type { FileDigest };
+/** A directory's tar stream, and the special files it leaves out. */
+export type { PackedArchive };
 
 /** What an unpacked archive did, and the real path of the directory it went into. */
 export type Unpacked = ArchiveResult & { readonly path: string };
@@ -44,7 +44,7 @@ export interface OwnerTransfer {
   rename(from: string, to: string, options: { cwd?: string | undefined; overwrite: boolean }, signal?: AbortSignal): Promise<{ path: string }>;
   digest(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<FileDigest>;
   stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<UploadStage>;
-  pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<Readable>;
+  pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<PackedArchive>;
   unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked>;
 }
 
@@ -234,11 +234,13 @@ export class WorldTransfer implements OwnerTransfer {
   }
 
   /**
-   * The directory at `path` as a tar stream: its entries relative to it, links
-   * stored as links (never followed), modes and empty directories kept,
-   * owners left out.
+   * The directory at `path` as a tar stream (see {@link packArchive}): its
+   * entries relative to it, links stored as links (never followed), modes and
+   * empty directories kept, owners left out, special files left out and
+   * listed. The directory stays held until the stream ends or is destroyed (a
+   * reader that went away), which also closes the file it was reading.
    */
-  async pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<Readable> {
+  async pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<PackedArchive> {
     const displayPath = absolutePath(path, options.cwd ?? this.#cwd);
     const doing = `pack "${displayPath}"`;
     checkAborted(signal, doing);
@@ -249,27 +251,21 @@ export class WorldTransfer implements OwnerTransfer {
       if (errnoOf(error) === 'ENOTDIR') throw new FsFailure('FS_NOT_DIRECTORY', `cannot ${doing}: not a directory`, { cause: error });
       throw fromSystemError(error, doing);
     }
-    // The entries inside, by name: the directory itself is reached through its anchor, a link that tar would store as one.
-    let names: string[];
+    // The entries inside, by name: the directory itself is reached through its anchor, a link that would be stored as one.
+    let packed: PackedArchive;
     try {
-      names = (await readdir(anchor.via)).sort();
+      packed = await packArchive(anchor.via);
     } catch (error) {
       await anchor.release();
       throw fromSystemError(error, doing);
     }
-    const out = new PassThrough();
-    if (names.length === 0) {
-      await anchor.release();
-      // An empty archive: its end, two zero blocks.
-      out.end(Buffer.alloc(1024));
-      return out;
+    packed.stream.once('close', () => void anchor.release());
+    if (signal !== undefined) {
+      const stop = (): void => void packed.stream.destroy();
+      signal.addEventListener('abort', stop, { once: true });
+      packed.stream.once('close', () => signal.removeEventListener('abort', stop));
     }
-    const packed = tar.create({ cwd: anchor.via, portable: true, follow: false }, names) as unknown as Readable;
-    // The directory stays held until its last byte is read (or the reader went away).
-    pipeline(packed, out, signal === undefined ? {} : { signal })
-      .catch((error: unknown) => out.destroy(error instanceof Error ? error : new Error(String(error))))
-      .finally(() => void anchor.release());
-    return out;
+    return packed;
   }
 
   /**
