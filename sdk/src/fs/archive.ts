@@ -16,10 +16,12 @@
  * in the way of an entry of the same archive.
  * @module
  */
-import { constants, type BigIntStats } from 'node:fs';
-import { lstat, open, readdir, readlink } from 'node:fs/promises';
+import { constants, createReadStream, type BigIntStats } from 'node:fs';
+import { lstat, mkdtemp, open, readdir, readlink, rm, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
-import { Readable } from 'node:stream';
+import { createInterface } from 'node:readline';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
 
@@ -35,20 +37,149 @@ export interface ArchiveResult {
 /** Makes the symbolic link `path` (relative to the directory, checked to stay in it) pointing at `target`. */
 export type LinkMaker = (path: string, target: string) => Promise<void>;
 
-/** Unpacks the tar stream `body` into the directory `cwd` (which must exist); symbolic links are made at the end by `makeLink`. */
+/**
+ * Entries waiting to be made, at most: past it, the archive is read no
+ * further until some are made. (An entry with no data, an empty file or a
+ * directory, never holds tar's reading back, so without a bound an archive
+ * of many small entries would queue them all.)
+ */
+const MAX_ENTRIES_WAITING = 256;
+
+/**
+ * tar's path reservations, replaced: entries are made one after another, in
+ * archive order, as tar itself makes them on Windows. tar 7's reservations
+ * let entries of unrelated paths be made at once, but keep every entry they
+ * ever ran in a map that is never cleared (about 3 KiB each: 600 MiB for
+ * 250,000 entries, which the heap hands back but the process does not), and
+ * one at a time loses little: an entry's own steps are sequential anyway,
+ * and at most a handful ran at once. The queue is bounded by the reader
+ * (see {@link MAX_ENTRIES_WAITING}).
+ */
+class EntryQueue {
+  readonly #queue: ((clear: () => void) => void)[] = [];
+  #busy = false;
+  #draining = false;
+  /** Called whenever an entry was made. */
+  readonly #onMade: () => void;
+
+  constructor(onMade: () => void) {
+    this.#onMade = onMade;
+  }
+
+  /** Entries waiting or being made. */
+  get size(): number {
+    return this.#queue.length + (this.#busy ? 1 : 0);
+  }
+
+  /** tar's call: `make` runs once the entries before it are made, and calls `clear` when it is made. */
+  reserve(_paths: readonly string[], make: (clear: () => void) => void): boolean {
+    this.#queue.push(make);
+    this.#drain();
+    return true;
+  }
+
+  #drain(): void {
+    // An entry made at once (its clear called inside make) must not nest one call per entry.
+    if (this.#draining) return;
+    this.#draining = true;
+    try {
+      while (!this.#busy && this.#queue.length > 0) {
+        const make = this.#queue.shift()!;
+        this.#busy = true;
+        let cleared = false;
+        make(() => {
+          if (cleared) return;
+          cleared = true;
+          this.#busy = false;
+          this.#onMade();
+          this.#drain();
+        });
+      }
+    } finally {
+      this.#draining = false;
+    }
+  }
+}
+
+/** Bytes of symbolic links (paths and targets) kept in memory until the end; past it, they are set aside in a file. */
+const LINKS_IN_MEMORY_BYTES = 1024 * 1024;
+
+/**
+ * The symbolic links of an archive, made last: in memory while they are few,
+ * then in a private temporary file (one JSON line each), so an archive of any
+ * number of links costs bounded memory.
+ */
+class PendingLinks {
+  #memory: [path: string, target: string][] = [];
+  #memoryBytes = 0;
+  #spill: { readonly directory: string; readonly file: FileHandle } | undefined;
+
+  add(path: string, target: string): void {
+    this.#memory.push([path, target]);
+    this.#memoryBytes += path.length + target.length;
+  }
+
+  /** Whether the links in memory should be set aside before more of the archive is read. */
+  get full(): boolean {
+    return this.#memoryBytes >= LINKS_IN_MEMORY_BYTES;
+  }
+
+  /** Sets the links in memory aside in the temporary file (made at the first call: 0700 directory, 0600 file). */
+  async setAside(): Promise<void> {
+    if (this.#memory.length === 0) return;
+    if (this.#spill === undefined) {
+      const directory = await mkdtemp(join(tmpdir(), 'execworld-links-'));
+      this.#spill = { directory, file: await open(join(directory, 'links'), 'wx', 0o600) };
+    }
+    const lines = this.#memory.map((link) => `${JSON.stringify(link)}\n`).join('');
+    this.#memory = [];
+    this.#memoryBytes = 0;
+    await this.#spill.file.write(lines);
+  }
+
+  /** Every link, in archive order. */
+  async *all(): AsyncGenerator<[path: string, target: string]> {
+    if (this.#spill === undefined) {
+      yield* this.#memory;
+      return;
+    }
+    await this.setAside();
+    const lines = createInterface({ input: createReadStream(join(this.#spill.directory, 'links'), 'utf8'), crlfDelay: Infinity });
+    for await (const line of lines) yield JSON.parse(line) as [string, string];
+  }
+
+  async discard(): Promise<void> {
+    const spill = this.#spill;
+    this.#spill = undefined;
+    this.#memory = [];
+    if (spill === undefined) return;
+    await spill.file.close().catch(() => undefined);
+    await rm(spill.directory, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Unpacks the tar stream `body` into the directory `cwd` (which must exist);
+ * symbolic links are made at the end by `makeLink`. Memory stays bounded
+ * whatever the number of entries: entries are made one at a time with at
+ * most {@link MAX_ENTRIES_WAITING} read ahead, and links wait in a temporary
+ * file past 1 MiB of them.
+ */
 export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkMaker, signal?: AbortSignal): Promise<ArchiveResult> {
   let entries = 0;
+  let links = 0;
   const warnings: { path: string; message: string }[] = [];
   const warn = (path: string, message: string): void => {
     if (warnings.length < MAX_WARNINGS) warnings.push({ path, message });
   };
-  const links: { path: string; target: string }[] = [];
+  const pending = new PendingLinks();
   const extract = tar.extract({
     cwd,
     preserveOwner: false,
     filter: (path, entry) => {
       if ((entry as { type?: unknown }).type !== 'SymbolicLink') return true;
-      links.push({ path, target: (entry as { linkpath?: string }).linkpath ?? '' });
+      links += 1;
+      pending.add(path, (entry as { linkpath?: string }).linkpath ?? '');
       return false;
     },
     onReadEntry: () => {
@@ -58,22 +189,44 @@ export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkM
       const path = (data as { entry?: { path?: unknown } } | undefined)?.entry?.path ?? (data as { path?: unknown } | undefined)?.path;
       warn(typeof path === 'string' ? path : '', message);
     },
-  }) as unknown as NodeJS.WritableStream;
-  await pipeline(body, extract, signal === undefined ? {} : { signal });
-  for (const { path, target } of links) {
-    const normal = posix.normalize(path).replace(/\/+$/, '');
-    if (posix.isAbsolute(normal) || normal === '.' || normal === '..' || normal.startsWith('../') || target === '' || target.includes('\0')) {
-      warn(path, 'a link whose path leaves the directory, or with no target, is not made');
-      continue;
+  });
+  let wake: (() => void) | undefined;
+  const queue = new EntryQueue(() => {
+    if (queue.size < MAX_ENTRIES_WAITING) wake?.();
+  });
+  extract.reservations = queue as unknown as typeof extract.reservations;
+  /** Passes the archive on to tar only while few entries wait to be made, and once the links read so far are set aside when they are many. */
+  const gate = new Transform({
+    transform(chunk: Buffer, _encoding, passed) {
+      void (async () => {
+        if (pending.full) await pending.setAside();
+        while (queue.size >= MAX_ENTRIES_WAITING) await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+      })().then(
+        () => passed(null, chunk),
+        (error: unknown) => passed(error as Error),
+      );
+    },
+  });
+  try {
+    await pipeline(body, gate, extract as unknown as NodeJS.WritableStream, signal === undefined ? {} : { signal });
+    for await (const [path, target] of pending.all()) {
+      const normal = posix.normalize(path).replace(/\/+$/, '');
+      if (posix.isAbsolute(normal) || normal === '.' || normal === '..' || normal.startsWith('../') || target === '' || target.includes('\0')) {
+        warn(path, 'a link whose path leaves the directory, or with no target, is not made');
+        continue;
+      }
+      try {
+        await makeLink(normal, target);
+      } catch (error) {
+        warn(path, `the link was not made: ${error instanceof Error ? error.message : String(error)}`);
+      }
     }
-    try {
-      await makeLink(normal, target);
-    } catch (error) {
-      warn(path, `the link was not made: ${error instanceof Error ? error.message : String(error)}`);
-    }
+  } finally {
+    await pending.discard();
   }
   // Links are set aside before tar reads them as entries.
-  return { entries: entries + links.length, warnings };
+  return { entries: entries + links, warnings };
 }
 
 /** What kind of special file a pack left out. */
