@@ -95,7 +95,20 @@ const SETTINGS = {
     default: [...DEFAULT_PASS_ENV],
     help: `name of the daemon's environment children get (repeatable; env: comma-separated; NAME_* a prefix, * all but credential-shaped names)`,
   },
-  maxBodyBytes: { flag: 'max-body-bytes', env: 'EXECWORLD_MAX_BODY_BYTES', schema: positiveInt(1024 * MiB), default: 32 * MiB, help: 'largest request body' },
+  maxBodyBytes: {
+    flag: 'max-body-bytes',
+    env: 'EXECWORLD_MAX_BODY_BYTES',
+    schema: positiveInt(1024 * MiB),
+    default: 32 * MiB,
+    help: 'largest JSON request body of any call; each call takes at most what it carries (64 KiB, 8 MiB, or this for data); more is refused with 413',
+  },
+  bodyBudgetBytes: {
+    flag: 'body-budget-bytes',
+    env: 'EXECWORLD_BODY_BUDGET_BYTES',
+    schema: positiveInt(64 * 1024 * MiB),
+    default: 64 * MiB,
+    help: 'JSON request bodies held by all requests together, from their first byte until they are answered (at least --max-body-bytes); a request past it is refused with 429',
+  },
   maxReadTextBytes: {
     flag: 'max-read-text-bytes',
     env: 'EXECWORLD_MAX_READ_TEXT_BYTES',
@@ -342,5 +355,10 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     config[key] = result.data;
   }
   if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) throw new ConfigError('--tls-cert and --tls-key go together');
+  if ((config.bodyBudgetBytes as number) < (config.maxBodyBytes as number)) {
+    throw new ConfigError(
+      `--body-budget-bytes (${String(config.bodyBudgetBytes)}) must be at least --max-body-bytes (${String(config.maxBodyBytes)}): a body a call takes must fit in it`,
+    );
+  }
   return { config: Object.freeze(config) as Config, help: false };
 }
