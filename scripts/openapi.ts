@@ -321,7 +321,10 @@ export function buildOpenApiDocument(version: string): Json {
     get: {
       operationId: 'archive.pack',
       summary: 'A directory as a tar stream',
-      description: 'Its entries relative to it, links stored as links (never followed), modes and empty directories kept, owners left out.',
+      description:
+        'Its entries relative to it, links stored as links (never followed), modes and empty directories kept, owners left out. ' +
+        'Special files (sockets, FIFOs, devices) have no bytes to copy: they are left out, and the chunked answer ends with the trailer ' +
+        '`X-Execworld-Skipped`, `{"count":N,"entries":[{"path","kind"},…]}` in ASCII JSON, counting every one and naming as many as fit in 8 KiB.',
       tags: ['fs'],
       parameters: archiveParameters,
       responses: { '200': { description: 'The archive', content: { 'application/x-tar': tarBytes } }, ...errorResponses(ARCHIVE_ERRORS, responses) },

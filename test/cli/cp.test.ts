@@ -4,9 +4,11 @@
  * errors and usage errors with their exit status, and the progress bar on a
  * real terminal (tmux; with CI set a missing tmux fails that test).
  */
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
@@ -59,6 +61,28 @@ describe('execworld cp', () => {
     expect(readdirSync(join(world, 'tree')).sort()).toEqual(['a.txt', 'empty', 'link']);
     expect((await cp('-r', `:${join(world, 'tree')}`, 'tree-back')).code).toBe(0);
     expect(readdirSync(join(here, 'tree-back')).sort()).toEqual(['a.txt', 'empty', 'link']);
+  });
+
+  it('leaves special files out of a directory either way, naming each on stderr, and copies the rest', async () => {
+    const tree = join(here, 'specials');
+    mkdirSync(tree);
+    writeFileSync(join(tree, 'kept.txt'), 'kept\n');
+    execFileSync('mkfifo', [join(tree, 'pipe')]);
+    const up = await cp('-r', 'specials', `:${world}`);
+    expect(up, up.stderr).toMatchObject({ code: 0 });
+    expect(up.stderr).toBe('execworld cp: pipe: not copied: a fifo (only files, directories and links are)\n');
+    expect(readdirSync(join(world, 'specials'))).toEqual(['kept.txt']);
+    // In the world a program left a socket beside the file.
+    const socket = createServer();
+    await new Promise<void>((resolve) => socket.listen(join(world, 'specials', 'daemon.sock'), resolve));
+    try {
+      const down = await cp('-r', `:${join(world, 'specials')}`, 'specials-back');
+      expect(down, down.stderr).toMatchObject({ code: 0 });
+      expect(down.stderr).toBe('execworld cp: daemon.sock: not copied: a socket (only files, directories and links are)\n');
+      expect(readdirSync(join(here, 'specials-back'))).toEqual(['kept.txt']);
+    } finally {
+      socket.close();
+    }
   });
 
   it("resolves ID:path against the session's working directory", async () => {

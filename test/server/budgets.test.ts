@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@execworld/sdk';
 import { decodeDataFrame, WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
@@ -167,6 +167,31 @@ describe('per-owner bounds', () => {
     await expect(sockets[3]!.subscribe({ target, from: 0 })).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED' });
     await sockets[0]!.call('terminal.delete', { id: terminal.id });
     for (const socket of sockets) socket.close();
+    await waitFor('the connections to close', () => daemon.daemon.hub.connections === 0);
+  });
+
+  it("gives an owner's read tokens budgets of their own: watchers at their limits never lock the owner out", async () => {
+    const terminal = await daemon.request('POST', '/v1/terminals', { body: TERMINAL });
+    const target = { kind: 'terminal', id: terminal.body.id as string, stream: 'output' };
+    // Readers take every connection and subscription their budgets allow.
+    const readers = await Promise.all([1, 2, 3, 4].map(() => TestSocket.open(daemon.wsUrl, { token: ALICE_READER })));
+    await expect(TestSocket.open(daemon.wsUrl, { token: ALICE_READER })).rejects.toMatchObject({ status: 429 });
+    for (const reader of readers.slice(0, 3)) await reader.subscribe({ target, from: 0 });
+    await expect(readers[3]!.subscribe({ target, from: 0 })).rejects.toMatchObject({
+      code: 'LIMIT_EXCEEDED',
+      message: expect.stringMatching(/read-only tokens/) as string,
+    });
+    // The owner's own tokens still have all of theirs.
+    const writers = await Promise.all([1, 2, 3, 4].map(() => TestSocket.open(daemon.wsUrl, { token: ALICE })));
+    for (const writer of writers.slice(0, 3)) await writer.subscribe({ target, from: 0 });
+    await expect(writers[3]!.subscribe({ target, from: 0 })).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED' });
+    await expect(TestSocket.open(daemon.wsUrl, { token: ALICE })).rejects.toMatchObject({ status: 429 });
+    // A reader that leaves frees its own budget, not the owner's.
+    readers[0]!.close();
+    await waitFor("the reader's connection to close", () => daemon.daemon.hub.connections === 7);
+    (await TestSocket.open(daemon.wsUrl, { token: ALICE_READER })).close();
+    await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);
+    for (const socket of [...readers, ...writers]) socket.close();
     await waitFor('the connections to close', () => daemon.daemon.hub.connections === 0);
   });
 });

@@ -12,7 +12,7 @@ describe('loadConfig', () => {
   it('has finite, loopback defaults', () => {
     expect(loadConfig([], {}).config).toEqual(DEFAULT_CONFIG);
     expect(DEFAULT_CONFIG.host).toBe('127.0.0.1');
-    for (const key of ['maxBodyBytes', 'maxFrameBytes', 'maxSessionsPerOwner', 'ringBytes', 'retentionMs'] as const) {
+    for (const key of ['maxBodyBytes', 'bodyBudgetBytes', 'maxFrameBytes', 'maxSessionsPerOwner', 'ringBytes', 'retentionMs'] as const) {
       expect(Number.isFinite(DEFAULT_CONFIG[key])).toBe(true);
     }
   });
@@ -39,6 +39,10 @@ describe('loadConfig', () => {
     expect(() => loadConfig(['--log-level', 'loud'], {})).toThrow(ConfigError);
     expect(() => loadConfig(['--bogus'], {})).toThrow(/bogus/);
     expect(() => loadConfig(['--tls-cert', '/x.pem'], {})).toThrow(/go together/);
+    // A body a call takes must fit in the budget of all bodies.
+    expect(() => loadConfig(['--max-body-bytes', '2048', '--body-budget-bytes', '1024'], {})).toThrow(
+      /--body-budget-bytes \(1024\) must be at least --max-body-bytes/,
+    );
     const file = join(dir, 'unknown.json');
     writeFileSync(file, JSON.stringify({ porttt: 1 }));
     expect(() => loadConfig(['--config', file], {})).toThrow(/unknown setting porttt/);

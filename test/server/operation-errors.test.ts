@@ -7,6 +7,7 @@
  * cannot be, so a list cannot claim more than the daemon does either.
  */
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,7 +16,7 @@ import { LocalRuntime } from '@execworld/service';
 import { CONNECT_ERRORS } from '../../scripts/openapi.ts';
 import { InspectionUnsupportedError, type ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { ALICE_READER, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** Codes no test can bring about, with the reason. */
@@ -96,6 +97,9 @@ const QUERIES: Record<string, string> = { 'process.collected': 'from=0' };
 let daemon: TestDaemon;
 /** A daemon over the switchable inspector. */
 let limited: TestDaemon;
+/** A daemon whose budget for request bodies one slow request holds nearly all of. */
+let budgeted: TestDaemon;
+let slowBody: Socket;
 let inspector: SwitchableInspector;
 const ids = { exitedTerminal: '', shell: '', limitedTerminal: '', sleeper: '', closedTerminal: '', stuckTerminal: '', stuckProcess: '' };
 
@@ -145,10 +149,22 @@ beforeAll(async () => {
   ids.stuckProcess = (
     await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' } } })
   ).body.id;
+  // 50,000 bytes of a body of 60,000 sent and held, of a budget of 64 KiB: a body of 20,000 bytes more does not fit.
+  budgeted = await startDaemon({ maxBodyBytes: 64 * 1024, bodyBudgetBytes: 64 * 1024 });
+  const { hostname, port } = new URL(budgeted.url);
+  slowBody = netConnect(Number(port), hostname);
+  await new Promise((resolve) => slowBody.once('connect', resolve));
+  slowBody.write(
+    `POST /v1/processes/p_unknown0000/stdin HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${ALICE}\r\ncontent-type: application/json\r\ncontent-length: 60000\r\n\r\n`,
+  );
+  slowBody.write(`{"data":"${'x'.repeat(50_000 - 9)}`);
+  await waitFor('the slow body to be held', () => budgeted.daemon.bodies.held >= 50_000);
 });
 afterAll(async () => {
   inspector.stubborn = false;
   inspector.unsupported = false;
+  slowBody.destroy();
+  await budgeted.close();
   await limited.close();
   await daemon.close();
 });
@@ -212,6 +228,11 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
       what: 'a body past the limit',
       code: 'PAYLOAD_TOO_LARGE',
       send: () => send(daemon, spec, unknown, { raw: JSON.stringify({ pad: 'x'.repeat(300 * 1024) }), headers: { 'content-type': 'application/json' } }),
+    });
+    scenarios.push({
+      what: "a body while the daemon's budget for bodies is held by others",
+      code: 'LIMIT_EXCEEDED',
+      send: () => send(budgeted, spec, unknown, { raw: JSON.stringify({ pad: 'x'.repeat(20_000) }), headers: { 'content-type': 'application/json' } }),
     });
     scenarios.push({
       what: 'a body that is not JSON',

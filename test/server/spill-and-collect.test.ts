@@ -64,9 +64,9 @@ describe('spill files', () => {
 });
 
 describe('the collect budget', () => {
-  it('refuses a process whose collected tails would pass it, with 429, until retained ones are forgotten', async () => {
+  it('refuses a process whose collected tails would pass it, with 429, while a running one holds its maxBytes', async () => {
     const daemon = await startDaemon({ collectBudgetBytes: 3 * 1024 * 1024 });
-    const first = await daemon.request('POST', '/v1/processes', { body: spilling('true', 2 * 1024 * 1024) });
+    const first = await daemon.request('POST', '/v1/processes', { body: spilling('sleep 300', 2 * 1024 * 1024) });
     expect(first.status).toBe(201);
     const second = await daemon.request('POST', '/v1/processes', { body: spilling('true', 2 * 1024 * 1024) });
     expect(second).toMatchObject({ status: 429, body: { error: { code: 'LIMIT_EXCEEDED', message: expect.stringMatching(/collected output/) as string } } });
@@ -76,6 +76,33 @@ describe('the collect budget', () => {
     ).toBe(201);
     await daemon.request('DELETE', `/v1/processes/${first.body.id}`);
     expect((await daemon.request('POST', '/v1/processes', { body: spilling('true', 2 * 1024 * 1024) })).status).toBe(201);
+    await daemon.close();
+  });
+
+  it('gets back what an ended process did not collect, while its retained tail stays readable and keeps its bytes', async () => {
+    const MiB = 1024 * 1024;
+    const daemon = await startDaemon({ collectBudgetBytes: 3 * MiB });
+    /** Runs `script` collecting up to 2 MiB of its stdout, and waits until its collected streams ended. */
+    const ended = async (script: string): Promise<string> => {
+      const created = await daemon.request('POST', '/v1/processes', { body: spilling(script, 2 * MiB) });
+      expect(created.status).toBe(201);
+      const id = created.body.id as string;
+      await waitFor('the collected stream to end', async () => (await daemon.request('GET', `/v1/processes/${id}`)).body.stdout.ended === true, 30_000);
+      return id;
+    };
+    const small = await ended('echo little');
+    // Retained for the retention period, its tail holds 7 bytes: the other 2 MiB of its reservation are free again.
+    const next = await daemon.request('POST', '/v1/processes', { body: spilling('true', 2 * MiB) });
+    expect(next.status).toBe(201);
+    expect((await daemon.request('GET', `/v1/processes/${small}/collected/stdout?from=0`)).body).toMatchObject({ text: 'little\n', lossy: false });
+    await daemon.request('DELETE', `/v1/processes/${next.body.id}`);
+    // A retained tail that is full still holds its bytes of the budget: the budget bounds them too.
+    const full = await ended('head -c 3000000 /dev/zero');
+    const refused = await daemon.request('POST', '/v1/processes', { body: spilling('true', 2 * MiB) });
+    expect(refused).toMatchObject({ status: 429, body: { error: { code: 'LIMIT_EXCEEDED', message: expect.stringMatching(/collected output/) as string } } });
+    expect((await daemon.request('GET', `/v1/processes/${full}`)).body.stdout).toMatchObject({ start: 3_000_000 - 2 * MiB, end: 3_000_000 });
+    await daemon.request('DELETE', `/v1/processes/${full}`);
+    expect((await daemon.request('POST', '/v1/processes', { body: spilling('true', 2 * MiB) })).status).toBe(201);
     await daemon.close();
   });
 });

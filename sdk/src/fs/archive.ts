@@ -1,15 +1,27 @@
 /**
- * Unpacking a directory's tar stream, the one way both ends do it: tar's own
- * protections for files, directories and hard links (a path with `..`, a
- * link in the way, a hard link out of the directory are refused), owners
- * never taken from the archive, and symbolic links made last, with their
- * targets exactly as archived (an absolute one stays absolute), through a
- * maker the caller confines. Made last, no link can be in the way of an
- * entry of the same archive.
+ * A directory as a tar stream, the one way both ends make and take it.
+ *
+ * Packing walks the directory one entry at a time: files, directories and
+ * links are archived (links as links, never followed; hard links to a file
+ * archived before as links to it; modes kept, owners left out), and special
+ * files (sockets, FIFOs, devices) are left out and listed, as they have no
+ * bytes to copy. Only one file is open at once, and the stream's end,
+ * or its destruction by a reader that went away, closes it.
+ *
+ * Unpacking uses tar's own protections for files, directories and hard links
+ * (a path with `..`, a link in the way, a hard link out of the directory are
+ * refused), never takes owners from the archive, and makes symbolic links
+ * last, with their targets exactly as archived (an absolute one stays
+ * absolute), through a maker the caller confines. Made last, no link can be
+ * in the way of an entry of the same archive.
  * @module
  */
-import { posix } from 'node:path';
-import type { Readable } from 'node:stream';
+import { constants, createReadStream, type BigIntStats } from 'node:fs';
+import { lstat, mkdtemp, open, readdir, readlink, rm, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, posix } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
 
@@ -25,6 +37,127 @@ export interface ArchiveResult {
 /** Makes the symbolic link `path` (relative to the directory, checked to stay in it) pointing at `target`. */
 export type LinkMaker = (path: string, target: string) => Promise<void>;
 
+/**
+ * Entries waiting to be made, at most: past it, the archive is read no
+ * further until some are made. (An entry with no data, an empty file or a
+ * directory, never holds tar's reading back, so without a bound an archive
+ * of many small entries would queue them all.)
+ */
+const MAX_ENTRIES_WAITING = 256;
+
+/**
+ * tar's path reservations, replaced: entries are made one after another, in
+ * archive order, as tar itself makes them on Windows. tar 7's reservations
+ * let entries of unrelated paths be made at once, but keep every entry they
+ * ever ran in a map that is never cleared (about 3 KiB each: 600 MiB for
+ * 250,000 entries, which the heap hands back but the process does not), and
+ * one at a time loses little: an entry's own steps are sequential anyway,
+ * and at most a handful ran at once. The queue is bounded by the reader
+ * (see {@link MAX_ENTRIES_WAITING}).
+ */
+class EntryQueue {
+  readonly #queue: ((clear: () => void) => void)[] = [];
+  #busy = false;
+  #draining = false;
+  /** Called whenever an entry was made. */
+  readonly #onMade: () => void;
+
+  constructor(onMade: () => void) {
+    this.#onMade = onMade;
+  }
+
+  /** Entries waiting or being made. */
+  get size(): number {
+    return this.#queue.length + (this.#busy ? 1 : 0);
+  }
+
+  /** tar's call: `make` runs once the entries before it are made, and calls `clear` when it is made. */
+  reserve(_paths: readonly string[], make: (clear: () => void) => void): boolean {
+    this.#queue.push(make);
+    this.#drain();
+    return true;
+  }
+
+  #drain(): void {
+    // An entry made at once (its clear called inside make) must not nest one call per entry.
+    if (this.#draining) return;
+    this.#draining = true;
+    try {
+      while (!this.#busy && this.#queue.length > 0) {
+        const make = this.#queue.shift()!;
+        this.#busy = true;
+        let cleared = false;
+        make(() => {
+          if (cleared) return;
+          cleared = true;
+          this.#busy = false;
+          this.#onMade();
+          this.#drain();
+        });
+      }
+    } finally {
+      this.#draining = false;
+    }
+  }
+}
+
+/** Bytes of symbolic links (paths and targets) kept in memory until the end; past it, they are set aside in a file. */
+const LINKS_IN_MEMORY_BYTES = 1024 * 1024;
+
+/**
+ * The symbolic links of an archive, made last: in memory while they are few,
+ * then in a private temporary file (one JSON line each), so an archive of any
+ * number of links costs bounded memory.
+ */
+class PendingLinks {
+  #memory: [path: string, target: string][] = [];
+  #memoryBytes = 0;
+  #spill: { readonly directory: string; readonly file: FileHandle } | undefined;
+
+  add(path: string, target: string): void {
+    this.#memory.push([path, target]);
+    this.#memoryBytes += path.length + target.length;
+  }
+
+  /** Whether the links in memory should be set aside before more of the archive is read. */
+  get full(): boolean {
+    return this.#memoryBytes >= LINKS_IN_MEMORY_BYTES;
+  }
+
+  /** Sets the links in memory aside in the temporary file (made at the first call: 0700 directory, 0600 file). */
+  async setAside(): Promise<void> {
+    if (this.#memory.length === 0) return;
+    if (this.#spill === undefined) {
+      const directory = await mkdtemp(join(tmpdir(), 'execworld-links-'));
+      this.#spill = { directory, file: await open(join(directory, 'links'), 'wx', 0o600) };
+    }
+    const lines = this.#memory.map((link) => `${JSON.stringify(link)}\n`).join('');
+    this.#memory = [];
+    this.#memoryBytes = 0;
+    await this.#spill.file.write(lines);
+  }
+
+  /** Every link, in archive order. */
+  async *all(): AsyncGenerator<[path: string, target: string]> {
+    if (this.#spill === undefined) {
+      yield* this.#memory;
+      return;
+    }
+    await this.setAside();
+    const lines = createInterface({ input: createReadStream(join(this.#spill.directory, 'links'), 'utf8'), crlfDelay: Infinity });
+    for await (const line of lines) yield JSON.parse(line) as [string, string];
+  }
+
+  async discard(): Promise<void> {
+    const spill = this.#spill;
+    this.#spill = undefined;
+    this.#memory = [];
+    if (spill === undefined) return;
+    await spill.file.close().catch(() => undefined);
+    await rm(spill.directory, { recursive: true, force: true });
+  }
+}
+
 /** How an unpack may be narrowed. */
 export interface UnpackOptions {
   readonly signal?: AbortSignal | undefined;
@@ -34,15 +167,22 @@ export interface UnpackOptions {
   readonly refuse?: (path: string, linkpath: string | undefined) => string | undefined;
 }
 
-/** Unpacks the tar stream `body` into the directory `cwd` (which must exist); symbolic links are made at the end by `makeLink`. */
+/**
+ * Unpacks the tar stream `body` into the directory `cwd` (which must exist);
+ * symbolic links are made at the end by `makeLink`. Memory stays bounded
+ * whatever the number of entries: entries are made one at a time with at
+ * most {@link MAX_ENTRIES_WAITING} read ahead, and links wait in a temporary
+ * file past 1 MiB of them.
+ */
 export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkMaker, options: UnpackOptions = {}): Promise<ArchiveResult> {
   const { signal, modeBits = 0o7777, refuse } = options;
   let entries = 0;
+  let links = 0;
   const warnings: { path: string; message: string }[] = [];
   const warn = (path: string, message: string): void => {
     if (warnings.length < MAX_WARNINGS) warnings.push({ path, message });
   };
-  const links: { path: string; target: string }[] = [];
+  const pending = new PendingLinks();
   const extract = tar.extract({
     cwd,
     preserveOwner: false,
@@ -55,7 +195,8 @@ export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkM
       }
       if (typeof header.mode === 'number') header.mode &= modeBits;
       if (header.type !== 'SymbolicLink') return true;
-      links.push({ path, target: (entry as { linkpath?: string }).linkpath ?? '' });
+      links += 1;
+      pending.add(path, (entry as { linkpath?: string }).linkpath ?? '');
       return false;
     },
     onReadEntry: () => {
@@ -65,20 +206,251 @@ export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkM
       const path = (data as { entry?: { path?: unknown } } | undefined)?.entry?.path ?? (data as { path?: unknown } | undefined)?.path;
       warn(typeof path === 'string' ? path : '', message);
     },
-  }) as unknown as NodeJS.WritableStream;
-  await pipeline(body, extract, signal === undefined ? {} : { signal });
-  for (const { path, target } of links) {
-    const normal = posix.normalize(path).replace(/\/+$/, '');
-    if (posix.isAbsolute(normal) || normal === '.' || normal === '..' || normal.startsWith('../') || target === '' || target.includes('\0')) {
-      warn(path, 'a link whose path leaves the directory, or with no target, is not made');
-      continue;
+  });
+  let wake: (() => void) | undefined;
+  const queue = new EntryQueue(() => {
+    if (queue.size < MAX_ENTRIES_WAITING) wake?.();
+  });
+  extract.reservations = queue as unknown as typeof extract.reservations;
+  /** Passes the archive on to tar only while few entries wait to be made, and once the links read so far are set aside when they are many. */
+  const gate = new Transform({
+    transform(chunk: Buffer, _encoding, passed) {
+      void (async () => {
+        if (pending.full) await pending.setAside();
+        while (queue.size >= MAX_ENTRIES_WAITING) await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+      })().then(
+        () => passed(null, chunk),
+        (error: unknown) => passed(error as Error),
+      );
+    },
+  });
+  try {
+    await pipeline(body, gate, extract as unknown as NodeJS.WritableStream, signal === undefined ? {} : { signal });
+    for await (const [path, target] of pending.all()) {
+      const normal = posix.normalize(path).replace(/\/+$/, '');
+      if (posix.isAbsolute(normal) || normal === '.' || normal === '..' || normal.startsWith('../') || target === '' || target.includes('\0')) {
+        warn(path, 'a link whose path leaves the directory, or with no target, is not made');
+        continue;
+      }
+      try {
+        await makeLink(normal, target);
+      } catch (error) {
+        warn(path, `the link was not made: ${error instanceof Error ? error.message : String(error)}`);
+      }
     }
-    try {
-      await makeLink(normal, target);
-    } catch (error) {
-      warn(path, `the link was not made: ${error instanceof Error ? error.message : String(error)}`);
-    }
+  } finally {
+    await pending.discard();
   }
   // Links are set aside before tar reads them as entries.
-  return { entries: entries + links.length, warnings };
+  return { entries: entries + links, warnings };
+}
+
+/** What kind of special file a pack left out. */
+export type SkippedKind = 'socket' | 'fifo' | 'character device' | 'block device' | 'other';
+
+/** The special files a pack left out: every one counted, the first ones listed (paths relative to the directory). */
+export interface PackSkips {
+  count: number;
+  readonly entries: { readonly path: string; readonly kind: SkippedKind }[];
+}
+
+/** A directory's tar stream, and what it leaves out (complete once the stream ended). */
+export interface PackedArchive {
+  readonly stream: Readable;
+  readonly skipped: PackSkips;
+}
+
+/** The most special files a pack lists by path (all are counted). */
+export const MAX_SKIPPED_LISTED = 100;
+/** Bytes a file's data is read in. */
+const PACK_READ_BYTES = 1024 * 1024;
+/** Files with several links whose first path is remembered, so that the others are archived as links to it; past this, as files. */
+const MAX_HARD_LINK_SOURCES = 10_000;
+/**
+ * A file is opened without following a link (one swapped in after its lstat
+ * fails instead of leading elsewhere) and without blocking (a FIFO swapped in
+ * would otherwise hold the open until a writer came); where the platform has
+ * neither flag, without them.
+ */
+const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
+/** The end of an archive: two zero blocks. */
+const END_OF_ARCHIVE = Buffer.alloc(1024);
+
+const toArchivePath = process.platform === 'win32' ? (path: string): string => path.replaceAll('\\', '/') : (path: string): string => path;
+
+function kindOf(info: BigIntStats): SkippedKind {
+  if (info.isSocket()) return 'socket';
+  if (info.isFIFO()) return 'fifo';
+  if (info.isCharacterDevice()) return 'character device';
+  if (info.isBlockDevice()) return 'block device';
+  return 'other';
+}
+
+/** Permission bits as tar's portable mode writes them: the owner may always read and write, nobody else write; a readable directory is listable. */
+function portableMode(mode: number, isDirectory: boolean): number {
+  let bits = ((mode & 0o7777) | 0o600) & ~0o22;
+  if (isDirectory) {
+    if (bits & 0o400) bits |= 0o100;
+    if (bits & 0o40) bits |= 0o10;
+    if (bits & 0o4) bits |= 0o1;
+  }
+  return bits;
+}
+
+/** The header block of an entry, after a PAX header when its path or link does not fit ustar's fields. */
+function headerOf(fields: {
+  path: string;
+  type: 'File' | 'Directory' | 'SymbolicLink' | 'Link';
+  mode: number;
+  size: number;
+  mtime?: Date;
+  linkpath?: string;
+}): Buffer {
+  const header = new tar.Header(fields);
+  const needsPax = header.encode();
+  const block = header.block!;
+  if (!needsPax) return block;
+  const { path, linkpath, size, mtime } = fields;
+  const pax = new tar.Pax({ path, size, ...(linkpath === undefined ? {} : { linkpath }), ...(mtime === undefined ? {} : { mtime }) }).encode();
+  return Buffer.concat([pax, block]);
+}
+
+/** How a pack may be narrowed. */
+export interface PackOptions {
+  /**
+   * Whether the entry `path` (relative to the directory), as `info`
+   * describes it, is left out without a word: the daemon leaves its own files
+   * out so (they are not listed as skipped, which would name them).
+   */
+  readonly hide?: (path: string, info: { readonly dev: bigint; readonly ino: bigint }) => boolean;
+}
+
+/**
+ * Packs the directory `cwd` (its entries, relative to it) as a tar stream.
+ * The top level is listed before the stream is returned, so a directory that
+ * cannot be read fails the call itself; an entry that fails later (a file
+ * that cannot be opened, one that shrank while it was read) fails the stream.
+ */
+export async function packArchive(cwd: string, options: PackOptions = {}): Promise<PackedArchive> {
+  const hide = options.hide ?? (() => false);
+  const names = (await readdir(cwd)).sort();
+  const skipped: PackSkips = { count: 0, entries: [] };
+  const linkSources = new Map<string, string>();
+
+  const skip = (path: string, kind: SkippedKind): void => {
+    skipped.count += 1;
+    if (skipped.entries.length < MAX_SKIPPED_LISTED) skipped.entries.push({ path, kind });
+  };
+
+  async function* file(path: string, absolute: string, info: BigIntStats): AsyncGenerator<Buffer> {
+    const handle = await open(absolute, OPEN_FLAGS);
+    try {
+      const opened = await handle.stat({ bigint: true });
+      if (hide(path, opened)) return;
+      // Replaced since its lstat: left out as the special file it now is, or refused as changed.
+      if (!opened.isFile()) {
+        skip(path, kindOf(opened));
+        return;
+      }
+      if (opened.ino !== info.ino || opened.dev !== info.dev) throw Object.assign(new Error(`${path} was replaced while it was packed`), { code: 'EAGAIN' });
+      // The header says the size of the file as opened; exactly that many bytes follow it.
+      const size = Number(opened.size);
+      yield headerOf({ path, type: 'File', mode: portableMode(Number(opened.mode), false), size, mtime: opened.mtime });
+      let remaining = size;
+      while (remaining > 0) {
+        const buffer = Buffer.allocUnsafe(Math.min(remaining, PACK_READ_BYTES));
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, size - remaining);
+        if (bytesRead === 0) throw Object.assign(new Error(`${path} shrank while it was packed`), { code: 'EAGAIN' });
+        remaining -= bytesRead;
+        yield buffer.subarray(0, bytesRead);
+      }
+      if (size % 512 !== 0) yield Buffer.alloc(512 - (size % 512));
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async function* entry(path: string): AsyncGenerator<Buffer> {
+    const absolute = join(cwd, path);
+    const info = await lstat(absolute, { bigint: true });
+    if (hide(path, info)) return;
+    const mode = Number(info.mode);
+    if (info.isDirectory()) {
+      // As tar's portable mode: a directory's mtime is left out.
+      yield headerOf({ path: `${path}/`, type: 'Directory', mode: portableMode(mode, true), size: 0 });
+      for (const name of (await readdir(absolute)).sort()) yield* entry(`${path}/${name}`);
+    } else if (info.isSymbolicLink()) {
+      const linkpath = toArchivePath(await readlink(absolute));
+      yield headerOf({ path, type: 'SymbolicLink', mode: portableMode(mode, false), size: 0, mtime: info.mtime, linkpath });
+    } else if (info.isFile()) {
+      const key = `${info.dev}:${info.ino}`;
+      const source = info.nlink > 1n ? linkSources.get(key) : undefined;
+      if (source !== undefined) {
+        yield headerOf({ path, type: 'Link', mode: portableMode(mode, false), size: 0, mtime: info.mtime, linkpath: source });
+        return;
+      }
+      yield* file(path, absolute, info);
+      if (info.nlink > 1n && linkSources.size < MAX_HARD_LINK_SOURCES) linkSources.set(key, path);
+    } else skip(path, kindOf(info));
+  }
+
+  async function* archive(): AsyncGenerator<Buffer> {
+    for (const name of names) yield* entry(toArchivePath(name));
+    yield END_OF_ARCHIVE;
+  }
+
+  // Destroyed early (a reader that went away), the generator is returned: the open file closes in its finally.
+  return { stream: Readable.from(archive(), { objectMode: false }), skipped };
+}
+
+/**
+ * Bytes of the trailer that lists a pack's special files, at most: Node's
+ * client refuses headers and trailers past 16 KiB, so entries that do not
+ * fit are counted only.
+ */
+const MAX_SKIPPED_TRAILER_BYTES = 8 * 1024;
+
+/** JSON in ASCII: other characters as \u escapes, so the text is a valid header value whatever the paths hold. */
+function asciiJson(value: unknown): string {
+  return JSON.stringify(value).replace(/[\u007f-\uffff]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** The value of the skipped-files trailer: `{"count":N,"entries":[{"path":…,"kind":…},…]}`, listing as many entries as fit. */
+export function skippedTrailer(skips: PackSkips): string {
+  const listed: PackSkips['entries'] = [];
+  let bytes = asciiJson({ count: skips.count, entries: [] }).length;
+  for (const entry of skips.entries) {
+    const more = asciiJson(entry).length + 1;
+    if (bytes + more > MAX_SKIPPED_TRAILER_BYTES) break;
+    listed.push(entry);
+    bytes += more;
+  }
+  return asciiJson({ count: skips.count, entries: listed });
+}
+
+/** The special files a skipped-files trailer names; undefined for a value that is not one. */
+export function parseSkippedTrailer(value: unknown): PackSkips | undefined {
+  if (typeof value !== 'string') return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (_error) {
+    return undefined;
+  }
+  const { count, entries } = (parsed ?? {}) as { count?: unknown; entries?: unknown };
+  if (typeof count !== 'number' || !Array.isArray(entries)) return undefined;
+  const valid = entries.filter(
+    (entry): entry is PackSkips['entries'][number] =>
+      typeof (entry as { path?: unknown } | null)?.path === 'string' && typeof (entry as { kind?: unknown }).kind === 'string',
+  );
+  return { count, entries: valid };
+}
+
+/** A pack's special files as an unpack's warnings: one per listed file, and one counting those not listed. */
+export function skippedWarnings(skips: PackSkips): ArchiveResult['warnings'] {
+  const warnings = skips.entries.map(({ path, kind }) => ({ path, message: `not copied: a ${kind} (only files, directories and links are)` }));
+  const unlisted = skips.count - skips.entries.length;
+  if (unlisted > 0) warnings.push({ path: '', message: `${unlisted} more special files (sockets, FIFOs, devices) were not copied` });
+  return warnings;
 }

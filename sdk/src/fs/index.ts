@@ -20,9 +20,9 @@ export type {
 export { BINARY_SAMPLE_BYTES, TextStreamDecoder } from './text-stream.ts';
 export type { NotTextReason } from './text-stream.ts';
 export { RemoteFiles } from './remote-files.ts';
-export { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
+export { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
 export type { RemoteFilesOptions } from './remote-files.ts';
 export { RemoteTransfer } from './transfer.ts';
 export type { CopyOptions, FileDigest, RemoteTransferOptions, TransferProgress, UploadOptions } from './transfer.ts';
-export { unpackArchive } from './archive.ts';
-export type { ArchiveResult, LinkMaker } from './archive.ts';
+export { MAX_SKIPPED_LISTED, packArchive, parseSkippedTrailer, skippedTrailer, skippedWarnings, unpackArchive } from './archive.ts';
+export type { ArchiveResult, LinkMaker, PackedArchive, PackSkips, SkippedKind } from './archive.ts';

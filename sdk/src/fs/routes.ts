@@ -15,3 +15,9 @@ export const VERSION_HEADER = 'x-execworld-version';
 export const SIZE_HEADER = 'x-execworld-size';
 /** The trailer of a whole-file content answer asked for with `digest=sha256`: the SHA-256 of the bytes sent. */
 export const DIGEST_TRAILER = 'x-execworld-sha256';
+/**
+ * The trailer of an archive answer: the special files (sockets, FIFOs,
+ * devices) the archive leaves out, as `{"count":N,"entries":[{"path","kind"},…]}`
+ * in ASCII JSON, listing as many as fit in 8 KiB (see `skippedTrailer`).
+ */
+export const SKIPPED_TRAILER = 'x-execworld-skipped';

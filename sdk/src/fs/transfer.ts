@@ -12,6 +12,8 @@
  *   checked against the daemon's digest before it is moved into place.
  * - A directory goes either way as one tar stream (links kept as links,
  *   modes and empty directories kept); a cut fails it, to be run again.
+ *   Special files (sockets, FIFOs, devices) have no bytes to copy: they are
+ *   left out, and the result's warnings name them.
  *
  * Memory stays bounded on both sides whatever the size: every byte streams.
  * @module
@@ -20,14 +22,13 @@ import { createHash, randomBytes, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, open, realpath, rename, rm, stat, symlink } from 'node:fs/promises';
 import { basename, dirname, join, sep } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import * as tar from 'tar';
 import { ExecworldError, FileSystemError, isExecworldError } from '../errors.ts';
 import type { OperationResult } from '../protocol/operations.ts';
 import type { RemoteRuntime } from '../remote/runtime.ts';
-import { unpackArchive, type ArchiveResult } from './archive.ts';
-import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
+import { packArchive, parseSkippedTrailer, skippedWarnings, unpackArchive, type ArchiveResult } from './archive.ts';
+import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';
 
 /** A file's size, SHA-256 and version (the daemon's version of the remote copy). */
 export type FileDigest = OperationResult<'fs.digest'>;
@@ -273,26 +274,41 @@ export class RemoteTransfer {
     }
   }
 
-  /** Copies the local directory `localDir` (its contents) into `remoteDir`, made when missing. */
+  /**
+   * Copies the local directory `localDir` (its contents) into `remoteDir`,
+   * made when missing; the special files left out are among the warnings.
+   */
   async uploadDirectory(localDir: string, remoteDir: string, options: CopyOptions = {}): Promise<ArchiveResult & { readonly path: string }> {
     const info = await stat(localDir);
     if (!info.isDirectory()) throw new ExecworldError('INVALID_ARGUMENT', `${localDir} is not a directory`);
     let bytes = 0;
-    const packed = (tar.create({ cwd: localDir, portable: true, follow: false }, ['.']) as unknown as Readable).pipe(
+    const packed = await packArchive(localDir);
+    const body = packed.stream.pipe(
       meter((chunk) => {
         bytes += chunk.length;
         options.onProgress?.({ bytes, total: undefined });
       }),
     );
-    return this.runtime.http.json<ArchiveResult & { path: string }>(
-      'PUT',
-      ARCHIVE_PATH,
-      { path: remoteDir },
-      { body: packed, contentType: 'application/x-tar', signal: options.signal },
-    );
+    packed.stream.once('error', (error) => body.destroy(error));
+    try {
+      const unpacked = await this.runtime.http.json<ArchiveResult & { path: string }>(
+        'PUT',
+        ARCHIVE_PATH,
+        { path: remoteDir },
+        { body, contentType: 'application/x-tar', signal: options.signal },
+      );
+      return { ...unpacked, warnings: [...skippedWarnings(packed.skipped), ...unpacked.warnings] };
+    } finally {
+      // A request that failed early leaves the pack unread: its open file is closed.
+      packed.stream.destroy();
+    }
   }
 
-  /** Copies the remote directory `remoteDir` (its contents) into `localDir`, made when missing. */
+  /**
+   * Copies the remote directory `remoteDir` (its contents) into `localDir`,
+   * made when missing; the special files the daemon left out are among the
+   * warnings.
+   */
   async downloadDirectory(remoteDir: string, localDir: string, options: CopyOptions = {}): Promise<ArchiveResult> {
     await mkdir(localDir, { recursive: true });
     const root = await realpath(localDir);
@@ -311,7 +327,8 @@ export class RemoteTransfer {
       await symlink(target, join(parent, basename(path)));
     });
     if (!response.complete) throw new FileSystemError('FS_IO_ERROR', `the archive of ${remoteDir} ended early`);
-    return result;
+    const skipped = parseSkippedTrailer(response.trailers[SKIPPED_TRAILER]);
+    return skipped === undefined ? result : { ...result, warnings: [...skippedWarnings(skipped), ...result.warnings] };
   }
 
   async #pause(failures: number, signal: AbortSignal | undefined): Promise<void> {

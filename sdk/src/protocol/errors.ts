@@ -36,7 +36,11 @@ export const ERROR_CATALOG = {
     status: 422,
     description: 'The operating system refused to start the process; errno says why (E2BIG: argv and environment too large for exec).',
   },
-  PAYLOAD_TOO_LARGE: { status: 413, description: 'The request body or a frame is larger than the configured limit.' },
+  PAYLOAD_TOO_LARGE: {
+    status: 413,
+    description:
+      'The request body is larger than its call takes (the message says how much: 64 KiB for ids, paths and options, 8 MiB for a program or its input, --max-body-bytes for data), or a frame than the configured limit.',
+  },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'The request body is not of a type the route takes: JSON, or bytes on the byte routes of files.' },
   SHELL_START_FAILED: { status: 422, description: 'The shell did not get ready: it exited while starting, or did not answer within its start timeout.' },
   LIMIT_EXCEEDED: {
@@ -44,7 +48,8 @@ export const ERROR_CATALOG = {
     description:
       'A configured bound was reached; the message names which: sessions, connections or subscriptions per owner, ' +
       'calls in flight or subscriptions on one connection, the daemon-wide collect budget, input waiting ' +
-      'for a program that does not read (retry once it reads), or the cells of a terminal screen.',
+      'for a program that does not read (retry once it reads), the cells of a terminal screen, or the daemon-wide ' +
+      'budget of request bodies (retry once other requests are done).',
   },
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
   UNSUPPORTED: {

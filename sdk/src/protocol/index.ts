@@ -5,8 +5,18 @@
  */
 export { ERROR_CATALOG, ERROR_CODES, ErrorBody, ErrorDetail } from './errors.ts';
 export type { ErrorCode } from './errors.ts';
-export { OPERATION_LIST, OPERATIONS, isIdempotentCall } from './operations.ts';
-export type { Access, Idempotency, OperationInput, OperationName, OperationParams, OperationResult, OperationSpec, Operations } from './operations.ts';
+export { BODY_LIMITS, OPERATION_LIST, OPERATIONS, isIdempotentCall } from './operations.ts';
+export type {
+  Access,
+  BodyKind,
+  Idempotency,
+  OperationInput,
+  OperationName,
+  OperationParams,
+  OperationResult,
+  OperationSpec,
+  Operations,
+} from './operations.ts';
 export * as schemas from './schemas.ts';
 export {
   ClientMessage,

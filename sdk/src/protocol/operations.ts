@@ -40,6 +40,27 @@ export type Idempotency = boolean | { readonly when: readonly string[] };
  */
 export type Access = 'read' | 'write';
 
+/**
+ * What a call's JSON body carries, which bounds its size. `control`: ids,
+ * paths, sizes, signals and options. `program`: a program to start (its argv
+ * and environment, which exec takes up to ARG_MAX, 2 MiB on Linux) or input
+ * for one (terminal input, a shell's command or send: at most 1 MiB of text,
+ * up to six bytes a character as JSON). `data`: process stdin, a process's
+ * stdin data, file text; only the daemon's --max-body-bytes bounds it.
+ */
+export type BodyKind = 'control' | 'program' | 'data';
+
+/**
+ * The largest body of each kind, in bytes; the daemon's --max-body-bytes
+ * caps every one. A body past its call's limit is refused with 413
+ * PAYLOAD_TOO_LARGE, before it is read when its Content-Length says so.
+ */
+export const BODY_LIMITS: Readonly<Record<BodyKind, number>> = {
+  control: 64 * 1024,
+  program: 8 * 1024 * 1024,
+  data: Number.POSITIVE_INFINITY,
+};
+
 export interface OperationSpec {
   /** Call name on the WebSocket, e.g. `terminal.create`. */
   readonly name: string;
@@ -58,6 +79,8 @@ export interface OperationSpec {
   readonly auth: boolean;
   /** Whether a read-only token may make the call; see {@link Access}. */
   readonly access: Access;
+  /** What its body carries, which bounds its size; see {@link BODY_LIMITS}. */
+  readonly body: BodyKind;
   /**
    * Every error code the operation can answer over REST, in catalog order:
    * the ones its own work can give and the ones any request of its shape can
@@ -93,8 +116,9 @@ function requestErrors(method: OperationSpec['method'], path: string, auth: bool
   if (auth && access === 'write') codes.push('READ_ONLY');
   // An id that names nothing of this owner, or a segment past the router's limit.
   if (path.includes('{')) codes.push('NOT_FOUND', 'URI_TOO_LONG');
-  // fastify reads a body on POST and DELETE (the DELETE routes ignore it, but it must parse).
-  if (method !== 'GET') codes.push('PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE');
+  // fastify reads a body on POST and DELETE (the DELETE routes ignore it, but it must parse), within its
+  // call's limit and the daemon's budget for the bodies of all requests.
+  if (method !== 'GET') codes.push('PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'LIMIT_EXCEEDED');
   return codes;
 }
 
@@ -130,6 +154,8 @@ function op<const Name extends string, Input extends z.ZodObject, Result extends
   waits: boolean;
   /** Said of every operation: no default, so a new one is never writable by a read token by omission. */
   access: Access;
+  /** What its body carries. @default 'control' */
+  body?: BodyKind;
 }) {
   const auth = spec.auth ?? true;
   return {
@@ -146,6 +172,7 @@ function op<const Name extends string, Input extends z.ZodObject, Result extends
     idempotent: spec.idempotent,
     waits: spec.waits,
     access: spec.access,
+    body: spec.body ?? 'control',
   } satisfies OperationSpec;
 }
 
@@ -184,6 +211,7 @@ export const OPERATIONS = {
     idempotent: true,
     waits: true,
     access: 'read',
+    body: 'program',
   }),
 
   'terminal.create': op({
@@ -198,6 +226,7 @@ export const OPERATIONS = {
     idempotent: { when: ['requestId'] },
     waits: false,
     access: 'write',
+    body: 'program',
   }),
   'terminal.list': op({
     name: 'terminal.list',
@@ -232,6 +261,7 @@ export const OPERATIONS = {
     idempotent: { when: ['writer', 'seq'] },
     waits: false,
     access: 'write',
+    body: 'program',
   }),
   'terminal.resize': op({
     name: 'terminal.resize',
@@ -344,6 +374,7 @@ export const OPERATIONS = {
     idempotent: { when: ['requestId'] },
     waits: false,
     access: 'write',
+    body: 'data',
   }),
   'process.list': op({
     name: 'process.list',
@@ -378,6 +409,7 @@ export const OPERATIONS = {
     idempotent: { when: ['writer', 'seq'] },
     waits: false,
     access: 'write',
+    body: 'data',
   }),
   'process.closeStdin': op({
     name: 'process.closeStdin',
@@ -475,6 +507,7 @@ export const OPERATIONS = {
     idempotent: { when: ['requestId'] },
     waits: true,
     access: 'write',
+    body: 'program',
   }),
   'shell.list': op({
     name: 'shell.list',
@@ -510,6 +543,7 @@ export const OPERATIONS = {
     idempotent: false,
     waits: true,
     access: 'write',
+    body: 'program',
   }),
   'shell.send': op({
     name: 'shell.send',
@@ -523,6 +557,7 @@ export const OPERATIONS = {
     idempotent: false,
     waits: true,
     access: 'write',
+    body: 'program',
   }),
   // A write although it changes nothing by itself: it holds the shell (another call answers SHELL_BUSY meanwhile),
   // takes the open run's answer, which nobody gets again, and interrupts the run (SIGINT) when its timeout passes
@@ -637,6 +672,7 @@ export const OPERATIONS = {
     idempotent: false,
     waits: false,
     access: 'write',
+    body: 'data',
   }),
   'fs.editText': op({
     name: 'fs.editText',
@@ -649,6 +685,7 @@ export const OPERATIONS = {
     idempotent: false,
     waits: false,
     access: 'write',
+    body: 'data',
   }),
   'fs.mkdir': op({
     name: 'fs.mkdir',

@@ -6,7 +6,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { basename, isAbsolute, join, posix } from 'node:path';
-import { RemoteTransfer, type TransferProgress } from '@execworld/sdk/fs';
+import { RemoteTransfer, type ArchiveResult, type TransferProgress } from '@execworld/sdk/fs';
 import type { RemoteRuntime } from '@execworld/sdk';
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
 import { CliError, expectPositionals, UsageError, type Command, defineCommand } from './command.ts';
@@ -25,7 +25,9 @@ inside it, under the source's name, as cp does.
 A file goes as an upload or a download that resumes after a cut connection,
 and is put in place only once its size and SHA-256 match on both sides. A
 directory goes as one tar stream: links stay links, modes and empty
-directories are kept, owners are not.
+directories are kept, owners are not; special files (sockets, FIFOs,
+devices) are left out, each named on stderr, as is anything the unpacking
+side refused.
 
 Options:
   -r, --recursive      copy a directory and everything in it
@@ -118,6 +120,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
     const transfer = new RemoteTransfer(runtime);
     const bar = progressBar(basename(source.path), values['no-progress'] !== true);
     const onProgress = (progress: TransferProgress): void => bar.update(progress);
+    let warnings: ArchiveResult['warnings'] = [];
     if (!source.remote && destination.remote) {
       const info = await stat(source.path).catch(() => undefined);
       if (info === undefined) throw new CliError(`${source.path}: no such file or directory`);
@@ -125,7 +128,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
       let target = await remotePath(runtime, destination);
       const there = (await runtime.call('fs.stat', { path: target })).info;
       if (there?.type === 'directory') target = posix.join(target, basename(source.path));
-      if (info.isDirectory()) await transfer.uploadDirectory(source.path, target, { onProgress });
+      if (info.isDirectory()) warnings = (await transfer.uploadDirectory(source.path, target, { onProgress })).warnings;
       else await transfer.uploadFile(source.path, target, { onProgress, mode: info.mode & 0o777 });
     } else if (source.remote && !destination.remote) {
       const from = await remotePath(runtime, source);
@@ -135,10 +138,12 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
       let target = isAbsolute(destination.path) ? destination.path : join(process.cwd(), destination.path);
       const local = await stat(target).catch(() => undefined);
       if (local?.isDirectory() === true) target = join(target, posix.basename(from));
-      if (info.type === 'directory') await transfer.downloadDirectory(from, target, { onProgress });
+      if (info.type === 'directory') warnings = (await transfer.downloadDirectory(from, target, { onProgress })).warnings;
       else await transfer.downloadFile(from, target, { onProgress });
     }
     bar.done();
+    // Copied all the same: what was left out or refused is said, and the status stays 0, as tar does.
+    for (const { path, message } of warnings) process.stderr.write(`execworld cp: ${path === '' ? '' : `${path}: `}${message}\n`);
     return 0;
   } finally {
     runtime.close();

@@ -11,6 +11,7 @@ import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
 import {
+  BODY_LIMITS,
   ERROR_CATALOG,
   LIVE_PATH,
   METRICS_PATH,
@@ -24,6 +25,7 @@ import {
 import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
+import { BodyBudget } from './body-budget.ts';
 import type { Config } from './config.ts';
 import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
 import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
@@ -83,6 +85,8 @@ export interface Daemon {
   readonly app: FastifyInstance;
   readonly registry: SessionRegistry;
   readonly hub: WebSocketHub;
+  /** The bytes of JSON bodies all requests hold, against --body-budget-bytes. */
+  readonly bodies: BodyBudget;
 }
 
 /** Per-request lines at debug: a terminal's keystrokes and long polls are requests too. */
@@ -160,6 +164,7 @@ export function buildApp(options: AppOptions): Daemon {
   const filesOf = (owner: string): OwnerFiles => files.view({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
   const transferOf = (owner: string): OwnerTransfer => files.transfer({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
   const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
+  const bodies = new BodyBudget(config.bodyBudgetBytes);
   const hub = new WebSocketHub({
     registry,
     files: filesOf,
@@ -174,7 +179,10 @@ export function buildApp(options: AppOptions): Daemon {
     log: logger,
     metrics,
   });
-  metrics.readFrom({ sessions: () => registry.counts(), memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes() }) });
+  metrics.readFrom({
+    sessions: () => registry.counts(),
+    memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held }),
+  });
 
   app.decorateRequest('owner', '');
   app.decorateRequest('access', 'read');
@@ -241,7 +249,7 @@ export function buildApp(options: AppOptions): Daemon {
   });
 
   app.setErrorHandler((error, request, reply) => {
-    const serviceError = fastifyError(error, config.maxBodyBytes) ?? toServiceError(error);
+    const serviceError = fastifyError(error, request.routeOptions.bodyLimit ?? config.maxBodyBytes) ?? toServiceError(error);
     if (serviceError.status >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.info({ code: serviceError.code }, 'request refused');
     // A request refused before its body was read (no token, too large): the connection
@@ -286,7 +294,7 @@ export function buildApp(options: AppOptions): Daemon {
         done(new ServiceError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header'));
         return;
       }
-      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.owner) : upgradeRefusal(request));
+      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request) : upgradeRefusal(request));
       done(refusal);
     });
 
@@ -319,6 +327,9 @@ export function buildApp(options: AppOptions): Daemon {
         method: spec.method,
         url: spec.path.replace(/\{(\w+)\}/g, ':$1'),
         config: { auth: spec.auth, access: spec.access },
+        // A body is read whole before it is validated: at most what the call carries, within the budget of all bodies.
+        bodyLimit: Math.min(BODY_LIMITS[spec.body], config.maxBodyBytes),
+        preParsing: (request, reply, payload, done) => done(null, bodies.meter(request, reply, payload)),
         handler: async (request, reply) => {
           const input = spec.method === 'POST' ? (request.body ?? {}) : typedQuery(request.query as Record<string, unknown>);
           if (typeof input !== 'object' || input === null || Array.isArray(input))
@@ -386,5 +397,5 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub };
+  return { app, registry, hub, bodies };
 }

@@ -95,7 +95,20 @@ const SETTINGS = {
     default: [...DEFAULT_PASS_ENV],
     help: `name of the daemon's environment children get (repeatable; env: comma-separated; NAME_* a prefix, * all but credential-shaped names)`,
   },
-  maxBodyBytes: { flag: 'max-body-bytes', env: 'EXECWORLD_MAX_BODY_BYTES', schema: positiveInt(1024 * MiB), default: 32 * MiB, help: 'largest request body' },
+  maxBodyBytes: {
+    flag: 'max-body-bytes',
+    env: 'EXECWORLD_MAX_BODY_BYTES',
+    schema: positiveInt(1024 * MiB),
+    default: 32 * MiB,
+    help: 'largest JSON request body of any call; each call takes at most what it carries (64 KiB, 8 MiB, or this for data); more is refused with 413',
+  },
+  bodyBudgetBytes: {
+    flag: 'body-budget-bytes',
+    env: 'EXECWORLD_BODY_BUDGET_BYTES',
+    schema: positiveInt(64 * 1024 * MiB),
+    default: 64 * MiB,
+    help: 'JSON request bodies held by all requests together, from their first byte until they are answered (at least --max-body-bytes); a request past it is refused with 429',
+  },
   maxReadTextBytes: {
     flag: 'max-read-text-bytes',
     env: 'EXECWORLD_MAX_READ_TEXT_BYTES',
@@ -178,21 +191,21 @@ const SETTINGS = {
     env: 'EXECWORLD_COLLECT_BUDGET_BYTES',
     schema: positiveInt(64 * 1024 * MiB),
     default: 1024 * MiB,
-    help: 'collect-mode tails held in memory by all running processes together; a create beyond it is refused with 429',
+    help: "collect-mode tails held in memory by all processes together (a running one's maxBytes, an ended one's kept bytes); a create beyond it is refused with 429",
   },
   maxConnectionsPerOwner: {
     flag: 'max-connections',
     env: 'EXECWORLD_MAX_CONNECTIONS',
     schema: positiveInt(100_000),
     default: 64,
-    help: 'open WebSocket connections per owner',
+    help: 'open WebSocket connections per owner; its read-only tokens have as many again of their own, so watchers never lock it out',
   },
   maxSubscriptionsPerOwner: {
     flag: 'max-subscriptions',
     env: 'EXECWORLD_MAX_SUBSCRIPTIONS',
     schema: positiveInt(1_000_000),
     default: 4096,
-    help: 'open stream subscriptions per owner, over all its connections',
+    help: 'open stream subscriptions per owner, over all its connections; its read-only tokens have as many again of their own',
   },
   maxUploadsPerOwner: {
     flag: 'max-uploads',
@@ -342,5 +355,10 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     config[key] = result.data;
   }
   if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) throw new ConfigError('--tls-cert and --tls-key go together');
+  if ((config.bodyBudgetBytes as number) < (config.maxBodyBytes as number)) {
+    throw new ConfigError(
+      `--body-budget-bytes (${String(config.bodyBudgetBytes)}) must be at least --max-body-bytes (${String(config.maxBodyBytes)}): a body a call takes must fit in it`,
+    );
+  }
   return { config: Object.freeze(config) as Config, help: false };
 }

@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 import { Transform, type Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, UPLOADS_PATH, VERSION_HEADER } from '@execworld/sdk/fs';
+import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, skippedTrailer, UPLOADS_PATH, VERSION_HEADER } from '@execworld/sdk/fs';
 import { schemas, type ErrorCode } from '@execworld/sdk/protocol';
 import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import type { z } from 'zod';
@@ -122,7 +122,13 @@ export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOp
       const { path, cwd } = parsed(schemas.ArchiveQuery, request.query, 'query');
       const signal = callerGone(reply);
       const packed = await options.transfer(request.owner).pack(path, { cwd }, signal);
-      return reply.header('content-type', 'application/x-tar').send(packed);
+      // Cut off, the answer's end is the stream's: what it holds open is released.
+      reply.raw.once('close', () => packed.stream.destroy());
+      // The special files left out are known once the last entry was packed: they come as a trailer (the answer is chunked).
+      return reply
+        .header('content-type', 'application/x-tar')
+        .trailer(SKIPPED_TRAILER, (_reply, _payload, done) => done(null, skippedTrailer(packed.skipped)))
+        .send(packed.stream);
     },
   });
 

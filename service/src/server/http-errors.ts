@@ -82,13 +82,14 @@ export function answerFrameworkError(error: FastifyError, _request: FastifyReque
 /**
  * An error fastify raised while taking a request apart, in the catalog's
  * terms; undefined for anything that is not fastify's.
+ * @param bodyLimit - the most the request's route takes
  */
-export function fastifyError(error: unknown, maxBodyBytes: number): ServiceError | undefined {
+export function fastifyError(error: unknown, bodyLimit: number): ServiceError | undefined {
   const { code, statusCode, message } = error as { code?: unknown; statusCode?: unknown; message?: unknown };
   if (typeof code !== 'string' || !code.startsWith('FST_ERR')) return undefined;
   const text = typeof message === 'string' ? message : code;
   if (code === 'FST_ERR_CTP_BODY_TOO_LARGE')
-    return new ServiceError('PAYLOAD_TOO_LARGE', `the request body is larger than ${maxBodyBytes} bytes`, { cause: error });
+    return new ServiceError('PAYLOAD_TOO_LARGE', `the request body is larger than ${bodyLimit} bytes, the most this call takes`, { cause: error });
   if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
     return new ServiceError('UNSUPPORTED_MEDIA_TYPE', 'send the request body as application/json', { cause: error });
   // Every other client fault fastify names (a body shorter than its Content-Length, say) is a bad request.

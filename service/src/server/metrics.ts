@@ -17,7 +17,7 @@ const INPUT = new Set(['terminal.input', 'process.stdin', 'shell.send']);
 export interface MetricsSources {
   /** Sessions by kind and state, now. */
   sessions(): { kind: string; state: string; count: number }[];
-  /** Bytes held now, by budget (rings, connection buffers). */
+  /** Bytes held now, by budget (rings, connection buffers, request bodies). */
   memory(): Record<string, number>;
 }
 
@@ -49,7 +49,7 @@ export class DaemonMetrics {
     });
     new Gauge({
       name: 'execworld_memory_bytes',
-      help: 'Bytes held in memory by budget: rings (session output kept for readers), connections (answers queued for clients).',
+      help: 'Bytes held in memory by budget: rings (session output kept for readers), connections (answers queued for clients), bodies (JSON request bodies being received or handled).',
       labelNames: ['budget'],
       registers,
       collect() {

@@ -48,7 +48,9 @@ export interface HubOptions {
    * connection's subscriptions together may have sent and not had acknowledged.
    */
   readonly connectionBufferBytes: number;
+  /** Connections of an owner's write tokens together, and as many again of its read tokens (see {@link ConnectionIdentity}). */
   readonly maxConnectionsPerOwner: number;
+  /** Subscriptions of an owner's write tokens together, and as many again of its read tokens. */
   readonly maxSubscriptionsPerOwner: number;
   readonly log: Logger;
   /** Where calls and paused connections are counted; nowhere when absent. */
@@ -58,11 +60,22 @@ export interface HubOptions {
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
 const CLOSE_POLICY_VIOLATION = 1008;
 
-/** Whose connection it is, and what its token may do. */
+/**
+ * Whose connection it is, and what its token may do. The owner's connections
+ * and subscriptions are counted per access: its read tokens have budgets of
+ * their own beside its write tokens', so watchers can never lock the owner out.
+ */
 export interface ConnectionIdentity {
   readonly owner: string;
   readonly access: Access;
 }
+
+/** The tokens whose budget `identity` spends, for a refusal's message. */
+function tokensOf(identity: ConnectionIdentity): string {
+  return identity.access === 'read' ? `the read-only tokens of owner ${identity.owner}` : `the tokens of owner ${identity.owner}`;
+}
+
+const sameBudget = (a: ConnectionIdentity, b: ConnectionIdentity): boolean => a.owner === b.owner && a.access === b.access;
 
 class Connection {
   readonly owner: string;
@@ -314,8 +327,8 @@ class Connection {
         throw new ServiceError('LIMIT_EXCEEDED', `at most ${MAX_SUBSCRIPTIONS} subscriptions may be open on one connection`);
       }
       const limit = this.#options.maxSubscriptionsPerOwner;
-      if (this.#hub.subscriptionsOf(this.owner) >= limit) {
-        throw new ServiceError('LIMIT_EXCEEDED', `owner ${this.owner} already has ${limit} subscriptions open (the limit)`);
+      if (this.#hub.subscriptionsOf(this) >= limit) {
+        throw new ServiceError('LIMIT_EXCEEDED', `${tokensOf(this)} already have ${limit} subscriptions open (the limit)`);
       }
       const stream = this.#resolveStream(params.target);
       if (params.from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${params.from} is past the end of the stream (${stream.end})`);
@@ -378,31 +391,31 @@ export class WebSocketHub {
     return bytes;
   }
 
-  /** Open connections of `owner`. */
-  connectionsOf(owner: string): number {
+  /** Open connections of the owner's tokens of `identity`'s access. */
+  connectionsOf(identity: ConnectionIdentity): number {
     let count = 0;
-    for (const connection of this.#connections) if (connection.owner === owner) count += 1;
+    for (const connection of this.#connections) if (sameBudget(connection, identity)) count += 1;
     return count;
   }
 
-  /** Open subscriptions of `owner`, over all its connections. */
-  subscriptionsOf(owner: string): number {
+  /** Open subscriptions of the owner's tokens of `identity`'s access, over all their connections. */
+  subscriptionsOf(identity: ConnectionIdentity): number {
     let count = 0;
-    for (const connection of this.#connections) if (connection.owner === owner) count += connection.subscriptionCount;
+    for (const connection of this.#connections) if (sameBudget(connection, identity)) count += connection.subscriptionCount;
     return count;
   }
 
-  /** Why `owner` may not open another connection now, if it may not. */
-  refusal(owner: string): ServiceError | undefined {
+  /** Why `identity` may not open another connection now, if it may not. */
+  refusal(identity: ConnectionIdentity): ServiceError | undefined {
     const limit = this.#options.maxConnectionsPerOwner;
-    return this.connectionsOf(owner) >= limit
-      ? new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already has ${limit} WebSocket connections open (the limit)`)
+    return this.connectionsOf(identity) >= limit
+      ? new ServiceError('LIMIT_EXCEEDED', `${tokensOf(identity)} already have ${limit} WebSocket connections open (the limit)`)
       : undefined;
   }
 
   accept(socket: WebSocket, identity: ConnectionIdentity, log: Logger): void {
     // Checked again after the upgrade: upgrades of one owner may have raced past the check before it.
-    const refusal = this.refusal(identity.owner);
+    const refusal = this.refusal(identity);
     if (refusal !== undefined) {
       socket.close(CLOSE_POLICY_VIOLATION, refusal.message.slice(0, 120));
       return;

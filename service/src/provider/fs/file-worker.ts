@@ -11,7 +11,7 @@
  * @module
  */
 import { PassThrough, Readable } from 'node:stream';
-import type { FsTarget } from '@execworld/sdk/fs';
+import type { FsTarget, PackSkips } from '@execworld/sdk/fs';
 import { ProviderError } from '../errors.ts';
 import { hostPlatform } from '../platform/index.ts';
 import { launchFailure, resolveExecutable } from '../resolve-executable.ts';
@@ -27,6 +27,8 @@ const contents = new Map<number, OpenContent>();
 const streams = new Map<number, AsyncIterator<unknown>>();
 const stages = new Map<number, UploadStage>();
 const sinks = new Map<number, { readonly input: PassThrough; readonly result: Promise<unknown> }>();
+/** The special files each pack stream left out, by its stream's number: asked for at its end, dropped with a stream closed early. */
+const packSkips = new Map<number, PackSkips>();
 
 function keep<T>(table: Map<number, T>, value: T): number {
   const id = nextId++;
@@ -94,13 +96,25 @@ const METHODS: Record<string, (...args: any[]) => unknown> = {
   streamClose: async (id: number) => {
     const stream = streams.get(id);
     streams.delete(id);
+    // A stream that had not ended was cut off: nobody will ask what it skipped.
+    if (stream !== undefined) packSkips.delete(id);
     await stream?.return?.();
   },
   mkdir: (root: string | undefined, path: string, options: never) => transfer(root).mkdir(path, options),
   remove: (root: string | undefined, path: string, options: never) => transfer(root).remove(path, options),
   rename: (root: string | undefined, from: string, to: string, options: never) => transfer(root).rename(from, to, options),
   digest: (root: string | undefined, path: string, options: never) => transfer(root).digest(path, options),
-  pack: async (root: string | undefined, path: string, options: never) => pulled(await transfer(root).pack(path, options)),
+  pack: async (root: string | undefined, path: string, options: never) => {
+    const packed = await transfer(root).pack(path, options);
+    const id = pulled(packed.stream);
+    packSkips.set(id, packed.skipped);
+    return id;
+  },
+  packSkipped: (id: number) => {
+    const skipped = held(packSkips, id);
+    packSkips.delete(id);
+    return skipped;
+  },
   unpack: (root: string | undefined, path: string, options: never) => sink((input) => transfer(root).unpack(path, options, input)),
   stageUpload: async (root: string | undefined, path: string, options: never) => {
     const stage = await transfer(root).stageUpload(path, options);

@@ -6,13 +6,11 @@
  * primitives, so an owner confined to a root stays in it.
  * @module
  */
-import { createReadStream, Stats } from 'node:fs';
-import { lstat, mkdir, open, readdir, rename, rmdir, stat, symlink, unlink } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { lstat, mkdir, open, rename, rmdir, stat, symlink, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { unpackArchive, type ArchiveResult, type FileDigest } from '@execworld/sdk/fs';
-import * as tar from 'tar';
+import type { Readable } from 'node:stream';
+import { packArchive, unpackArchive, type ArchiveResult, type FileDigest, type PackedArchive } from '@execworld/sdk/fs';
 import { renameNoReplace } from '../libc.ts';
 import { withAnchor, type Anchor, type PathGuard } from './anchor.ts';
 import { absolutePath, isAbsence, versionOf } from './facts.ts';
@@ -25,6 +23,8 @@ import type { MutationLocks } from './world-files.ts';
 
 /** A regular file's size, SHA-256 and version, all of one open file: what the wire answers. */
 export type { FileDigest };
+/** A directory's tar stream, and the special files it leaves out. */
+export type { PackedArchive };
 
 /** What an unpacked archive did, and the real path of the directory it went into. */
 export type Unpacked = ArchiveResult & { readonly path: string };
@@ -48,7 +48,7 @@ export interface OwnerTransfer {
   rename(from: string, to: string, options: { cwd?: string | undefined; overwrite: boolean }, signal?: AbortSignal): Promise<{ path: string }>;
   digest(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<FileDigest>;
   stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<UploadStage>;
-  pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<Readable>;
+  pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<PackedArchive>;
   unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked>;
 }
 
@@ -245,11 +245,13 @@ export class WorldTransfer implements OwnerTransfer {
   }
 
   /**
-   * The directory at `path` as a tar stream: its entries relative to it, links
-   * stored as links (never followed), modes and empty directories kept,
-   * owners left out.
+   * The directory at `path` as a tar stream (see {@link packArchive}): its
+   * entries relative to it, links stored as links (never followed), modes and
+   * empty directories kept, owners left out, special files left out and
+   * listed. The directory stays held until the stream ends or is destroyed (a
+   * reader that went away), which also closes the file it was reading.
    */
-  async pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<Readable> {
+  async pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<PackedArchive> {
     const displayPath = absolutePath(path, options.cwd ?? this.#cwd);
     const doing = `pack "${displayPath}"`;
     checkAborted(signal, doing);
@@ -260,36 +262,22 @@ export class WorldTransfer implements OwnerTransfer {
       if (errnoOf(error) === 'ENOTDIR') throw new FsFailure('FS_NOT_DIRECTORY', `cannot ${doing}: not a directory`, { cause: error });
       throw fromSystemError(error, doing);
     }
-    // The entries inside, by name: the directory itself is reached through its anchor, a link that tar would store as one.
-    let names: string[];
+    // The entries inside, by name: the directory itself is reached through its anchor, a link that would be stored as one.
+    let packed: PackedArchive;
     try {
-      names = (await readdir(anchor.via)).sort();
+      // The daemon's own files are left out, by their paths and (a hard link to one) by what they are.
+      packed = await packArchive(anchor.via, { hide: (entry, info) => this.#guard.hides(join(anchor.real, entry), info) });
     } catch (error) {
       await anchor.release();
       throw fromSystemError(error, doing);
     }
-    const out = new PassThrough();
-    if (names.length === 0) {
-      await anchor.release();
-      // An empty archive: its end, two zero blocks.
-      out.end(Buffer.alloc(1024));
-      return out;
+    packed.stream.once('close', () => void anchor.release());
+    if (signal !== undefined) {
+      const stop = (): void => void packed.stream.destroy();
+      signal.addEventListener('abort', stop, { once: true });
+      packed.stream.once('close', () => signal.removeEventListener('abort', stop));
     }
-    // The daemon's own files are left out, by their paths and (a hard link to one) by what they are.
-    const packed = tar.create(
-      {
-        cwd: anchor.via,
-        portable: true,
-        follow: false,
-        filter: (entry, info) => !this.#guard.hides(join(anchor.real, entry), info instanceof Stats ? info : undefined),
-      },
-      names,
-    ) as unknown as Readable;
-    // The directory stays held until its last byte is read (or the reader went away).
-    pipeline(packed, out, signal === undefined ? {} : { signal })
-      .catch((error: unknown) => out.destroy(error instanceof Error ? error : new Error(String(error))))
-      .finally(() => void anchor.release());
-    return out;
+    return packed;
   }
 
   /** Refuses to remove or move an entry that is, or holds, one of the daemon's secrets (by path, or a file by identity). */

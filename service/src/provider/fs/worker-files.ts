@@ -18,6 +18,8 @@ import type {
   FsTarget,
   FsWriteIntent,
   FsWriteOutcome,
+  PackedArchive,
+  PackSkips,
 } from '@execworld/sdk/fs';
 import type { OwnerFiles } from '../api.ts';
 import { isWithin } from './anchor.ts';
@@ -180,16 +182,23 @@ export class UserWorkers {
   }
 }
 
-/** A stream of the worker's, pulled a chunk per call: the next chunk is asked for only when this one was read. */
-function pulledStream(worker: FileWorker, open: () => Promise<number>, objectMode = false): Readable {
-  let id: number | undefined;
+/**
+ * A stream of the worker's, pulled a chunk per call: the next chunk is asked
+ * for only when this one was read. `open` is the worker's stream, or opens it
+ * at the first read; one that is open is closed in the worker however this
+ * stream ends. `beforeEnd` runs once the worker's stream is done, before this
+ * one ends.
+ */
+function pulledStream(worker: FileWorker, open: number | (() => Promise<number>), objectMode = false, beforeEnd?: (id: number) => Promise<void>): Readable {
+  let id = typeof open === 'number' ? open : undefined;
   return new Readable({
     objectMode,
     read() {
       void (async () => {
         try {
-          id ??= await open();
+          id ??= await (open as () => Promise<number>)();
           const chunk = await worker.call<unknown>('next', id);
+          if (chunk === undefined) await beforeEnd?.(id);
           this.push(chunk === undefined ? null : chunk);
         } catch (error) {
           this.destroy(error as Error);
@@ -339,9 +348,17 @@ export class WorkerTransfer implements OwnerTransfer {
     };
   }
 
-  pack(path: string, options: { cwd?: string | undefined }): Promise<Readable> {
+  async pack(path: string, options: { cwd?: string | undefined }): Promise<PackedArchive> {
     const worker = this.#worker;
-    return worker.call<number>('pack', this.#root, path, options).then((id) => pulledStream(worker, () => Promise.resolve(id)));
+    const id = await worker.call<number>('pack', this.#root, path, options);
+    const skipped: PackSkips = { count: 0, entries: [] };
+    // What the worker's pack left out is complete at its end: asked for then, before this stream ends.
+    const stream = pulledStream(worker, id, false, async () => {
+      const answer = await worker.call<PackSkips>('packSkipped', id);
+      skipped.count = answer.count;
+      skipped.entries.push(...answer.entries);
+    });
+    return { stream, skipped };
   }
 
   async unpack(path: string, options: { cwd?: string | undefined }, body: Readable): Promise<Unpacked> {

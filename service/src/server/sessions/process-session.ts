@@ -57,8 +57,10 @@ export class ProcessSession extends Session {
   readonly settled: Promise<void>;
 
   readonly #inputBacklogBytes: number;
-  /** Bytes of the daemon-wide collect budget this session's collected tails hold. */
+  /** The maxBytes of this session's collected tails together: what they may grow to while the program runs. */
   readonly collectBytes: number;
+  /** Set once the collected streams ended: no byte is added to their tails after it. */
+  #collectEnded = false;
 
   /** @param handle - the process tree, started from `spec`; its collected chunks are announced by {@link collected}. */
   constructor(owner: string, spec: SubprocessSpawnSpec, handle: ProviderProcess, options: ProcessSessionOptions, log: Logger) {
@@ -100,6 +102,8 @@ export class ProcessSession extends Session {
       .then(async () => {
         this.exitedAt = new Date();
         for (const entry of Object.values(this.streams)) if (entry.mode === 'collect') (entry.stream as CollectorStream).finish();
+        // The provider closed the collected pipes as done settled: the tails are final.
+        this.#collectEnded = true;
         this.log.info({ exit: this.exit, failure: this.failure }, 'process ended');
         await this.handle.waitForExit();
         this.finishedAt = new Date();
@@ -164,6 +168,23 @@ export class ProcessSession extends Session {
   async terminate(): Promise<void> {
     this.handle.terminate();
     await this.settled;
+  }
+
+  /**
+   * Bytes of the daemon-wide collect budget this session holds: its tails'
+   * maxBytes while they may still grow, then only what they retain. A tail
+   * stays readable until the session is forgotten, so its bytes stay counted;
+   * the room it never filled goes back when its streams end. (A tail's oldest
+   * chunk may keep the memory of bytes it dropped: at most one pipe read.)
+   */
+  get collectHeld(): number {
+    if (!this.#collectEnded) return this.collectBytes;
+    let bytes = 0;
+    for (const name of ['stdout', 'stderr'] as const) {
+      const collector = this.streams[name]?.mode === 'collect' ? this.handle.collector(name) : undefined;
+      if (collector !== undefined) bytes += collector.totalBytes - collector.windowStart;
+    }
+    return bytes;
   }
 
   /** The piped streams' rings; collected output is the provider's, in its own budget. */

@@ -46,8 +46,8 @@ export class SessionRegistry {
   readonly #requests = new Map<string, Promise<AnySession>>();
   readonly #requestOf = new Map<string, string>();
   readonly #evictions = new Map<string, NodeJS.Timeout>();
-  /** Collect-mode bytes (maxBytes) of the processes held, against collectBudgetBytes. */
-  #collectReserved = 0;
+  /** Collect-mode bytes (maxBytes) of the process creates under way, before their sessions count their own. */
+  #collectPending = 0;
   /** Per owner, creates under way: they hold a slot before their session exists. */
   readonly #reserved = new Map<string, number>();
   #orphanSweep: NodeJS.Timeout | undefined;
@@ -136,16 +136,16 @@ export class SessionRegistry {
     return this.#once(owner, requestId, 'process', async () => {
       const release = this.#admit(owner);
       const wanted = collectBytesOf(spec);
-      if (wanted > 0 && this.#collectReserved + wanted > this.#limits.collectBudgetBytes) {
+      const held = wanted > 0 ? this.#collectHeld() : 0;
+      if (wanted > 0 && held + wanted > this.#limits.collectBudgetBytes) {
         release();
         throw new ServiceError(
           'LIMIT_EXCEEDED',
-          `collected output of running and retained processes already holds ${this.#collectReserved} of the daemon's ${this.#limits.collectBudgetBytes} bytes; this process asks for ${wanted}`,
+          `collected output of running and retained processes already holds ${held} of the daemon's ${this.#limits.collectBudgetBytes} bytes; this process asks for ${wanted}`,
         );
       }
       // Held from before the spawn's await, like the session slot: concurrent creates cannot all pass the budget.
-      this.#collectReserved += wanted;
-      let registered = false;
+      this.#collectPending += wanted;
       try {
         // Chunks collected before the session exists need no announcing: nobody waits for them yet.
         const made: { session?: ProcessSession } = {};
@@ -153,15 +153,26 @@ export class SessionRegistry {
         const handle = await this.runtime.startProcess(spec, { runAs: this.#runAsOf(owner), onCollected: (stream) => made.session?.collected(stream) });
         const session: ProcessSession = new ProcessSession(owner, spec, handle, { ...this.#limits, onFinished: () => this.#finished(session) }, this.#log);
         made.session = session;
+        // Registered, the session counts its own bytes (see #collectHeld); in the same turn, the pending ones go.
         this.#sessions.set(session.id, session);
-        registered = true;
         this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
         return session;
       } finally {
         release();
-        if (!registered) this.#collectReserved -= wanted;
+        this.#collectPending -= wanted;
       }
     });
+  }
+
+  /**
+   * Bytes of the collect budget held: each process's tails at their maxBytes
+   * while it runs, at what they retain once its streams ended (they stay
+   * readable until it is forgotten), and the creates under way at theirs.
+   */
+  #collectHeld(): number {
+    let bytes = this.#collectPending;
+    for (const session of this.#sessions.values()) if (session.kind === 'process') bytes += session.collectHeld;
+    return bytes;
   }
 
   /**
@@ -266,7 +277,6 @@ export class SessionRegistry {
     const session = this.#sessions.get(id);
     if (session === undefined) return;
     this.#sessions.delete(id);
-    if (session.kind === 'process') this.#collectReserved -= session.collectBytes;
     session.dispose();
     const request = this.#requestOf.get(id);
     if (request !== undefined) {
