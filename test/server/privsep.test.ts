@@ -288,6 +288,44 @@ describe.skipIf(!canMakeUsers && !isCi())('an owner mapped to an OS user, on a d
       expect(completed.status).toBe(200);
       expect(statSync(target).mode & 0o7777).toBe(0o755);
     });
+    it("never follows that user's links in an unpack: a directory swapped for a link to root's files meanwhile takes none of the entries", async () => {
+      requiredTool('perl').require();
+      const shared = join(scratch, 'mallory-unpack');
+      mkdirSync(join(shared, 'd'), { recursive: true, mode: 0o755 });
+      chownSync(shared, mallory.uid, mallory.gid);
+      chownSync(join(shared, 'd'), mallory.uid, mallory.gid);
+      const victim = join(scratch, 'root-dir');
+      mkdirSync(victim, { mode: 0o700 });
+      // An archive of many small files in d/, so the unpack takes a while.
+      const source = mkdtempSync(join(scratch, 'many-'));
+      mkdirSync(join(source, 'd'));
+      for (let i = 0; i < 400; i += 1) writeFileSync(join(source, 'd', `f${i}`), `entry ${i}\n`);
+      const archive = execFileSync('tar', ['-c', '-C', source, 'd']);
+      // Mallory keeps swapping her d for a link to root's directory and back, as fast as system calls go.
+      const swapper = runAs(
+        mallory,
+        `exec perl -e '$| = 1; print "swapping\\n"; chdir $ARGV[0] or die; while (1) { rename "d", "d.x"; symlink $ARGV[1], "d"; ` +
+          `for (1 .. 100) {} unlink "d"; rename "d.x", "d"; for (1 .. 100) {} }' ${shared} ${victim}`,
+      );
+      try {
+        let said = '';
+        swapper.stdout?.on('data', (chunk: Buffer) => (said += chunk.toString()));
+        await waitFor('the swapper to run', () => said.includes('swapping'));
+        for (let round = 0; round < 10; round += 1) {
+          const response = await fetch(`${url}/v1/files/archive?path=${encodeURIComponent(shared)}`, {
+            method: 'PUT',
+            headers: { authorization: `Bearer ${ROOTY}`, 'content-type': 'application/x-tar' },
+            body: archive,
+          });
+          expect(response.status).toBe(200);
+          await response.text();
+          expect(readdirSync(victim)).toEqual([]);
+        }
+      } finally {
+        swapper.kill('SIGKILL');
+      }
+    });
+
     it('strips them from the entries of an archive it unpacks, as the daemon is root', async () => {
       const source = mkdtempSync(join(scratch, 'suid-source-'));
       writeFileSync(join(source, 'tool'), '#!/bin/sh\n', { mode: 0o755 });

@@ -8,22 +8,24 @@
  * bytes to copy. Only one file is open at once, and the stream's end,
  * or its destruction by a reader that went away, closes it.
  *
- * Unpacking uses tar's own protections for files, directories and hard links
- * (a path with `..`, a link in the way, a hard link out of the directory are
- * refused), never takes owners from the archive, and makes symbolic links
- * last, with their targets exactly as archived (an absolute one stays
- * absolute), through a maker the caller confines. Made last, no link can be
- * in the way of an entry of the same archive.
+ * Unpacking makes each entry through directories held from the one unpacked
+ * into, following no link (entry-writer.ts): a path with `..`, a link in the
+ * way (put there before the unpack or swapped in during it) and a hard link
+ * to a path outside are refused, owners are never taken from the archive,
+ * and symbolic links are made last, with their targets exactly as archived
+ * (an absolute one stays absolute). Made last, no link can be in the way of
+ * an entry of the same archive.
  * @module
  */
 import { constants, createReadStream, type BigIntStats } from 'node:fs';
 import { lstat, mkdtemp, open, readdir, readlink, rm, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, posix } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
+import { entryComponents, EntryRefused, EntryWriter } from './entry-writer.ts';
 
 /** The most warnings an unpack lists. */
 const MAX_WARNINGS = 100;
@@ -34,72 +36,13 @@ export interface ArchiveResult {
   readonly warnings: readonly { readonly path: string; readonly message: string }[];
 }
 
-/** Makes the symbolic link `path` (relative to the directory, checked to stay in it) pointing at `target`. */
-export type LinkMaker = (path: string, target: string) => Promise<void>;
-
 /**
- * Entries waiting to be made, at most: past it, the archive is read no
- * further until some are made. (An entry with no data, an empty file or a
- * directory, never holds tar's reading back, so without a bound an archive
- * of many small entries would queue them all.)
+ * Entries read and waiting to be made, at most: past it, the archive is read
+ * no further until some are made. (An entry with no data, a directory or a
+ * link, never holds the parser back, so without a bound an archive of many
+ * small entries would queue them all.)
  */
 const MAX_ENTRIES_WAITING = 256;
-
-/**
- * tar's path reservations, replaced: entries are made one after another, in
- * archive order, as tar itself makes them on Windows. tar 7's reservations
- * let entries of unrelated paths be made at once, but keep every entry they
- * ever ran in a map that is never cleared (about 3 KiB each: 600 MiB for
- * 250,000 entries, which the heap hands back but the process does not), and
- * one at a time loses little: an entry's own steps are sequential anyway,
- * and at most a handful ran at once. The queue is bounded by the reader
- * (see {@link MAX_ENTRIES_WAITING}).
- */
-class EntryQueue {
-  readonly #queue: ((clear: () => void) => void)[] = [];
-  #busy = false;
-  #draining = false;
-  /** Called whenever an entry was made. */
-  readonly #onMade: () => void;
-
-  constructor(onMade: () => void) {
-    this.#onMade = onMade;
-  }
-
-  /** Entries waiting or being made. */
-  get size(): number {
-    return this.#queue.length + (this.#busy ? 1 : 0);
-  }
-
-  /** tar's call: `make` runs once the entries before it are made, and calls `clear` when it is made. */
-  reserve(_paths: readonly string[], make: (clear: () => void) => void): boolean {
-    this.#queue.push(make);
-    this.#drain();
-    return true;
-  }
-
-  #drain(): void {
-    // An entry made at once (its clear called inside make) must not nest one call per entry.
-    if (this.#draining) return;
-    this.#draining = true;
-    try {
-      while (!this.#busy && this.#queue.length > 0) {
-        const make = this.#queue.shift()!;
-        this.#busy = true;
-        let cleared = false;
-        make(() => {
-          if (cleared) return;
-          cleared = true;
-          this.#busy = false;
-          this.#onMade();
-          this.#drain();
-        });
-      }
-    } finally {
-      this.#draining = false;
-    }
-  }
-}
 
 /** Bytes of symbolic links (paths and targets) kept in memory until the end; past it, they are set aside in a file. */
 const LINKS_IN_MEMORY_BYTES = 1024 * 1024;
@@ -168,56 +111,91 @@ export interface UnpackOptions {
 }
 
 /**
- * Unpacks the tar stream `body` into the directory `cwd` (which must exist);
- * symbolic links are made at the end by `makeLink`. Memory stays bounded
- * whatever the number of entries: entries are made one at a time with at
- * most {@link MAX_ENTRIES_WAITING} read ahead, and links wait in a temporary
- * file past 1 MiB of them.
+ * Unpacks the tar stream `body` into the directory `cwd` (which must exist),
+ * following no link on the way (see entry-writer.ts): files, directories and
+ * hard links as they come, symbolic links last, with their targets exactly as
+ * archived. An entry that would leave the directory (`..`, a link in the way,
+ * a hard link to a path outside) or that is a device or a FIFO is not made,
+ * and is listed in the warnings; a leading `/` is taken off. Memory stays
+ * bounded whatever the number of entries: entries are made one at a time
+ * with at most {@link MAX_ENTRIES_WAITING} read ahead, and links wait in a
+ * temporary file past 1 MiB of them.
  */
-export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkMaker, options: UnpackOptions = {}): Promise<ArchiveResult> {
+export async function unpackArchive(body: Readable, cwd: string, options: UnpackOptions = {}): Promise<ArchiveResult> {
   const { signal, modeBits = 0o7777, refuse } = options;
   let entries = 0;
-  let links = 0;
   const warnings: { path: string; message: string }[] = [];
   const warn = (path: string, message: string): void => {
     if (warnings.length < MAX_WARNINGS) warnings.push({ path, message });
   };
   const pending = new PendingLinks();
-  const extract = tar.extract({
-    cwd,
-    preserveOwner: false,
-    filter: (path, entry) => {
-      const header = entry as { type?: unknown; mode?: number; linkpath?: string };
-      const refused = refuse?.(path, header.type === 'Link' ? header.linkpath : undefined);
-      if (refused !== undefined) {
-        warn(path, refused);
-        return false;
-      }
-      if (typeof header.mode === 'number') header.mode &= modeBits;
-      if (header.type !== 'SymbolicLink') return true;
-      links += 1;
-      pending.add(path, (entry as { linkpath?: string }).linkpath ?? '');
-      return false;
-    },
-    onReadEntry: () => {
-      entries += 1;
-    },
+  const writer = await EntryWriter.open(cwd);
+
+  /** Makes one entry, or says why it was not made; its data is read to its end either way. */
+  const make = async (entry: tar.ReadEntry): Promise<void> => {
+    const path = entry.path;
+    const parts = componentsOf(path, warn);
+    const linkParts = entry.type === 'Link' ? componentsOf(entry.linkpath ?? '', warn) : undefined;
+    const refusal = parts instanceof EntryRefused ? parts : linkParts instanceof EntryRefused ? linkParts : refuse?.(parts.join('/'), linkParts?.join('/'));
+    if (refusal !== undefined) {
+      warn(path, typeof refusal === 'string' ? refusal : refusal.message);
+      return;
+    }
+    const parsed = parts as string[];
+    const mode = (entry.mode ?? (entry.type === 'Directory' ? 0o777 : 0o666)) & modeBits;
+    switch (entry.type) {
+      case 'File':
+      case 'OldFile':
+      case 'ContiguousFile':
+        await writer.file(parsed, mode, entry.mtime, entry as AsyncIterable<Buffer>);
+        return;
+      case 'Directory':
+        await writer.directory(parsed, mode);
+        return;
+      case 'Link':
+        await writer.hardLink(parsed, linkParts as string[]);
+        return;
+      case 'SymbolicLink':
+        // Made last: no link of the archive is in the way of its other entries.
+        pending.add(parsed.join('/'), entry.linkpath ?? '');
+        return;
+      default:
+        warn(path, `a ${entry.type} is not made: only files, directories and links are`);
+    }
+  };
+
+  let waiting = 0;
+  let wake: (() => void) | undefined;
+  let made: Promise<void> = Promise.resolve();
+  const parser = new tar.Parser({
     onwarn: (_code, message, data) => {
       const path = (data as { entry?: { path?: unknown } } | undefined)?.entry?.path ?? (data as { path?: unknown } | undefined)?.path;
       warn(typeof path === 'string' ? path : '', message);
     },
   });
-  let wake: (() => void) | undefined;
-  const queue = new EntryQueue(() => {
-    if (queue.size < MAX_ENTRIES_WAITING) wake?.();
+  parser.on('entry', (entry: tar.ReadEntry) => {
+    entries += 1;
+    // Read by its turn: the parser goes past an entry with data only once it was read.
+    entry.pause();
+    waiting += 1;
+    made = made.then(async () => {
+      try {
+        await make(entry);
+      } catch (error) {
+        warn(entry.path, error instanceof EntryRefused ? error.message : `not made: ${error instanceof Error ? error.message : String(error)}`);
+      } finally {
+        entry.resume();
+        waiting -= 1;
+        if (waiting < MAX_ENTRIES_WAITING) wake?.();
+      }
+    });
   });
-  extract.reservations = queue as unknown as typeof extract.reservations;
-  /** Passes the archive on to tar only while few entries wait to be made, and once the links read so far are set aside when they are many. */
+  /** Passes the archive on to the parser only while few entries wait to be made, and once the links read so far are set aside when they are many. */
   const gate = new Transform({
     transform(chunk: Buffer, _encoding, passed) {
       void (async () => {
         if (pending.full) await pending.setAside();
-        while (queue.size >= MAX_ENTRIES_WAITING) await new Promise<void>((resolve) => (wake = resolve));
+        while (waiting >= MAX_ENTRIES_WAITING) await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
       })().then(
         () => passed(null, chunk),
@@ -226,24 +204,32 @@ export async function unpackArchive(body: Readable, cwd: string, makeLink: LinkM
     },
   });
   try {
-    await pipeline(body, gate, extract as unknown as NodeJS.WritableStream, signal === undefined ? {} : { signal });
+    try {
+      await pipeline(body, gate, parser as unknown as NodeJS.WritableStream, signal === undefined ? {} : { signal });
+    } finally {
+      await made;
+    }
     for await (const [path, target] of pending.all()) {
-      const normal = posix.normalize(path).replace(/\/+$/, '');
-      if (posix.isAbsolute(normal) || normal === '.' || normal === '..' || normal.startsWith('../') || target === '' || target.includes('\0')) {
-        warn(path, 'a link whose path leaves the directory, or with no target, is not made');
+      if (target === '' || target.includes('\0')) {
+        warn(path, 'a link with no target is not made');
         continue;
       }
       try {
-        await makeLink(normal, target);
+        await writer.symbolicLink(path.split('/'), target);
       } catch (error) {
-        warn(path, `the link was not made: ${error instanceof Error ? error.message : String(error)}`);
+        warn(path, error instanceof EntryRefused ? error.message : `the link was not made: ${error instanceof Error ? error.message : String(error)}`);
       }
     }
   } finally {
-    await pending.discard();
+    await Promise.all([pending.discard(), writer.close()]);
   }
-  // Links are set aside before tar reads them as entries.
-  return { entries: entries + links, warnings };
+  return { entries, warnings };
+}
+
+/** An entry's path as components inside the directory, with a warning when a leading `/` was taken off. */
+function componentsOf(path: string, warn: (path: string, message: string) => void): string[] | EntryRefused {
+  if (path.startsWith('/')) warn(path, 'the leading / was taken off');
+  return entryComponents(path);
 }
 
 /** What kind of special file a pack left out. */

@@ -25,4 +25,4 @@ export type { RemoteFilesOptions } from './remote-files.ts';
 export { RemoteTransfer } from './transfer.ts';
 export type { CopyOptions, FileDigest, RemoteTransferOptions, TransferProgress, UploadOptions } from './transfer.ts';
 export { MAX_SKIPPED_LISTED, packArchive, parseSkippedTrailer, skippedTrailer, skippedWarnings, unpackArchive } from './archive.ts';
-export type { ArchiveResult, LinkMaker, PackedArchive, PackSkips, SkippedKind } from './archive.ts';
+export type { ArchiveResult, PackedArchive, PackOptions, PackSkips, SkippedKind, UnpackOptions } from './archive.ts';

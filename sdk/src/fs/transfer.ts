@@ -20,8 +20,8 @@
  */
 import { createHash, randomBytes, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, realpath, rename, rm, stat, symlink } from 'node:fs/promises';
-import { basename, dirname, join, sep } from 'node:path';
+import { mkdir, open, realpath, rename, rm, stat } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ExecworldError, FileSystemError, isExecworldError } from '../errors.ts';
@@ -321,11 +321,7 @@ export class RemoteTransfer {
       }),
     );
     response.once('error', (error) => counted.destroy(error));
-    const result = await unpackArchive(counted, root, async (path, target) => {
-      const parent = await realpath(join(root, dirname(path)));
-      if (parent !== root && !parent.startsWith(`${root}${sep}`)) throw new Error(`its directory ${parent} is outside ${root}`);
-      await symlink(target, join(parent, basename(path)));
-    });
+    const result = await unpackArchive(counted, root);
     if (!response.complete) throw new FileSystemError('FS_IO_ERROR', `the archive of ${remoteDir} ended early`);
     const skipped = parseSkippedTrailer(response.trailers[SKIPPED_TRAILER]);
     return skipped === undefined ? result : { ...result, warnings: [...skippedWarnings(skipped), ...result.warnings] };

@@ -7,7 +7,7 @@
  * @module
  */
 import { createReadStream } from 'node:fs';
-import { lstat, mkdir, open, rename, rmdir, stat, symlink, unlink } from 'node:fs/promises';
+import { lstat, mkdir, open, rename, rmdir, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { packArchive, unpackArchive, type ArchiveResult, type FileDigest, type PackedArchive } from '@execworld/sdk/fs';
@@ -306,24 +306,16 @@ export class WorldTransfer implements OwnerTransfer {
       throw fromSystemError(error, doing);
     }
     try {
-      const unpacked = await unpackArchive(
-        body,
-        anchor.via,
-        // The link's directory, held and checked against the root as any path is, then the link made in it.
-        (path, target) =>
-          withAnchor(this.#guard.take(join(anchor.via, dirname(path)), displayPath, { directory: true }), (parent) =>
-            symlink(target, parent.child(basename(path))),
-          ),
-        {
-          signal,
-          modeBits: clientModeBits(),
-          // The daemon's own files are neither written nor linked to, whatever the archive names.
-          refuse: (entry, linkpath) =>
-            [entry, linkpath].some((each) => each !== undefined && this.#guard.hides(join(anchor.real, each)))
-              ? "the daemon's own: no owner reaches it"
-              : undefined,
-        },
-      );
+      // Every entry is made through directories held from the anchor, following no link: it stays inside whatever anyone swaps meanwhile.
+      const unpacked = await unpackArchive(body, anchor.via, {
+        signal,
+        modeBits: clientModeBits(),
+        // The daemon's own files are neither written nor linked to, whatever the archive names.
+        refuse: (entry, linkpath) =>
+          [entry, linkpath].some((each) => each !== undefined && this.#guard.hides(join(anchor.real, each)))
+            ? "the daemon's own: no owner reaches it"
+            : undefined,
+      });
       return { path: anchor.real, ...unpacked };
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
