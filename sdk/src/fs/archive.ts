@@ -25,7 +25,7 @@ import { createInterface } from 'node:readline';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
-import { entryComponents, EntryRefused, EntryWriter } from './entry-writer.ts';
+import { entryComponents, EntryRefused, EntryWriter, holdDirectory, holdSubdirectory, type HeldDirectory } from './entry-writer.ts';
 
 /** The most warnings an unpack lists. */
 const MAX_WARNINGS = 100;
@@ -320,7 +320,15 @@ export interface PackOptions {
  */
 export async function packArchive(cwd: string, options: PackOptions = {}): Promise<PackedArchive> {
   const hide = options.hide ?? (() => false);
-  const names = (await readdir(cwd)).sort();
+  // Every directory is walked held, reached through its descriptor: one swapped for a link meanwhile is not entered.
+  const top = await holdDirectory(cwd);
+  let names: string[];
+  try {
+    names = (await readdir(top.via)).sort();
+  } catch (error) {
+    await top.close();
+    throw error;
+  }
   const skipped: PackSkips = { count: 0, entries: [] };
   const linkSources = new Map<string, string>();
 
@@ -328,9 +336,17 @@ export async function packArchive(cwd: string, options: PackOptions = {}): Promi
     skipped.count += 1;
     if (skipped.entries.length < MAX_SKIPPED_LISTED) skipped.entries.push({ path, kind });
   };
+  const replaced = (path: string): Error => Object.assign(new Error(`${path} was replaced while it was packed`), { code: 'EAGAIN' });
 
   async function* file(path: string, absolute: string, info: BigIntStats): AsyncGenerator<Buffer> {
-    const handle = await open(absolute, OPEN_FLAGS);
+    let handle: FileHandle;
+    try {
+      handle = await open(absolute, OPEN_FLAGS);
+    } catch (error) {
+      // Gone since its lstat: there is nothing of it to archive.
+      if ((error as { code?: unknown }).code === 'ENOENT') return;
+      throw error;
+    }
     try {
       const opened = await handle.stat({ bigint: true });
       if (hide(path, opened)) return;
@@ -339,7 +355,7 @@ export async function packArchive(cwd: string, options: PackOptions = {}): Promi
         skip(path, kindOf(opened));
         return;
       }
-      if (opened.ino !== info.ino || opened.dev !== info.dev) throw Object.assign(new Error(`${path} was replaced while it was packed`), { code: 'EAGAIN' });
+      if (opened.ino !== info.ino || opened.dev !== info.dev) throw replaced(path);
       // The header says the size of the file as opened; exactly that many bytes follow it.
       const size = Number(opened.size);
       yield headerOf({ path, type: 'File', mode: portableMode(Number(opened.mode), false), size, mtime: opened.mtime });
@@ -357,15 +373,35 @@ export async function packArchive(cwd: string, options: PackOptions = {}): Promi
     }
   }
 
-  async function* entry(path: string): AsyncGenerator<Buffer> {
-    const absolute = join(cwd, path);
-    const info = await lstat(absolute, { bigint: true });
+  /** The entry `name` of the held directory `parentVia`, archived as `path`. */
+  async function* entry(parentVia: string, name: string, path: string): AsyncGenerator<Buffer> {
+    const absolute = `${parentVia}/${name}`;
+    let info: BigIntStats;
+    try {
+      info = await lstat(absolute, { bigint: true });
+    } catch (error) {
+      // Gone since its directory was listed: there is nothing of it to archive.
+      if ((error as { code?: unknown }).code === 'ENOENT') return;
+      throw error;
+    }
     if (hide(path, info)) return;
     const mode = Number(info.mode);
     if (info.isDirectory()) {
-      // As tar's portable mode: a directory's mtime is left out.
-      yield headerOf({ path: `${path}/`, type: 'Directory', mode: portableMode(mode, true), size: 0 });
-      for (const name of (await readdir(absolute)).sort()) yield* entry(`${path}/${name}`);
+      let directory: HeldDirectory;
+      try {
+        directory = await holdSubdirectory(parentVia, name);
+      } catch (error) {
+        if (error instanceof EntryRefused) throw replaced(path);
+        if ((error as { code?: unknown }).code === 'ENOENT') return;
+        throw error;
+      }
+      try {
+        // As tar's portable mode: a directory's mtime is left out.
+        yield headerOf({ path: `${path}/`, type: 'Directory', mode: portableMode(mode, true), size: 0 });
+        for (const child of (await readdir(directory.via)).sort()) yield* entry(directory.via, child, `${path}/${toArchivePath(child)}`);
+      } finally {
+        await directory.close();
+      }
     } else if (info.isSymbolicLink()) {
       const linkpath = toArchivePath(await readlink(absolute));
       yield headerOf({ path, type: 'SymbolicLink', mode: portableMode(mode, false), size: 0, mtime: info.mtime, linkpath });
@@ -382,12 +418,19 @@ export async function packArchive(cwd: string, options: PackOptions = {}): Promi
   }
 
   async function* archive(): AsyncGenerator<Buffer> {
-    for (const name of names) yield* entry(toArchivePath(name));
-    yield END_OF_ARCHIVE;
+    try {
+      for (const name of names) yield* entry(top.via, name, toArchivePath(name));
+      yield END_OF_ARCHIVE;
+    } finally {
+      await top.close();
+    }
   }
 
-  // Destroyed early (a reader that went away), the generator is returned: the open file closes in its finally.
-  return { stream: Readable.from(archive(), { objectMode: false }), skipped };
+  // Destroyed early (a reader that went away), the generator is returned: the open file and the held directories close in their finallys,
+  // and the top one with the stream, which may end before the generator ever ran.
+  const stream = Readable.from(archive(), { objectMode: false });
+  stream.once('close', () => void top.close());
+  return { stream, skipped };
 }
 
 /**

@@ -143,6 +143,33 @@ export class EntryWriter {
   }
 }
 
+/**
+ * A directory held while its entries are walked: `via` reaches exactly it
+ * (through its descriptor on Linux), whatever happens to its name.
+ */
+export interface HeldDirectory {
+  readonly via: string;
+  close(): Promise<void>;
+}
+
+/** The directory at `path`, held (followed if it is a link: the caller's own). */
+export async function holdDirectory(path: string): Promise<HeldDirectory> {
+  if (!PROC_FD) return { via: path, close: async () => {} };
+  const handle = await open(path, O_PATH | constants.O_DIRECTORY);
+  let closed: Promise<void> | undefined;
+  return { via: `/proc/self/fd/${handle.fd}`, close: () => (closed ??= handle.close()) };
+}
+
+/**
+ * The directory `name` of the held directory `parentVia`, held without
+ * following a link.
+ * @throws EntryRefused when a link or something else is there now.
+ */
+export async function holdSubdirectory(parentVia: string, name: string): Promise<HeldDirectory> {
+  const held = await holdChild({ via: parentVia, handle: undefined }, name, undefined);
+  return { via: held.via, close: async () => held.handle?.close() };
+}
+
 /** The directory `name` of `parent`, held without following a link; made with `mode` when missing and `mode` is given. */
 async function holdChild(parent: Held, name: string, mode: number | undefined): Promise<Held> {
   const at = `${parent.via}/${name}`;

@@ -8,7 +8,7 @@
  * @module
  */
 import { createHash } from 'node:crypto';
-import { Transform, type Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, skippedTrailer, UPLOADS_PATH, VERSION_HEADER } from '@execworld/sdk/fs';
 import { schemas, type ErrorCode } from '@execworld/sdk/protocol';
@@ -122,13 +122,14 @@ export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOp
       const { path, cwd } = parsed(schemas.ArchiveQuery, request.query, 'query');
       const signal = callerGone(reply);
       const packed = await options.transfer(request.owner).pack(path, { cwd }, signal);
+      const stream = await primed(packed.stream);
       // Cut off, the answer's end is the stream's: what it holds open is released.
-      reply.raw.once('close', () => packed.stream.destroy());
+      reply.raw.once('close', () => stream.destroy());
       // The special files left out are known once the last entry was packed: they come as a trailer (the answer is chunked).
       return reply
         .header('content-type', 'application/x-tar')
         .trailer(SKIPPED_TRAILER, (_reply, _payload, done) => done(null, skippedTrailer(packed.skipped)))
-        .send(packed.stream);
+        .send(stream);
     },
   });
 
@@ -149,6 +150,28 @@ export function registerFileRoutes(scope: FastifyInstance, options: FileRoutesOp
       return reply.send(unpacked);
     },
   });
+}
+
+/**
+ * `stream`, once its first chunk came: a failure before any byte (a pack
+ * that met a replaced directory at once) is the request's error, answered
+ * in the catalog's shape with its code; one after it cuts the answer.
+ */
+async function primed(stream: Readable): Promise<Readable> {
+  const iterator = (stream as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  return Readable.from(
+    (async function* () {
+      try {
+        if (first.done === true) return;
+        yield first.value;
+        for (let next = await iterator.next(); next.done !== true; next = await iterator.next()) yield next.value;
+      } finally {
+        await iterator.return?.();
+      }
+    })(),
+    { objectMode: false },
+  );
 }
 
 /** The request's body as the byte parser gave it, or a clear refusal of any other body. */

@@ -9,7 +9,7 @@
 import { createReadStream } from 'node:fs';
 import { lstat, mkdir, open, rename, rmdir, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { packArchive, unpackArchive, type ArchiveResult, type FileDigest, type PackedArchive } from '@execworld/sdk/fs';
 import { renameNoReplace } from '../libc.ts';
 import { withAnchor, type Anchor, type PathGuard } from './anchor.ts';
@@ -262,7 +262,7 @@ export class WorldTransfer implements OwnerTransfer {
       if (errnoOf(error) === 'ENOTDIR') throw new FsFailure('FS_NOT_DIRECTORY', `cannot ${doing}: not a directory`, { cause: error });
       throw fromSystemError(error, doing);
     }
-    // The entries inside, by name: the directory itself is reached through its anchor, a link that would be stored as one.
+    // Walked from the anchor, each directory held: one swapped for a link meanwhile is not entered.
     let packed: PackedArchive;
     try {
       // The daemon's own files are left out, by their paths and (a hard link to one) by what they are.
@@ -271,13 +271,28 @@ export class WorldTransfer implements OwnerTransfer {
       await anchor.release();
       throw fromSystemError(error, doing);
     }
-    packed.stream.once('close', () => void anchor.release());
+    const inner = packed.stream;
+    // A failure midway is the seam's (a directory replaced while it was packed: FS_IO_ERROR with its errno), as one before it would be.
+    const stream = Readable.from(
+      (async function* () {
+        try {
+          for await (const chunk of inner) yield chunk as Buffer;
+        } catch (error) {
+          throw fromSystemError(error, doing);
+        }
+      })(),
+      { objectMode: false },
+    );
+    stream.once('close', () => {
+      inner.destroy();
+      void anchor.release();
+    });
     if (signal !== undefined) {
-      const stop = (): void => void packed.stream.destroy();
+      const stop = (): void => void stream.destroy();
       signal.addEventListener('abort', stop, { once: true });
-      packed.stream.once('close', () => signal.removeEventListener('abort', stop));
+      stream.once('close', () => signal.removeEventListener('abort', stop));
     }
-    return packed;
+    return { stream, skipped: packed.skipped };
   }
 
   /** Refuses to remove or move an entry that is, or holds, one of the daemon's secrets (by path, or a file by identity). */
