@@ -5,6 +5,8 @@
  * files running side by side never share a user.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { lookupUser, type RunAs } from '../../service/src/provider/run-as.ts';
 
 let made = 0;
@@ -57,4 +59,46 @@ export function osUsers(afterAll: (cleanup: () => void) => void): { make(): RunA
       return user;
     },
   };
+}
+
+/** The output of a child once it exited; rejects with its stderr when it failed. */
+export function finished(child: ChildProcess): Promise<string> {
+  let out = '';
+  let err = '';
+  child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  return new Promise((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}: ${err}`)))));
+}
+
+/**
+ * Compiles `flip` into `directory` (with cc): `flip A B [usec]` exchanges the
+ * entries A and B in one step (renameat2's RENAME_EXCHANGE) in a loop until
+ * killed, pausing `usec` between swaps, as an attacker's own program would.
+ */
+export function buildFlipper(directory: string): string {
+  const source = join(directory, 'flip.c');
+  writeFileSync(
+    source,
+    [
+      '#define _GNU_SOURCE',
+      '#include <fcntl.h>',
+      '#include <stdio.h>',
+      '#include <stdlib.h>',
+      '#include <unistd.h>',
+      '#include <linux/fs.h>',
+      '#include <sys/syscall.h>',
+      'int main(int argc, char **argv) {',
+      '  if (argc < 3) return 2;',
+      '  int pause = argc > 3 ? atoi(argv[3]) : 0;',
+      '  for (;;) {',
+      '    if (syscall(SYS_renameat2, AT_FDCWD, argv[1], AT_FDCWD, argv[2], RENAME_EXCHANGE) != 0) { perror("renameat2"); return 1; }',
+      '    if (pause > 0) usleep(pause);',
+      '  }',
+      '}',
+      '',
+    ].join('\n'),
+  );
+  const binary = join(directory, 'flip');
+  execFileSync('cc', ['-O2', '-o', binary, source]);
+  return binary;
 }

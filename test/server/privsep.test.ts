@@ -8,7 +8,7 @@
  * The users are real, made by the test with useradd; the daemon runs as root
  * in this process, as it would on a host.
  */
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +18,7 @@ import { buildApp, type Daemon } from '../../service/src/server/app.ts';
 import { TokenTable } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts';
 import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
-import { canMakeUsers, makeUser, runAs } from '../helpers/os-users.ts';
+import { canMakeUsers, finished, makeUser, runAs } from '../helpers/os-users.ts';
 import { isCi, requiredTool } from '../helpers/tools.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -26,15 +26,6 @@ const MAL = 'mal-token-0123456789abcdefgh';
 const ROOTY = 'rooty-token-0123456789abcdefg';
 const READER = 'rooty-reader-0123456789abcdef';
 const BOXED = 'boxed-token-9f3kq81zx7w2m5vd';
-
-/** The output of a child, once it exited; rejects with its stderr when it failed. */
-function finished(child: ChildProcess): Promise<string> {
-  let out = '';
-  let err = '';
-  child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
-  child.stderr?.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  return new Promise((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}: ${err}`)))));
-}
 
 // Users are made as root; CI runs as root, so there a daemon that is not root fails these instead of skipping them.
 describe.skipIf(!canMakeUsers && !isCi())('an owner mapped to an OS user, on a daemon run by root', () => {

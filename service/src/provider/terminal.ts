@@ -11,6 +11,7 @@
  * It resolves only once the cell is empty.
  * @module
  */
+import { chownSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -135,6 +136,14 @@ export class LocalTerminal implements HostTerminal {
     );
     this.pid = this.#pty.pid;
     this.device = this.#pty.device;
+    // The terminal is its user's, as a login's is: the program may reopen it by name (tty, script, tmux). The name is devpts', no user's.
+    if (options.uid !== undefined && options.gid !== undefined) {
+      try {
+        chownSync(this.device, options.uid, options.gid);
+      } catch (_error) {
+        // Best effort: the program runs on a device that stays root's, which it may still use by its descriptors.
+      }
+    }
     cell?.attach(this.pid, [this.device]);
     this.#terminalDevice = this.#inspector.terminalDevice(this.device);
     this.#members = new SessionMembers(this.#inspector, this.#inspector.identity(this.pid));

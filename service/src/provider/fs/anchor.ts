@@ -166,12 +166,31 @@ export class PathGuard {
     try {
       const via = `/proc/self/fd/${handle.fd}`;
       const real = await readlink(via);
+      const held = await handle.stat({ bigint: true });
+      await this.#checkReadsBack(real, held, displayPath);
       this.check(real, displayPath);
-      if (this.#secrets !== undefined) this.checkIdentity(await handle.stat({ bigint: true }), displayPath);
+      if (this.#secrets !== undefined) this.checkIdentity(held, displayPath);
       return anchorOf(handle, via, real, (name, childPath) => this.#checkedChild(real, name, childPath));
     } catch (error) {
       await handle.close();
       throw error;
+    }
+  }
+
+  /**
+   * Refuses an object whose real path, read back from its descriptor, does
+   * not lead to it in this process's own view of the filesystem: the path
+   * the kernel gives is the one it has in the mount namespace it was reached
+   * through, and a path through `/proc/<pid>/root` of a process in a
+   * namespace of its own (which any user may make, with `/` bound anywhere)
+   * would otherwise read back as a path it never was here, passing the
+   * root and secret checks. An object moved meanwhile is refused the same way.
+   */
+  async #checkReadsBack(real: string, held: BigIntStats, displayPath: string): Promise<void> {
+    if (this.root === undefined && this.#secrets === undefined) return;
+    const here = await stat(real, { bigint: true }).catch(() => undefined);
+    if (here === undefined || here.dev !== held.dev || here.ino !== held.ino) {
+      throw new FsFailure('FS_PERMISSION_DENIED', `"${displayPath}" is not where its path leads here (another mount namespace, or it moved meanwhile)`);
     }
   }
 

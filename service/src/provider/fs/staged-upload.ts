@@ -7,7 +7,7 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { chmod, chown, open, stat } from 'node:fs/promises';
+import { chmod, chown, lstat, open, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -158,14 +158,17 @@ export class StagedUpload implements UploadStage {
     // The same key the seam's writes of this path take their turn under: its real path.
     const digest = await this.#locks.exclusive(join(this.#directory.real, this.#name), async () => {
       try {
-        const prior = await stat(destination, { bigint: true }).catch((error: unknown) => {
+        // The entry itself, never what a link there leads to: the upload replaces the link, and takes nothing from its target.
+        const there = await lstat(destination, { bigint: true }).catch((error: unknown) => {
           if (isAbsence(error)) return undefined;
           throw error;
         });
-        if (prior !== undefined && !prior.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
-        if (prior !== undefined && !this.#overwrite) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
-        // A mode the client asks for takes no setuid, setgid or sticky bit from a daemon that is root.
-        const mode = this.#mode === undefined ? (prior === undefined ? 0o644 : Number(prior.mode & 0o7777n)) : this.#mode & clientModeBits();
+        if (there !== undefined && !there.isFile() && !there.isSymbolicLink())
+          throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
+        if (there !== undefined && !this.#overwrite) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
+        const prior = there?.isFile() === true ? there : undefined;
+        // A replaced file lends its permission bits but never setuid, setgid or sticky; a mode the client asks for takes none of them from a daemon that is root.
+        const mode = this.#mode === undefined ? (prior === undefined ? 0o644 : Number(prior.mode & 0o777n)) : this.#mode & clientModeBits();
         if (prior !== undefined && process.getuid?.() === 0) await chown(this.#content, Number(prior.uid), Number(prior.gid));
         await chmod(this.#content, mode);
         if (!(await place(this.#content, destination, this.#overwrite))) {

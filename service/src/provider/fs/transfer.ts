@@ -7,7 +7,7 @@
  * @module
  */
 import { createReadStream } from 'node:fs';
-import { lstat, mkdir, open, rename, rmdir, stat, unlink } from 'node:fs/promises';
+import { lstat, mkdir, open, rename, rmdir, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { packArchive, unpackArchive, type ArchiveResult, type FileDigest, type PackedArchive } from '@execworld/sdk/fs';
@@ -219,11 +219,12 @@ export class WorldTransfer implements OwnerTransfer {
       throw fromSystemError(error, doing);
     }
     try {
-      const there = await stat(directory.child(basename(displayPath))).catch((error: unknown) => {
+      // The entry itself: a link there is replaced by the upload, never followed.
+      const there = await lstat(directory.child(basename(displayPath))).catch((error: unknown) => {
         if (isAbsence(error)) return undefined;
         throw error;
       });
-      if (there !== undefined && !there.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
+      if (there !== undefined && !there.isFile() && !there.isSymbolicLink()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
       if (there !== undefined && !options.overwrite) throw new FsFailure('FS_ALREADY_EXISTS', `cannot ${doing}: a file is there and overwrite is false`);
       const { handle, ...stage } = await makeStage(directory, '.execworld-upload-');
       await handle.close();

@@ -272,6 +272,8 @@ export class WorldFiles implements FsProvider {
       if (!isAbsence(error)) throw error;
       return { name, type: 'other', target: { targetKey: real, displayPath } };
     }
+    // Looked at again by what it is: a name swapped meanwhile for one of the daemon's files shows nothing of it.
+    if (this.#guard.hides(real, info)) return { name, type: 'other', target: { targetKey: lexical, displayPath } };
     const type = kindOf(info);
     return { name, type, target: { targetKey: real, displayPath }, version: versionOf(info), ...(type === 'file' ? { size: Number(info.size) } : {}) };
   }
