@@ -263,7 +263,7 @@ export class LocalTerminal implements HostTerminal {
     // earlier writes reached the terminal, and the flush reads them all. Output
     // still buffered for a slow reader means "not yet"; the next poll proves it.
     if (wait === undefined || !this.#pty.flush() || this.output.readableLength > 0) return { processGroupId: pgid, inputWaiting: false };
-    const command = rows.find((row) => row.identity.pid === wait.readers[0])?.name;
+    const command = wait.command ?? rows.find((row) => row.identity.pid === wait.readers[0])?.name;
     return { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token, ...(command === undefined ? {} : { command }) };
   }
 

@@ -47,6 +47,12 @@ export interface InputWait {
   readonly token: string;
   /** The processes whose threads were proven blocked, in table order. */
   readonly readers: readonly number[];
+  /**
+   * The command name of the first reader, read once its wait was proven: a
+   * process table read before may still name the shell that forked it, as
+   * it was before its exec.
+   */
+  readonly command?: string | undefined;
 }
 
 /** The terminal a foreground group belongs to, used to tell terminal reads from other reads. */

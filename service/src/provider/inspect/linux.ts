@@ -99,7 +99,7 @@ export class LinuxInspector implements ProcessInspector {
         if (!readers.includes(pid)) readers.push(pid);
       }
     }
-    return tokens.length === 0 ? undefined : { token: tokens.join(','), readers };
+    return tokens.length === 0 ? undefined : { token: tokens.join(','), readers, command: this.stat(readers[0]!)?.name };
   }
 
   /**
