@@ -1,10 +1,19 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
+/**
+ * The slow lane (`npm run test:slow`, which .ci/run also runs): the test files
+ * that take minutes on a two-core machine. Each is a whole product path, not
+ * a unit: the DeepSeek harness's persistent pwsh stack over three providers,
+ * the image's Dockerfile replayed and run, the packed tarballs installed and used.
+ */
+export const SLOW_FILES = ['test/dsh/pwsh.test.ts', 'test/docker/image.test.ts', 'test/package/packages.test.ts'];
+
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     // The Windows lane's tests need its Wine prefix: scripts/windows/lane.sh runs them (vitest.windows.config.ts).
-    exclude: [...configDefaults.exclude, 'test/windows/**'],
+    // The slow lane's files run apart (npm run test:slow, vitest.slow.config.ts), so this suite stays under ten minutes.
+    exclude: [...configDefaults.exclude, 'test/windows/**', ...SLOW_FILES],
     // Type tests (*.test-d.ts) are checked by the compiler, not run: a type error is a failed test.
     typecheck: { enabled: true, include: ['test/**/*.test-d.ts'], tsconfig: './tsconfig.typetest.json' },
     // node-pty is not safe in worker threads; every test file gets its own process.
