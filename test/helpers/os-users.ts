@@ -5,7 +5,8 @@
  * files running side by side never share a user.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { lookupUser, type RunAs } from '../../service/src/provider/run-as.ts';
 
@@ -70,19 +71,24 @@ export function finished(child: ChildProcess): Promise<string> {
   return new Promise((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}: ${err}`)))));
 }
 
+let flipper: string | undefined;
+
 /**
- * Compiles `flip` into `directory` (with cc): `flip A B [usec]` exchanges the
- * entries A and B in one step (renameat2's RENAME_EXCHANGE) in a loop until
- * killed, pausing `usec` between swaps, as an attacker's own program would.
+ * `flip A B [usec]`, compiled once (with cc) where any user may run it: it
+ * exchanges the entries A and B in one step (renameat2's RENAME_EXCHANGE) in
+ * a loop until killed, pausing `usec` between swaps, and waits a moment and
+ * goes on while either is missing, as an attacker's own program would.
  */
-export function buildFlipper(directory: string): string {
+function flipperBinary(): string {
+  if (flipper !== undefined) return flipper;
+  const directory = mkdtempSync(join(tmpdir(), 'ew-flip-'));
+  chmodSync(directory, 0o755);
   const source = join(directory, 'flip.c');
   writeFileSync(
     source,
     [
       '#define _GNU_SOURCE',
       '#include <fcntl.h>',
-      '#include <stdio.h>',
       '#include <stdlib.h>',
       '#include <unistd.h>',
       '#include <linux/fs.h>',
@@ -91,8 +97,8 @@ export function buildFlipper(directory: string): string {
       '  if (argc < 3) return 2;',
       '  int pause = argc > 3 ? atoi(argv[3]) : 0;',
       '  for (;;) {',
-      '    if (syscall(SYS_renameat2, AT_FDCWD, argv[1], AT_FDCWD, argv[2], RENAME_EXCHANGE) != 0) { perror("renameat2"); return 1; }',
-      '    if (pause > 0) usleep(pause);',
+      '    if (syscall(SYS_renameat2, AT_FDCWD, argv[1], AT_FDCWD, argv[2], RENAME_EXCHANGE) != 0) usleep(100);',
+      '    else if (pause > 0) usleep(pause);',
       '  }',
       '}',
       '',
@@ -100,5 +106,11 @@ export function buildFlipper(directory: string): string {
   );
   const binary = join(directory, 'flip');
   execFileSync('cc', ['-O2', '-o', binary, source]);
+  flipper = binary;
   return binary;
+}
+
+/** `user`'s program that keeps exchanging the entries `a` and `b` (a directory and a link, say) until it is killed. */
+export function startFlipper(user: RunAs, a: string, b: string, pauseUs = 0): ChildProcess {
+  return spawn(flipperBinary(), [a, b, String(pauseUs)], { uid: user.uid, gid: user.gid, stdio: 'ignore' });
 }

@@ -10,9 +10,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sweepStaleSpillDirectories } from '../../service/src/provider/collector.ts';
 import { removeTree } from '../../service/src/provider/fs/remove-tree.ts';
-import { canMakeUsers, makeUser, runAs } from '../helpers/os-users.ts';
+import { canMakeUsers, makeUser, startFlipper } from '../helpers/os-users.ts';
 import { isCi, requiredTool } from '../helpers/tools.ts';
-import { waitFor } from '../helpers/wait.ts';
 
 const VICTIMS = 20;
 
@@ -44,7 +43,7 @@ describe.skipIf(!canMakeUsers && !isCi())("the sweep of a dead daemon's spill di
   afterAll(() => user?.remove());
 
   it("never follows the user's links: root's files survive every round", async () => {
-    requiredTool('perl').require();
+    requiredTool('cc').require();
     const place = mkdtempSync(join(tmpdir(), 'ew-sweep-'));
     chmodSync(place, 0o755);
     const victim = join(place, 'victim');
@@ -62,20 +61,13 @@ describe.skipIf(!canMakeUsers && !isCi())("the sweep of a dead daemon's spill di
       mkdirSync(join(stale, 'd'), { recursive: true });
       const files = Array.from({ length: VICTIMS }, (_, i) => join(stale, 'd', `f${i}`));
       for (const file of files) writeFileSync(file, 'user');
+      symlinkSync(victim, join(stale, 'l'));
       for (const path of [...files, join(stale, 'd'), stale]) chownSync(path, user.uid, user.gid);
     };
     leave();
-    // The user's program, still running: it keeps swapping d for a link to the victim and back.
-    // Perl's rename and symlink are single system calls: the swap is as fast as an attacker's own program would make it.
-    const swapper = runAs(
-      user,
-      `exec perl -e '$| = 1; print "swapping\\n"; while (1) { chdir $ARGV[0] or next; rename "d", "d.x"; symlink $ARGV[1], "d"; ` +
-        `for (1 .. 200) {} unlink "d"; rename "d.x", "d"; for (1 .. 200) {} }' ${stale} ${victim}`,
-    );
+    // The user's program, still running: it keeps exchanging d with a link to the victim, in one step each time.
+    const swapper = startFlipper(user, join(stale, 'd'), join(stale, 'l'));
     try {
-      let said = '';
-      swapper.stdout?.on('data', (chunk: Buffer) => (said += chunk.toString()));
-      await waitFor('the swapper to run', () => said.includes('swapping'));
       for (let round = 0; round < 200; round += 1) {
         if (!existsSync(stale)) leave();
         await sweepStaleSpillDirectories(spill, (pid) => pid !== dead && existsSync(`/proc/${pid}`));

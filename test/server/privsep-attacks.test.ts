@@ -10,7 +10,7 @@
  * token, `mal` (an owner mapped to an OS user), and `bob`, a local user with
  * no token who controls a directory the daemon works in.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type Daemon } from '../../service/src/server/app.ts';
 import { TokenTable } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts';
-import { buildFlipper, canMakeUsers, finished, makeUser, runAs } from '../helpers/os-users.ts';
+import { canMakeUsers, finished, makeUser, runAs, startFlipper } from '../helpers/os-users.ts';
 import { isCi, requiredTool } from '../helpers/tools.ts';
 
 const ROOTY = 'rooty-token-q8Zr3kP1xW7mN2vB';
@@ -40,7 +40,6 @@ describe.skipIf(!canMakeUsers && !isCi())('the privilege separation, attacked by
   let tokenFile: string;
   let jail: string;
   let vault: string;
-  let flip: string;
   const scratch = mkdtempSync(join(tmpdir(), 'ew-attack-'));
   const call = async (token: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any; raw: Buffer }> => {
     const response = await fetch(`${url}${path}`, {
@@ -64,8 +63,6 @@ describe.skipIf(!canMakeUsers && !isCi())('the privilege separation, attacked by
     bob = makeUser();
     mal = makeUser();
     chmodSync(scratch, 0o755);
-    flip = buildFlipper(scratch);
-    chmodSync(flip, 0o755);
     tokenFile = join(scratch, 'tokens');
     writeFileSync(
       tokenFile,
@@ -257,7 +254,7 @@ describe.skipIf(!canMakeUsers && !isCi())('the privilege separation, attacked by
       const bobs = bobsDirectory(join(jail, 'bob-pack'));
       // Bob's directory holds "sub" (with a file named as the vault's), and a link to the vault: the flipper exchanges them.
       await finished(runAs(bob, `mkdir ${bobs}/sub && echo bob > ${bobs}/sub/secret && ln -s ${vault} ${bobs}/link`));
-      const flipper = spawn(flip, [`${bobs}/sub`, `${bobs}/link`, '200'], { uid: bob.uid, gid: bob.gid, stdio: 'ignore' });
+      const flipper = startFlipper(bob, `${bobs}/sub`, `${bobs}/link`, 200);
       children.push(flipper);
       let leaked = 0;
       for (let round = 0; round < ROUNDS && leaked === 0; round += 1) {
@@ -271,7 +268,7 @@ describe.skipIf(!canMakeUsers && !isCi())('the privilege separation, attacked by
     it("never packs the state directory's files for a read token of a root-acting owner", async () => {
       const bobs = bobsDirectory(join(scratch, 'bob-pack-state'));
       await finished(runAs(bob, `mkdir ${bobs}/sub && echo bob > ${bobs}/sub/probe.json && ln -s ${stateDir}/sessions ${bobs}/link`));
-      const flipper = spawn(flip, [`${bobs}/sub`, `${bobs}/link`, '200'], { uid: bob.uid, gid: bob.gid, stdio: 'ignore' });
+      const flipper = startFlipper(bob, `${bobs}/sub`, `${bobs}/link`, 200);
       children.push(flipper);
       let leaked = 0;
       for (let round = 0; round < ROUNDS && leaked === 0; round += 1) {
@@ -360,7 +357,7 @@ describe.skipIf(!canMakeUsers && !isCi())('the privilege separation, attacked by
       for (let index = 0; index < 400; index += 1) writeFileSync(join(source, 'd', `f${index}`), 'planted\n');
       const archive = execFileSync('tar', ['-c', '-C', source, 'd']);
       await finished(runAs(bob, `mkdir ${bobs}/d && ln -s ${victim} ${bobs}/l`));
-      const flipper = spawn(flip, [`${bobs}/d`, `${bobs}/l`, String(20 + Math.floor(Math.random() * 200))], { uid: bob.uid, gid: bob.gid, stdio: 'ignore' });
+      const flipper = startFlipper(bob, `${bobs}/d`, `${bobs}/l`, 50);
       children.push(flipper);
       for (let round = 0; round < ROUNDS && readdirSync(victim).length === 0; round += 1) {
         const response = await fetch(`${url}/v1/files/archive?path=${encodeURIComponent(bobs)}`, {
@@ -387,7 +384,7 @@ describe.skipIf(!canMakeUsers && !isCi())('the privilege separation, attacked by
       for (let index = 0; index < 400; index += 1) writeFileSync(join(source, 'd', `f${index}`), 'planted by bob\n');
       const archive = execFileSync('tar', ['-c', '-C', source, 'd']);
       await finished(runAs(bob, `mkdir ${bobs}/d && chmod 777 ${bobs}/d && ln -s ${victim} ${bobs}/l`));
-      const flipper = spawn(flip, [`${bobs}/d`, `${bobs}/l`, String(20 + Math.floor(Math.random() * 200))], { uid: bob.uid, gid: bob.gid, stdio: 'ignore' });
+      const flipper = startFlipper(bob, `${bobs}/d`, `${bobs}/l`, 50);
       children.push(flipper);
       for (let round = 0; round < ROUNDS && readdirSync(victim).length === 0; round += 1) {
         const response = await fetch(`${url}/v1/files/archive?path=${encodeURIComponent(bobs)}`, {
