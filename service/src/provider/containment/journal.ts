@@ -31,6 +31,7 @@ import { LinuxInspector } from '../inspect/linux.ts';
 import { CgroupContainment, daemonCgroupName } from './cgroup.ts';
 import { errnoCode, killAndRemoveCgroup, locateOwnCgroup, processRuns } from './cgroup-fs.ts';
 import type { Containment } from './containment.ts';
+import { PROC_FD } from '../fs/anchor.ts';
 
 interface JournalFile {
   readonly daemon: ProcessIdentity;
@@ -47,7 +48,6 @@ const KILL_ROUNDS = 4;
 /** The largest record read; a larger file is refused (a record holds some 40 bytes per process). */
 const MAX_JOURNAL_BYTES = 16 * 1024 * 1024;
 /** Through a descriptor's magic link, where there is /proc. */
-const PROC_FD = process.platform === 'linux';
 
 function isIdentity(value: unknown): value is ProcessIdentity {
   const candidate = value as ProcessIdentity | null;

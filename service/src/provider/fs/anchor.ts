@@ -15,8 +15,9 @@ import { basename, dirname, isAbsolute, normalize, sep } from 'node:path';
 import { FsFailure } from './fs-error.ts';
 
 /** Linux's O_PATH (the same value on x86-64 and arm64); Node does not export it. */
-const O_PATH = 0o10000000;
-const PROC_FD = process.platform === 'linux';
+export const O_PATH = 0o10000000;
+/** Whether an open descriptor is reached again through `/proc/self/fd/<fd>`: on Linux. */
+export const PROC_FD = process.platform === 'linux';
 
 /** A file system object held for the length of one operation. */
 export interface Anchor {

@@ -17,8 +17,8 @@ import { constants } from 'node:fs';
 import { open, readdir, rm, rmdir, unlink } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { errnoOf } from './fs-error.ts';
+import { PROC_FD } from './anchor.ts';
 
-const PROC_FD = process.platform === 'linux';
 /** Deeper than this, a tree is left where it is: nothing the daemon makes is, and each level holds a descriptor. */
 const MAX_DEPTH = 64;
 

@@ -19,10 +19,7 @@ import { join } from 'node:path';
 import { errnoOf } from './fs-error.ts';
 import { emptyDirectory } from './remove-tree.ts';
 import type { OwnerTransfer, UploadStage } from './transfer.ts';
-
-/** Linux's O_PATH (the same value on x86-64 and arm64); Node does not export it. */
-const O_PATH = 0o10000000;
-const PROC_FD = process.platform === 'linux';
+import { O_PATH, PROC_FD } from './anchor.ts';
 
 /** A stage as it was made: where, and which directory it is. */
 export interface StageIdentity {
