@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { markerPids } from './proc.ts';
+import { waitFor } from './wait.ts';
 
 /** The daemon's bin, `execworld`. */
 export const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
@@ -101,4 +103,42 @@ export async function serveFrom(argv: readonly string[], options: { cwd?: string
       return exited;
     },
   };
+}
+
+/** Calls the REST operation `method path` of `daemon` with its token; throws what a refusal says. */
+export async function callDaemon(daemon: DaemonProcess, method: string, path: string, body?: unknown): Promise<any> {
+  const response = await fetch(`${daemon.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${daemon.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const parsed: unknown = await response.json();
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(parsed)}`);
+  return parsed;
+}
+
+/**
+ * Sessions of `daemon` that would outlive it: a terminal whose program
+ * ignores the hang-up the daemon's death brings, and a process whose child
+ * left its session (setsid -f), each a `sleep marker`; answers once the three
+ * sleeps run and the daemon has seen the whole tree, the escapee included.
+ */
+export async function leaveSessions(daemon: DaemonProcess, marker: string): Promise<void> {
+  await callDaemon(daemon, 'POST', '/v1/terminals', {
+    argv: ['/bin/sh', '-c', `trap '' HUP; sleep ${marker}`],
+    cwd: '/tmp',
+    rows: 24,
+    cols: 80,
+    graceMs: 1000,
+  });
+  const tree = await callDaemon(daemon, 'POST', '/v1/processes', {
+    argv: ['/bin/sh', '-c', `setsid -f sleep ${marker}; sleep ${marker}`],
+    cwd: '/tmp',
+    stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
+    graceMs: 1000,
+  });
+  await waitFor('three sleeps', () => markerPids(marker).length === 3);
+  // The daemon has seen the whole tree once it says the tree still runs.
+  const waited = (await callDaemon(daemon, 'POST', `/v1/processes/${tree.id}/wait`, { timeoutMs: 300 })) as { treeExited: boolean };
+  if (waited.treeExited) throw new Error('the process tree ended before the daemon could leave it');
 }

@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { callDaemon, leaveSessions, startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -25,17 +25,6 @@ afterEach(async () => {
     }
   }
 });
-
-async function call(daemon: DaemonProcess, method: string, path: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${daemon.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${daemon.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const parsed: unknown = await response.json();
-  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(parsed)}`);
-  return parsed;
-}
 
 /** A field of /proc/<pid>/status or smaps_rollup, in KiB. */
 function kib(pid: number, file: 'status' | 'smaps_rollup', field: string): number {
@@ -84,17 +73,7 @@ describe('a daemon that dies', () => {
       const [, , , sessionOfWatcher] = readFileSync(`/proc/${watcher}/stat`, 'latin1').split(') ')[1]!.split(' ');
       expect(Number(sessionOfWatcher)).toBe(watcher);
 
-      // The daemon's death hangs the terminal up: only a program that ignores SIGHUP outlives it by itself.
-      await call(daemon, 'POST', '/v1/terminals', { argv: ['/bin/sh', '-c', `trap '' HUP; sleep ${marker}`], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
-      const tree = await call(daemon, 'POST', '/v1/processes', {
-        argv: ['/bin/sh', '-c', `setsid -f sleep ${marker}; sleep ${marker}`],
-        cwd: '/tmp',
-        stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
-        graceMs: 1000,
-      });
-      await waitFor('three sleeps', () => markerPids(marker).length === 3);
-      // The daemon has seen the whole tree, the escapee included, once it says the tree still runs.
-      expect(await call(daemon, 'POST', `/v1/processes/${tree.id}/wait`, { timeoutMs: 300 })).toEqual({ treeExited: false });
+      await leaveSessions(daemon, marker);
       // It holds nothing of the daemon's but fds 0-2: no session's pipe or terminal, no socket, nothing inherited.
       const daemonHolds = new Set(descriptors(daemon.pid).map(([, target]) => target));
       expect(descriptors(watcher).filter(([fd, target]) => fd > 2 && daemonHolds.has(target))).toEqual([]);
@@ -122,7 +101,7 @@ describe('a daemon that dies', () => {
     const marker = uniqueSleepMarker();
     markers.push(marker);
     const { daemon, watcher, stateDir } = await daemonWithWatcher('auto');
-    await call(daemon, 'POST', '/v1/processes', {
+    await callDaemon(daemon, 'POST', '/v1/processes', {
       argv: ['/bin/sh', '-c', `sleep ${marker}`],
       cwd: '/tmp',
       stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },

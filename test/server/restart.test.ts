@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readdirSync, renameSync, symlinkSync, writeFile
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { callDaemon, leaveSessions, startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -18,17 +18,6 @@ afterEach(async () => {
   for (const marker of markers.splice(0)) killMarked(marker);
 });
 
-async function call(daemon: DaemonProcess, method: string, path: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${daemon.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${daemon.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const parsed: unknown = await response.json();
-  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(parsed)}`);
-  return parsed;
-}
-
 describe('restart after a daemon and its watcher were SIGKILLed', () => {
   for (const mode of ['auto', 'subreaper'] as const) {
     it(`ends the sessions the dead daemon left (containment ${mode})`, async () => {
@@ -38,17 +27,7 @@ describe('restart after a daemon and its watcher were SIGKILLed', () => {
       const args = ['--state-dir', stateDir, ...(mode === 'auto' ? [] : ['--containment', mode])];
       const first = await startDaemon(args);
       daemons.push(first);
-      // The daemon's death hangs the terminal up: only a program that ignores SIGHUP outlives it.
-      await call(first, 'POST', '/v1/terminals', { argv: ['/bin/sh', '-c', `trap '' HUP; sleep ${marker}`], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
-      const tree = await call(first, 'POST', '/v1/processes', {
-        argv: ['/bin/sh', '-c', `setsid -f sleep ${marker}; sleep ${marker}`],
-        cwd: '/tmp',
-        stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' },
-        graceMs: 1000,
-      });
-      await waitFor('three sleeps', () => markerPids(marker).length === 3);
-      // The daemon has seen the whole tree, the escapee included, once it says the tree still runs.
-      expect(await call(first, 'POST', `/v1/processes/${tree.id}/wait`, { timeoutMs: 300 })).toEqual({ treeExited: false });
+      await leaveSessions(first, marker);
       // Its watcher dies first, so that only the next start can end what the daemon leaves.
       const watcher = first.watcherPid()!;
       process.kill(watcher, 'SIGKILL');
@@ -73,7 +52,7 @@ describe('upload stages a SIGKILLed daemon left', () => {
     /** An upload into `directory` with a few bytes sent, left open. */
     const begin = async (directory: string): Promise<void> => {
       mkdirSync(directory, { recursive: true });
-      const upload = await call(first, 'POST', '/v1/files/uploads', { path: join(directory, 'file.bin') });
+      const upload = await callDaemon(first, 'POST', '/v1/files/uploads', { path: join(directory, 'file.bin') });
       const put = await fetch(`${first.url}/v1/files/uploads/${upload.id}?offset=0`, {
         method: 'PUT',
         headers: { authorization: `Bearer ${first.token}`, 'content-type': 'application/octet-stream' },
