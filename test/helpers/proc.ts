@@ -122,10 +122,11 @@ export function sleepMarkers(afterEach: (cleanup: () => void) => void): { next()
 }
 
 /**
- * A `sleep 300` outside every session, killed after each test: a process
- * nothing of the daemon may signal.
+ * `sleep 300`s outside every session, killed after each test: processes
+ * nothing of the daemon may signal. `start(as)` runs one as another user;
+ * `track(pid)` has another process of the test's killed with them.
  */
-export function bystanders(afterEach: (cleanup: () => void) => void): { start(): number } {
+export function bystanders(afterEach: (cleanup: () => void) => void): { start(as?: { uid: number; gid: number }): number; track(pid: number): void } {
   const pids: number[] = [];
   afterEach(() => {
     for (const pid of pids.splice(0)) {
@@ -137,11 +138,14 @@ export function bystanders(afterEach: (cleanup: () => void) => void): { start():
     }
   });
   return {
-    start() {
-      const child = spawn('sleep', ['300'], { stdio: 'ignore', detached: true });
+    start(as) {
+      const child = spawn('sleep', ['300'], { stdio: 'ignore', detached: true, ...(as === undefined ? {} : { uid: as.uid, gid: as.gid }) });
       child.unref();
       pids.push(child.pid!);
       return child.pid!;
+    },
+    track(pid) {
+      pids.push(pid);
     },
   };
 }

@@ -25,25 +25,6 @@ const identity = (pid: number): ProcessIdentity => inspector.identity(pid)!;
 const users = osUsers(afterAll);
 const sleepers = bystanders(afterEach);
 
-const ofUsers: number[] = [];
-afterEach(() => {
-  for (const pid of ofUsers.splice(0)) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch (_error) {
-      // Already gone.
-    }
-  }
-});
-
-/** A `sleep 300` of `uid`, killed after the test. */
-function sleeperOf(uid: number, gid: number): number {
-  const child = spawn('sleep', ['300'], { uid, gid, stdio: 'ignore', detached: true });
-  child.unref();
-  ofUsers.push(child.pid!);
-  return child.pid!;
-}
-
 /** The real uid of `pid`, undefined once it is gone. */
 function realUid(pid: number): number | undefined {
   try {
@@ -155,7 +136,7 @@ describe.skipIf(!canMakeUsers && !isCi())('a forged session journal', () => {
     const stranger = users.make();
     // A daemon of root whose owners run as root or as `mapped`: a process of `stranger` was never a session's.
     const directory = journalDirectory();
-    const [ofRoot, ofMapped, ofStranger] = [sleepers.start(), sleeperOf(mapped.uid, mapped.gid), sleeperOf(stranger.uid, stranger.gid)];
+    const [ofRoot, ofMapped, ofStranger] = [sleepers.start(), sleepers.start(mapped), sleepers.start(stranger)];
     await waitFor('the sleeps to run as their users', () => [ofMapped, ofStranger].every((pid) => inspector.identity(pid) !== undefined));
     forge(directory, deadDaemon(), { sessions: { 's-1': [identity(ofStranger)], 's-2': [identity(ofRoot), identity(ofMapped)] } });
     const report = await recoverSessions(directory, { inspector, uids: [0, mapped.uid] });
@@ -165,18 +146,18 @@ describe.skipIf(!canMakeUsers && !isCi())('a forged session journal', () => {
     // A daemon that ran as `mapped` (so no session of it ran as root) recorded a process of root, and one of root that
     // started a process of `mapped` (as a login does): neither they nor what they started are ended.
     const second = journalDirectory();
-    const [rootProcess, mappedProcess] = [sleepers.start(), sleeperOf(mapped.uid, mapped.gid)];
+    const [rootProcess, mappedProcess] = [sleepers.start(), sleepers.start(mapped)];
     const login = spawn('/bin/sh', ['-c', `setpriv --reuid=${mapped.uid} --regid=${mapped.gid} --clear-groups sleep 300 & wait`], {
       stdio: 'ignore',
       detached: true,
     });
-    ofUsers.push(login.pid!);
+    sleepers.track(login.pid!);
     let loginChild: number | undefined;
     await waitFor('the login to start its sleep as the user', () => {
       loginChild = treePids(login.pid!).find((pid) => pid !== login.pid && realUid(pid) === mapped.uid && commOf(pid) === 'sleep');
       return loginChild !== undefined && inspector.identity(mappedProcess) !== undefined;
     });
-    ofUsers.push(loginChild!);
+    sleepers.track(loginChild!);
     forge(second, deadDaemon(), { sessions: { 's-1': [identity(rootProcess), identity(mappedProcess)], 's-2': [identity(login.pid!)] } });
     const secondReport = await recoverSessions(second, { inspector, uids: [mapped.uid] });
     expect(secondReport.killed).toEqual([mappedProcess]);
@@ -290,7 +271,7 @@ describe.skipIf(!canMakeUsers && !isCi())('a daemon that starts on a forged jour
     mkdirSync(directory, { mode: 0o700 });
     const tokenFile = join(stateDir, 'tokens');
     writeFileSync(tokenFile, `alice alice-token-0123456789abcdef ${mapped.name}\n`, { mode: 0o600 });
-    const [ofMapped, ofStranger] = [sleeperOf(mapped.uid, mapped.gid), sleeperOf(stranger.uid, stranger.gid)];
+    const [ofMapped, ofStranger] = [sleepers.start(mapped), sleepers.start(stranger)];
     await waitFor('the sleeps to run as their users', () => [ofMapped, ofStranger].every((pid) => inspector.identity(pid) !== undefined));
     const place = mkdtempSync(join(tmpdir(), 'execworld-not-a-cgroup-'));
     forge(directory, deadDaemon(), { cgroup: place, sessions: { 's-1': [identity(ofMapped), identity(ofStranger)] } });
