@@ -28,7 +28,7 @@ export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
 const positiveInt = (max: number) => z.coerce.number().int().min(1).max(max);
 
 /** Every setting: its key, flag, environment variable, schema, default and help. */
-const SETTINGS = {
+export const SETTINGS = {
   host: { flag: 'host', env: 'EXECWORLD_HOST', schema: z.string().min(1), default: '127.0.0.1', help: 'address to bind' },
   port: { flag: 'port', env: 'EXECWORLD_PORT', schema: z.coerce.number().int().min(0).max(65535), default: 7878, help: 'port to listen on (0: any free port)' },
   tokenFile: {
@@ -245,7 +245,7 @@ const SETTINGS = {
 } as const;
 
 /** Settings that take several values: a repeatable flag, a comma-separated variable. */
-const LIST_SETTINGS = new Set(['allowedOrigins', 'passEnv']);
+export const LIST_SETTINGS = new Set(['allowedOrigins', 'passEnv']);
 
 type Settings = typeof SETTINGS;
 export type Config = Readonly<{ [K in keyof Settings]: z.infer<Settings[K]['schema']> }>;
