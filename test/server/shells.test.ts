@@ -95,11 +95,15 @@ describe('/v1/shells', () => {
     expect(kept.output).toHaveLength(schemas.SHELL_RUN_OUTPUT_CHARS);
     expect(kept.output.endsWith('x\nend-2\n')).toBe(true);
     expect(kept.truncated).toBe(true);
+    // A long command is kept by its start.
+    const command = `: ${'c'.repeat(schemas.SHELL_RUN_COMMAND_CHARS)}`;
+    await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command } });
+    expect((await history()).body.runs[2].command).toBe(command.slice(0, schemas.SHELL_RUN_COMMAND_CHARS));
     // Only the last runs are kept, and the list says how many went.
     for (let n = 0; n < schemas.SHELL_RUNS_KEPT; n += 1) await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: `echo run-${n}` } });
     const last = (await history()).body;
     expect(last.runs).toHaveLength(schemas.SHELL_RUNS_KEPT);
-    expect(last.dropped).toBe(2);
+    expect(last.dropped).toBe(3);
     expect(last.runs.at(-1)).toMatchObject({
       command: `echo run-${schemas.SHELL_RUNS_KEPT - 1}`,
       state: 'completed',

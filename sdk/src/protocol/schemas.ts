@@ -473,13 +473,17 @@ export const RunResult = z
   })
   .meta({ id: 'RunResult' });
 
-/** How many runs a shell keeps for its list, and how much of each run's output. */
+/**
+ * How many runs a shell keeps for its list, and how much of each run's command and output: at most about
+ * 640 Ki characters a shell, of the order of its terminal's ring.
+ */
 export const SHELL_RUNS_KEPT = 32;
 export const SHELL_RUN_OUTPUT_CHARS = 16 * 1024;
+export const SHELL_RUN_COMMAND_CHARS = 4 * 1024;
 
 export const ShellRunRecord = z
   .object({
-    command: z.string().meta({ description: `The command as run, cut to its first ${SHELL_RUN_OUTPUT_CHARS} characters.` }),
+    command: z.string().meta({ description: `The command as run, cut to its first ${SHELL_RUN_COMMAND_CHARS} characters.` }),
     state: z.enum(['running', 'completed', 'waiting_for_input', 'idle_timeout', 'timeout', 'canceled', 'shell_exited']).meta({
       description:
         "running: a call on the run is in progress; otherwise the reason of the run's last answer (see RunResult): completed, " +

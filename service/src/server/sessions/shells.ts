@@ -71,7 +71,7 @@ class DaemonShell {
   closed = false;
   /**
    * The last runs, oldest first, for those who follow the shell without taking its answers (the browser view):
-   * at most SHELL_RUNS_KEPT, each with at most the end of its output.
+   * at most SHELL_RUNS_KEPT, each with the start of its command and the end of its output.
    */
   readonly runs: RunRecord[] = [];
   dropped = 0;
@@ -89,7 +89,7 @@ class DaemonShell {
   /** A new run's record, the oldest one forgotten past the bound. */
   begin(command: string): RunRecord {
     const record: RunRecord = {
-      command: command.slice(0, schemas.SHELL_RUN_OUTPUT_CHARS),
+      command: command.slice(0, schemas.SHELL_RUN_COMMAND_CHARS),
       state: 'running',
       exitCode: null,
       signal: null,
