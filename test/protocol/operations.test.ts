@@ -68,6 +68,7 @@ describe('the operation table', () => {
         'process.wait',
         'shell.list',
         'shell.get',
+        'shell.history',
         'fs.resolve',
         'fs.stat',
         'fs.lstat',

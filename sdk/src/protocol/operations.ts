@@ -530,6 +530,19 @@ export const OPERATIONS = {
     waits: false,
     access: 'read',
   }),
+  // A read: it takes no answer from the run's caller and holds nothing. It is how a watcher follows a shell
+  // without its terminal's raw stream, where the engine's markers are.
+  'shell.history': op({
+    name: 'shell.history',
+    method: 'GET',
+    path: '/v1/shells/{id}/history',
+    summary: "The shell's recent runs: each command, its state or outcome, and its output as text",
+    params: id,
+    result: s.ShellHistory,
+    idempotent: true,
+    waits: false,
+    access: 'read',
+  }),
   'shell.run': op({
     name: 'shell.run',
     method: 'POST',

@@ -473,6 +473,41 @@ export const RunResult = z
   })
   .meta({ id: 'RunResult' });
 
+/**
+ * How many runs a shell keeps for its list, and how much of each run's command and output: at most about
+ * 640 Ki characters a shell, of the order of its terminal's ring.
+ */
+export const SHELL_RUNS_KEPT = 32;
+export const SHELL_RUN_OUTPUT_CHARS = 16 * 1024;
+export const SHELL_RUN_COMMAND_CHARS = 4 * 1024;
+
+export const ShellRunRecord = z
+  .object({
+    command: z.string().meta({ description: `The command as run, cut to its first ${SHELL_RUN_COMMAND_CHARS} characters.` }),
+    state: z.enum(['running', 'completed', 'waiting_for_input', 'idle_timeout', 'timeout', 'canceled', 'shell_exited']).meta({
+      description:
+        "running: a call on the run is in progress; otherwise the reason of the run's last answer (see RunResult): completed, " +
+        'waiting_for_input and idle_timeout (the run is open), timeout and canceled (interrupted), shell_exited.',
+    }),
+    exitCode: z.int().nullable(),
+    signal: z.string().nullable(),
+    waitingFor: RunResult.shape.waitingFor,
+    output: z.string().meta({
+      description: `What the run printed over all its answers, as text (escape sequences and the shell's markers removed); past ${SHELL_RUN_OUTPUT_CHARS} characters only the end is kept.`,
+    }),
+    truncated: z.boolean().meta({ description: 'Output was cut: by an answer of the run (maxOutputBytes), or here, to its end.' }),
+    startedAt: z.string(),
+    durationMs: z.number().meta({ description: "From the run's call to its last answer so far." }),
+  })
+  .meta({ id: 'ShellRunRecord' });
+
+export const ShellHistory = z
+  .object({
+    runs: z.array(ShellRunRecord).meta({ description: `The shell's runs, oldest first: the last ${SHELL_RUNS_KEPT}.` }),
+    dropped: z.int().min(0).meta({ description: 'Earlier runs no longer kept.' }),
+  })
+  .meta({ id: 'ShellHistory' });
+
 export const Empty = z.strictObject({});
 export const Ok = z.object({ ok: z.literal(true) }).meta({ id: 'Ok' });
 

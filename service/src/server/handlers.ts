@@ -229,10 +229,15 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   },
   'shell.list': (ctx) => ({ shells: ctx.registry.shells.list(ctx.owner).map((entry) => entry.info()) }),
   'shell.get': (ctx, params) => ctx.registry.shells.get(ctx.owner, params.id).info(),
-  'shell.run': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.run(params.command, runOptions(params, ctx.signal))),
-  'shell.send': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.send(params.input, runOptions(params, ctx.signal))),
-  'shell.wait': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.wait(runOptions(params, ctx.signal))),
-  'shell.interrupt': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.interrupt()),
+  'shell.history': (ctx, params) => {
+    const entry = ctx.registry.shells.get(ctx.owner, params.id);
+    return { runs: entry.runs, dropped: entry.dropped };
+  },
+  'shell.run': (ctx, params) =>
+    ctx.registry.shells.call(ctx.owner, params.id, params.command, (shell) => shell.run(params.command, runOptions(params, ctx.signal))),
+  'shell.send': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, undefined, (shell) => shell.send(params.input, runOptions(params, ctx.signal))),
+  'shell.wait': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, undefined, (shell) => shell.wait(runOptions(params, ctx.signal))),
+  'shell.interrupt': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, undefined, (shell) => shell.interrupt()),
   'shell.delete': async (ctx, params) => {
     await ctx.registry.shells.delete(ctx.owner, params.id);
     return { ok: true };
