@@ -22,22 +22,20 @@ import {
   type Access,
   type ErrorCode,
 } from '@execworld/sdk/protocol';
-import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
+import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
-import { BodyBudget } from './body-budget.ts';
+import type { BodyBudget } from './body-budget.ts';
 import type { Config } from './config.ts';
-import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
-import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
+import { readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
-import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
-import { SessionRegistry } from './sessions/registry.ts';
-import { WebSocketHub } from './ws.ts';
+import type { Caller } from './dispatch.ts';
+import { composeDaemon } from './compose.ts';
+import type { SessionRegistry } from './sessions/registry.ts';
+import type { WebSocketHub } from './ws.ts';
 import { registerFileRoutes } from './file-routes.ts';
-import { UploadRegistry } from './uploads.ts';
 import { packageVersion } from '../version.ts';
-import { DaemonMetrics } from './metrics.ts';
 import { registerUi } from './ui.ts';
 
 export const CONNECT_PATH = '/v1/connect';
@@ -155,34 +153,16 @@ export function buildApp(options: AppOptions): Daemon {
   // Before fastify's own listener, so that a route that streams the body finds it timed.
   app.server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => timeBody(request, response, config.requestTimeoutMs));
 
-  const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess === true, tokens.uids) : undefined;
-  const runtime = options.runtime ?? own!.runtime;
-  const metrics = new DaemonMetrics();
-  const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, (owner) => tokens.runAsOf(owner));
-  const files = options.files ?? own?.files ?? hostFiles(config);
-  // An owner that runs as another OS user has its calls made by that user (a worker process of theirs).
-  const filesOf = (owner: string): OwnerFiles => files.view({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
-  const transferOf = (owner: string): OwnerTransfer => files.transfer({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
-  const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
-  const bodies = new BodyBudget(config.bodyBudgetBytes);
-  const hub = new WebSocketHub({
-    registry,
-    files: filesOf,
-    transfer: transferOf,
-    uploads,
+  const parts = composeDaemon({
+    config,
+    tokens,
+    logger,
     version,
-    windowBytes: config.windowBytes,
-    heartbeatMs: config.heartbeatMs,
-    connectionBufferBytes: config.connectionBufferBytes,
-    maxConnectionsPerOwner: config.maxConnectionsPerOwner,
-    maxSubscriptionsPerOwner: config.maxSubscriptionsPerOwner,
-    log: logger,
-    metrics,
+    runtime: options.runtime,
+    files: options.files,
+    ownsHostProcess: options.ownsHostProcess === true,
   });
-  metrics.readFrom({
-    sessions: () => registry.counts(),
-    memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held }),
-  });
+  const { registry, hub, bodies, metrics, dispatcher, uploads, filesOf, transferOf } = parts;
 
   app.decorateRequest('owner', '');
   app.decorateRequest('access', 'read');
@@ -263,15 +243,8 @@ export function buildApp(options: AppOptions): Daemon {
     hub.closeAll();
     done();
   });
-  app.addHook('onReady', async () => {
-    await own?.recover();
-  });
-  app.addHook('onClose', async () => {
-    await Promise.all([registry.shutdown(), uploads.shutdown()]);
-    await files.close?.();
-    // Every session ended: nothing is left for a later start to end.
-    own?.close();
-  });
+  app.addHook('onReady', () => parts.recover());
+  app.addHook('onClose', () => parts.close());
 
   void app.register(websocket, {
     options: {
@@ -322,7 +295,7 @@ export function buildApp(options: AppOptions): Daemon {
     });
 
     for (const spec of OPERATION_LIST) {
-      const bound = BOUND_OPERATIONS.get(spec.name)!;
+      const bound = dispatcher.operation(spec.name);
       scope.route({
         method: spec.method,
         url: spec.path.replace(/\{(\w+)\}/g, ':$1'),
@@ -334,36 +307,22 @@ export function buildApp(options: AppOptions): Daemon {
           const input = spec.method === 'POST' ? (request.body ?? {}) : typedQuery(request.query as Record<string, unknown>);
           if (typeof input !== 'object' || input === null || Array.isArray(input))
             throw new ServiceError('INVALID_ARGUMENT', 'the request body must be a JSON object');
-          const validated = bound.schema.safeParse({ ...(request.params as object), ...input });
-          if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, spec.method === 'GET' ? 'query' : 'body'));
           // The caller went away when the response closes before it was sent. (A request's own
           // 'close' only means its body was read.)
           const aborted = new AbortController();
           reply.raw.once('close', () => {
             if (!reply.raw.writableEnded) aborted.abort();
           });
-          const ctx: CallContext = {
+          const caller: Caller = {
             owner: request.owner,
             access: request.access,
-            registry,
-            files: filesOf,
-            transfer: transferOf,
-            uploads,
-            version,
+            transport: 'rest',
             signal: aborted.signal,
             unbounded: false,
+            where: spec.method === 'GET' ? 'query' : 'body',
           };
-          const started = performance.now();
-          let outcome = 'ok';
-          try {
-            const result = await bound.handler(ctx, validated.data);
-            return reply.code(spec.status).send(result);
-          } catch (error) {
-            outcome = toServiceError(error).code;
-            throw error;
-          } finally {
-            metrics.observeCall(spec.name, 'rest', (performance.now() - started) / 1000, outcome, validated.data);
-          }
+          const result = await dispatcher.call(bound, caller, { ...(request.params as object), ...input });
+          return reply.code(spec.status).send(result);
         },
       });
     }
