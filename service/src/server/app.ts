@@ -10,18 +10,7 @@ import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
-import {
-  BODY_LIMITS,
-  ERROR_CATALOG,
-  LIVE_PATH,
-  METRICS_PATH,
-  OPERATION_LIST,
-  READY_PATH,
-  TOKEN_HEADER,
-  WS_SUBPROTOCOL,
-  type Access,
-  type ErrorCode,
-} from '@execworld/sdk/protocol';
+import { ERROR_CATALOG, LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER, WS_SUBPROTOCOL, type Access, type ErrorCode } from '@execworld/sdk/protocol';
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
@@ -30,11 +19,10 @@ import type { Config } from './config.ts';
 import { readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
-import type { Caller } from './dispatch.ts';
 import { composeDaemon } from './compose.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { WebSocketHub } from './ws.ts';
-import { registerFileRoutes } from './file-routes.ts';
+import { registerRestRoutes } from './rest-routes.ts';
 import { packageVersion } from '../version.ts';
 import { registerUi } from './ui.ts';
 
@@ -97,17 +85,6 @@ class QuietRequests extends LogController {
   }
 }
 
-/** Query strings are text; integers and booleans are turned into their values before validation. */
-function typedQuery(query: Record<string, unknown>): Record<string, unknown> {
-  const typed: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(query)) {
-    if (typeof value === 'string' && /^-?\d+$/.test(value) && value.length < 17) typed[key] = Number(value);
-    else if (value === 'true' || value === 'false') typed[key] = value === 'true';
-    else typed[key] = value;
-  }
-  return typed;
-}
-
 function errorReply(code: ErrorCode, message: string): { status: number; body: { error: { code: ErrorCode; message: string } } } {
   return { status: ERROR_CATALOG[code].status, body: { error: { code, message } } };
 }
@@ -162,7 +139,7 @@ export function buildApp(options: AppOptions): Daemon {
     files: options.files,
     ownsHostProcess: options.ownsHostProcess === true,
   });
-  const { registry, hub, bodies, metrics, dispatcher, uploads, filesOf, transferOf } = parts;
+  const { registry, hub, bodies, metrics, dispatcher } = parts;
 
   app.decorateRequest('owner', '');
   app.decorateRequest('access', 'read');
@@ -294,45 +271,9 @@ export function buildApp(options: AppOptions): Daemon {
       },
     });
 
-    for (const spec of OPERATION_LIST) {
-      const bound = dispatcher.operation(spec.name);
-      scope.route({
-        method: spec.method,
-        url: spec.path.replace(/\{(\w+)\}/g, ':$1'),
-        config: { auth: spec.auth, access: spec.access },
-        // A body is read whole before it is validated: at most what the call carries, within the budget of all bodies.
-        bodyLimit: Math.min(BODY_LIMITS[spec.body], config.maxBodyBytes),
-        preParsing: (request, reply, payload, done) => done(null, bodies.meter(request, reply, payload)),
-        handler: async (request, reply) => {
-          const input = spec.method === 'POST' ? (request.body ?? {}) : typedQuery(request.query as Record<string, unknown>);
-          if (typeof input !== 'object' || input === null || Array.isArray(input))
-            throw new ServiceError('INVALID_ARGUMENT', 'the request body must be a JSON object');
-          // The caller went away when the response closes before it was sent. (A request's own
-          // 'close' only means its body was read.)
-          const aborted = new AbortController();
-          reply.raw.once('close', () => {
-            if (!reply.raw.writableEnded) aborted.abort();
-          });
-          const caller: Caller = {
-            owner: request.owner,
-            access: request.access,
-            transport: 'rest',
-            signal: aborted.signal,
-            unbounded: false,
-            where: spec.method === 'GET' ? 'query' : 'body',
-          };
-          const result = await dispatcher.call(bound, caller, { ...(request.params as object), ...input });
-          return reply.code(spec.status).send(result);
-        },
-      });
-    }
+    registerRestRoutes(scope, { dispatcher, bodies, maxBodyBytes: config.maxBodyBytes });
 
     if (config.ui === 'on') registerUi(scope);
-
-    void scope.register((inner, _options, done) => {
-      registerFileRoutes(inner, { files: filesOf, transfer: transferOf, uploads });
-      done();
-    });
 
     scope.route({
       method: 'GET',

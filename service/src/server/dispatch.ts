@@ -7,6 +7,7 @@
  * into theirs.
  * @module
  */
+import type { Readable } from 'node:stream';
 import type { Access } from '@execworld/sdk/protocol';
 import { BOUND_OPERATIONS, type BoundOperation, type CallContext } from './handlers.ts';
 import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
@@ -30,6 +31,8 @@ export interface Caller {
   readonly unbounded: boolean;
   /** How an invalid parameter is named in the refusal: `body.rows`, `query.from`, `params.id`. */
   readonly where: string;
+  /** The bytes of a call that carries them, unread. */
+  readonly body?: Readable | undefined;
 }
 
 export class Dispatcher {
@@ -57,6 +60,9 @@ export class Dispatcher {
   async call(operation: BoundOperation, caller: Caller, params: unknown): Promise<unknown> {
     const { spec } = operation;
     if (spec.access === 'write' && caller.access === 'read') throw readOnlyRefusal(spec.name);
+    if (spec.bytes !== undefined && caller.transport !== 'rest') {
+      throw new ServiceError('INVALID_ARGUMENT', `${spec.name} carries bytes: it is made over REST only, as ${spec.method} ${spec.path}`);
+    }
     const started = performance.now();
     let outcome = 'ok';
     try {
@@ -72,6 +78,7 @@ export class Dispatcher {
         version: this.#services.version,
         signal: caller.signal,
         unbounded: caller.unbounded,
+        body: caller.body,
       };
       return await operation.handler(ctx, validated.data);
     } catch (error) {
