@@ -54,6 +54,8 @@ describe('the operation table', () => {
         'health.get',
         'identity.get',
         'executable.resolve',
+        'files.content',
+        'archive.pack',
         'terminal.list',
         'terminal.get',
         'terminal.foreground',

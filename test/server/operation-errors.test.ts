@@ -724,7 +724,9 @@ async function stubbornly(spec: OperationSpec): Promise<{ status: number; body: 
 }
 
 describe('documented errors', () => {
-  it.each(OPERATION_LIST.map((spec) => [spec.name, spec] as const))('%s answers only codes it documents, and each of them', async (_name, spec) => {
+  // The calls that carry bytes have their codes brought about with bodies of bytes, in files.test.ts and transfer-routes.test.ts.
+  const calls = OPERATION_LIST.filter((spec) => spec.bytes === undefined);
+  it.each(calls.map((spec) => [spec.name, spec] as const))('%s answers only codes it documents, and each of them', async (_name, spec) => {
     const driven = new Set<ErrorCode>();
     for (const scenario of [...shapeScenarios(spec), ...(OWN[spec.name] ?? [])]) {
       const answer = await scenario.send();

@@ -546,7 +546,7 @@ export const FsTarget = z
   })
   .meta({ id: 'FsTarget' });
 
-const FsVersion = z.string().max(256).meta({ description: 'Opaque freshness token; compare it, never parse it.' });
+export const FsVersion = z.string().max(256).meta({ description: 'Opaque freshness token; compare it, never parse it.' });
 
 export const FsInfo = z
   .object({ version: FsVersion, type: z.enum(['file', 'directory', 'other']), size: z.int().min(0).optional() })
@@ -705,11 +705,8 @@ export const UploadComplete = z
   })
   .meta({ id: 'UploadComplete' });
 
-/** A query number: a string of digits, as a query string carries it. */
-const QueryInt = z
-  .string()
-  .regex(/^\d{1,15}$/, { error: 'must be a non-negative integer' })
-  .transform(Number);
+/** A byte count or offset in a query (the REST adapter turns its digits into a number, as the field says it is one). */
+const QueryInt = z.int({ error: 'must be a non-negative integer' }).min(0, { error: 'must be a non-negative integer' }).max(Number.MAX_SAFE_INTEGER);
 
 export const ContentQuery = z.strictObject({
   ...FsPathRef,

@@ -4,7 +4,7 @@
  * @module
  */
 import { PROTOCOL_VERSION } from '../protocol/version.ts';
-import type { OperationInput, OperationName, OperationResult } from '../protocol/operations.ts';
+import type { CallName, OperationInput, OperationResult } from '../protocol/operations.ts';
 import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
 import { endAll, settleAll } from '../seam/teardown.ts';
 import { abortReasonText, assertEnvironment, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
@@ -164,7 +164,7 @@ export class RemoteRuntime implements SubprocessRuntime {
    * Whether it is sent again after a reconnect, and whether it waits without a
    * request timeout, is the operation table's to say.
    */
-  async call<N extends OperationName>(op: N, params: OperationInput<N>): Promise<OperationResult<N>> {
+  async call<N extends CallName>(op: N, params: OperationInput<N>): Promise<OperationResult<N>> {
     await this.start();
     return await this.#connection.call(op, params);
   }

@@ -16,7 +16,9 @@ import { MAX_WAIT_MS, type SubprocessOutputMode, type SubprocessSpawnSpec, type 
 import { z } from 'zod';
 import type { FsTarget } from '@execworld/sdk/fs';
 import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
+import type { Readable } from 'node:stream';
 import type { UploadRegistry } from './uploads.ts';
+import { appendUpload, fileContent, packArchive, unpackArchive, type ByteReply } from './byte-calls.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { defaultShell, runOptions } from './sessions/shells.ts';
 import { ServiceError } from './errors.ts';
@@ -40,9 +42,13 @@ export interface CallContext {
   readonly signal: AbortSignal;
   /** Whether the call may wait without bound (a WebSocket call). */
   readonly unbounded: boolean;
+  /** The bytes of a call that carries them (the table's `bytes.body`), unread; absent for any other. */
+  readonly body: Readable | undefined;
 }
 
-type Handler<N extends OperationName> = (ctx: CallContext, params: OperationParams<N>) => Promise<OperationResult<N>> | OperationResult<N>;
+/** What a handler answers: its result, or the bytes of a call that answers bytes (whose result no JSON schema describes). */
+type Answer<N extends OperationName> = [OperationResult<N>] extends [never] ? ByteReply : OperationResult<N>;
+type Handler<N extends OperationName> = (ctx: CallContext, params: OperationParams<N>) => Promise<Answer<N>> | Answer<N>;
 
 function readStream(ctx: CallContext, stream: ByteStream, from: number | undefined, maxBytes: number | undefined) {
   const start = from ?? stream.start;
@@ -266,6 +272,10 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     await ctx.uploads.delete(ctx.owner, params.id);
     return { ok: true as const };
   },
+  'upload.bytes': appendUpload,
+  'files.content': fileContent,
+  'archive.pack': packArchive,
+  'archive.unpack': unpackArchive,
 };
 
 /** An operation with the schema that validates its merged parameters. */
