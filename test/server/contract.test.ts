@@ -63,6 +63,7 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'shell.create': () => ({ cwd: '/tmp' }),
   'shell.list': () => ({}),
   'shell.get': () => ({ id: ids.shell }),
+  'shell.history': () => ({ id: ids.shell }),
   // Three reads keep the run open for the calls that need one: send answers one, wait finds the next waiting, interrupt ends it.
   'shell.run': () => ({ id: ids.shell, command: 'read a; read b; read c' }),
   'shell.send': () => ({ id: ids.shell, input: 'a\r' }),
