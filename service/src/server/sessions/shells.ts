@@ -11,7 +11,8 @@ import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/
 import { lookupEnvironment } from '@execworld/sdk/seam';
 import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
-import type { SessionRegistry } from './registry.ts';
+import type { ExecutionProvider } from '../../provider/api.ts';
+import type { TerminalSession } from './terminal-session.ts';
 import { terminalView } from './shell-terminal.ts';
 
 type ShellInfo = typeof schemas.ShellInfo._zod.output;
@@ -129,8 +130,15 @@ function serviceError(error: unknown): unknown {
   return error;
 }
 
+/** What shells need of the session registry that holds their terminals (it is that registry; named here so neither module imports the other). */
+export interface ShellTerminals {
+  readonly runtime: Pick<ExecutionProvider, 'capabilities'>;
+  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string>;
+  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean): Promise<TerminalSession>;
+}
+
 export class ShellRegistry {
-  readonly #registry: SessionRegistry;
+  readonly #registry: ShellTerminals;
   readonly #log: Logger;
   readonly #shells = new Map<string, DaemonShell>();
   readonly #requests = new Map<string, Promise<DaemonShell>>();
@@ -138,7 +146,7 @@ export class ShellRegistry {
   readonly #maxPerOwner: number;
 
   /** @param maxPerOwner - shells one owner may hold (each also holds a terminal while its shell runs). */
-  constructor(registry: SessionRegistry, log: Logger, maxPerOwner: number) {
+  constructor(registry: ShellTerminals, log: Logger, maxPerOwner: number) {
     this.#registry = registry;
     this.#log = log;
     this.#maxPerOwner = maxPerOwner;
