@@ -5,13 +5,19 @@
  * `process-contract.ts`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalHandle } from '@execworld/sdk/seam';
+import type { SpawnRequest, SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalHandle } from '@execworld/sdk/seam';
 import { asleepInForeground, sessionPids } from '../helpers/proc.ts';
 import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
 import { collect, pidAlive, sleep, waitFor } from '../helpers/wait.ts';
 
+/** A runtime of the seam with execworld's extensions: specs with defaults. */
+export type ExecworldRuntime = SubprocessRuntime & {
+  spawn(spec: SpawnRequest): SubprocessHandle;
+  dispose(): Promise<void>;
+};
+
 export interface RuntimeUnderTest {
-  readonly runtime: SubprocessRuntime & { dispose(): Promise<void> };
+  readonly runtime: ExecworldRuntime;
   /** Resizes a terminal of this runtime. */
   resize(terminal: SubprocessTerminalHandle, cols: number, rows: number): Promise<void>;
   /** Waits until a handle's pid is known. */
@@ -257,6 +263,17 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         expect(terminal.terminate()).toBe(first);
         await first;
         await expect(terminal.terminate()).resolves.toBeUndefined();
+      });
+    });
+
+    describe('defaults', () => {
+      it("spawns with only argv: pipes, a grace, and this host's working directory (the daemon's, which runs here)", async () => {
+        const handle = runtime.spawn({ argv: ['/bin/sh', '-c', 'pwd; cat'] });
+        const out = collect(handle.stdout!);
+        handle.stdin!.end('piped\n');
+        await expect(handle.done).resolves.toEqual({ exitCode: 0, signal: null });
+        await waitFor('the output', () => out.text().endsWith('piped\n'));
+        expect(out.text()).toBe(`${process.cwd()}\npiped\n`);
       });
     });
 

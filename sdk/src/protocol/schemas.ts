@@ -9,7 +9,7 @@
  * @module
  */
 import { z } from 'zod';
-import { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS } from '../seam/limits.ts';
+import { DEFAULT_GRACE_MS, MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS } from '../seam/limits.ts';
 import { ErrorBody } from './errors.ts';
 
 export { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS };
@@ -50,6 +50,13 @@ export const Cwd = z
   .refine(noNul, { error: 'cwd must not contain a NUL character' })
   .meta({ description: 'Working directory in the execution world.' });
 
+/** The working directory of a create, which may be left out. */
+const CreateCwd = Cwd.optional().meta({
+  description:
+    "Working directory in the execution world; default: the owner's home when the owner runs as an OS user of its own, " +
+    "else the daemon's --default-cwd, else the daemon's own working directory.",
+});
+
 const EnvName = z
   .string()
   .min(1)
@@ -70,6 +77,7 @@ export const ProcessEnv = z.record(EnvName, EnvValue.nullable()).meta({
 });
 
 export const GraceMs = z.int().min(1).max(MAX_TIMER_DELAY_MS).meta({ description: 'Milliseconds between the TERM and KILL tiers of cleanup.' });
+const CreateGraceMs = GraceMs.optional().meta({ description: `Milliseconds between the TERM and KILL tiers of cleanup; default ${DEFAULT_GRACE_MS}.` });
 const Dimension = z.int().min(1).max(MAX_TERMINAL_SIZE);
 
 export const Outcome = z
@@ -99,11 +107,11 @@ export const RequestId = z
 export const TerminalCreate = z
   .strictObject({
     argv: Argv,
-    cwd: Cwd,
+    cwd: CreateCwd,
     env: TerminalEnv.optional(),
     rows: Dimension,
     cols: Dimension,
-    graceMs: GraceMs,
+    graceMs: CreateGraceMs,
     requestId: RequestId.optional(),
     answerQueries: z
       .boolean()
@@ -269,10 +277,13 @@ export const StdinMode = z.union([z.literal('ignore'), z.literal('pipe'), z.stri
 export const ProcessCreate = z
   .strictObject({
     argv: Argv,
-    cwd: Cwd,
+    cwd: CreateCwd,
     env: ProcessEnv.optional(),
-    stdio: z.strictObject({ stdin: StdinMode, stdout: OutputMode, stderr: OutputMode }),
-    graceMs: GraceMs,
+    stdio: z
+      .strictObject({ stdin: StdinMode.optional(), stdout: OutputMode.optional(), stderr: OutputMode.optional() })
+      .optional()
+      .meta({ description: "The three dispositions; each one left out is 'pipe'." }),
+    graceMs: CreateGraceMs,
     requestId: RequestId.optional(),
   })
   .meta({ id: 'ProcessCreate' });
@@ -405,7 +416,7 @@ export const ShellDialectName = z
 export const ShellCreate = z
   .strictObject({
     dialect: ShellDialectName.optional().meta({ description: "The shell language; the daemon's defaultShell (pwsh on Windows, bash elsewhere) when absent." }),
-    cwd: Cwd,
+    cwd: CreateCwd,
     env: TerminalEnv.optional(),
     requestId: RequestId.optional(),
   })

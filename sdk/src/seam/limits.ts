@@ -20,3 +20,6 @@ export const MAX_TERMINAL_SIZE = 65_535;
  * over REST, and the slice a remote `waitForExit` loops over.
  */
 export const MAX_WAIT_MS = 60_000;
+
+/** TERM-to-KILL grace of a spawn or terminal created without one: 5 s. */
+export const DEFAULT_GRACE_MS = 5000;
