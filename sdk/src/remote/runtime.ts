@@ -7,6 +7,7 @@ import { PROTOCOL_VERSION } from '../protocol/version.ts';
 import type { OperationInput, OperationName, OperationResult } from '../protocol/operations.ts';
 import type { SubprocessRuntime } from '../seam/types.ts';
 import { spawnDefaults, terminalDefaults, type SpawnRequest, type TerminalSpawnRequest } from '../seam/defaults.ts';
+import { runCommand, type CommandResult, type RunCommandOptions } from '../seam/run.ts';
 import { endAll, settleAll } from '../seam/teardown.ts';
 import { abortReasonText, assertEnvironment, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
 import { randomUUID } from 'node:crypto';
@@ -232,6 +233,20 @@ export class RemoteRuntime implements SubprocessRuntime {
       throw spec.signal.reason;
     }
     return terminal;
+  }
+
+  /**
+   * Runs a command to completion and answers its exit, output and duration.
+   * A string runs through the world's shell (`/bin/sh -c`; `cmd.exe /d /s /c`
+   * on Windows), an argv array as it is. It is a `spawn` like any other, so it
+   * is listed on the daemon while it runs; what it leaves running is ended
+   * when it ends.
+   * @throws {SpawnError} when the command could not start; the signal's reason when `options.signal` aborted.
+   */
+  async run(command: string | readonly string[], options: RunCommandOptions = {}): Promise<CommandResult> {
+    this.#assertOpen();
+    await this.start();
+    return await runCommand((spec) => this.spawn(spec), this.platform, command, options, invalid);
   }
 
   /** The terminals this token's owner has on the daemon. */

@@ -2,8 +2,8 @@
  * `LocalRuntime`: the subprocess seam on this host.
  * @module
  */
-import { endAll, mergeEnvironment, scrubEnvironment, settleAll, spawnDefaults, terminalDefaults } from '@execworld/sdk/seam';
-import type { SpawnRequest, SubprocessRuntime, SubprocessSpawnSpec, TerminalSpawnRequest } from '@execworld/sdk/seam';
+import { endAll, mergeEnvironment, runCommand, scrubEnvironment, settleAll, spawnDefaults, terminalDefaults } from '@execworld/sdk/seam';
+import type { CommandResult, RunCommandOptions, SpawnRequest, SubprocessRuntime, SubprocessSpawnSpec, TerminalSpawnRequest } from '@execworld/sdk/seam';
 import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, TerminalExtensions } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
@@ -267,6 +267,21 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       await terminal.terminate();
     });
     return terminal;
+  }
+
+  /**
+   * Runs a command to completion on this host and answers its exit, output
+   * and duration: a string through `/bin/sh -c` (`cmd.exe /d /s /c` on
+   * Windows), an argv array as it is, as one {@link spawn}.
+   */
+  run(command: string | readonly string[], options: RunCommandOptions = {}): Promise<CommandResult> {
+    return runCommand(
+      (spec) => this.spawn(spec),
+      this.platform,
+      command,
+      options,
+      (message) => new ProviderError('INVALID_ARGUMENT', message),
+    );
   }
 
   /** Live handles, for operators and tests. */
