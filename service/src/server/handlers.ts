@@ -26,6 +26,7 @@ import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import type { UploadRegistry } from './uploads.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { defaultShell, runOptions } from './sessions/shells.ts';
+import { runCommandSession } from './sessions/command-run.ts';
 import { ServiceError } from './errors.ts';
 import { readsFreeRoom, waitForBytes, type ByteStream } from './streams.ts';
 
@@ -238,6 +239,8 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     await ctx.registry.delete(ctx.owner, params.id, 'process');
     return { ok: true };
   },
+
+  'command.run': (ctx, params) => runCommandSession(ctx.registry, ctx.owner, params, ctx.signal),
 
   'shell.create': async (ctx, params) => {
     const { env, requestId } = params;
