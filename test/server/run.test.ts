@@ -8,6 +8,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from '@execworld/sdk';
+import { DEFAULT_RUN_OUTPUT_BYTES } from '@execworld/sdk/seam';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { canMakeUsers, makeUser } from '../helpers/os-users.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
@@ -56,6 +58,30 @@ describe('POST /v1/run', () => {
     expect(answer.body.stdout).toBe(`${'a'.repeat(97)}END`);
     expect(answer.body.truncated).toEqual({ stdout: 1_000_003 - 100, stderr: 0 });
   });
+
+  it('keeps 1 MiB of each stream by default, however long the output (figures printed)', async () => {
+    const total = 100_000_000;
+    const command = `head -c ${total} /dev/zero | tr '\\0' a`;
+    const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1);
+    const rssBefore = process.memoryUsage().rss;
+    const answer = await run({ command });
+    const rssRest = process.memoryUsage().rss;
+    expect(answer.body.stdout).toHaveLength(DEFAULT_RUN_OUTPUT_BYTES);
+    expect(answer.body.truncated).toEqual({ stdout: total - DEFAULT_RUN_OUTPUT_BYTES, stderr: 0 });
+    const runtime = await connect(daemon.url, { token: ALICE });
+    try {
+      const result = await runtime.run(command);
+      expect(result.stdout).toHaveLength(DEFAULT_RUN_OUTPUT_BYTES);
+      const rssSdk = process.memoryUsage().rss;
+      console.log(
+        `${total / 1e6} MB of output: POST /v1/run answered in ${answer.body.durationMs} ms (${(total / 1e3 / answer.body.durationMs).toFixed(0)} MB/s), ` +
+          `runtime.run (remote) in ${result.durationMs} ms (${(total / 1e3 / result.durationMs).toFixed(0)} MB/s); ` +
+          `RSS of this process (daemon and client) ${mib(rssBefore)} MiB before, ${mib(rssRest)} after the REST run, ${mib(rssSdk)} after the SDK run`,
+      );
+    } finally {
+      await runtime.dispose();
+    }
+  }, 120_000);
 
   it('ends the process tree at the timeout and says so', async () => {
     const answer = await run({ command: 'echo $$; sleep 30 & echo $!; wait', timeoutMs: 300, graceMs: 300 });
