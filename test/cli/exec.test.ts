@@ -61,10 +61,10 @@ describe('execworld exec', () => {
     expect(result).toMatchObject({ code: 0, stdout: `hello world||${dir}\n` });
   });
 
-  it("runs in this command's directory by default", async () => {
+  it("runs in the world's directory by default, never this command's (the daemon's own here)", async () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), 'execworld-exec-here-')));
     const result = await runCli(['exec', '--', 'pwd'], { env, cwd: dir });
-    expect(result.stdout).toBe(`${dir}\n`);
+    expect(result.stdout).toBe(`${process.cwd()}\n`);
   });
 
   it('ends the program when it is interrupted, and exits with the status of how it ended', async () => {

@@ -17,7 +17,7 @@ afterAll(() => daemon.close());
 
 describe('execworld run', () => {
   it('prints the output and exits with the status, ending its shell', async () => {
-    const result = await runCli(['run', 'echo "in $PWD"; exit_with() { return $1; }; exit_with 3'], { env, cwd: '/tmp' });
+    const result = await runCli(['run', '--cwd', '/tmp', 'echo "in $PWD"; exit_with() { return $1; }; exit_with 3'], { env });
     expect(result).toMatchObject({ code: 3, stdout: 'in /tmp\n', stderr: '' });
     expect((await daemon.request('GET', '/v1/shells')).body.shells).toEqual([]);
   });

@@ -11,14 +11,6 @@ import { anchors, docFiles, prose, readDoc, ROOT, withoutFences } from '../helpe
 
 const FILES = docFiles();
 
-/**
- * Pages the README links that are written with their own features: the
- * deployment guide (deploy/, the image) and the one-call run (runtime.run,
- * POST /v1/run). A link to one of them is checked like any other once the page
- * is there.
- */
-const AWAITED = new Set(['docs/deploy.md', 'docs/run.md']);
-
 interface Link {
   file: string;
   target: string;
@@ -44,7 +36,7 @@ describe('relative links', () => {
       const [path, anchor] = target.split('#') as [string, string | undefined];
       const resolved = path === '' ? file : normalize(relative(ROOT, join(ROOT, dirname(file), decodeURIComponent(path))));
       if (!existsSync(join(ROOT, resolved))) {
-        if (!AWAITED.has(resolved)) broken.push(`${target}: no ${resolved}`);
+        broken.push(`${target}: no ${resolved}`);
         continue;
       }
       if (anchor !== undefined && resolved.endsWith('.md') && !anchors(readDoc(resolved)).has(anchor))
@@ -61,7 +53,7 @@ describe('repository paths named in code', () => {
     const named = [...withoutFences(readDoc(file)).matchAll(/`([^`\s]+)`/g)]
       .map((match) => match[1]!.replace(/[:.,;]$/, ''))
       .filter((path) => TOP.test(path) && !/[*…<>{}]/.test(path));
-    const missing = named.filter((path) => !existsSync(join(ROOT, path)) && !AWAITED.has(path));
+    const missing = named.filter((path) => !existsSync(join(ROOT, path)));
     expect(missing).toEqual([]);
   });
 });

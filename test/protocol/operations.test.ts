@@ -36,6 +36,7 @@ describe('the operation table', () => {
         'terminal.terminate',
         'terminal.delete',
         'process.delete',
+        'command.run',
         'shell.create',
         'shell.run',
         'shell.send',

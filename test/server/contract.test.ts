@@ -60,6 +60,7 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'process.wait': () => ({ id: ids.process, timeoutMs: 10 }),
   'process.terminate': () => ({ id: ids.process }),
   'process.delete': () => ({ id: ids.process }),
+  'command.run': () => ({ command: 'echo ran', cwd: '/tmp' }),
   'shell.create': () => ({ cwd: '/tmp' }),
   'shell.list': () => ({}),
   'shell.get': () => ({ id: ids.shell }),

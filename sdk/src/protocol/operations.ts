@@ -546,6 +546,22 @@ export const OPERATIONS = {
     access: 'write',
   }),
 
+  'command.run': op({
+    name: 'command.run',
+    method: 'POST',
+    path: '/v1/run',
+    summary:
+      'Run a command to completion as a process session (listed while it runs) and answer its exit, bounded output and duration; ' +
+      'a caller that goes away ends it, and what it leaves running is ended with it',
+    input: s.CommandRun,
+    result: s.CommandResult,
+    errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'SPAWN_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN'],
+    idempotent: false,
+    waits: true,
+    access: 'write',
+    body: 'data',
+  }),
+
   'shell.create': op({
     name: 'shell.create',
     method: 'POST',

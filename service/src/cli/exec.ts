@@ -32,7 +32,7 @@ looked up on the daemon's PATH; options after its name are its own.
 Options:
   -t, --tty            run it on a terminal: this one in raw mode (when stdin is
                        a terminal) and the window size following this one's
-  --cwd <dir>          its working directory on the daemon's host (default: this directory)
+  --cwd <dir>          its working directory on the daemon's host (default: the world's: the owner's home, else the daemon's)
   -e, --env <K=V>      an environment variable to set (repeatable)
 ${clientHelp()}
   -h, --help           show this help
@@ -46,7 +46,7 @@ not run, or its end is unknown); 2 for a usage error.
 const isClosedPipe = (error: unknown): boolean => (error as NodeJS.ErrnoException).code === 'EPIPE';
 
 /** The program as a managed process with its stdio piped through this command's. */
-async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string, env: Record<string, string> | undefined): Promise<number> {
+async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string | undefined, env: Record<string, string> | undefined): Promise<number> {
   const handle = runtime.spawn({
     argv,
     cwd,
@@ -89,7 +89,7 @@ async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string, 
 }
 
 /** The program on a terminal, this one connected to it until it exits. */
-async function execTerminal(runtime: RemoteRuntime, argv: string[], cwd: string, env: Record<string, string> | undefined): Promise<number> {
+async function execTerminal(runtime: RemoteRuntime, argv: string[], cwd: string | undefined, env: Record<string, string> | undefined): Promise<number> {
   // A signal while the terminal is being made ends it as soon as it is there; interact takes over the signals without a gap.
   let interrupted = false;
   const early = (): void => {
@@ -127,7 +127,8 @@ export const command: Command = {
     }
     if (argv.length === 0) throw new UsageError('missing the program to run');
     const env = parseEnvEntries(values.env);
-    const cwd = values.cwd ?? process.cwd();
+    // Never this machine's directory, which means nothing in the world: without --cwd the daemon picks.
+    const cwd = values.cwd;
     const runtime = await openRuntime(values);
     try {
       return values.tty === true ? await execTerminal(runtime, argv, cwd, env) : await execProcess(runtime, argv, cwd, env);

@@ -30,7 +30,7 @@ Options:
   --keep               keep the new shell and print its id on stderr
   --pwsh               a PowerShell 7 shell (pwsh on the daemon's PATH) instead of bash
                        (a daemon on Windows runs PowerShell without it)
-  --cwd <dir>          the new shell's working directory (default: this one)
+  --cwd <dir>          the new shell's working directory (default: the world's: the owner's home, else the daemon's)
   --env K=V            a variable of the new shell (repeatable)
   --timeout <ms>       interrupt the command (SIGINT) after this long
   --idle-timeout <ms>  give up after this long without output (the command runs on in the shell)
@@ -72,7 +72,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
       const shell = await runtime.call('shell.create', {
         // Without --pwsh the daemon's default: bash, or PowerShell on Windows.
         ...(values.pwsh === true ? { dialect: 'pwsh' as const } : {}),
-        cwd: values.cwd ?? process.cwd(),
+        cwd: values.cwd,
         ...(env === undefined ? {} : { env }),
       });
       id = created = shell.id;

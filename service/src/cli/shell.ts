@@ -24,7 +24,7 @@ its window size follows this one. ${DETACH_KEYS} detaches and leaves it running
 (the id is printed); 'execworld attach <id>' resumes.
 
 Options:
-  --cwd <dir>          its working directory on the daemon's host (default: this directory)
+  --cwd <dir>          its working directory on the daemon's host (default: the world's: the owner's home, else the daemon's)
   -e, --env <K=V>      an environment variable to set (repeatable); TERM is this terminal's
 ${clientHelp()}
   -h, --help           show this help
@@ -39,7 +39,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   const env = { ...terminalEnv(), ...parseEnvEntries(values.env) };
   const runtime = await openRuntime(values);
   try {
-    const terminal = await runtime.spawnTerminal({ argv: SHELL_ARGV, cwd: values.cwd ?? process.cwd(), env, ...initialSize(), graceMs: GRACE_MS });
+    const terminal = await runtime.spawnTerminal({ argv: SHELL_ARGV, cwd: values.cwd, env, ...initialSize(), graceMs: GRACE_MS });
     return await attachAndWait(terminal);
   } finally {
     // Closing only detaches: a shell that was detached from runs on.

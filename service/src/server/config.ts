@@ -5,7 +5,7 @@
  * `process.env` for daemon settings.
  * @module
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -44,6 +44,13 @@ export const SETTINGS = {
     schema: z.string().min(1).optional(),
     default: undefined,
     help: 'directory for spill files and crash recovery (default $XDG_STATE_HOME/execworld, ~/.local/state/execworld)',
+  },
+  defaultCwd: {
+    flag: 'default-cwd',
+    env: 'EXECWORLD_DEFAULT_CWD',
+    schema: z.string().min(1).optional(),
+    default: undefined,
+    help: "working directory of a process, terminal, shell or run created without one, for an owner not mapped to an OS user (a mapped owner's is its user's home); an existing directory (default: the daemon's own working directory)",
   },
   containment: {
     flag: 'containment',
@@ -282,6 +289,14 @@ export function serveHelp(): string {
   ].join('\n');
 }
 
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch (_error) {
+    return false;
+  }
+}
+
 /** parseArgs's complaint in a line: its own texts suggest positionals, which serve takes none of. */
 function argumentError(error: Error & { code?: string }): string {
   const quoted = /'([^']+)'/.exec(error.message)?.[1] ?? '';
@@ -355,6 +370,8 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     config[key] = result.data;
   }
   if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) throw new ConfigError('--tls-cert and --tls-key go together');
+  const defaultCwd = config.defaultCwd as string | undefined;
+  if (defaultCwd !== undefined && !isDirectory(defaultCwd)) throw new ConfigError(`${sources.defaultCwd ?? 'defaultCwd'}: ${defaultCwd} is not a directory`);
   if ((config.bodyBudgetBytes as number) < (config.maxBodyBytes as number)) {
     throw new ConfigError(
       `--body-budget-bytes (${String(config.bodyBudgetBytes)}) must be at least --max-body-bytes (${String(config.maxBodyBytes)}): a body a call takes must fit in it`,

@@ -12,7 +12,14 @@ import {
   type OperationResult,
   type OperationSpec,
 } from '@execworld/sdk/protocol';
-import { MAX_WAIT_MS, type SubprocessOutputMode, type SubprocessSpawnSpec, type SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
+import {
+  MAX_WAIT_MS,
+  spawnDefaults,
+  terminalDefaults,
+  type SubprocessOutputMode,
+  type SubprocessSpawnSpec,
+  type SubprocessTerminalSpawnSpec,
+} from '@execworld/sdk/seam';
 import { z } from 'zod';
 import type { FsTarget } from '@execworld/sdk/fs';
 import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
@@ -21,6 +28,7 @@ import type { UploadRegistry } from './uploads.ts';
 import { appendUpload, fileContent, packArchive, unpackArchive, type ByteReply } from './byte-calls.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { defaultShell, runOptions } from './sessions/shells.ts';
+import { runCommandSession } from './sessions/command-run.ts';
 import { ServiceError } from './errors.ts';
 import { readsFreeRoom, waitForBytes, type ByteStream } from './streams.ts';
 
@@ -98,24 +106,34 @@ async function within(promise: Promise<unknown>, ms: number | undefined, ctx: Ca
   }
 }
 
-/** A terminal create's wire fields in the seam's shape. */
-function terminalSpec(params: OperationParams<'terminal.create'>): SubprocessTerminalSpawnSpec {
+/** A terminal create's wire fields in the seam's shape, what was left out filled in with the world's defaults. */
+function terminalSpec(ctx: CallContext, params: OperationParams<'terminal.create'>): SubprocessTerminalSpawnSpec {
   const { argv, cwd, env, rows, cols, graceMs } = params;
-  return { argv, cwd, rows, cols, graceMs, ...(env === undefined ? {} : { env }) };
+  return terminalDefaults({ argv, cwd, rows, cols, graceMs, ...(env === undefined ? {} : { env }) }, () => ctx.registry.defaultCwd(ctx.owner));
 }
 
-/** A process create's wire fields in the seam's shape: a null env entry unsets it, an absent spill is no key. */
-function processSpec(params: OperationParams<'process.create'>): SubprocessSpawnSpec {
-  const output = (mode: OperationParams<'process.create'>['stdio']['stdout']): SubprocessOutputMode =>
-    mode === 'pipe' ? 'pipe' : { maxBytes: mode.maxBytes, ...(mode.spill === undefined ? {} : { spill: { maxBytes: mode.spill.maxBytes } }) };
-  const { stdin, stdout, stderr } = params.stdio;
-  return {
-    argv: params.argv,
-    cwd: params.cwd,
-    stdio: { stdin, stdout: output(stdout), stderr: output(stderr) },
-    graceMs: params.graceMs,
-    ...(params.env === undefined ? {} : { env: Object.fromEntries(Object.entries(params.env).map(([name, value]) => [name, value ?? undefined])) }),
-  };
+type WireOutput = NonNullable<NonNullable<OperationParams<'process.create'>['stdio']>['stdout']>;
+
+/**
+ * A process create's wire fields in the seam's shape, what was left out filled
+ * in with the world's defaults: a null env entry unsets it, an absent spill is no key.
+ */
+function processSpec(ctx: CallContext, params: OperationParams<'process.create'>): SubprocessSpawnSpec {
+  const output = (mode: WireOutput | undefined): SubprocessOutputMode | undefined =>
+    mode === undefined || mode === 'pipe'
+      ? mode
+      : { maxBytes: mode.maxBytes, ...(mode.spill === undefined ? {} : { spill: { maxBytes: mode.spill.maxBytes } }) };
+  const { stdin, stdout, stderr } = params.stdio ?? {};
+  return spawnDefaults(
+    {
+      argv: params.argv,
+      cwd: params.cwd,
+      stdio: { stdin, stdout: output(stdout), stderr: output(stderr) },
+      graceMs: params.graceMs,
+      ...(params.env === undefined ? {} : { env: Object.fromEntries(Object.entries(params.env).map(([name, value]) => [name, value ?? undefined])) }),
+    },
+    () => ctx.registry.defaultCwd(ctx.owner),
+  );
 }
 
 /**
@@ -147,7 +165,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   }),
 
   'terminal.create': async (ctx, params) =>
-    (await ctx.registry.createTerminal(ctx.owner, terminalSpec(params), params.requestId, params.answerQueries ?? true)).info(),
+    (await ctx.registry.createTerminal(ctx.owner, terminalSpec(ctx, params), params.requestId, params.answerQueries ?? true)).info(),
   'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.owner, 'terminal').map((session) => session.info()) }),
   'terminal.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').info(),
   'terminal.input': async (ctx, params) => {
@@ -185,7 +203,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return { ok: true };
   },
 
-  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, processSpec(params), params.requestId)).info(),
+  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, processSpec(ctx, params), params.requestId)).info(),
   'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.owner, 'process').map((session) => session.info()) }),
   'process.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'process').info(),
   'process.stdin': async (ctx, params) => {
@@ -228,8 +246,11 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return { ok: true };
   },
 
+  'command.run': (ctx, params) => runCommandSession(ctx.registry, ctx.owner, params, ctx.signal),
+
   'shell.create': async (ctx, params) => {
-    const { cwd, env, requestId } = params;
+    const { env, requestId } = params;
+    const cwd = params.cwd ?? ctx.registry.defaultCwd(ctx.owner);
     const dialect = params.dialect ?? defaultShell(ctx.registry.runtime.capabilities.platform);
     return (await ctx.registry.shells.create(ctx.owner, { dialect, cwd, ...(env === undefined ? {} : { env }) }, requestId)).info();
   },
