@@ -12,7 +12,7 @@ import { Readable, Transform } from 'node:stream';
 import { DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, skippedTrailer, VERSION_HEADER } from '@execworld/sdk/fs';
 import type { OperationParams, OperationResult } from '@execworld/sdk/protocol';
 import { ServiceError } from './errors.ts';
-import type { CallContext } from './handlers.ts';
+import type { CallContext } from './call-context.ts';
 
 /** An answer of bytes: what the table's `bytes.answer` describes. */
 export class ByteReply {

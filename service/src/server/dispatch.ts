@@ -9,7 +9,8 @@
  */
 import type { Readable } from 'node:stream';
 import type { Access } from '@execworld/sdk/protocol';
-import { BOUND_OPERATIONS, type BoundOperation, type CallContext } from './handlers.ts';
+import type { CallContext } from './call-context.ts';
+import { BOUND_OPERATIONS, type BoundOperation } from './handlers.ts';
 import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
 import type { DaemonMetrics } from './metrics.ts';
 

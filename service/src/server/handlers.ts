@@ -3,15 +3,7 @@
  * land here, with parameters already validated against the operation's schema.
  * @module
  */
-import {
-  OPERATION_LIST,
-  PROTOCOL_VERSION,
-  type Access,
-  type OperationName,
-  type OperationParams,
-  type OperationResult,
-  type OperationSpec,
-} from '@execworld/sdk/protocol';
+import { OPERATION_LIST, PROTOCOL_VERSION, type OperationName, type OperationParams, type OperationResult, type OperationSpec } from '@execworld/sdk/protocol';
 import {
   MAX_WAIT_MS,
   spawnDefaults,
@@ -22,11 +14,8 @@ import {
 } from '@execworld/sdk/seam';
 import { z } from 'zod';
 import type { FsTarget } from '@execworld/sdk/fs';
-import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
-import type { Readable } from 'node:stream';
-import type { UploadRegistry } from './uploads.ts';
+import type { CallContext } from './call-context.ts';
 import { appendUpload, fileContent, packArchive, unpackArchive, type ByteReply } from './byte-calls.ts';
-import type { SessionRegistry } from './sessions/registry.ts';
 import { defaultShell, runOptions } from './sessions/shells.ts';
 import { runCommandSession } from './sessions/command-run.ts';
 import { ServiceError } from './errors.ts';
@@ -34,25 +23,6 @@ import { readsFreeRoom, waitForBytes, type ByteStream } from './streams.ts';
 
 /** Default and largest slice one output read returns. */
 const DEFAULT_READ_BYTES = 1024 * 1024;
-
-export interface CallContext {
-  readonly owner: string;
-  /** What the caller's token may do; a write operation never gets here with `read`. */
-  readonly access: Access;
-  readonly registry: SessionRegistry;
-  /** The world's files as `owner` may see them. */
-  readonly files: (owner: string) => OwnerFiles;
-  /** The transfer calls (beyond the seam) as `owner` may make them. */
-  readonly transfer: (owner: string) => OwnerTransfer;
-  readonly uploads: UploadRegistry;
-  readonly version: string;
-  /** Aborts when the caller went away. */
-  readonly signal: AbortSignal;
-  /** Whether the call may wait without bound (a WebSocket call). */
-  readonly unbounded: boolean;
-  /** The bytes of a call that carries them (the table's `bytes.body`), unread; absent for any other. */
-  readonly body: Readable | undefined;
-}
 
 /** What a handler answers: its result, or the bytes of a call that answers bytes (whose result no JSON schema describes). */
 type Answer<N extends OperationName> = [OperationResult<N>] extends [never] ? ByteReply : OperationResult<N>;

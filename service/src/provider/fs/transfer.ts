@@ -19,7 +19,7 @@ import { clientModeBits, hashOf, StagedUpload } from './staged-upload.ts';
 import { removeTree } from './remove-tree.ts';
 import { makeStage } from './staging.ts';
 import type { MutationLocks } from './mutation-locks.ts';
-import type { OwnerTransfer, StageIdentity, Unpacked, UploadStage } from '../api.ts';
+import type { OwnerTransfer, Unpacked } from '../api.ts';
 
 /** How often a digest is retried when the file changes while it is read. */
 const DIGEST_ATTEMPTS = 3;

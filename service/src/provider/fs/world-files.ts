@@ -23,7 +23,6 @@
  * @module
  */
 import { createReadStream, type BigIntStats } from 'node:fs';
-import type { Readable } from 'node:stream';
 import { lstat, open, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
