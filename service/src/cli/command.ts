@@ -162,6 +162,14 @@ export function workdirOption(values: { readonly cwd?: string | undefined; reado
   return values.workdir ?? values.cwd;
 }
 
+/** A `--<option> <ms>` value: a positive whole number of milliseconds, or a {@link UsageError}. */
+export function milliseconds(value: string | undefined, option: string): number | undefined {
+  if (value === undefined) return undefined;
+  const number = Number(value);
+  if (!Number.isSafeInteger(number) || number <= 0) throw new UsageError(`--${option} must be a positive number of milliseconds, got ${value}`);
+  return number;
+}
+
 /** One positional for each of `names`, or a {@link UsageError} saying which is missing or extra. */
 export function expectPositionals(positionals: readonly string[], names: readonly string[]): string[] {
   if (positionals.length < names.length) throw new UsageError(`missing ${names[positionals.length]}`);

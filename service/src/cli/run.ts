@@ -4,7 +4,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { environmentOptions, expectPositionals, UsageError, workdirOption, type Command, defineCommand } from './command.ts';
+import { environmentOptions, expectPositionals, milliseconds, UsageError, workdirOption, type Command, defineCommand } from './command.ts';
 import { assertEnded, shellBusy, streamRun, type RunAnswer } from './shell-run.ts';
 
 /** Exit status after Ctrl-C, as a shell gives a command SIGINT ended. */
@@ -58,13 +58,6 @@ the command ended the shell); 130 after Ctrl-C; 1 when execworld or the daemon
 failed, or the command waits for input or went idle (the line on stderr says
 which, and the shell is kept so it can be answered); 2 for a usage error.
 `;
-
-function milliseconds(value: string | undefined, option: string): number | undefined {
-  if (value === undefined) return undefined;
-  const number = Number(value);
-  if (!Number.isSafeInteger(number) || number <= 0) throw new UsageError(`--${option} must be a positive number of milliseconds, got ${value}`);
-  return number;
-}
 
 export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
   const [text] = expectPositionals(positionals, ["'<command>'"]) as [string];
