@@ -68,9 +68,10 @@ Options:
 Ctrl-P Ctrl-Q detaches from a terminal (shell, attach), which runs on.
 
 Exit status: exec, shell and attach exit with their program's status (128+n
-when signal n ended it); any command exits 1 when execworld or the daemon
-failed (one line on stderr: execworld: CODE: message) and 2 for a usage error;
-serve exits 1 when the daemon cannot start.
+when signal n ended it), run, send and interrupt with their command's (130
+after Ctrl-C); any command exits 1 when execworld or the daemon failed (one
+line on stderr: execworld: CODE: message) and 2 for a usage error; serve
+exits 1 when the daemon cannot start.
 `;
 }
 

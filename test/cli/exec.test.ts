@@ -130,6 +130,12 @@ describe('execworld exec', () => {
     const terminalId = terminal.stdout.trim();
     expect((await daemon.request('GET', `/v1/terminals/${terminalId}`)).body.status).toBe('running');
     await daemon.request('DELETE', `/v1/terminals/${terminalId}`);
+    // shell -d: a login bash on a terminal, for attach.
+    const shell = await runCli(['shell', '-d', '-w', '/', '-e', 'MARK=detached'], { env });
+    expect(shell).toMatchObject({ code: 0, stdout: expect.stringMatching(/^t_\S+\n$/), stderr: '' });
+    const shellId = shell.stdout.trim();
+    expect((await daemon.request('GET', `/v1/terminals/${shellId}`)).body).toMatchObject({ status: 'running', argv: ['bash', '-l'], cwd: '/' });
+    await daemon.request('DELETE', `/v1/terminals/${shellId}`);
   });
 
   it('says in one line why the program did not start, with exit status 1', async () => {
