@@ -55,7 +55,8 @@ describe('execworld run', () => {
     cli.child.kill('SIGINT');
     const result = await cli.result;
     expect(result.code, result.stderr).toBe(130);
-    expect(result.stdout).toMatch(/^start\n+$/);
+    // What arrived, without the line end the shell adds to a line cut short.
+    expect(result.stdout).toBe('start\n');
     expect(result.stderr).toBe('');
     expect(await shells()).toEqual([]);
   });

@@ -78,6 +78,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   let giveUp: () => void = () => undefined;
   const gaveUp = new Promise<undefined>((resolve) => (giveUp = () => resolve(undefined)));
   let running = false;
+  const interrupting = new AbortController();
   const interruptRun = async (): Promise<void> => {
     const { terminalId } = await runtime.call('shell.get', { id: id! });
     if (terminalId !== null) await runtime.call('terminal.signal', { id: terminalId, signal: 'SIGINT' });
@@ -88,6 +89,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
       return;
     }
     interrupted = true;
+    interrupting.abort();
     // Nothing on the terminal's foreground (the command just ended): its run answers anyway.
     if (running) interruptRun().catch(() => undefined);
   };
@@ -114,7 +116,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
         ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
       });
     const result = await Promise.race([
-      streamRun(runtime, shellId, 'run', call, (output) => process.stdout.write(output)).catch((error: unknown) => {
+      streamRun(runtime, shellId, 'run', call, (output) => process.stdout.write(output), interrupting.signal).catch((error: unknown) => {
         throw shellBusy(error, shellId);
       }),
       gaveUp,

@@ -44,9 +44,11 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   const input = values['no-newline'] === true ? text : `${text}\r`;
   const runtime = await openRuntime(values);
   let interrupted = false;
+  const interrupting = new AbortController();
   const onSigint = (): void => {
     if (interrupted) return;
     interrupted = true;
+    interrupting.abort();
     void (async () => {
       const { terminalId } = await runtime.call('shell.get', { id });
       if (terminalId !== null) await runtime.call('terminal.signal', { id: terminalId, signal: 'SIGINT' });
@@ -66,6 +68,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
           ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
         }),
       (output) => process.stdout.write(output),
+      interrupting.signal,
     ).catch((error: unknown) => {
       throw shellBusy(error, id);
     });

@@ -84,6 +84,8 @@ export class RunOutput {
   #bodyStart: number | undefined;
   /** Something of the run was written. */
   #wrote = false;
+  /** The command is being interrupted: a line end at the end of the output may be the shell's own, not the command's. */
+  #holdLineEnds = false;
 
   /**
    * @param from - the stream offset reading starts at
@@ -99,6 +101,15 @@ export class RunOutput {
   /** The stream offset after the last byte taken. */
   get position(): number {
     return this.#at + this.#pending.length;
+  }
+
+  /**
+   * The command is being interrupted: from now on a line end is written only
+   * once more output follows it (or the answer says it was the command's), since
+   * the shell ends a line cut short with one of its own.
+   */
+  holdLineEnds(): void {
+    this.#holdLineEnds = true;
   }
 
   /** Takes the stream's next bytes, at `offset`; a gap (bytes no longer kept) loses the stream. */
@@ -169,6 +180,7 @@ export class RunOutput {
     limit = beforeOpenCharacter(pending, limit);
     // A CR may be the first half of a CRLF, one line end.
     if (limit > 0 && pending[limit - 1] === CR) limit -= 1;
+    while (this.#holdLineEnds && limit > 0 && (pending[limit - 1] === LF || pending[limit - 1] === CR)) limit -= 1;
     this.#emit(limit);
   }
 
@@ -190,7 +202,8 @@ export class RunOutput {
 /**
  * Makes one call of a shell's run (`run`, or `send` to a run under way) and
  * writes its output as it comes; resolves with the call's answer once all of
- * its output was written.
+ * its output was written. `interrupting` aborts when the caller interrupts
+ * the command (see {@link RunOutput.holdLineEnds}).
  */
 export async function streamRun(
   runtime: RemoteRuntime,
@@ -198,6 +211,7 @@ export async function streamRun(
   kind: 'run' | 'continue',
   call: () => Promise<RunAnswer>,
   write: (text: string) => void,
+  interrupting?: AbortSignal,
 ): Promise<RunAnswer> {
   const { terminalId } = await runtime.call('shell.get', { id: shellId });
   let output: RunOutput | undefined;
@@ -210,6 +224,8 @@ export async function streamRun(
       const from = (await runtime.call('terminal.get', { id: terminalId })).output.end;
       const follower = new RunOutput(from, kind === 'run', write);
       output = follower;
+      if (interrupting?.aborted === true) follower.holdLineEnds();
+      else interrupting?.addEventListener('abort', () => follower.holdLineEnds(), { once: true });
       reading = (async () => {
         while (!stopped) {
           const read = await runtime.call('terminal.output', { id: terminalId, from: follower.position, waitMs: MAX_WAIT_MS });
