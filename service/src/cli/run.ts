@@ -79,6 +79,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   const gaveUp = new Promise<undefined>((resolve) => (giveUp = () => resolve(undefined)));
   let running = false;
   const interrupting = new AbortController();
+  let timeoutTimer: ReturnType<typeof setTimeout> | undefined;
   const interruptRun = async (): Promise<void> => {
     const { terminalId } = await runtime.call('shell.get', { id: id! });
     if (terminalId !== null) await runtime.call('terminal.signal', { id: terminalId, signal: 'SIGINT' });
@@ -108,6 +109,8 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
     if (interrupted) return INTERRUPTED_STATUS;
     const shellId = id;
     running = true;
+    // The daemon interrupts the command at --timeout, from when it took the call: after this, a line end may be the shell's.
+    if (timeoutMs !== undefined) timeoutTimer = setTimeout(() => interrupting.abort(), timeoutMs);
     const call = (): Promise<RunAnswer> =>
       runtime.call('shell.run', {
         id: shellId,
@@ -132,6 +135,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
     if (result.exitCode !== null) return result.exitCode;
     return 1;
   } finally {
+    clearTimeout(timeoutTimer);
     process.off('SIGINT', onSigint);
     if (created !== undefined && !keep) await runtime.call('shell.delete', { id: created }).catch(() => undefined);
     runtime.close();

@@ -55,6 +55,8 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
     })().catch(() => undefined);
   };
   process.on('SIGINT', onSigint);
+  // The daemon interrupts the command at --timeout, from when it took the call: after this, a line end may be the shell's.
+  const timeoutTimer = timeoutMs === undefined ? undefined : setTimeout(() => interrupting.abort(), timeoutMs);
   try {
     const result = await streamRun(
       runtime,
@@ -77,6 +79,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
     if (result.reason === 'timeout') process.stderr.write(`execworld: TIMEOUT: the command was interrupted after ${timeoutMs} ms\n`);
     return result.exitCode ?? 1;
   } finally {
+    clearTimeout(timeoutTimer);
     process.off('SIGINT', onSigint);
     runtime.close();
   }
