@@ -269,12 +269,16 @@ export class ConfigError extends Error {
   }
 }
 
+/** Width of the flag column of `execworld serve --help`: the longest flag with its `<value>`. */
+const FLAG_COLUMN = Math.max(...Object.values(SETTINGS).map((setting) => `--${setting.flag} <value>`.length));
+
 /** The `--help` text of `execworld serve`, made from the settings table. */
 export function serveHelp(): string {
   const lines = Object.values(SETTINGS).map((setting) => {
     const shown =
       setting.default === undefined || (Array.isArray(setting.default) && setting.default.length === 0) ? '' : ` (default ${String(setting.default)})`;
-    return `  --${setting.flag.padEnd(20)} ${setting.help}${shown}\n  ${''.padEnd(22)} env ${setting.env}`;
+    // Every setting's flag takes a value.
+    return `  ${`--${setting.flag} <value>`.padEnd(FLAG_COLUMN)} ${setting.help}${shown}\n  ${''.padEnd(FLAG_COLUMN)} env ${setting.env}`;
   });
   return [
     'Usage: execworld serve [options]',
@@ -282,9 +286,9 @@ export function serveHelp(): string {
     'Runs the execworld daemon: processes and terminals of this host over HTTP and WebSocket.',
     '',
     'Options:',
-    '  --config <file>        JSON file of settings (keys as below in camelCase); env EXECWORLD_CONFIG',
+    `  ${'--config <file>'.padEnd(FLAG_COLUMN)} JSON file of settings (keys as below in camelCase); env EXECWORLD_CONFIG`,
     ...lines,
-    '  --help                 show this help',
+    `  ${'--help'.padEnd(FLAG_COLUMN)} show this help`,
     '',
   ].join('\n');
 }
