@@ -76,7 +76,7 @@ function beforeOpenCharacter(bytes: Buffer, limit: number): number {
  */
 export class RunOutput {
   readonly #write: (text: string) => void;
-  #state: 'seek-start' | 'body' | 'ended' | 'lost';
+  #state: 'seek-start' | 'body' | 'ended' | 'lost' | 'finished';
   /** Bytes not written yet, from stream offset `#at`. */
   #pending = Buffer.alloc(0);
   #at: number;
@@ -114,7 +114,8 @@ export class RunOutput {
 
   /** Takes the stream's next bytes, at `offset`; a gap (bytes no longer kept) loses the stream. */
   push(chunk: Buffer, offset: number): void {
-    if (this.#state === 'lost') return;
+    // A read still in flight when the answer was written out (the stream's or the answer's own) writes nothing.
+    if (this.#state === 'lost' || this.#state === 'finished') return;
     if (offset !== this.position) {
       this.#state = 'lost';
       return;
@@ -144,10 +145,12 @@ export class RunOutput {
     const same = followed !== null && answer.terminalId === followed && this.#state !== 'lost' && this.#bodyStart !== undefined;
     if (!same || (!this.#wrote && answer.outputStart !== this.#bodyStart)) {
       if (!this.#wrote) this.#write(answer.output);
+      this.#state = 'finished';
       return true;
     }
     if (this.position < answer.outputEnd) return false;
     if (answer.outputEnd > this.#at) this.#emit(answer.outputEnd - this.#at);
+    this.#state = 'finished';
     return true;
   }
 
