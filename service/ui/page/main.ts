@@ -100,30 +100,30 @@ function sessionRow(kind: 'terminal' | 'process', info: TerminalInfo | ProcessIn
   };
 }
 
-/** What a terminal or shell the page starts runs, and where. */
+/**
+ * What a terminal the page starts runs. Where it runs is the world's to say: the page sends no directory, so the
+ * daemon's default applies (the home of an owner that runs as an OS user, else the daemon's directory), as for the
+ * CLI and the SDK.
+ */
 interface Defaults {
-  /** The owner's shell, interactive, in the owner's home. */
+  /** The owner's shell, interactive. */
   readonly shell: readonly string[];
   /** A command line the person typed. */
   line(text: string): string[];
-  /** Where a session starts; a terminal's program goes on to the owner's home. */
-  readonly cwd: string;
 }
 
 function defaultsFor(platform: string): Defaults {
   if (platform === 'win32') {
     return {
-      shell: ['powershell.exe', '-NoLogo', '-NoExit', '-Command', 'Set-Location ~'],
+      shell: ['powershell.exe', '-NoLogo'],
       line: (text) => ['cmd.exe', '/d', '/c', text],
-      cwd: 'C:\\',
     };
   }
-  // The page does not know the owner's home or shell; the terminal's environment does (HOME and SHELL, the
-  // mapped user's own for an owner that runs as one). A `cd` that fails says so in the terminal and stays in /.
+  // The page does not know the owner's shell; the terminal's environment does (SHELL, the mapped user's own for an
+  // owner that runs as one).
   return {
-    shell: ['/bin/sh', '-c', 'cd; exec "${SHELL:-/bin/sh}" -i'],
-    line: (text) => ['/bin/sh', '-c', `cd; ${text}`],
-    cwd: '/',
+    shell: ['/bin/sh', '-c', 'exec "${SHELL:-/bin/sh}" -i'],
+    line: (text) => ['/bin/sh', '-c', text],
   };
 }
 
@@ -192,7 +192,7 @@ class Page {
     const line = $<HTMLInputElement>('command').value.trim();
     const argv = line === '' ? [...this.#defaults.shell] : this.#defaults.line(line);
     try {
-      const info = await this.#link.call('terminal.create', { argv, cwd: this.#defaults.cwd, ...NEW_TERMINAL_SIZE, graceMs: NEW_GRACE_MS });
+      const info = await this.#link.call('terminal.create', { argv, ...NEW_TERMINAL_SIZE, graceMs: NEW_GRACE_MS });
       $<HTMLInputElement>('command').value = '';
       await this.#open({ kind: 'terminal', id: info.id }, true);
     } catch (error) {
@@ -202,7 +202,7 @@ class Page {
 
   async #newShell(): Promise<void> {
     try {
-      const info = await this.#link.call('shell.create', { cwd: this.#defaults.cwd });
+      const info = await this.#link.call('shell.create', {});
       await this.#open({ kind: 'shell', id: info.id });
       $('run-command').focus();
     } catch (error) {
