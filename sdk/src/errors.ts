@@ -66,7 +66,7 @@ export class RemoteError extends ExecworldError {
 export class InvalidRequestError extends RemoteError {
   override name = 'InvalidRequestError';
 }
-/** The token was refused (401), or may not do this (403: a browser origin not allowed, a read-only token's action). */
+/** The token was refused (401), or may not do this (403: a browser origin not allowed, a read-only token's action, a user its owner may not run as). */
 export class AuthError extends RemoteError {
   override name = 'AuthError';
 }
@@ -152,6 +152,7 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   FS_CHECKSUM_MISMATCH: FileSystemError,
   UPLOAD_OFFSET_MISMATCH: StateError,
   READ_ONLY: AuthError,
+  USER_NOT_ALLOWED: AuthError,
 };
 
 /** The error for a daemon answer `{ code, message, errno? }`. */

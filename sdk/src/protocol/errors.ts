@@ -114,6 +114,11 @@ export const ERROR_CATALOG = {
     description:
       "The token may only read (access=read in the token file): it may list, inspect and watch the owner's sessions and files, not act on them. Nothing was done.",
   },
+  USER_NOT_ALLOWED: {
+    status: 403,
+    description:
+      'A create named an OS user (user) its owner may not run as: an owner mapped to an OS user (user= in the token file) may name only that user, and an owner that is not may name another user only when the daemon runs as root. Nothing was started.',
+  },
 } as const satisfies Record<string, { status: number; description: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;

@@ -110,6 +110,24 @@ export const RequestId = z
   .regex(/^[A-Za-z0-9._~-]{1,128}$/, { error: 'requestId must be 1 to 128 letters, digits or . _ ~ -' })
   .meta({ description: 'Makes a retried create idempotent: the same requestId returns the session the first request made.' });
 
+/**
+ * The OS user a create runs its program as, as docker's `--user` names one: a
+ * user name or a numeric uid (no `name:group`). Shaped here, so that what
+ * reaches the daemon's lookup is a plain name or a plain number.
+ */
+export const CreateUser = z
+  .string()
+  .regex(/^(?:[0-9]{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,31})$/, {
+    error: 'user must be an OS user name (a letter or _ then up to 31 letters, digits, _ . -) or a numeric uid',
+  })
+  .optional()
+  .meta({
+    description:
+      "The OS user the program runs as: a user name or a numeric uid (docker's --user without :group). An owner mapped to an OS user " +
+      '(user= in the token file) may name only that user; an owner that is not may name another only when the daemon runs as root, ' +
+      "and then runs in that user's home unless cwd says otherwise. Absent: the owner's user, else the daemon's.",
+  });
+
 // Terminals
 
 export const TerminalCreate = z
@@ -121,6 +139,7 @@ export const TerminalCreate = z
     cols: Dimension,
     graceMs: CreateGraceMs,
     requestId: RequestId.optional(),
+    user: CreateUser,
     answerQueries: z
       .boolean()
       .optional()
@@ -293,6 +312,7 @@ export const ProcessCreate = z
       .meta({ description: "The three dispositions; each one left out is 'pipe'." }),
     graceMs: CreateGraceMs,
     requestId: RequestId.optional(),
+    user: CreateUser,
   })
   .meta({ id: 'ProcessCreate' });
 export type ProcessCreate = z.infer<typeof ProcessCreate>;
@@ -394,6 +414,7 @@ export const CommandRun = z
         description: `Bytes kept of each of stdout and stderr (default ${DEFAULT_RUN_OUTPUT_BYTES}): the first half and the last half; truncated counts the bytes cut between.`,
       }),
     graceMs: CreateGraceMs,
+    user: CreateUser,
   })
   .meta({ id: 'CommandRun' });
 
@@ -479,6 +500,7 @@ export const ShellCreate = z
     cwd: CreateCwd,
     env: TerminalEnv.optional(),
     requestId: RequestId.optional(),
+    user: CreateUser,
   })
   .meta({ id: 'ShellCreate' });
 

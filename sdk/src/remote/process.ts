@@ -48,7 +48,11 @@ export class RemoteProcess implements SubprocessHandle {
   #terminateRequested = false;
 
   /** @internal Made by RemoteRuntime.spawn; without `cwd` the daemon picks the world's. */
-  constructor(connection: Connection, spec: Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined }, log: Logger | undefined) {
+  constructor(
+    connection: Connection,
+    spec: Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined; user?: string | undefined },
+    log: Logger | undefined,
+  ) {
     this.#connection = connection;
     this.#log = log;
     const stdio = spec.stdio;
@@ -58,6 +62,7 @@ export class RemoteProcess implements SubprocessHandle {
       ...(spec.env === undefined ? {} : { env: wireEnv(spec.env) }),
       stdio: { stdin: stdio.stdin, stdout: wireOutput(stdio.stdout), stderr: wireOutput(stdio.stderr) },
       graceMs: spec.graceMs,
+      ...(spec.user === undefined ? {} : { user: spec.user }),
       // The request id makes the create safe to send again after a reconnect.
       requestId: randomUUID(),
     });

@@ -190,6 +190,7 @@ export class RemoteRuntime implements SubprocessRuntime {
    * be left out: stdio entries are pipes and the grace is 5 s (filled in here,
    * where the streams are made), and the daemon picks the working directory:
    * the owner's home for an owner mapped to an OS user, else its own.
+   * `user` names the OS user it runs as, where the owner may (a daemon extension).
    */
   spawn(request: SpawnRequest): RemoteProcess {
     assertProgram(request?.argv, 'expected a non-empty program name at argv[0]', invalid);
@@ -223,6 +224,7 @@ export class RemoteRuntime implements SubprocessRuntime {
       rows: spec.rows,
       cols: spec.cols,
       graceMs: spec.graceMs,
+      ...(spec.user === undefined ? {} : { user: spec.user }),
       requestId: randomUUID(),
       ...(options.answerQueries === undefined ? {} : { answerQueries: options.answerQueries }),
     });

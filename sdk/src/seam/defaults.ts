@@ -15,6 +15,17 @@ import type { SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalSpawnSpec 
 
 export { DEFAULT_GRACE_MS };
 
+/**
+ * The OS user a program runs as, named as docker's `--user` names one: a user
+ * name or a numeric uid (no `name:group`). A daemon extension, beyond the
+ * seam's specs: the daemon runs the program as that user where its owner may
+ * (see docs/api.md); a local runtime only as its own process's user.
+ */
+export interface RunAsRequest {
+  /** @default the owner's OS user on a daemon (its token file's user=, else the daemon's); a local runtime's own */
+  user?: string | undefined;
+}
+
 /** Stdio of a spawn created without it (each entry on its own): three pipes, as Node's `child_process.spawn` has them. */
 export const DEFAULT_STDIO: Readonly<SubprocessStdio> = Object.freeze({ stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' });
 
@@ -26,7 +37,7 @@ export type SpawnRequest = Omit<SubprocessSpawnSpec, 'cwd' | 'stdio' | 'graceMs'
   stdio?: { [K in keyof SubprocessStdio]?: SubprocessStdio[K] | undefined } | undefined;
   /** @default {@link DEFAULT_GRACE_MS} */
   graceMs?: number | undefined;
-};
+} & RunAsRequest;
 
 /** A terminal spec whose `cwd` and `graceMs` may be left out. */
 export type TerminalSpawnRequest = Omit<SubprocessTerminalSpawnSpec, 'cwd' | 'graceMs'> & {
@@ -34,13 +45,13 @@ export type TerminalSpawnRequest = Omit<SubprocessTerminalSpawnSpec, 'cwd' | 'gr
   cwd?: string | undefined;
   /** @default {@link DEFAULT_GRACE_MS} */
   graceMs?: number | undefined;
-};
+} & RunAsRequest;
 
 /** `spec` with its stdio entries and grace filled in, and its cwd, when it has none, from `cwd()`. */
 export function spawnDefaults(spec: SpawnRequest, cwd: () => string): SubprocessSpawnSpec;
 /** `spec` with its stdio entries and grace filled in; its cwd as given, for the other side to fill in. */
-export function spawnDefaults(spec: SpawnRequest): Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined };
-export function spawnDefaults(spec: SpawnRequest, cwd?: () => string): Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined } {
+export function spawnDefaults(spec: SpawnRequest): Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest;
+export function spawnDefaults(spec: SpawnRequest, cwd?: () => string): Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest {
   const given = spec.stdio ?? {};
   const stdio: SubprocessStdio = {
     stdin: given.stdin ?? DEFAULT_STDIO.stdin,
@@ -53,7 +64,10 @@ export function spawnDefaults(spec: SpawnRequest, cwd?: () => string): Omit<Subp
 /** `spec` with its grace filled in, and its cwd, when it has none, from `cwd()`. */
 export function terminalDefaults(spec: TerminalSpawnRequest, cwd: () => string): SubprocessTerminalSpawnSpec;
 /** `spec` with its grace filled in; its cwd as given, for the other side to fill in. */
-export function terminalDefaults(spec: TerminalSpawnRequest): Omit<SubprocessTerminalSpawnSpec, 'cwd'> & { cwd?: string | undefined };
-export function terminalDefaults(spec: TerminalSpawnRequest, cwd?: () => string): Omit<SubprocessTerminalSpawnSpec, 'cwd'> & { cwd?: string | undefined } {
+export function terminalDefaults(spec: TerminalSpawnRequest): Omit<SubprocessTerminalSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest;
+export function terminalDefaults(
+  spec: TerminalSpawnRequest,
+  cwd?: () => string,
+): Omit<SubprocessTerminalSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest {
   return { ...spec, graceMs: spec.graceMs ?? DEFAULT_GRACE_MS, cwd: spec.cwd ?? cwd?.() };
 }

@@ -32,6 +32,6 @@ export { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, ass
 export type { InvalidArgument } from './validate.ts';
 export { endAll, retryableOnce, settleAll } from './teardown.ts';
 export { DEFAULT_GRACE_MS, DEFAULT_STDIO, spawnDefaults, terminalDefaults } from './defaults.ts';
-export type { SpawnRequest, TerminalSpawnRequest } from './defaults.ts';
+export type { RunAsRequest, SpawnRequest, TerminalSpawnRequest } from './defaults.ts';
 export { assertRunOptions, commandArgv, DEFAULT_RUN_OUTPUT_BYTES, finishRun, MAX_RUN_OUTPUT_BYTES, OutputCapture, runCommand, runningHandle } from './run.ts';
 export type { CommandResult, RunCommandOptions, RunningProcess } from './run.ts';

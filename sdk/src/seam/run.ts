@@ -38,6 +38,8 @@ export interface RunCommandOptions {
   readonly maxOutputBytes?: number | undefined;
   /** TERM-to-KILL grace of the process tree. @default {@link DEFAULT_GRACE_MS} */
   readonly graceMs?: number | undefined;
+  /** The OS user the command runs as, by name or uid (see `SpawnRequest`'s `user`). @default the owner's */
+  readonly user?: string | undefined;
 }
 
 /** How a run ended, with its output. */
@@ -252,6 +254,7 @@ export async function runCommand(
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
+    ...(options.user === undefined ? {} : { user: options.user }),
     stdio: { stdin: stdin === undefined ? 'ignore' : typeof stdin === 'string' ? { data: stdin } : 'pipe', stdout: 'pipe', stderr: 'pipe' },
   });
   if (stdin instanceof Uint8Array) {

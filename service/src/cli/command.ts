@@ -162,6 +162,22 @@ export function workdirOption(values: { readonly cwd?: string | undefined; reado
   return values.workdir ?? values.cwd;
 }
 
+/** Where and as whom a program runs on the daemon's host: the fields of a create, each only when given. */
+export interface Where {
+  readonly cwd?: string;
+  readonly user?: string;
+}
+
+/**
+ * The create fields of `-w`/`--workdir` (or `--cwd`) and `-u`/`--user`: left
+ * out when not given, for the world's defaults to apply (the owner's home or
+ * the daemon's directory; the owner's OS user).
+ */
+export function placeOptions(values: { readonly cwd?: string | undefined; readonly workdir?: string | undefined; readonly user?: string | undefined }): Where {
+  const cwd = workdirOption(values);
+  return { ...(cwd === undefined ? {} : { cwd }), ...(values.user === undefined ? {} : { user: values.user }) };
+}
+
 /** A `--<option> <ms>` value: a positive whole number of milliseconds, or a {@link UsageError}. */
 export function milliseconds(value: string | undefined, option: string): number | undefined {
   if (value === undefined) return undefined;

@@ -11,7 +11,7 @@
 import { finished } from 'node:stream/promises';
 import type { RemoteRuntime, RemoteTerminal } from '@execworld/sdk';
 import { CLIENT_OPTIONS, clientHelp, exitStatus, GRACE_MS, openRuntime } from './client.ts';
-import { environmentOptions, parseCommandLine, splitAtProgram, UsageError, workdirOption, type Command } from './command.ts';
+import { environmentOptions, parseCommandLine, placeOptions, splitAtProgram, UsageError, type Command, type Where } from './command.ts';
 import { initialSize, interact, terminalEnv } from './interactive.ts';
 
 const OPTIONS = {
@@ -20,6 +20,7 @@ const OPTIONS = {
   detach: { type: 'boolean', short: 'd' },
   cwd: { type: 'string' },
   workdir: { type: 'string', short: 'w' },
+  user: { type: 'string', short: 'u' },
   env: { type: 'string', short: 'e', multiple: true },
   'env-file': { type: 'string', multiple: true },
   ...CLIENT_OPTIONS,
@@ -48,14 +49,15 @@ Options:
                        logs', 'execworld attach' for a terminal, 'execworld kill')
   -w, --workdir <dir>  its working directory on the daemon's host (also --cwd;
                        default: the world's: the owner's home, else the daemon's)
+  -u, --user <name|uid>
+                       the OS user it runs as, where the owner may (docker's -u without
+                       :group): a token mapped to a user names only that one; another
+                       token names any user when the daemon runs as root
   -e, --env <K=V>      an environment variable to set (repeatable)
   --env-file <file>    environment variables from a file of K=V lines, as docker reads
                        one (# comments; a bare K takes this command's value)
 ${clientHelp()}
   -h, --help           show this help
-
-There is no -u/--user: the daemon runs every program of a token as the OS user
-its token file names for it; a token of another user's runs as that user.
 
 Exit status: the program's exit code; 128+n when signal n ended it; 0 with
 --detach once it started; 1 when execworld or the daemon failed (the line on
@@ -67,10 +69,10 @@ usage error.
 const isClosedPipe = (error: unknown): boolean => (error as NodeJS.ErrnoException).code === 'EPIPE';
 
 /** The program as a managed process with its stdio piped through this command's. */
-async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string | undefined, env: Record<string, string> | undefined): Promise<number> {
+async function execProcess(runtime: RemoteRuntime, argv: string[], where: Where, env: Record<string, string> | undefined): Promise<number> {
   const handle = runtime.spawn({
     argv,
-    cwd,
+    ...where,
     ...(env === undefined ? {} : { env }),
     stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' },
     graceMs: GRACE_MS,
@@ -110,7 +112,7 @@ async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string |
 }
 
 /** The program on a terminal, this one connected to it until it exits. */
-async function execTerminal(runtime: RemoteRuntime, argv: string[], cwd: string | undefined, env: Record<string, string> | undefined): Promise<number> {
+async function execTerminal(runtime: RemoteRuntime, argv: string[], where: Where, env: Record<string, string> | undefined): Promise<number> {
   // A signal while the terminal is being made ends it as soon as it is there; interact takes over the signals without a gap.
   let interrupted = false;
   const early = (): void => {
@@ -120,7 +122,7 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], cwd: string 
   for (const signal of signals) process.on(signal, early);
   let terminal: RemoteTerminal;
   try {
-    terminal = await runtime.spawnTerminal({ argv, cwd, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS });
+    terminal = await runtime.spawnTerminal({ argv, ...where, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS });
   } finally {
     for (const signal of signals) process.off(signal, early);
   }
@@ -142,8 +144,7 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], cwd: string 
  * input whose output the daemon keeps (its last MiB of each stream, so it never
  * waits for a reader), or a terminal.
  */
-async function detach(runtime: RemoteRuntime, tty: boolean, argv: string[], cwd: string | undefined, env: Record<string, string> | undefined): Promise<number> {
-  const where = cwd === undefined ? {} : { cwd };
+async function detach(runtime: RemoteRuntime, tty: boolean, argv: string[], where: Where, env: Record<string, string> | undefined): Promise<number> {
   const { id } = tty
     ? await runtime.call('terminal.create', { argv, ...where, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS })
     : await runtime.call('process.create', {
@@ -168,7 +169,7 @@ export const command: Command = {
     }
     if (argv.length === 0) throw new UsageError('missing the program to run');
     const env = environmentOptions(values);
-    const cwd = workdirOption(values);
+    const where = placeOptions(values);
     let tty = values.tty === true;
     if (tty && values.detach !== true && process.stdin.isTTY !== true) {
       // A terminal would never see the end of a pipe's input (a terminal has no end of file but Ctrl-D), so
@@ -178,8 +179,8 @@ export const command: Command = {
     }
     const runtime = await openRuntime(values);
     try {
-      if (values.detach === true) return await detach(runtime, tty, argv, cwd, env);
-      return tty ? await execTerminal(runtime, argv, cwd, env) : await execProcess(runtime, argv, cwd, env);
+      if (values.detach === true) return await detach(runtime, tty, argv, where, env);
+      return tty ? await execTerminal(runtime, argv, where, env) : await execProcess(runtime, argv, where, env);
     } finally {
       runtime.close();
     }

@@ -4,7 +4,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { environmentOptions, expectPositionals, milliseconds, UsageError, workdirOption, type Command, defineCommand } from './command.ts';
+import { environmentOptions, expectPositionals, milliseconds, placeOptions, UsageError, type Command, defineCommand } from './command.ts';
 import { assertEnded, shellBusy, streamRun, type RunAnswer } from './shell-run.ts';
 
 /** Exit status after Ctrl-C, as a shell gives a command SIGINT ended. */
@@ -16,6 +16,7 @@ const OPTIONS = {
   pwsh: { type: 'boolean' },
   cwd: { type: 'string' },
   workdir: { type: 'string', short: 'w' },
+  user: { type: 'string', short: 'u' },
   env: { type: 'string', short: 'e', multiple: true },
   'env-file': { type: 'string', multiple: true },
   timeout: { type: 'string' },
@@ -38,6 +39,9 @@ Options:
                        (a daemon on Windows runs PowerShell without it)
   -w, --workdir <dir>  the new shell's working directory (also --cwd;
                        default: the world's: the owner's home, else the daemon's)
+  -u, --user <name|uid>
+                       the OS user the new shell runs as, where the owner may (see
+                       'execworld exec --help')
   -e, --env <K=V>      a variable of the new shell (repeatable)
   --env-file <file>    variables of the new shell from a file of K=V lines, as docker
                        reads one (# comments; a bare K takes this command's value)
@@ -64,9 +68,10 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   const [text] = expectPositionals(positionals, ["'<command>'"]) as [string];
   const timeoutMs = milliseconds(values.timeout, 'timeout');
   const idleTimeoutMs = milliseconds(values['idle-timeout'], 'idle-timeout');
-  const cwd = workdirOption(values);
-  if (values.shell !== undefined && (values.pwsh === true || cwd !== undefined || values.env !== undefined || values['env-file'] !== undefined)) {
-    throw new UsageError('--pwsh, --workdir, --env and --env-file make a new shell; they do not go with --shell');
+  const where = placeOptions(values);
+  const makesShell = values.pwsh === true || Object.keys(where).length > 0 || values.env !== undefined || values['env-file'] !== undefined;
+  if (values.shell !== undefined && makesShell) {
+    throw new UsageError('--pwsh, --workdir, --user, --env and --env-file make a new shell; they do not go with --shell');
   }
   const env = environmentOptions(values);
   const runtime = await openRuntime(values);
@@ -101,7 +106,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
       const shell = await runtime.call('shell.create', {
         // Without --pwsh the daemon's default: bash, or PowerShell on Windows.
         ...(values.pwsh === true ? { dialect: 'pwsh' as const } : {}),
-        ...(cwd === undefined ? {} : { cwd }),
+        ...where,
         ...(env === undefined ? {} : { env }),
       });
       id = created = shell.id;

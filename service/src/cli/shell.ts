@@ -4,7 +4,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, GRACE_MS, openRuntime } from './client.ts';
-import { environmentOptions, expectPositionals, workdirOption, type Command, defineCommand } from './command.ts';
+import { environmentOptions, expectPositionals, placeOptions, type Command, defineCommand } from './command.ts';
 import { attachAndWait, DETACH_KEYS, initialSize, terminalEnv } from './interactive.ts';
 
 /** A login shell: the profile of the daemon host's user sets up its environment, as a fresh login would. */
@@ -14,6 +14,7 @@ const OPTIONS = {
   detach: { type: 'boolean', short: 'd' },
   cwd: { type: 'string' },
   workdir: { type: 'string', short: 'w' },
+  user: { type: 'string', short: 'u' },
   env: { type: 'string', short: 'e', multiple: true },
   'env-file': { type: 'string', multiple: true },
   ...CLIENT_OPTIONS,
@@ -30,6 +31,8 @@ Options:
   -d, --detach         start it, print its terminal's id and return ('execworld attach <id>')
   -w, --workdir <dir>  its working directory on the daemon's host (also --cwd;
                        default: the world's: the owner's home, else the daemon's)
+  -u, --user <name|uid>
+                       the OS user it runs as, where the owner may (see 'execworld exec --help')
   -e, --env <K=V>      an environment variable to set (repeatable); TERM is this terminal's
   --env-file <file>    environment variables from a file of K=V lines, as docker reads
                        one (# comments; a bare K takes this command's value)
@@ -44,13 +47,13 @@ stderr says why); 2 for a usage error.
 export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
   expectPositionals(positionals, []);
   const env = { ...terminalEnv(), ...environmentOptions(values) };
-  const cwd = workdirOption(values);
+  const where = placeOptions(values);
   const runtime = await openRuntime(values);
   try {
     if (values.detach === true) {
       const { id } = await runtime.call('terminal.create', {
         argv: [...SHELL_ARGV],
-        ...(cwd === undefined ? {} : { cwd }),
+        ...where,
         env,
         ...initialSize(),
         graceMs: GRACE_MS,
@@ -58,7 +61,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
       process.stdout.write(`${id}\n`);
       return 0;
     }
-    const terminal = await runtime.spawnTerminal({ argv: SHELL_ARGV, cwd, env, ...initialSize(), graceMs: GRACE_MS });
+    const terminal = await runtime.spawnTerminal({ argv: SHELL_ARGV, ...where, env, ...initialSize(), graceMs: GRACE_MS });
     return await attachAndWait(terminal);
   } finally {
     // Closing only detaches: a shell that was detached from runs on.

@@ -15,7 +15,7 @@ import type { ProcessInspector } from './inspect/inspector.ts';
 import { hostPlatform, platformFor, type Platform, type PlatformOverrides } from './platform/index.ts';
 import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
 import { launchFailure, resolveExecutable } from './resolve-executable.ts';
-import { launchAs, userEnvironment, type RunAs } from './run-as.ts';
+import { assertOwnUser, launchAs, userEnvironment, type RunAs } from './run-as.ts';
 import { SessionCells } from './session-cells.ts';
 import { MAX_TERMINAL_SIZE, type HostTerminal } from './terminal.ts';
 import { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, assertPositiveInteger, assertProgram } from './validate.ts';
@@ -169,6 +169,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   spawn(request: SpawnRequest, hooks: ProcessExtensions = {}): ManagedProcess {
     this.#assertActive();
     assertProgram(request?.argv, 'expected a non-empty program name at argv[0]');
+    assertOwnUser(request.user);
     const spec: SubprocessSpawnSpec = spawnDefaults(request, () => process.cwd());
     assertGraceMs(spec.graceMs);
     if (spec.signal?.aborted === true) {
@@ -215,6 +216,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   async spawnTerminal(request: TerminalSpawnRequest, extensions: TerminalExtensions = {}): Promise<HostTerminal> {
     this.#assertActive();
     assertProgram(request?.argv, 'terminal argv must contain a program');
+    assertOwnUser(request.user);
     const spec = terminalDefaults(request, () => process.cwd());
     spec.signal?.throwIfAborted();
     assertCwdString(spec.cwd);

@@ -26,6 +26,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { ProviderError } from './errors.ts';
 
 /** An OS user a session's programs run as. */
@@ -51,6 +52,42 @@ export function lookupUser(name: string, passwd: string = readFileSync('/etc/pas
     return { name, uid, gid, home: fields[5]!, shell: fields[6]! };
   }
   return undefined;
+}
+
+/**
+ * The user a create's `user` names, as docker's `--user` takes one: a user
+ * name, or a numeric uid (its first entry in the passwd file, which gives the
+ * group, home and shell the program runs with). A uid with no entry is
+ * unknown: without one there is no group or home to give it.
+ * @returns undefined when there is no such user.
+ */
+export function lookupAccount(nameOrUid: string, passwd: string = readFileSync('/etc/passwd', 'utf8')): RunAs | undefined {
+  if (!/^[0-9]+$/.test(nameOrUid)) return lookupUser(nameOrUid, passwd);
+  const uid = Number(nameOrUid);
+  for (const line of passwd.split('\n')) {
+    const fields = line.split(':');
+    if (fields.length >= 7 && fields[2] === String(uid)) return lookupUser(fields[0]!, passwd);
+  }
+  return undefined;
+}
+
+/**
+ * Refuses a `user` (a name or a uid) other than this process's own. A local
+ * runtime starts its programs as the process it lives in, which becomes
+ * nobody else: only a daemon does, for the owners that may (see
+ * SessionRegistry.runAs). Naming its own user, by name or uid, is no switch.
+ * @throws {ProviderError} INVALID_ARGUMENT naming the user and this process's.
+ */
+export function assertOwnUser(user: string | undefined): void {
+  if (user === undefined) return;
+  const uid = process.getuid?.();
+  const name = userInfo().username;
+  if (user === name || (uid !== undefined && /^[0-9]+$/.test(user) && Number(user) === uid)) return;
+  throw new ProviderError(
+    'INVALID_ARGUMENT',
+    `user ${user}: a local runtime runs programs as its own process's user (${name}${uid === undefined ? '' : `, uid ${uid}`}); ` +
+      'running them as another user takes a daemon (execworld serve) that runs as root',
+  );
 }
 
 /** The entries a child of `user` finds about itself in its environment. */

@@ -10,7 +10,7 @@ import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from 
 import type { TokenTable } from './auth.ts';
 import { BodyBudget } from './body-budget.ts';
 import type { Config } from './config.ts';
-import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
+import { daemonRuntime, hostAccounts, hostFiles } from './daemon-runtime.ts';
 import { Dispatcher } from './dispatch.ts';
 import { DaemonMetrics } from './metrics.ts';
 import { SessionRegistry } from './sessions/registry.ts';
@@ -53,7 +53,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess, tokens.uids) : undefined;
   const runtime = options.runtime ?? own!.runtime;
   const metrics = new DaemonMetrics();
-  const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, (owner) => tokens.runAsOf(owner));
+  const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, (owner) => tokens.runAsOf(owner), hostAccounts());
   const files = options.files ?? own?.files ?? hostFiles(config);
   // An owner that runs as another OS user has its calls made by that user (a worker process of theirs).
   const filesOf = (owner: string): OwnerFiles => files.view({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });

@@ -20,8 +20,19 @@ import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal
 import { startSessionWatcher, type SessionWatcher } from '../provider/containment/session-watcher.ts';
 import { LinuxInspector } from '../provider/inspect/linux.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
+import { lookupAccount } from '../provider/run-as.ts';
 import { allowedEnvironment } from './child-env.ts';
+import type { HostAccounts } from './sessions/registry.ts';
 import { defaultStateDir, defaultTokenFile, type Config } from './config.ts';
+
+/**
+ * This host's users, for the creates that name one: the passwd database
+ * (where the token file's users are looked up too), and the daemon's uid.
+ */
+export function hostAccounts(): HostAccounts {
+  const uid = process.getuid?.();
+  return { uid, lookup: (nameOrUid) => (uid === undefined ? undefined : lookupAccount(nameOrUid)) };
+}
 
 /** The provider of a daemon, what must run before its first session, and what ends with it. */
 export interface DaemonRuntime {

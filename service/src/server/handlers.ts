@@ -79,7 +79,7 @@ async function within(promise: Promise<unknown>, ms: number | undefined, ctx: Ca
 /** A terminal create's wire fields in the seam's shape, what was left out filled in with the world's defaults. */
 function terminalSpec(ctx: CallContext, params: OperationParams<'terminal.create'>): SubprocessTerminalSpawnSpec {
   const { argv, cwd, env, rows, cols, graceMs } = params;
-  return terminalDefaults({ argv, cwd, rows, cols, graceMs, ...(env === undefined ? {} : { env }) }, () => ctx.registry.defaultCwd(ctx.owner));
+  return terminalDefaults({ argv, cwd, rows, cols, graceMs, ...(env === undefined ? {} : { env }) }, () => ctx.registry.defaultCwd(ctx.owner, params.user));
 }
 
 type WireOutput = NonNullable<NonNullable<OperationParams<'process.create'>['stdio']>['stdout']>;
@@ -102,7 +102,7 @@ function processSpec(ctx: CallContext, params: OperationParams<'process.create'>
       graceMs: params.graceMs,
       ...(params.env === undefined ? {} : { env: Object.fromEntries(Object.entries(params.env).map(([name, value]) => [name, value ?? undefined])) }),
     },
-    () => ctx.registry.defaultCwd(ctx.owner),
+    () => ctx.registry.defaultCwd(ctx.owner, params.user),
   );
 }
 
@@ -135,7 +135,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   }),
 
   'terminal.create': async (ctx, params) =>
-    (await ctx.registry.createTerminal(ctx.owner, terminalSpec(ctx, params), params.requestId, params.answerQueries ?? true)).info(),
+    (await ctx.registry.createTerminal(ctx.owner, terminalSpec(ctx, params), params.requestId, params.answerQueries ?? true, params.user)).info(),
   'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.owner, 'terminal').map((session) => session.info()) }),
   'terminal.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').info(),
   'terminal.input': async (ctx, params) => {
@@ -173,7 +173,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return { ok: true };
   },
 
-  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, processSpec(ctx, params), params.requestId)).info(),
+  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, processSpec(ctx, params), params.requestId, params.user)).info(),
   'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.owner, 'process').map((session) => session.info()) }),
   'process.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'process').info(),
   'process.stdin': async (ctx, params) => {
@@ -219,10 +219,13 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'command.run': (ctx, params) => runCommandSession(ctx.registry, ctx.owner, params, ctx.signal),
 
   'shell.create': async (ctx, params) => {
-    const { env, requestId } = params;
-    const cwd = params.cwd ?? ctx.registry.defaultCwd(ctx.owner);
+    const { env, requestId, user } = params;
+    // Refused here, before a shell starts, when the owner may not run as `user`.
+    ctx.registry.runAs(ctx.owner, user);
+    const cwd = params.cwd ?? ctx.registry.defaultCwd(ctx.owner, user);
     const dialect = params.dialect ?? defaultShell(ctx.registry.runtime.capabilities.platform);
-    return (await ctx.registry.shells.create(ctx.owner, { dialect, cwd, ...(env === undefined ? {} : { env }) }, requestId)).info();
+    const spec = { dialect, cwd, ...(env === undefined ? {} : { env }), ...(user === undefined ? {} : { user }) };
+    return (await ctx.registry.shells.create(ctx.owner, spec, requestId)).info();
   },
   'shell.list': (ctx) => ({ shells: ctx.registry.shells.list(ctx.owner).map((entry) => entry.info()) }),
   'shell.get': (ctx, params) => ctx.registry.shells.get(ctx.owner, params.id).info(),

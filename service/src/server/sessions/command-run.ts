@@ -54,7 +54,7 @@ export async function runCommandSession(
   params: OperationParams<'command.run'>,
   signal: AbortSignal,
 ): Promise<OperationResult<'command.run'>> {
-  const { argv, command, cwd, env, stdin, timeoutMs, maxOutputBytes, graceMs } = params;
+  const { argv, command, cwd, env, stdin, timeoutMs, maxOutputBytes, graceMs, user } = params;
   if ((argv === undefined) === (command === undefined)) throw invalid('give the program as argv or a command line as command, one of them');
   const startedAt = Date.now();
   const spec = spawnDefaults(
@@ -65,9 +65,9 @@ export async function runCommandSession(
       ...(env === undefined ? {} : { env: Object.fromEntries(Object.entries(env).map(([name, value]) => [name, value ?? undefined])) }),
       stdio: { stdin: stdin === undefined ? 'ignore' : { data: stdin }, stdout: 'pipe', stderr: 'pipe' },
     },
-    () => registry.defaultCwd(owner),
+    () => registry.defaultCwd(owner, user),
   );
-  const session = await registry.createProcess(owner, spec);
+  const session = await registry.createProcess(owner, spec, undefined, user);
   // The caller went away: the command ends (TERM, KILL after the grace), and the answer goes to nobody.
   const onAbort = (): void => session.handle.terminate();
   signal.addEventListener('abort', onAbort, { once: true });

@@ -37,6 +37,17 @@ export interface SessionLimits {
 
 export type AnySession = TerminalSession | ProcessSession;
 
+/** The host's users, as the creates that name one (`user`) need them. */
+export interface HostAccounts {
+  /** The user a name or a numeric uid stands for, or undefined when the host has none such. */
+  lookup(nameOrUid: string): RunAs | undefined;
+  /** The daemon's own uid; undefined on a host without uids (Windows). */
+  readonly uid: number | undefined;
+}
+
+/** A host whose user database holds nobody: every user a create names is unknown. */
+const NO_ACCOUNTS: HostAccounts = { lookup: () => undefined, uid: process.getuid?.() };
+
 export class SessionRegistry {
   readonly runtime: ExecutionProvider;
   /** The shells the daemon runs on the owners' terminals. */
@@ -56,12 +67,23 @@ export class SessionRegistry {
   #shuttingDown: Promise<void> | undefined;
 
   readonly #runAsOf: (owner: string) => RunAs | undefined;
+  readonly #accounts: HostAccounts;
 
-  /** @param runAsOf - the OS user an owner's programs run as, if not the daemon's own. */
-  constructor(runtime: ExecutionProvider, limits: SessionLimits, log: Logger, runAsOf: (owner: string) => RunAs | undefined = () => undefined) {
+  /**
+   * @param runAsOf - the OS user an owner's programs run as, if not the daemon's own.
+   * @param accounts - the host's users, for the creates that name one.
+   */
+  constructor(
+    runtime: ExecutionProvider,
+    limits: SessionLimits,
+    log: Logger,
+    runAsOf: (owner: string) => RunAs | undefined = () => undefined,
+    accounts: HostAccounts = NO_ACCOUNTS,
+  ) {
     this.runtime = runtime;
     this.shells = new ShellRegistry(this, log, limits.maxSessionsPerOwner);
     this.#runAsOf = runAsOf;
+    this.#accounts = accounts;
     this.#limits = limits;
     this.#log = log;
     if (limits.orphanTimeoutMs > 0) {
@@ -87,20 +109,53 @@ export class SessionRegistry {
     });
   }
 
-  /** Where `command` is, as `owner`'s programs would find it: as its OS user, when it has one. */
-  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
-    return this.runtime.resolveExecutable(command, env, signal, this.#runAsOf(owner));
+  /**
+   * The OS user `owner`'s program runs as when its create names `user` (a
+   * user name or a numeric uid, as docker's `--user` takes), undefined for
+   * the daemon's own. Without `user`, the owner's: the one its token file
+   * maps it to, else the daemon's. An owner mapped to an OS user may name only
+   * that user, by name or uid; it is compared before any lookup, so that a
+   * refusal tells such an owner nothing of the host's other users. An owner
+   * that is not mapped runs as the daemon's user, and may name another only
+   * when the daemon is root (the one that may become another user: see
+   * run-as.ts); naming the daemon's own user (root or 0 of a root daemon) is
+   * no switch.
+   * @throws {ServiceError} USER_NOT_ALLOWED for a user the owner may not run as;
+   *   INVALID_ARGUMENT for a user the host does not have.
+   */
+  runAs(owner: string, user?: string): RunAs | undefined {
+    const mapped = this.#runAsOf(owner);
+    if (user === undefined) return mapped;
+    if (mapped !== undefined) {
+      if (user === mapped.name || (/^[0-9]+$/.test(user) && Number(user) === mapped.uid)) return mapped;
+      throw new ServiceError('USER_NOT_ALLOWED', `owner ${owner} runs as OS user ${mapped.name} (uid ${mapped.uid}) and may not name user ${user}`);
+    }
+    const own = this.#accounts.uid;
+    if (own === undefined) throw new ServiceError('USER_NOT_ALLOWED', `user ${user}: on this host the daemon runs programs as its own user only`);
+    const account = this.#accounts.lookup(user);
+    if (account === undefined) throw new ServiceError('INVALID_ARGUMENT', `user ${user}: the daemon's host has no such OS user`);
+    if (account.uid === own) return undefined;
+    if (own !== 0) {
+      throw new ServiceError('USER_NOT_ALLOWED', `user ${user}: the daemon runs as uid ${own}, not root, and runs programs as its own user only`);
+    }
+    return account;
+  }
+
+  /** Where `command` is, as `owner`'s programs (as `user`, when named) would find it: as their OS user. */
+  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string> {
+    return this.runtime.resolveExecutable(command, env, signal, this.runAs(owner, user));
   }
 
   /**
    * Where what `owner` creates without a working directory runs: the home of
-   * its OS user when it is mapped to one (the directory its programs would
-   * start in after a login), else the daemon's --default-cwd, else the
+   * the OS user it runs as when that is not the daemon's (the user its token
+   * file maps it to, or the one its create names: the directory its programs
+   * would start in after a login), else the daemon's --default-cwd, else the
    * daemon's own working directory. Never a client's: a path on the client's
    * machine means nothing in the world.
    */
-  defaultCwd(owner: string): string {
-    return this.#runAsOf(owner)?.home ?? this.#limits.defaultCwd ?? process.cwd();
+  defaultCwd(owner: string, user?: string): string {
+    return this.runAs(owner, user)?.home ?? this.#limits.defaultCwd ?? process.cwd();
   }
 
   /** Bytes the sessions' rings hold now. */
@@ -113,14 +168,16 @@ export class SessionRegistry {
   /**
    * Starts a terminal; a retry with the same `requestId` gets the session the first made.
    * @param answerQueries - whether the daemon answers the program's terminal queries
+   * @param user - the OS user it runs as, by name or uid (see {@link runAs})
    */
-  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries = true): Promise<TerminalSession> {
+  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries = true, user?: string): Promise<TerminalSession> {
     return this.#once(owner, requestId, 'terminal', async () => {
+      const runAs = this.runAs(owner, user);
       // The slot is held from before the spawn's await until the session is registered:
       // creates pipelined on one connection cannot all pass the count.
       const release = this.#admit(owner);
       try {
-        const handle = await this.runtime.spawnTerminal(spec, { runAs: this.#runAsOf(owner) });
+        const handle = await this.runtime.spawnTerminal(spec, { runAs });
         const session: TerminalSession = new TerminalSession(
           owner,
           spec,
@@ -136,7 +193,7 @@ export class SessionRegistry {
           this.#log,
         );
         this.#sessions.set(session.id, session);
-        this.#log.info({ session: session.id, owner, pid: handle.pid }, 'terminal started');
+        this.#log.info({ session: session.id, owner, pid: handle.pid, user: runAs?.name }, 'terminal started');
         return session;
       } finally {
         release();
@@ -144,9 +201,13 @@ export class SessionRegistry {
     });
   }
 
-  /** Starts a managed process tree; a retry with the same `requestId` gets the session the first made. */
-  createProcess(owner: string, spec: SubprocessSpawnSpec, requestId?: string): Promise<ProcessSession> {
+  /**
+   * Starts a managed process tree; a retry with the same `requestId` gets the session the first made.
+   * @param user - the OS user it runs as, by name or uid (see {@link runAs})
+   */
+  createProcess(owner: string, spec: SubprocessSpawnSpec, requestId?: string, user?: string): Promise<ProcessSession> {
     return this.#once(owner, requestId, 'process', async () => {
+      const runAs = this.runAs(owner, user);
       const release = this.#admit(owner);
       const wanted = collectBytesOf(spec);
       const held = wanted > 0 ? this.#collectHeld() : 0;
@@ -163,12 +224,12 @@ export class SessionRegistry {
         // Chunks collected before the session exists need no announcing: nobody waits for them yet.
         const made: { session?: ProcessSession } = {};
         // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
-        const handle = await this.runtime.startProcess(spec, { runAs: this.#runAsOf(owner), onCollected: (stream) => made.session?.collected(stream) });
+        const handle = await this.runtime.startProcess(spec, { runAs, onCollected: (stream) => made.session?.collected(stream) });
         const session: ProcessSession = new ProcessSession(owner, spec, handle, { ...this.#limits, onFinished: () => this.#finished(session) }, this.#log);
         made.session = session;
         // Registered, the session counts its own bytes (see #collectHeld); in the same turn, the pending ones go.
         this.#sessions.set(session.id, session);
-        this.#log.info({ session: session.id, owner, pid: session.handle.pid }, 'process started');
+        this.#log.info({ session: session.id, owner, pid: session.handle.pid, user: runAs?.name }, 'process started');
         return session;
       } finally {
         release();

@@ -59,6 +59,8 @@ export interface ShellSpec {
   readonly dialect: 'bash' | 'pwsh';
   readonly cwd: string;
   readonly env?: Readonly<Record<string, string>> | undefined;
+  /** The OS user the shell runs as, by name or uid (see SessionRegistry.runAs); the owner's when absent. */
+  readonly user?: string | undefined;
 }
 
 class DaemonShell {
@@ -133,8 +135,8 @@ function serviceError(error: unknown): unknown {
 /** What shells need of the session registry that holds their terminals (it is that registry; named here so neither module imports the other). */
 export interface ShellTerminals {
   readonly runtime: Pick<ExecutionProvider, 'capabilities'>;
-  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string>;
-  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean): Promise<TerminalSession>;
+  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string>;
+  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean, user?: string): Promise<TerminalSession>;
 }
 
 export class ShellRegistry {
@@ -174,13 +176,13 @@ export class ShellRegistry {
     if (!registry.runtime.capabilities.terminals) throw new ServiceError('UNSUPPORTED', 'shells run on terminals, and this host has none');
     const entry = new DaemonShell(owner, spec);
     const runtime: SubprocessRuntime = {
-      resolveExecutable: (command, env, signal) => registry.resolveExecutable(owner, command, env, signal),
+      resolveExecutable: (command, env, signal) => registry.resolveExecutable(owner, command, env, signal, spec.user),
       spawn: () => {
         throw new ServiceError('UNSUPPORTED', 'a shell starts terminals only');
       },
       // The engine answers the queries of a shell that asks (pwsh), and tells the daemon not to.
       spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => {
-        const session = await registry.createTerminal(owner, terminalSpec, undefined, options?.answerQueries ?? true);
+        const session = await registry.createTerminal(owner, terminalSpec, undefined, options?.answerQueries ?? true, spec.user);
         entry.terminalId = session.id;
         return terminalView(session);
       },
@@ -189,7 +191,11 @@ export class ShellRegistry {
     // (and on Windows where PowerShell is installed).
     const shellPath =
       spec.dialect === 'pwsh'
-        ? await resolvePwsh((command, env) => registry.resolveExecutable(owner, command, env), registry.runtime.capabilities.platform, spec.env)
+        ? await resolvePwsh(
+            (command, env) => registry.resolveExecutable(owner, command, env, undefined, spec.user),
+            registry.runtime.capabilities.platform,
+            spec.env,
+          )
         : undefined;
     try {
       entry.shell = await PersistentShell.start(runtime, {
