@@ -39,6 +39,52 @@ export function definePwshShellContract(name: string, make: () => Promise<ShellS
       expect(await shell.run('Get-Item /definitely/missing')).toMatchObject({ exitCode: 1 });
     });
 
+    it('answers pwsh’s own status rules: caught errors never count', async () => {
+      expect(await shell.run("try { throw 'x' } catch { 'handled' }")).toMatchObject({ output: 'handled\n', exitCode: 0 });
+      expect(await shell.run("try { Get-Item /nope -ErrorAction Stop } catch { 'c' }")).toMatchObject({ output: 'c\n', exitCode: 0 });
+      expect(await shell.run("trap { 'trapped'; continue }; throw 'x'; 'on'")).toMatchObject({ output: 'trapped\non\n', exitCode: 0 });
+      // A terminating error that escapes, and a non-terminating one written to the error stream: 1.
+      expect(await shell.run("'a'; throw 'boom'; 'b'")).toMatchObject({ output: 'a\nboom\n', exitCode: 1 });
+      expect(await shell.run("Write-Error 'written'; 'after'")).toMatchObject({ exitCode: 1 });
+      // The native program's status when it ran after the last error; a native's standard error is no error.
+      expect(await shell.run('Get-Item /nope; /bin/sh -c "exit 3"')).toMatchObject({ exitCode: 3 });
+      expect(await shell.run('/bin/sh -c "exit 3"; Get-Item /nope')).toMatchObject({ exitCode: 1 });
+      expect(await shell.run('Get-Item /nope; /bin/sh -c "exit 1"; /bin/sh -c "exit 1"')).toMatchObject({ exitCode: 1 });
+      expect(await shell.run('/bin/sh -c "echo err >&2; exit 0"')).toMatchObject({ output: 'err\n', exitCode: 0 });
+      expect(await shell.run("/bin/sh -c 'exit 3'; 'then'")).toMatchObject({ output: 'then\n', exitCode: 3 });
+    });
+
+    it('writes a few hundred bytes to the terminal per trivial run, also after the prompt is redefined', async () => {
+      const terminal = await shell.terminal;
+      let seen = 0;
+      const count = (chunk: Buffer): void => void (seen += chunk.length);
+      terminal.output.on('data', count);
+      const perRun = async (): Promise<number> => {
+        const sizes: number[] = [];
+        for (let index = 0; index < 5; index += 1) {
+          const from = seen;
+          expect(await shell.run('$null')).toMatchObject({ exitCode: 0, output: '' });
+          sizes.push(seen - from);
+        }
+        // The least of five: the redraws name the cursor's row, whose digits vary while the screen fills.
+        return Math.min(...sizes);
+      };
+      try {
+        const plain = await perRun();
+        await shell.run("function prompt { 'X> ' }");
+        const prompted = await perRun();
+        console.log(`pwsh bytes written per run('$null'): ${plain}; after function prompt { 'X> ' }: ${prompted}`);
+        // The line typed (`. $__ew_run`, drawn key by key), the markers, the prompt and its cursor query.
+        expect(plain).toBeLessThan(1024);
+        // The user's prompt text ('X> ' instead of ' ') is drawn where the hook's was.
+        expect(prompted).toBeLessThanOrEqual(plain + 'X> '.length);
+        expect((await shell.run('Write-Output still')).output).toBe('still\n');
+      } finally {
+        terminal.output.off('data', count);
+        await shell.run('Remove-Item function:prompt; $global:__ew_userPrompt = $null');
+      }
+    });
+
     it('carries UTF-8, multi-line commands and here-strings', async () => {
       expect((await shell.run('Write-Output "ünïcödé ✓"')).output).toBe('ünïcödé ✓\n');
       expect((await shell.run("$x = 2\nif ($x -eq 2) {\n  Write-Output 'two'\n}")).output).toBe('two\n');
