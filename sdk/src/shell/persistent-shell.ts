@@ -246,7 +246,7 @@ export class PersistentShell {
     });
   }
 
-  /** Interrupts the open run's program (SIGINT) and answers how it ended. */
+  /** Interrupts the open run's program (SIGINT, or the dialect's key to the shell itself) and answers how it ended. */
   async interrupt(): Promise<RunResult> {
     return this.#exclusive(async () => {
       const run = this.#openRun('interrupt');
@@ -461,7 +461,11 @@ export class PersistentShell {
     const { session, capture } = run;
     if (capture.lineEnd === undefined && session.exit === undefined) {
       try {
-        await session.terminal.signalForeground('SIGINT');
+        const input = this.#dialect.interruptInput;
+        // The shell itself in the foreground, reading its terminal (pwsh's Read-Host): the key interrupts it, a signal would not.
+        const facts = input === undefined ? undefined : await session.terminal.inspectForeground();
+        if (input !== undefined && facts?.processGroupId === session.terminal.pid) await session.write(input);
+        else await session.terminal.signalForeground('SIGINT');
       } catch (_error) {
         // Gone meanwhile: the exit or the markers tell.
       }

@@ -81,6 +81,8 @@ const RUN = [
 export const pwsh: ShellDialect = {
   name: 'pwsh',
   queriesCursorAtPrompt: true,
+  // .NET reads keys with the terminal's signals off: Ctrl+C is a key to it, which stops the pipeline and keeps the shell.
+  interruptInput: '\x03',
   argv: (shellPath = 'pwsh') => [shellPath, '-NoLogo', '-NoProfile'],
   // An xterm: the line editor draws its line with cursor movements, which the query answerer follows.
   environment: () => ({
