@@ -111,6 +111,19 @@ export function definePwshShellContract(name: string, make: () => Promise<ShellS
       expect((await shell.run('Write-Output after')).output).toBe('after\n');
     });
 
+    it('never takes pwsh waiting for a cursor report for a wait for input', async () => {
+      const progress = await shell.run(
+        "1..10 | ForEach-Object { Write-Progress -Activity p -PercentComplete ($_*10); Start-Sleep -Milliseconds 100 }; 'done'",
+        { timeoutMs: 60_000 },
+      );
+      expect(progress).toMatchObject({ reason: 'completed', exitCode: 0 });
+      expect(progress.output).toContain('done\n');
+      const cursor = await shell.run("1..20 | ForEach-Object { $null = $Host.UI.RawUI.CursorPosition; Start-Sleep -Milliseconds 20 }; 'done'", {
+        timeoutMs: 60_000,
+      });
+      expect(cursor).toMatchObject({ reason: 'completed', exitCode: 0, output: 'done\n' });
+    });
+
     it('interrupts pwsh’s own Read-Host and keeps the shell and its variables', async () => {
       const pid = (await shell.terminal).pid;
       await shell.run('$v = 7');
