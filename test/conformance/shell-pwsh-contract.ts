@@ -117,11 +117,22 @@ export function definePwshShellContract(name: string, make: () => Promise<ShellS
         { timeoutMs: 60_000 },
       );
       expect(progress).toMatchObject({ reason: 'completed', exitCode: 0 });
-      expect(progress.output).toContain('done\n');
+      // The progress bar is drawn over and erased: it leaves no text.
+      expect(progress.output).toBe('done\n');
       const cursor = await shell.run("1..20 | ForEach-Object { $null = $Host.UI.RawUI.CursorPosition; Start-Sleep -Milliseconds 20 }; 'done'", {
         timeoutMs: 60_000,
       });
       expect(cursor).toMatchObject({ reason: 'completed', exitCode: 0, output: 'done\n' });
+    });
+
+    it('answers the echo of a reply to Read-Host as the terminal shows it', async () => {
+      const asked = await shell.run("Read-Host 'tag'");
+      expect(asked).toMatchObject({ reason: 'waiting_for_input', output: 'tag: ' });
+      const sent = await shell.send('Bob\r');
+      expect(sent).toMatchObject({ reason: 'completed', exitCode: 0 });
+      const shown = `${asked.output}${sent.output}`;
+      expect(shown).toBe('tag: Bob\nBob\n');
+      expect(shown).not.toContain('BBoBob');
     });
 
     it('interrupts pwsh’s own Read-Host and keeps the shell and its variables', async () => {

@@ -60,13 +60,37 @@ class BoundedBytes {
     }
   }
 
-  /** The text kept, with a line naming the bytes cut between head and tail. */
-  render(): string {
-    const head = renderTerminalText(Buffer.concat(this.#head));
-    if (this.#cut === 0) return head + renderTerminalText(Buffer.concat(this.#tail));
-    return `${head}\n[… ${this.#cut} bytes of output cut …]\n${renderTerminalText(Buffer.concat(this.#tail))}`;
+  /**
+   * The text kept, with a line naming the bytes cut between head and tail.
+   * `carry` is the unfinished line the previous answer ended with: rendered
+   * again before these bytes, so that a redraw of it (a line editor echoing a
+   * reply) shows what the terminal shows; what the previous answer already
+   * gave of it is not given again.
+   * @returns the text and the unfinished line these bytes end with
+   */
+  render(carry: Carry): { text: string; carry: Carry } {
+    const head = Buffer.concat([carry.bytes, ...this.#head]);
+    const tail = Buffer.concat(this.#tail);
+    const last = this.#cut === 0 ? Buffer.concat([head, tail]) : tail;
+    const rendered = renderTerminalText(this.#cut === 0 ? last : head);
+    const text = carry.text !== '' && rendered.startsWith(carry.text) ? rendered.slice(carry.text.length) : rendered;
+    const lineStart = last.lastIndexOf(0x0a) + 1;
+    const unfinished = last.subarray(lineStart);
+    const next: Carry =
+      unfinished.length === 0 || unfinished.length > MAX_CARRY_BYTES ? NO_CARRY : { bytes: Buffer.from(unfinished), text: renderTerminalText(unfinished) };
+    if (this.#cut === 0) return { text, carry: next };
+    return { text: `${text}\n[… ${this.#cut} bytes of output cut …]\n${renderTerminalText(tail)}`, carry: next };
   }
 }
+
+/** An answer's unfinished last line: its bytes, and the text the answer gave of it. */
+interface Carry {
+  readonly bytes: Buffer;
+  readonly text: string;
+}
+const NO_CARRY: Carry = { bytes: Buffer.alloc(0), text: '' };
+/** Longest unfinished line carried into the next answer; a longer one is given as it was. */
+const MAX_CARRY_BYTES = 64 * 1024;
 
 type State = 'seek-start' | 'start-line' | 'body' | 'ended';
 
@@ -87,6 +111,8 @@ export class RunCapture {
   /** Stream offset of the first byte of the output not yet answered. */
   #outputStart: number;
   #lineEnd: LineEnd | undefined;
+  /** The unfinished line the previous answer ended with. */
+  #carry: Carry = NO_CARRY;
 
   /**
    * @param from - the stream offset of the first byte this run may see (the write of its line).
@@ -132,7 +158,8 @@ export class RunCapture {
       this.#pendingAt += this.#pending.length;
       this.#pending = Buffer.alloc(0);
     }
-    const output = this.#bytes.render();
+    const { text: output, carry } = this.#bytes.render(this.#carry);
+    this.#carry = carry;
     const truncated = this.#bytes.cut > 0;
     const outputStart = this.#outputStart;
     const outputEnd = this.#state === 'body' || this.#state === 'ended' ? this.#pendingAt : outputStart;

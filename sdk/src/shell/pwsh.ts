@@ -98,6 +98,8 @@ export const pwsh: ShellDialect = {
       // No suggestions from an earlier session's history, and none of this one's kept.
       'Remove-Module PSReadLine -ErrorAction SilentlyContinue',
       '$PSStyle.OutputRendering = [System.Management.Automation.OutputRendering]::PlainText',
+      // A progress bar is a drawing, not text, and pwsh erases its last one only at the next prompt, after the run's end.
+      "$global:ProgressPreference = 'SilentlyContinue'",
       '$__ew_utf8 = [System.Text.UTF8Encoding]::new($false)',
       '[Console]::OutputEncoding = $__ew_utf8',
       '$OutputEncoding = $__ew_utf8',
