@@ -24,9 +24,12 @@ class BoundedBytes {
   #tail: Buffer[] = [];
   #tailBytes = 0;
   #cut = 0;
+  readonly #rows: number | undefined;
 
-  constructor(maxBytes: number) {
+  /** @param rows - the terminal's height, when known (see renderTerminalText) */
+  constructor(maxBytes: number, rows: number | undefined) {
     this.#half = Math.max(1, Math.floor(maxBytes / 2));
+    this.#rows = rows;
   }
 
   get cut(): number {
@@ -72,14 +75,16 @@ class BoundedBytes {
     const head = Buffer.concat([carry.bytes, ...this.#head]);
     const tail = Buffer.concat(this.#tail);
     const last = this.#cut === 0 ? Buffer.concat([head, tail]) : tail;
-    const rendered = renderTerminalText(this.#cut === 0 ? last : head);
+    const rendered = renderTerminalText(this.#cut === 0 ? last : head, this.#rows);
     const text = carry.text !== '' && rendered.startsWith(carry.text) ? rendered.slice(carry.text.length) : rendered;
     const lineStart = last.lastIndexOf(0x0a) + 1;
     const unfinished = last.subarray(lineStart);
     const next: Carry =
-      unfinished.length === 0 || unfinished.length > MAX_CARRY_BYTES ? NO_CARRY : { bytes: Buffer.from(unfinished), text: renderTerminalText(unfinished) };
+      unfinished.length === 0 || unfinished.length > MAX_CARRY_BYTES
+        ? NO_CARRY
+        : { bytes: Buffer.from(unfinished), text: renderTerminalText(unfinished, this.#rows) };
     if (this.#cut === 0) return { text, carry: next };
-    return { text: `${text}\n[… ${this.#cut} bytes of output cut …]\n${renderTerminalText(tail)}`, carry: next };
+    return { text: `${text}\n[… ${this.#cut} bytes of output cut …]\n${renderTerminalText(tail, this.#rows)}`, carry: next };
   }
 }
 
@@ -113,18 +118,21 @@ export class RunCapture {
   #lineEnd: LineEnd | undefined;
   /** The unfinished line the previous answer ended with. */
   #carry: Carry = NO_CARRY;
+  readonly #rows: number | undefined;
 
   /**
    * @param from - the stream offset of the first byte this run may see (the write of its line).
+   * @param rows - the terminal's height, when known: absolute cursor rows follow its scrolling
    */
-  constructor(runNonce: string, sessionNonce: string, from: number, maxBytes: number) {
+  constructor(runNonce: string, sessionNonce: string, from: number, maxBytes: number, rows?: number) {
+    this.#rows = rows;
     this.#start = Buffer.from(startMarker(runNonce), 'latin1');
     this.#end = Buffer.from(endMarker(runNonce), 'latin1');
     this.#promptSuffix = Buffer.from(promptMarkerSuffix(sessionNonce), 'latin1');
     // The end marker's status (at most 3 digits) and line end, or a prompt marker's status and suffix.
     this.#holdBack = Math.max(this.#start.length, this.#end.length + 5, this.#promptPrefix.length + 4 + this.#promptSuffix.length);
     this.#maxBytes = maxBytes;
-    this.#bytes = new BoundedBytes(maxBytes);
+    this.#bytes = new BoundedBytes(maxBytes, rows);
     this.#pendingAt = from;
     this.#outputStart = from;
   }
@@ -163,7 +171,7 @@ export class RunCapture {
     const truncated = this.#bytes.cut > 0;
     const outputStart = this.#outputStart;
     const outputEnd = this.#state === 'body' || this.#state === 'ended' ? this.#pendingAt : outputStart;
-    this.#bytes = new BoundedBytes(this.#maxBytes);
+    this.#bytes = new BoundedBytes(this.#maxBytes, this.#rows);
     this.#outputStart = outputEnd;
     return { output, truncated, outputStart, outputEnd };
   }

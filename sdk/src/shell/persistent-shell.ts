@@ -46,6 +46,7 @@ export interface ShellOptions {
 }
 
 const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
+const DEFAULT_ROWS = 40;
 /** The first look for an input wait after the output went quiet; it doubles up to the last. */
 const PROBE_FIRST_MS = 5;
 const PROBE_MAX_MS = 250;
@@ -211,7 +212,7 @@ export class PersistentShell {
       const session = await this.#readySession(options.signal);
       const runNonce = newNonce();
       const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
-      const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes);
+      const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes, this.#options.rows ?? DEFAULT_ROWS);
       session.capture = capture;
       this.#run = { capture, session };
       session.typed();
@@ -325,7 +326,7 @@ export class PersistentShell {
   async #startSession(signal?: AbortSignal): Promise<ShellSession> {
     const dialect = this.#dialect;
     const env = { ...dialect.environment(), ...this.#options.env };
-    const size = { rows: this.#options.rows ?? 40, cols: this.#options.cols ?? 160 };
+    const size = { rows: this.#options.rows ?? DEFAULT_ROWS, cols: this.#options.cols ?? 160 };
     const answers = dialect.queriesCursorAtPrompt;
     // The session answers the shell's queries: a runtime that would too (a daemon, through RemoteRuntime's
     // terminal options) is asked not to. A runtime without such options ignores the argument.

@@ -73,6 +73,7 @@ const RUN = [
     'catch { $global:__ew_error = $true; $global:__ew_errorExit = $global:LASTEXITCODE; Write-Host -Object $_ }',
   '$__ew_x = $global:LASTEXITCODE',
   '$__ew_s = if ($null -ne $__ew_x -and -not ($global:__ew_error -and [object]::ReferenceEquals($__ew_x, $global:__ew_errorExit))) { [int]$__ew_x } elseif ($global:__ew_error) { 1 } else { 0 }',
+  'if ($null -ne $global:__ew_resetProgress) { try { & $global:__ew_resetProgress } catch { } }',
   "[Console]::Out.Write('__EW_END' + '_' + $__ew_n + ':' + $__ew_s + [char]10)",
   // A prompt the command defined is called by the hook, which goes back in its place.
   'if ([string]$function:prompt -ne [string]$global:__ew_prompt) { $global:__ew_userPrompt = $function:prompt; $function:global:prompt = $global:__ew_prompt }',
@@ -98,8 +99,10 @@ export const pwsh: ShellDialect = {
       // No suggestions from an earlier session's history, and none of this one's kept.
       'Remove-Module PSReadLine -ErrorAction SilentlyContinue',
       '$PSStyle.OutputRendering = [System.Management.Automation.OutputRendering]::PlainText',
-      // A progress bar is a drawing, not text, and pwsh erases its last one only at the next prompt, after the run's end.
+      // Progress bars are a drawing, not text: off. The console host erases its bars only at the next prompt, after
+      // the run's end, so for a command that turns them on the wrapper has it erase them before (ResetProgress).
       "$global:ProgressPreference = 'SilentlyContinue'",
+      "$global:__ew_resetProgress = try { $__ew_ui = $Host.UI.GetType().GetField('_externalUI', [Reflection.BindingFlags]'NonPublic,Instance').GetValue($Host.UI); $__ew_reset = $__ew_ui.GetType().GetMethod('ResetProgress', [Reflection.BindingFlags]'Public,NonPublic,Instance'); if ($null -ne $__ew_reset) { { $null = $__ew_reset.Invoke($__ew_ui, @()) }.GetNewClosure() } } catch { $null }",
       '$__ew_utf8 = [System.Text.UTF8Encoding]::new($false)',
       '[Console]::OutputEncoding = $__ew_utf8',
       '$OutputEncoding = $__ew_utf8',

@@ -25,14 +25,18 @@ interface Row {
   redrawn: boolean;
 }
 
-/** `bytes` as a terminal would show them, as text (see the module's description). */
-export function renderTerminalText(bytes: Uint8Array): string {
-  const screen = new TextScreen();
+/**
+ * `bytes` as a terminal would show them, as text (see the module's description).
+ * @param rows - the terminal's height, when known: a line end on its last row scrolls, which absolute rows follow
+ */
+export function renderTerminalText(bytes: Uint8Array, rows?: number): string {
+  const screen = new TextScreen(rows);
   screen.write(new StringDecoder('utf8').write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length)));
   return screen.text();
 }
 
 class TextScreen {
+  readonly #height: number | undefined;
   readonly #done: string[] = [];
   #rows: Row[] = [{ text: '', redrawn: false }];
   #row = 0;
@@ -40,6 +44,10 @@ class TextScreen {
   /** Absolute row minus window row, from the first absolute row seen. */
   #rowOrigin: number | undefined;
   #saved: { row: number; col: number } | undefined;
+
+  constructor(height: number | undefined) {
+    this.#height = height;
+  }
 
   write(text: string): void {
     const length = text.length;
@@ -98,6 +106,8 @@ class TextScreen {
   }
 
   #lineFeed(): void {
+    // On the screen's last row a line end scrolls: the same absolute row is a new line.
+    if (this.#height !== undefined && this.#rowOrigin !== undefined && this.#row + this.#rowOrigin >= this.#height) this.#rowOrigin += 1;
     this.#moveTo(this.#row + 1);
     this.#col = 0;
   }
