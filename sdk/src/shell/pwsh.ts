@@ -36,7 +36,11 @@
  */
 import type { ShellDialect } from './dialect.ts';
 
-/** `text` for a double-quoted PowerShell string, with no control character left raw on the input line. */
+/**
+ * `text` for a double-quoted PowerShell string, with no control character left
+ * raw on the input line (for callers that type PowerShell; the dialect's own
+ * wrapper sends the command in base64).
+ */
 export function quoteForPwsh(text: string): string {
   let quoted = '';
   for (const char of text) {
@@ -96,7 +100,7 @@ export const pwsh: ShellDialect = {
   }),
   setup: (nonce) =>
     [
-      // No suggestions from an earlier session's history, and none of this one's kept.
+      // The console's own line reader reads the short line typed for a run: no PSReadLine drawing, suggestions or saved history.
       'Remove-Module PSReadLine -ErrorAction SilentlyContinue',
       '$PSStyle.OutputRendering = [System.Management.Automation.OutputRendering]::PlainText',
       // Progress bars are a drawing, not text: off. The console host erases its bars only at the next prompt, after
@@ -106,7 +110,7 @@ export const pwsh: ShellDialect = {
       '$__ew_utf8 = [System.Text.UTF8Encoding]::new($false)',
       '[Console]::OutputEncoding = $__ew_utf8',
       '$OutputEncoding = $__ew_utf8',
-      // The marker's control bytes are made at run time: raw ESC on the input line is not reliable under PSReadLine.
+      // The marker's control bytes are made at run time: nothing typed holds raw ESC.
       `$global:__ew_prompt = { $s = if ($null -ne $global:LASTEXITCODE) { [int]$global:LASTEXITCODE } elseif ($?) { 0 } else { 1 }; [Console]::Out.Write("$([char]27)]133;D;$s;ew=" + '${nonce}' + "$([char]7)"); if ($null -ne $global:__ew_userPrompt) { & $global:__ew_userPrompt } else { ' ' } }`,
       '$function:global:prompt = $global:__ew_prompt',
       `$global:__ew_run = { ${RUN} }`,
