@@ -505,7 +505,7 @@ if (enabled('shell')) {
 if (enabled('pwsh')) {
   const pwshPath = findPwsh();
   if (pwshPath === undefined) {
-    console.log('\npwsh: skipped, pwsh not found (see the README’s development notes)');
+    console.log('\npwsh: skipped, pwsh not found (see the development notes in CONTRIBUTING.md)');
   } else {
     const providers: PwshProvider[] = ['reference', 'local', 'remote'];
     const calls = quick ? 5 : 20;

@@ -6,7 +6,6 @@
  * @module
  */
 import { z } from 'zod';
-import { ARCHIVE_PATH, CONTENT_PATH, UPLOADS_PATH } from '@execworld/sdk/fs';
 import {
   ClientMessage,
   DATA_HEADER_BYTES,
@@ -20,7 +19,6 @@ import {
   SubscribeResult,
   WS_SUBPROTOCOL,
   WS_TOKEN_PROTOCOL_PREFIX,
-  schemas as wire,
   type ErrorCode,
   type OperationSpec,
 } from '@execworld/sdk/protocol';
@@ -58,53 +56,6 @@ export const CONNECT_ERRORS: readonly ErrorCode[] = [
   'CLIENT_TIMEOUT',
   'UPGRADE_REQUIRED',
 ];
-
-/** The error codes of `GET /v1/files/content`: what a read of a file can meet, and what any request can get. */
-export const CONTENT_ERRORS: readonly ErrorCode[] = [
-  'INVALID_ARGUMENT',
-  'UNAUTHORIZED',
-  'FS_PERMISSION_DENIED',
-  'FS_NOT_FOUND',
-  'FS_NOT_REGULAR_FILE',
-  'FS_TOO_LARGE',
-  'HEADERS_TOO_LARGE',
-  'CLIENT_TIMEOUT',
-  'INTERNAL',
-  'FS_IO_ERROR',
-  'FS_STALE_VERSION',
-];
-
-/** The error codes of `PUT /v1/files/uploads/{id}`: an upload's bytes. */
-export const UPLOAD_BYTES_ERRORS: readonly ErrorCode[] = [
-  'INVALID_ARGUMENT',
-  'UNAUTHORIZED',
-  'READ_ONLY',
-  'NOT_FOUND',
-  'UPLOAD_OFFSET_MISMATCH',
-  'UNSUPPORTED_MEDIA_TYPE',
-  'FS_NOT_FOUND',
-  'FS_IO_ERROR',
-  'HEADERS_TOO_LARGE',
-  'CLIENT_TIMEOUT',
-  'INTERNAL',
-];
-
-/** The error codes of `GET /v1/files/archive` (a directory packed), and, with READ_ONLY, of `PUT` (one unpacked). */
-export const ARCHIVE_ERRORS: readonly ErrorCode[] = [
-  'INVALID_ARGUMENT',
-  'UNAUTHORIZED',
-  'UNSUPPORTED_MEDIA_TYPE',
-  'FS_NOT_FOUND',
-  'FS_NOT_DIRECTORY',
-  'FS_PERMISSION_DENIED',
-  'FS_IO_ERROR',
-  'HEADERS_TOO_LARGE',
-  'CLIENT_TIMEOUT',
-  'INTERNAL',
-];
-
-/** The error codes of `PUT /v1/files/archive`: what a pack can meet, and a read-only token. */
-export const UNPACK_ERRORS: readonly ErrorCode[] = [...ARCHIVE_ERRORS, 'READ_ONLY'];
 
 /** The error response of one group of codes of a status, named by its codes, kept once in components.responses. */
 function errorResponse(group: readonly ErrorCode[]): Json {
@@ -144,30 +95,69 @@ function operationObject(spec: OperationSpec, shared: Map<string, Json>): Json {
     schema: schemaOf(schema),
   }));
   const shape = spec.input.shape as Record<string, z.ZodType>;
+  // A POST's fields are its JSON body; any other method's (a PUT of bytes too) are its query.
   if (spec.method !== 'POST') {
     for (const [name, field] of Object.entries(shape)) {
-      const optional = field instanceof z.ZodOptional;
+      const optional = field instanceof z.ZodOptional || field instanceof z.ZodDefault;
       const inner = optional ? (field as z.ZodOptional<z.ZodType>).unwrap() : field;
       const json = schemaOf(inner);
       const { description, ...schema } = json as Json & { description?: string };
       parameters.push({ name, in: 'query', required: !optional, ...(description === undefined ? {} : { description }), schema });
     }
   }
-  const responses: Json = {
-    [String(spec.status)]: { description: spec.summary, content: { 'application/json': { schema: schemaOf(spec.result) } } },
-    ...errorResponses(spec.errors, shared),
-  };
-  const hasBody = spec.method === 'POST' && Object.keys(shape).length > 0;
+  const answer = spec.bytes?.answer;
+  const success: Json =
+    answer === undefined
+      ? { description: spec.summary, content: { 'application/json': { schema: schemaOf(spec.result) } } }
+      : {
+          description: answer.description,
+          ...(Object.keys(answer.headers).length === 0
+            ? {}
+            : {
+                headers: Object.fromEntries(
+                  Object.entries(answer.headers).map(([name, header]) => [
+                    headerName(name),
+                    { description: header.description, schema: schemaOf(header.schema) },
+                  ]),
+                ),
+              }),
+          content: { [answer.mediaType]: bytesOf(answer.mediaType) },
+        };
+  const responses: Json = { [String(spec.status)]: success, ...errorResponses(spec.errors, shared) };
+  const byteBody = spec.bytes?.body;
+  const requestBody =
+    byteBody !== undefined
+      ? { required: true, content: { [byteBody]: bytesOf(byteBody) } }
+      : spec.method === 'POST' && Object.keys(shape).length > 0
+        ? { required: true, content: { 'application/json': { schema: schemaOf(spec.input) } } }
+        : undefined;
+  const transports =
+    spec.bytes === undefined
+      ? `Also available on the WebSocket as the call \`${spec.name}\`.`
+      : 'Made over REST only: it carries bytes, streamed with flow control, not JSON.';
+  const trailers = Object.entries(answer?.trailers ?? {}).map(([name, text]) => `Trailer \`${headerName(name)}\`: ${text}`);
   return {
     operationId: spec.name,
     summary: spec.summary,
-    description: `Also available on the WebSocket as the call \`${spec.name}\`.`,
-    tags: [spec.name.split('.')[0]],
+    description: [spec.description, ...trailers, transports].filter((part) => part !== undefined).join('\n\n'),
+    tags: [TAGS[spec.name.split('.')[0]!] ?? spec.name.split('.')[0]],
     ...(spec.auth ? {} : { security: [] }),
     ...(parameters.length === 0 ? {} : { parameters }),
-    ...(hasBody ? { requestBody: { required: true, content: { 'application/json': { schema: schemaOf(spec.input) } } } } : {}),
+    ...(requestBody === undefined ? {} : { requestBody }),
     responses,
   };
+}
+
+/** Operations whose name's prefix is not their tag: the files' calls beyond the seam's. */
+const TAGS: Record<string, string> = { files: 'fs', archive: 'fs', upload: 'fs' };
+
+/** `x-execworld-size` as the documents spell it: X-Execworld-Size. */
+function headerName(name: string): string {
+  return name.replace(/(^|-)([a-z])/g, (_match, dash: string, letter: string) => `${dash}${letter.toUpperCase()}`);
+}
+
+function bytesOf(mediaType: string): Json {
+  return { schema: { type: 'string', contentMediaType: mediaType } };
 }
 
 const WEBSOCKET_DESCRIPTION = `One multiplexed WebSocket per client (subprotocol \`${WS_SUBPROTOCOL}\`, which the client must offer).
@@ -179,8 +169,8 @@ the calls of read operations; a call of any other operation answers READ_ONLY.
 Text messages are JSON; their schemas (ClientMessage, ServerMessage, SubscribeParams, SubscribeResult) are in
 \`websocket.schema.json\` beside this document:
 
-- \`{"t":"call","id":1,"op":"terminal.create","params":{...}}\` calls any operation of this document by its
-  operationId; params are its path parameters and body or query fields in one object. The answer is
+- \`{"t":"call","id":1,"op":"terminal.create","params":{...}}\` calls any operation of this document that carries no
+  bytes by its operationId; params are its path parameters and body or query fields in one object. The answer is
   \`{"t":"result","id":1,"result":...}\` or \`{"t":"error","id":1,"error":{"code","message"}}\`, with the codes the operation
   lists over REST, plus NOT_FOUND for an unknown operation and LIMIT_EXCEEDED when too many calls are in flight on the
   connection. Calls may wait without bound (for example \`terminal.done\`); closing the socket cancels them.
@@ -259,88 +249,6 @@ export function buildOpenApiDocument(version: string): Json {
       responses: {
         '101': { description: 'Switching protocols' },
         ...errorResponses(CONNECT_ERRORS, responses),
-      },
-    },
-  };
-  paths[CONTENT_PATH] = {
-    get: {
-      operationId: 'files.content',
-      summary: "A file's bytes, streamed from an offset",
-      description:
-        'The raw bytes of a regular file, from `offset` to the end it had when opened, whatever is appended or replaces it meanwhile. ' +
-        "The answer carries the file's size and version in `X-Execworld-Size` and `X-Execworld-Version`; a download that was cut resumes " +
-        'with `offset` set to the bytes it has (compare the version to know it is the same file).',
-      tags: ['fs'],
-      parameters: Object.entries(wire.ContentQuery.shape).map(([name, field]) => {
-        const optional = field instanceof z.ZodOptional || field instanceof z.ZodDefault;
-        const { description, ...schema } = schemaOf(field) as Json & { description?: string };
-        return { name, in: 'query', required: !optional, ...(description === undefined ? {} : { description }), schema };
-      }),
-      responses: {
-        '200': {
-          description: 'The bytes',
-          headers: {
-            'X-Execworld-Size': { description: "The file's size when it was opened.", schema: { type: 'integer', minimum: 0 } },
-            'X-Execworld-Version': { description: "The file's version when it was opened.", schema: { type: 'string' } },
-          },
-          content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } },
-        },
-        ...errorResponses(CONTENT_ERRORS, responses),
-      },
-    },
-  };
-  const bytes = { schema: { type: 'string', contentMediaType: 'application/octet-stream' } };
-  const tarBytes = { schema: { type: 'string', contentMediaType: 'application/x-tar' } };
-  paths[`${UPLOADS_PATH}/{id}`] = {
-    ...paths[`${UPLOADS_PATH}/{id}`],
-    put: {
-      operationId: 'upload.bytes',
-      summary: 'Append bytes to an upload at its offset',
-      description:
-        "The body's bytes are written at `offset`, which must be the upload's offset (UPLOAD_OFFSET_MISMATCH otherwise). " +
-        'What arrives before a connection is cut is kept: ask `GET /v1/files/uploads/{id}` for the offset and send the rest from there. ' +
-        'Send a large file in several requests, each within the request timeout.',
-      tags: ['fs'],
-      parameters: [
-        { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
-        { name: 'offset', in: 'query', required: true, schema: { type: 'integer', minimum: 0 } },
-      ],
-      requestBody: { required: true, content: { 'application/octet-stream': bytes } },
-      responses: {
-        '200': { description: 'The upload after the bytes', content: { 'application/json': { schema: schemaOf(wire.Upload) } } },
-        ...errorResponses(UPLOAD_BYTES_ERRORS, responses),
-      },
-    },
-  };
-  const archiveParameters = Object.entries(wire.ArchiveQuery.shape).map(([name, field]) => {
-    const optional = field instanceof z.ZodOptional;
-    const { description, ...schema } = schemaOf(field) as Json & { description?: string };
-    return { name, in: 'query', required: !optional, ...(description === undefined ? {} : { description }), schema };
-  });
-  paths[ARCHIVE_PATH] = {
-    get: {
-      operationId: 'archive.pack',
-      summary: 'A directory as a tar stream',
-      description:
-        'Its entries relative to it, links stored as links (never followed), modes and empty directories kept, owners left out. ' +
-        'Special files (sockets, FIFOs, devices) have no bytes to copy: they are left out, and the chunked answer ends with the trailer ' +
-        '`X-Execworld-Skipped`, `{"count":N,"entries":[{"path","kind"},…]}` in ASCII JSON, counting every one and naming as many as fit in 8 KiB.',
-      tags: ['fs'],
-      parameters: archiveParameters,
-      responses: { '200': { description: 'The archive', content: { 'application/x-tar': tarBytes } }, ...errorResponses(ARCHIVE_ERRORS, responses) },
-    },
-    put: {
-      operationId: 'archive.unpack',
-      summary: 'Unpack a tar stream into a directory (made when missing)',
-      description:
-        'Entries that would leave the directory (`..`, a link in the way, a hard link out of it) and devices are refused and listed in `warnings`; ' +
-        'symbolic links are made last, with their targets as archived. Owners are not taken from the archive.',
-      tags: ['fs'],
-      parameters: archiveParameters,
-      requestBody: { required: true, content: { 'application/x-tar': tarBytes } },
-      responses: {
-        '200': { description: 'What was unpacked', content: { 'application/json': { schema: schemaOf(wire.ArchiveUnpacked) } } },
-        ...errorResponses(UNPACK_ERRORS, responses),
       },
     },
   };

@@ -5,6 +5,9 @@
  */
 export { DSH_ENV_PREFIX, SENSITIVE_ENV_PATTERN, mergeEnvironment, scrubEnvironment } from './seam/index.ts';
 export type {
+  CommandResult,
+  RunCommandOptions,
+  SpawnRequest,
   SubprocessHandle,
   SubprocessOutcome,
   SubprocessRuntime,
@@ -13,6 +16,7 @@ export type {
   SubprocessTerminalHandle,
   SubprocessTerminalSignal,
   SubprocessTerminalSpawnSpec,
+  TerminalSpawnRequest,
 } from './seam/index.ts';
 export { connect, DEFAULT_CONNECT_OPTIONS, RemoteRuntime } from './remote/runtime.ts';
 export { localToken, localTokenFile } from './token-file.ts';

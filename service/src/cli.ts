@@ -8,6 +8,7 @@
  *   execworld exec [options] -- argv run one program, exit with its status
  *   execworld shell | attach <id>    an interactive terminal; Ctrl-P Ctrl-Q detaches
  *   execworld ps | logs <id> | kill <id>
+ *   execworld send <shell-id> <text> | interrupt <shell-id>
  *   execworld token-file             print where a local daemon keeps its token
  *   execworld --version              print the version
  *
@@ -35,10 +36,12 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: 'exec', summary: "run a program on the daemon's host and exit with its status", load: async () => (await import('./cli/exec.ts')).command },
   { name: 'shell', summary: 'start an interactive bash on a new terminal and attach to it', load: async () => (await import('./cli/shell.ts')).command },
   { name: 'attach', summary: 'attach this terminal to a terminal of the daemon', load: async () => (await import('./cli/attach.ts')).command },
-  { name: 'ps', summary: 'list the terminals and processes', load: async () => (await import('./cli/ps.ts')).command },
+  { name: 'ps', summary: 'list the terminals, processes and shells', load: async () => (await import('./cli/ps.ts')).command },
   { name: 'logs', summary: "print a terminal's or a process's output (-f follows it)", load: async () => (await import('./cli/logs.ts')).command },
   { name: 'screen', summary: "print a terminal's screen", load: async () => (await import('./cli/screen.ts')).command },
-  { name: 'kill', summary: 'end a terminal or a process (--delete forgets it too)', load: async () => (await import('./cli/kill.ts')).command },
+  { name: 'kill', summary: 'end a terminal, a process or a shell (--delete forgets it too)', load: async () => (await import('./cli/kill.ts')).command },
+  { name: 'send', summary: 'type input to the command of a kept shell that waits for it', load: async () => (await import('./cli/send.ts')).command },
+  { name: 'interrupt', summary: 'interrupt (SIGINT) the command a kept shell runs', load: async () => (await import('./cli/interrupt.ts')).command },
   { name: 'cp', summary: "copy a file or (-r) a directory to or from the daemon's world", load: async () => (await import('./cli/cp.ts')).command },
   {
     name: 'token-file',
@@ -65,9 +68,10 @@ Options:
 Ctrl-P Ctrl-Q detaches from a terminal (shell, attach), which runs on.
 
 Exit status: exec, shell and attach exit with their program's status (128+n
-when signal n ended it); any command exits 1 when execworld or the daemon
-failed (one line on stderr: execworld: CODE: message) and 2 for a usage error;
-serve exits 1 when the daemon cannot start.
+when signal n ended it), run, send and interrupt with their command's (130
+after Ctrl-C); any command exits 1 when execworld or the daemon failed (one
+line on stderr: execworld: CODE: message) and 2 for a usage error; serve
+exits 1 when the daemon cannot start.
 `;
 }
 

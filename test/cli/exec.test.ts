@@ -4,7 +4,7 @@
  * closed at its end, --env and --cwd, and a signal to the command ending the
  * program.
  */
-import { mkdtempSync, realpathSync } from 'node:fs';
+import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -61,10 +61,10 @@ describe('execworld exec', () => {
     expect(result).toMatchObject({ code: 0, stdout: `hello world||${dir}\n` });
   });
 
-  it("runs in this command's directory by default", async () => {
+  it("runs in the world's directory by default, never this command's (the daemon's own here)", async () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), 'execworld-exec-here-')));
     const result = await runCli(['exec', '--', 'pwd'], { env, cwd: dir });
-    expect(result.stdout).toBe(`${dir}\n`);
+    expect(result.stdout).toBe(`${process.cwd()}\n`);
   });
 
   it('ends the program when it is interrupted, and exits with the status of how it ended', async () => {
@@ -75,6 +75,67 @@ describe('execworld exec', () => {
     // SIGTERM ended it, the first step of a terminate.
     expect(result.code).toBe(128 + 15);
     expect(await processes()).toEqual([]);
+  });
+
+  it('runs without a terminal, saying so, when --tty is asked for but stdin is not a terminal (as kubectl does)', async () => {
+    const cli = startCli(['exec', '--tty', 'cat'], { env, stdin: 'abc\n' });
+    // On a terminal cat would wait for a Ctrl-D that a pipe never sends.
+    const deadline = setTimeout(() => cli.child.kill('SIGKILL'), 30_000);
+    const result = await cli.result.finally(() => clearTimeout(deadline));
+    expect(result).toMatchObject({
+      code: 0,
+      stdout: 'abc\n',
+      stderr: 'execworld: Unable to use a TTY - input is not a terminal or the right kind of file\n',
+    });
+    expect(await processes()).toEqual([]);
+  });
+
+  it("takes docker's habits: -it, -w/--workdir, --env-file and -e", async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'execworld-exec-habits-')));
+    const envFile = join(dir, 'vars.env');
+    // EXECWORLD_TOKEN is the program's: the command itself still uses the token file's token.
+    writeFileSync(
+      envFile,
+      '# a comment\nGREETING=hello world\n\n  INDENTED=kept "as is"\nFROM_HERE\nNOT_SET_HERE\nOVERRIDDEN=file\nEXECWORLD_TOKEN=not-the-token-0123456789\n',
+    );
+    const local: NodeJS.ProcessEnv = { ...env, FROM_HERE: 'local value' };
+    delete local.NOT_SET_HERE;
+    const script = 'echo "$GREETING|$INDENTED|$FROM_HERE|${NOT_SET_HERE-unset}|$OVERRIDDEN|$EXECWORLD_TOKEN|$(pwd)"; cat';
+    const result = await runCli(['exec', '-it', '-w', dir, '--env-file', envFile, '-e', 'OVERRIDDEN=flag', 'sh', '-c', script], {
+      env: local,
+      stdin: 'piped\n',
+    });
+    // Its stdin is a pipe: -t is said to be of no use, -i passes the pipe on.
+    expect(result.stderr).toBe('execworld: Unable to use a TTY - input is not a terminal or the right kind of file\n');
+    expect(result.stdout).toBe(`hello world|kept "as is"|local value|unset|flag|not-the-token-0123456789|${dir}\npiped\n`);
+    expect(result.code).toBe(0);
+    expect((await runCli(['exec', `--workdir=${dir}`, 'pwd'], { env })).stdout).toBe(`${dir}\n`);
+    expect(await runCli(['exec', '--env-file', join(dir, 'missing.env'), 'true'], { env })).toMatchObject({
+      code: 1,
+      stderr: `execworld: cannot read --env-file ${join(dir, 'missing.env')} (ENOENT)\n`,
+    });
+    expect((await runCli(['exec', '--cwd', dir, '-w', dir, 'true'], { env })).code).toBe(2);
+  });
+
+  it('starts the program with -d, prints its id and returns while it runs on; its output is kept for logs', async () => {
+    const result = await runCli(['exec', '-d', 'sh', '-c', 'echo started; exec sleep 300'], { env });
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    const id = result.stdout.trim();
+    expect(id).toMatch(/^p_\S+$/);
+    expect((await daemon.request('GET', `/v1/processes/${id}`)).body.status).toBe('running');
+    await waitFor('the output to be kept', async () => (await runCli(['logs', id], { env })).stdout === 'started\n', 30_000);
+    expect((await runCli(['kill', '--delete', id], { env })).code).toBe(0);
+    const terminal = await runCli(['exec', '-dt', 'sleep', '300'], { env });
+    expect(terminal.stdout).toMatch(/^t_\S+\n$/);
+    const terminalId = terminal.stdout.trim();
+    expect((await daemon.request('GET', `/v1/terminals/${terminalId}`)).body.status).toBe('running');
+    await daemon.request('DELETE', `/v1/terminals/${terminalId}`);
+    // shell -d: a login bash on a terminal, for attach.
+    const shell = await runCli(['shell', '-d', '-w', '/', '-e', 'MARK=detached'], { env });
+    expect(shell).toMatchObject({ code: 0, stdout: expect.stringMatching(/^t_\S+\n$/), stderr: '' });
+    const shellId = shell.stdout.trim();
+    expect((await daemon.request('GET', `/v1/terminals/${shellId}`)).body).toMatchObject({ status: 'running', argv: ['bash', '-l'], cwd: '/' });
+    await daemon.request('DELETE', `/v1/terminals/${shellId}`);
   });
 
   it('says in one line why the program did not start, with exit status 1', async () => {

@@ -3,7 +3,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import { cliEnv, runCli } from '../helpers/cli.ts';
+import { cliEnv, runCli, startCli } from '../helpers/cli.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
@@ -17,7 +17,7 @@ afterAll(() => daemon.close());
 
 describe('execworld run', () => {
   it('prints the output and exits with the status, ending its shell', async () => {
-    const result = await runCli(['run', 'echo "in $PWD"; exit_with() { return $1; }; exit_with 3'], { env, cwd: '/tmp' });
+    const result = await runCli(['run', '--cwd', '/tmp', 'echo "in $PWD"; exit_with() { return $1; }; exit_with 3'], { env });
     expect(result).toMatchObject({ code: 3, stdout: 'in /tmp\n', stderr: '' });
     expect((await daemon.request('GET', '/v1/shells')).body.shells).toEqual([]);
   });
@@ -36,10 +36,52 @@ describe('execworld run', () => {
     const result = await runCli(['run', 'printf "name? "; read answer'], { env });
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('name? ');
-    expect(result.stderr).toMatch(/^execworld: WAITING_FOR_INPUT: the command waits for input \(bash\); shell s_\S+ keeps it\n$/);
+    expect(result.stderr).toMatch(
+      /^execworld: WAITING_FOR_INPUT: the command waits for input \(bash\); shell (s_\S+) keeps it: answer it with 'execworld send \1 <text>', interrupt it with 'execworld interrupt \1', or end the shell with 'execworld kill \1'\n$/,
+    );
     const id = /shell (s_\S+)/.exec(result.stderr)![1]!;
     expect((await daemon.request('POST', `/v1/shells/${id}/send`, { body: { input: 'x\r' } })).body).toMatchObject({ reason: 'completed', exitCode: 0 });
     await daemon.request('DELETE', `/v1/shells/${id}`);
+  });
+
+  /** The owner's shells on the daemon. */
+  const shells = async (): Promise<{ id: string; state: string }[]> => (await daemon.request('GET', '/v1/shells')).body.shells;
+
+  it('prints the output as it comes; Ctrl-C interrupts the command, prints what arrived, exits 130 and ends the shell', async () => {
+    const cli = startCli(['run', 'echo start; sleep 100; echo never'], { env });
+    await waitFor('start to be printed', () => cli.stdout().includes('start'), 30_000);
+    // Printed while the command still runs: the shell's run is under way.
+    expect(await shells()).toEqual([expect.objectContaining({ state: 'running' })]);
+    cli.child.kill('SIGINT');
+    const result = await cli.result;
+    expect(result.code, result.stderr).toBe(130);
+    // What arrived, without the line end the shell adds to a line cut short.
+    expect(result.stdout).toBe('start\n');
+    expect(result.stderr).toBe('');
+    expect(await shells()).toEqual([]);
+  });
+
+  it('keeps the shell at Ctrl-C with --keep, ready for the next command', async () => {
+    const cli = startCli(['run', '--keep', 'echo start; sleep 100'], { env });
+    await waitFor('start to be printed', () => cli.stdout().includes('start'), 30_000);
+    cli.child.kill('SIGINT');
+    const result = await cli.result;
+    expect(result.code, result.stderr).toBe(130);
+    const id = /shell (s_\S+)/.exec(result.stderr)![1]!;
+    expect(await shells()).toEqual([expect.objectContaining({ id, state: 'idle' })]);
+    expect(await runCli(['run', '--shell', id, 'echo again'], { env })).toMatchObject({ code: 0, stdout: 'again\n' });
+    await daemon.request('DELETE', `/v1/shells/${id}`);
+  });
+
+  it('streams long output whole and in order, past the size one answer holds', async () => {
+    // 2 MiB of numbered lines: an answer keeps 1 MiB (its head and tail), the stream all of it.
+    const result = await runCli(['run', 'seq 1 300000'], { env });
+    expect(result.code).toBe(0);
+    const lines = result.stdout.split('\n');
+    expect(lines.length).toBe(300001);
+    expect(lines[0]).toBe('1');
+    expect(lines[299999]).toBe('300000');
+    expect(lines.every((line, index) => index === 300000 || line === String(index + 1))).toBe(true);
   });
 
   it('interrupts at --timeout and exits 130', async () => {

@@ -23,6 +23,7 @@ afterEach(async () => {
   for (const kind of ['terminals', 'processes'] as const) {
     for (const { id } of (await daemon.request('GET', `/v1/${kind}`)).body[kind]) await daemon.request('DELETE', `/v1/${kind}/${id}`);
   }
+  for (const { id } of (await daemon.request('GET', '/v1/shells')).body.shells) await daemon.request('DELETE', `/v1/shells/${id}`);
 });
 
 const BASH = {
@@ -69,6 +70,69 @@ describe('execworld ps', () => {
       expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', "sh -c 'exit 4'")),
       expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', 'sleep 300')),
     ]);
+  });
+});
+
+describe('kept shells', () => {
+  /** A shell kept by `execworld run --keep`, its command waiting at `read`. */
+  async function waitingShell(): Promise<string> {
+    const result = await runCli(['run', '--keep', 'printf "name? "; read answer; echo "hello $answer"'], { env });
+    expect(result, result.stderr).toMatchObject({ code: 1, stdout: 'name? ' });
+    return /shell (s_\S+)/.exec(result.stderr)![1]!;
+  }
+
+  const shellState = async (id: string): Promise<string> => (await daemon.request('GET', `/v1/shells/${id}`)).body.state;
+
+  it("ps lists a shell as one row, with its state and its terminal's pid and argv", async () => {
+    const idle = (await daemon.request('POST', '/v1/shells', { body: { cwd: '/tmp' } })).body as { id: string; terminalId: string };
+    const pid = (await daemon.request('GET', `/v1/terminals/${idle.terminalId}`)).body.pid as number;
+    const open = await waitingShell();
+    const result = await runCli(['ps'], { env });
+    expect(result.code).toBe(0);
+    expect(result.stdout.trimEnd().split('\n')).toEqual([
+      expect.stringMatching(row('ID', 'PID', 'STATUS', 'EXIT', 'ARGV')),
+      expect.stringMatching(row(idle.id, String(pid), 'idle', '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(new RegExp(`^${open} +\\d+ +open +- +/bin/bash --noprofile --norc -i$`)),
+    ]);
+  });
+
+  it('send answers a command waiting for input and prints what it printed then, with its status', async () => {
+    const id = await waitingShell();
+    expect(await runCli(['send', id, 'world'], { env })).toMatchObject({ code: 0, stdout: 'hello world\n', stderr: '' });
+    expect(await shellState(id)).toBe('idle');
+    // Waiting again says so, and how to answer.
+    const again = await runCli(['run', '--shell', id, 'read first; read second; echo "$first-$second"'], { env });
+    expect(again.code).toBe(1);
+    expect(await runCli(['send', id, 'one'], { env })).toMatchObject({ code: 1, stderr: expect.stringContaining(`execworld send ${id} <text>`) });
+    expect(await runCli(['send', '-n', id, 'two'], { env })).toMatchObject({ code: 1 });
+    expect(await runCli(['send', id, '-three'], { env })).toMatchObject({ code: 2 });
+    expect(await runCli(['send', id, '--', '-three'], { env })).toMatchObject({ code: 0, stdout: 'one-two-three\n' });
+  });
+
+  it('a busy shell names the CLI commands that answer, interrupt or end it; interrupt and kill do', async () => {
+    const id = await waitingShell();
+    const busy = await runCli(['run', '--shell', id, 'echo next'], { env });
+    expect(busy).toMatchObject({
+      code: 1,
+      stderr: `execworld: SHELL_BUSY: shell ${id} still runs a command (it waits for input, went idle, or another call runs it): answer it with 'execworld send ${id} <text>', interrupt it with 'execworld interrupt ${id}', or end the shell with 'execworld kill ${id}'\n`,
+    });
+    expect(busy.stderr).not.toMatch(/send\(\)|interrupt\(\)|wait\(\)/);
+    expect(await runCli(['interrupt', id], { env })).toMatchObject({ code: 130, stderr: '' });
+    expect(await shellState(id)).toBe('idle');
+    expect(await runCli(['interrupt', id], { env })).toMatchObject({ code: 1, stderr: `execworld: shell ${id} runs no command (it is idle)\n` });
+    expect(await runCli(['run', '--shell', id, 'echo next'], { env })).toMatchObject({ code: 0, stdout: 'next\n' });
+    expect(await runCli(['kill', id], { env })).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect((await daemon.request('GET', `/v1/shells/${id}`)).status).toBe(404);
+  });
+
+  it('interrupt reaches a command another run waits for, and that run prints how it ended', async () => {
+    const id = await waitingShell();
+    await runCli(['interrupt', id], { env });
+    const run = startCli(['run', '--shell', id, 'echo begun; sleep 100'], { env });
+    await waitFor('the run to print', () => run.stdout().includes('begun'), 30_000);
+    expect(await shellState(id)).toBe('running');
+    expect(await runCli(['interrupt', id], { env })).toMatchObject({ code: 0, stderr: '' });
+    expect(await run.result).toMatchObject({ code: 130 });
   });
 });
 
@@ -127,7 +191,7 @@ describe('errors', () => {
     expect(attach).toMatchObject({ code: 1, stdout: '', stderr: 'execworld: NOT_FOUND: no terminal t_nosuchterminal\n' });
     for (const command of ['kill', 'logs']) {
       const result = await runCli([command, 'p_nosuchprocess'], { env });
-      expect(result, command).toMatchObject({ code: 1, stderr: 'execworld: NOT_FOUND: no terminal or process p_nosuchprocess\n' });
+      expect(result, command).toMatchObject({ code: 1, stderr: 'execworld: NOT_FOUND: no terminal, process or shell p_nosuchprocess\n' });
     }
   });
 
@@ -155,7 +219,7 @@ describe('errors', () => {
 });
 
 describe('help', () => {
-  const COMMANDS = ['serve', 'exec', 'shell', 'attach', 'ps', 'logs', 'kill', 'token-file'];
+  const COMMANDS = ['serve', 'exec', 'shell', 'attach', 'ps', 'logs', 'kill', 'send', 'interrupt', 'token-file'];
 
   it('lists every command, and each command answers --help', async () => {
     const top = await runCli(['--help'], { env });

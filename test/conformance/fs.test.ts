@@ -9,7 +9,8 @@ import { LocalFileSystem } from '@deepseek-ai/dsh-fs-local';
 import type { FsProvider } from '@execworld/sdk/fs';
 import { RemoteFiles } from '@execworld/sdk/fs';
 import { connect } from '@execworld/sdk';
-import { MutationLocks, WorldFiles } from '../../service/src/provider/fs/world-files.ts';
+import { WorldFiles } from '../../service/src/provider/fs/world-files.ts';
+import { MutationLocks } from '../../service/src/provider/fs/mutation-locks.ts';
 import { ALICE, startDaemon } from '../helpers/daemon.ts';
 import { fsContract } from './fs-contract.ts';
 

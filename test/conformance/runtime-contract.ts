@@ -4,14 +4,33 @@
  * runtime. The process part, which also runs in a Windows world, is
  * `process-contract.ts`.
  */
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SubprocessHandle, SubprocessRuntime, SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalHandle } from '@execworld/sdk/seam';
+import type {
+  CommandResult,
+  RunCommandOptions,
+  SpawnRequest,
+  SubprocessHandle,
+  SubprocessRuntime,
+  SubprocessSpawnSpec,
+  SubprocessStdio,
+  SubprocessTerminalHandle,
+} from '@execworld/sdk/seam';
 import { asleepInForeground, sessionPids } from '../helpers/proc.ts';
 import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
 import { collect, pidAlive, sleep, waitFor } from '../helpers/wait.ts';
 
+/** A runtime of the seam with execworld's extensions: specs with defaults, and the one-call run. */
+export type ExecworldRuntime = SubprocessRuntime & {
+  spawn(spec: SpawnRequest): SubprocessHandle;
+  run(command: string | readonly string[], options?: RunCommandOptions): Promise<CommandResult>;
+  dispose(): Promise<void>;
+};
+
 export interface RuntimeUnderTest {
-  readonly runtime: SubprocessRuntime & { dispose(): Promise<void> };
+  readonly runtime: ExecworldRuntime;
   /** Resizes a terminal of this runtime. */
   resize(terminal: SubprocessTerminalHandle, cols: number, rows: number): Promise<void>;
   /** Waits until a handle's pid is known. */
@@ -286,6 +305,96 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         expect(terminal.terminate()).toBe(first);
         await first;
         await expect(terminal.terminate()).resolves.toBeUndefined();
+      });
+    });
+
+    describe('defaults and the one-call run', () => {
+      it("spawns with only argv: pipes, a grace, and this host's working directory (the daemon's, which runs here)", async () => {
+        const handle = runtime.spawn({ argv: ['/bin/sh', '-c', 'pwd; cat'] });
+        const out = collect(handle.stdout!);
+        handle.stdin!.end('piped\n');
+        await expect(handle.done).resolves.toEqual({ exitCode: 0, signal: null });
+        await waitFor('the output', () => out.text().endsWith('piped\n'));
+        expect(out.text()).toBe(`${process.cwd()}\npiped\n`);
+      });
+
+      it('runs a string through /bin/sh and an argv as it is, with the exit, both streams and the duration', async () => {
+        const result = await runtime.run('echo out; echo err >&2; exit 3');
+        expect(result).toMatchObject({ exitCode: 3, signal: null, stdout: 'out\n', stderr: 'err\n', truncated: null, timedOut: false });
+        expect(result.durationMs).toBeGreaterThanOrEqual(0);
+        expect((await runtime.run(['/bin/echo', '$HOME', 'a b'], { cwd: '/' })).stdout).toBe('$HOME a b\n');
+        expect((await runtime.run('pwd', { cwd: '/' })).stdout).toBe('/\n');
+        expect((await runtime.run('echo "$RUN_VAR"', { env: { RUN_VAR: 'set' } })).stdout).toBe('set\n');
+      });
+
+      it('takes stdin as text or bytes, and closes it after them', async () => {
+        expect((await runtime.run('cat', { stdin: 'hello\n' })).stdout).toBe('hello\n');
+        expect((await runtime.run('wc -c', { stdin: new Uint8Array(100_000).fill(7) })).stdout.trim()).toBe('100000');
+        // Without stdin it is /dev/null: a reader sees its end at once.
+        expect((await runtime.run('cat; echo end')).stdout).toBe('end\n');
+      });
+
+      it('streams output to callbacks as it comes', async () => {
+        const go = join(mkdtempSync(join(tmpdir(), 'ew-run-')), 'go');
+        const chunks: string[] = [];
+        const running = runtime.run(`echo one; while [ ! -e ${go} ]; do sleep 0.02; done; echo two >&2`, {
+          onStdout: (chunk) => chunks.push(`out:${Buffer.from(chunk).toString()}`),
+          onStderr: (chunk) => chunks.push(`err:${Buffer.from(chunk).toString()}`),
+        });
+        // The command goes on only once its first line was seen here.
+        await waitFor('the first line', () => chunks.includes('out:one\n'));
+        writeFileSync(go, '');
+        const result = await running;
+        expect(chunks).toEqual(['out:one\n', 'err:two\n']);
+        expect(result).toMatchObject({ exitCode: 0, stdout: 'one\n', stderr: 'two\n' });
+      });
+
+      it('bounds the output it keeps to a head and a tail, counts what it cut, and streams all of it', async () => {
+        let streamed = 0;
+        const result = await runtime.run("head -c 300000 /dev/zero | tr '\\0' a; printf END", {
+          maxOutputBytes: 1000,
+          onStdout: (chunk) => (streamed += chunk.length),
+        });
+        expect(streamed).toBe(300_003);
+        expect(result.stdout).toBe(`${'a'.repeat(500)}${'a'.repeat(497)}END`);
+        expect(result.truncated).toEqual({ stdout: 299_003, stderr: 0 });
+      });
+
+      it('ends the process tree at the timeout and says so', async () => {
+        const result = await runtime.run('echo $$; sleep 30 & echo $!; wait', { timeoutMs: 300, graceMs: 500 });
+        expect(result).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM' });
+        const pids = result.stdout.trim().split('\n').map(Number);
+        expect(pids).toHaveLength(2);
+        expect(pids.filter(pidAlive)).toEqual([]);
+      });
+
+      it('ends the process tree on abort and rejects with the reason', async () => {
+        const controller = new AbortController();
+        let out = '';
+        const running = runtime.run('echo $$; sleep 30 & echo $!; wait', {
+          signal: controller.signal,
+          onStdout: (chunk) => (out += Buffer.from(chunk).toString()),
+        });
+        await waitFor('both pids', () => out.split('\n').length > 2);
+        controller.abort('stop');
+        await expect(running).rejects.toBe('stop');
+        expect(out.trim().split('\n').map(Number).filter(pidAlive)).toEqual([]);
+        await expect(runtime.run('true', { signal: AbortSignal.abort('before') })).rejects.toBe('before');
+      });
+
+      it('leaves nothing running: what the command left in the background is ended with it', async () => {
+        const result = await runtime.run('sleep 300 & echo $!', { graceMs: 300 });
+        expect(result.exitCode).toBe(0);
+        expect(pidAlive(Number(result.stdout.trim()))).toBe(false);
+      });
+
+      it('refuses bad options with the field named, and rejects a command that cannot start', async () => {
+        await expect(runtime.run('true', { timeoutMs: 0 })).rejects.toThrow(/timeoutMs/);
+        await expect(runtime.run('true', { maxOutputBytes: 1 })).rejects.toThrow(/maxOutputBytes/);
+        await expect(runtime.run('')).rejects.toThrow(/command must be a non-empty string/);
+        await expect(runtime.run([])).rejects.toThrow(/argv\[0\]/);
+        await expect(runtime.run(['/definitely/missing'])).rejects.toThrow();
+        expect(existsSync('/definitely/missing')).toBe(false);
       });
     });
 

@@ -11,7 +11,7 @@ import { requiredTool } from '../helpers/tools.ts';
 import type { ShellSubject } from './shell-contract.ts';
 
 /** PowerShell 7: on PATH, or where `dotnet tool install --global` puts it. */
-export const PWSH = requiredTool('pwsh', { candidates: [join(homedir(), '.dotnet', 'tools', 'pwsh')], installedBy: "the README's development notes" });
+export const PWSH = requiredTool('pwsh', { candidates: [join(homedir(), '.dotnet', 'tools', 'pwsh')], installedBy: "CONTRIBUTING.md's development notes" });
 
 export function definePwshShellContract(name: string, make: () => Promise<ShellSubject>): void {
   describe.skipIf(PWSH.skip)(`${name}: persistent pwsh${PWSH.note}`, { timeout: 120_000 }, () => {

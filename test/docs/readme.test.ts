@@ -1,25 +1,24 @@
 /**
- * The README's examples run as written: every ```ts block, and the curl block,
- * is run against a real daemon with only its address replaced, must exit 0,
- * and must leave nothing of its own running on the daemon. The token comes
- * from where the README says: ~/.config/execworld/token.
+ * The examples of the README, CONTRIBUTING and every page of docs/ run as
+ * written: every ```ts block, and every ```sh block that calls curl, is run
+ * against a real daemon with only its address replaced, must exit 0, and must
+ * leave nothing of its own running on the daemon. The token comes from where
+ * the pages say: ~/.config/execworld/token. A block not meant to run takes
+ * another fence (```bash, ```console, ```text).
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REMOTE_ERROR_CLASSES } from '@execworld/sdk';
-import { ERROR_CATALOG, ERROR_CODES } from '@execworld/sdk/protocol';
 import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { codeBlocks, docFiles, readDoc, ROOT } from '../helpers/docs.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
-/** The address the README's examples name. */
-const README_URL = 'http://127.0.0.1:7878';
+/** The address the examples name. */
+const DOCS_URL = 'http://127.0.0.1:7878';
 
-const blocks = [...README.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((match) => ({ lang: match[1]!, code: match[2]! }));
+const FILES = docFiles();
+const blocks = FILES.flatMap((file) => codeBlocks(file));
 const tsBlocks = blocks.filter((block) => block.lang === 'ts');
 const curlBlocks = blocks.filter((block) => block.lang === 'sh' && block.code.includes('curl'));
 
@@ -40,7 +39,7 @@ afterAll(async () => {
   await daemon.close();
 });
 
-/** The environment of a user whose home is `home`: the README's paths under ~ lead there. */
+/** The environment of a user whose home is `home`: the pages' paths under ~ lead there. */
 function userEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, HOME: home };
   delete env.XDG_CONFIG_HOME;
@@ -56,7 +55,7 @@ async function run(file: string, args: string[]): Promise<{ code: number | null;
   return { code, out };
 }
 
-/** Sessions of the README's owner that still run. */
+/** Sessions of the examples' owner that still run. */
 async function running(): Promise<unknown[]> {
   const terminals = (await daemon.request('GET', '/v1/terminals')).body.terminals as { status: string; treeExited: boolean }[];
   const processes = (await daemon.request('GET', '/v1/processes')).body.processes as { status: string; treeExited: boolean }[];
@@ -66,47 +65,87 @@ async function running(): Promise<unknown[]> {
   ];
 }
 
-describe('README errors', () => {
-  it('lists every code of the catalog with its status and SDK class', () => {
-    for (const code of ERROR_CODES) {
-      const row = new RegExp(`^\\| ${ERROR_CATALOG[code].status} \\| \`${code}\` \\| ${REMOTE_ERROR_CLASSES[code].name} \\|`, 'm');
-      expect(README, code).toMatch(row);
-    }
+describe('the pages this test reads', () => {
+  it('are the README, CONTRIBUTING and every page of docs/, listed from the directory', () => {
+    expect(FILES.slice(0, 2)).toEqual(['README.md', 'CONTRIBUTING.md']);
+    for (const page of ['docs/api.md', 'docs/cli.md', 'docs/files.md', 'docs/sdk.md', 'docs/shells.md', 'docs/platforms.md']) expect(FILES).toContain(page);
+  });
+
+  it('hold the examples this test runs', () => {
+    const where = (list: typeof blocks) => new Set(list.map((block) => block.file));
+    // The README's tour has an SDK and a REST example; the reference pages have theirs.
+    expect(where(tsBlocks)).toContain('README.md');
+    expect(where(curlBlocks)).toContain('README.md');
+    expect(where(curlBlocks)).toContain('docs/api.md');
+    for (const page of ['docs/sdk.md', 'docs/shells.md', 'docs/files.md']) expect(where(tsBlocks)).toContain(page);
+    for (const block of tsBlocks.filter((each) => !each.code.includes('LocalRuntime'))) expect(block.code, `${block.file}:${block.line}`).toContain(DOCS_URL);
   });
 });
 
-describe('README examples', () => {
-  it('has the examples this test runs', () => {
-    expect(tsBlocks.length).toBeGreaterThanOrEqual(3);
-    expect(curlBlocks).toHaveLength(1);
-    for (const block of tsBlocks.filter((each) => !each.code.includes('LocalRuntime'))) expect(block.code).toContain(README_URL);
-  });
-
-  it.each(tsBlocks.map((block, index) => [index + 1, block.code.split('\n')[0], block.code] as const))(
-    'ts block %i (%s) runs, exits 0 and leaves nothing running',
-    async (index, _first, code) => {
-      const file = join(scratch, `example-${index}.mts`);
-      writeFileSync(file, code.replaceAll(README_URL, daemon.url));
+describe('examples', () => {
+  it.each(
+    tsBlocks.map((block) => [`${block.file}:${block.line}`, block.code.split('\n').find((line) => line.includes('@execworld')) ?? '', block.code] as const),
+  )(
+    'the ts block at %s (%s) runs, exits 0 and leaves nothing running',
+    async (where, _first, code) => {
+      const file = join(scratch, `example-${where.replaceAll(/[/:.]/g, '-')}.mts`);
+      writeFileSync(file, code.replaceAll(DOCS_URL, daemon.url));
       const result = await run(join(ROOT, 'node_modules', '.bin', 'tsx'), [file]);
       expect(result.code, result.out).toBe(0);
       if (code.includes("write('echo hi\\r')")) expect(result.out).toContain('hi');
+      if (code.includes('echo "$GREETING from $PWD"')) expect(result.out).toContain("output: 'hi from /\\n'");
       expect(await running()).toEqual([]);
       // Each example starts tsx, which compiles it first: slow on a loaded machine.
     },
     120_000,
   );
 
-  it('runs the curl block, which exits 0, answers each call and leaves nothing running', async () => {
-    const { host } = new URL(daemon.url);
-    const script = curlBlocks[0]!.code.replaceAll('localhost:7878', host);
-    const file = join(scratch, 'curl.sh');
-    writeFileSync(file, `set -e\n${script}`);
-    const result = await run('/bin/sh', [file]);
-    expect(result.code, result.out).toBe(0);
-    expect(result.out).toContain('"status":"ok"');
-    expect(result.out).toContain('"applied":true');
-    expect(result.out).toMatch(/"foreground":\{"processGroupId":\d+/);
-    expect(result.out).toMatch(/"status":"exited".*"treeExited":true/);
-    expect(await running()).toEqual([]);
+  it.each(curlBlocks.map((block) => [`${block.file}:${block.line}`, block.code] as const))(
+    'the curl block at %s exits 0, answers each call without an error and leaves nothing running',
+    async (where, code) => {
+      const { host } = new URL(daemon.url);
+      const script = code.replaceAll('localhost:7878', host).replaceAll('127.0.0.1:7878', host);
+      const file = join(scratch, `curl-${where.replaceAll(/[/:.]/g, '-')}.sh`);
+      writeFileSync(file, `set -e\n${script}`);
+      const result = await run('/bin/sh', [file]);
+      expect(result.code, result.out).toBe(0);
+      expect(result.out).not.toContain('"error":{');
+      // What each call the block makes must have answered.
+      if (code.includes('/v1/health')) expect(result.out).toContain('"status":"ok"');
+      if (code.includes('/input')) expect(result.out).toContain('"applied":true');
+      if (code.includes('/foreground')) expect(result.out).toMatch(/"foreground":\{"processGroupId":\d+/);
+      if (code.includes('/terminate')) expect(result.out).toMatch(/"status":"exited".*"treeExited":true/);
+      if (code.includes('/done')) expect(result.out).toMatch(/"settled":true,"exit":\{"exitCode":\d+/);
+      if (code.includes('/collected/')) expect(result.out).toMatch(/"text":"/);
+      expect(await running()).toEqual([]);
+    },
+    120_000,
+  );
+});
+
+describe('the README', () => {
+  const readme = readDoc('README.md');
+
+  it('is a front door: about 250 lines, its contents first, each of its sections listed there', () => {
+    const lines = readme.split('\n').length;
+    console.log(`README.md: ${lines} lines`);
+    expect(lines).toBeLessThanOrEqual(300);
+    const contents = /^## Contents\n\n((?:- .*\n)+)/m.exec(readme);
+    expect(contents, 'a ## Contents list').not.toBeNull();
+    expect(readme.indexOf('## Contents')).toBeLessThan(readme.indexOf('\n## ', readme.indexOf('## Contents') + 1));
+    const sections = [...readme.matchAll(/^## (.+)$/gm)].map((match) => match[1]!).filter((title) => title !== 'Contents');
+    for (const title of sections) expect(contents![1], title).toContain(`[${title}](#`);
+  });
+
+  it('links every page of docs/', () => {
+    for (const page of FILES.filter((file) => file.startsWith('docs/'))) expect(readme).toContain(`](${page})`);
+  });
+
+  it('keeps the two set-up commands: one starts the daemon, one runs the tests', () => {
+    expect(readme).toContain('npm ci && npm start      # installs, then runs the daemon on 127.0.0.1:7878\n');
+    expect(readme).toContain('npm ci && npm test       # installs, then runs lint, type-check and the main suite\n');
+    const scripts = (JSON.parse(readDoc('package.json')) as { scripts: Record<string, string> }).scripts;
+    expect(scripts.start).toBe('exec execworld serve');
+    expect(scripts.test).toBe('npm run lint && npm run typecheck && npm run test:unit');
   });
 });

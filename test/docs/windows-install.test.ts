@@ -1,7 +1,7 @@
 /**
- * The Windows install script and the README say the same: the README's
- * `-PlanOnly` run of deploy/windows/install.ps1 prints exactly the steps the
- * README lists, and the task starts the daemon as its bin would.
+ * The Windows install script and its documentation (docs/platforms.md) say the
+ * same: the page's `-PlanOnly` run of deploy/windows/install.ps1 prints exactly
+ * the steps the page lists, and the task starts the daemon as its bin would.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -12,13 +12,13 @@ import { PWSH } from '../conformance/shell-pwsh-contract.ts';
 import { DAEMON_NODE_FLAGS } from '../helpers/daemon-process.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
-const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+const PAGE = readFileSync(join(ROOT, 'docs/platforms.md'), 'utf8');
 const SCRIPT = join(ROOT, 'deploy/windows/install.ps1');
 
-/** The README's `-PlanOnly` command and the output block right after it. */
+/** The page's `-PlanOnly` command and the output block right after it. */
 function documentedPlan(): { args: string[]; output: string } {
-  const match = /```powershell\npwsh -File deploy\\windows\\install\.ps1 (-PlanOnly[^\n]*)\n```\s*```text\n([\s\S]*?)```/.exec(README);
-  if (match === null) throw new Error('the README has no -PlanOnly run of deploy\\windows\\install.ps1 followed by its output');
+  const match = /```powershell\npwsh -File deploy\\windows\\install\.ps1 (-PlanOnly[^\n]*)\n```\s*```text\n([\s\S]*?)```/.exec(PAGE);
+  if (match === null) throw new Error('docs/platforms.md has no -PlanOnly run of deploy\\windows\\install.ps1 followed by its output');
   return { args: match[1]!.split(' '), output: match[2]! };
 }
 
@@ -31,7 +31,7 @@ function plan(args: readonly string[]): { status: number | null; stdout: string;
 }
 
 describe.skipIf(PWSH.skip)(`deploy/windows/install.ps1${PWSH.note}`, () => {
-  it("prints exactly the README's steps", () => {
+  it("prints exactly the page's steps", () => {
     const { args, output } = documentedPlan();
     const run = plan(args);
     expect(run.stderr).toBe('');

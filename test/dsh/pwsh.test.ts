@@ -51,7 +51,7 @@ import { asleepInForeground, sessionPids, sessionProcesses } from '../helpers/pr
 import { requiredTool } from '../helpers/tools.ts';
 import { collect, sleep, waitFor } from '../helpers/wait.ts';
 
-const pwsh = requiredTool('pwsh', { candidates: [join(homedir(), '.dotnet', 'tools', 'pwsh')], installedBy: "the README's development notes" });
+const pwsh = requiredTool('pwsh', { candidates: [join(homedir(), '.dotnet', 'tools', 'pwsh')], installedBy: "CONTRIBUTING.md's development notes" });
 
 /** A credential-shaped variable of the host (and so of the in-process daemon) that no shell may see, and a plain one that every shell sees. */
 const SECRET = 'EW_PWSH_SECRET_TOKEN';

@@ -14,8 +14,8 @@ import { waitFor } from './wait.ts';
 /** The daemon's bin, `execworld`. */
 export const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
 
-/** The V8 flags of the bin's `#!/usr/bin/env -S node …` line, which are part of how the daemon runs. */
-export const DAEMON_NODE_FLAGS: readonly string[] = /^#!\S*env -S node((?: --?[\w-]+)*)$/
+/** The V8 flags of the bin's `#!/usr/bin/env -S node … --` line, which are part of how the daemon runs. */
+export const DAEMON_NODE_FLAGS: readonly string[] = /^#!\S*env -S node((?: --?\w[\w-]*)*)(?: --)?$/
   .exec(readFileSync(BIN, 'utf8').split('\n')[0]!)![1]!
   .split(' ')
   .filter(Boolean);
@@ -46,13 +46,25 @@ export interface DaemonProcess {
   stop(options?: { via?: 'daemon' | 'launcher' }): Promise<number | null>;
 }
 
-export async function startDaemon(args: string[] = [], nodeArgs: string[] = [], options: { uid?: number } = {}): Promise<DaemonProcess> {
+/**
+ * Starts the daemon of this checkout on a free port, with a home of its own;
+ * with `uid` as that user (its group `gid`, the uid's number when not given,
+ * and no supplementary group but `groups`), every privilege of this process
+ * dropped.
+ */
+export async function startDaemon(
+  args: string[] = [],
+  nodeArgs: string[] = [],
+  options: { uid?: number; gid?: number; groups?: readonly number[] } = {},
+): Promise<DaemonProcess> {
   const home = mkdtempSync(join(tmpdir(), 'execworld-bench-'));
   const argv = [process.execPath, ...daemonArgv(['serve', '--port', '0', ...args], nodeArgs)];
   if (options.uid !== undefined) {
     // Another user runs it: its home is theirs, and setpriv drops every privilege of this process.
-    chownSync(home, options.uid, options.uid);
-    argv.unshift('setpriv', `--reuid=${options.uid}`, `--regid=${options.uid}`, '--clear-groups', '--');
+    const gid = options.gid ?? options.uid;
+    chownSync(home, options.uid, gid);
+    const groups = options.groups === undefined || options.groups.length === 0 ? ['--clear-groups'] : [`--groups=${options.groups.join(',')}`];
+    argv.unshift('setpriv', `--reuid=${options.uid}`, `--regid=${gid}`, ...groups, '--');
   }
   return serveFrom(argv, { env: { ...process.env, XDG_CONFIG_HOME: home, XDG_STATE_HOME: home } });
 }

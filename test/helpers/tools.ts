@@ -46,7 +46,7 @@ export function findTool(name: string, candidates: readonly string[] = [], env: 
 /**
  * The program `name`, looked up once: on PATH, then at `candidates` (where an
  * installer puts it without putting it on PATH).
- * @param installedBy - where the reason tells a developer to look, e.g. "the README's development notes".
+ * @param installedBy - where the reason tells a developer to look, e.g. "CONTRIBUTING.md's development notes".
  */
 export function requiredTool(name: string, options: { candidates?: readonly string[]; installedBy?: string; env?: NodeJS.ProcessEnv } = {}): RequiredTool {
   const env = options.env ?? process.env;

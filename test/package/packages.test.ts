@@ -8,7 +8,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveFrom, type DaemonProcess } from '../helpers/daemon-process.ts';
@@ -117,6 +117,20 @@ describe('the packed tarballs', () => {
     );
     // The browser view: its script built, not its TypeScript or the bundler.
     expect(files.filter((file) => file.startsWith('package/ui/')).sort()).toEqual(['package/ui/index.html', 'package/ui/page.css', 'package/ui/page.js']);
+  });
+
+  it('are about the sizes docs/sdk.md gives (within a fifth)', () => {
+    const page = readFileSync(join(ROOT, 'docs/sdk.md'), 'utf8');
+    const stated = [...page.matchAll(/`(execworld-[a-z]+)-[\d.]+\.tgz` \(about (\d+) kB packed, (\d+) files\)/g)];
+    expect(stated.map((match) => match[1])).toEqual(['execworld-sdk', 'execworld-service']);
+    for (const [, name, kB, files] of stated) {
+      const entry = packed.find((each) => basename(each.tarball).startsWith(`${name}-`))!;
+      console.log(`${name}: ${(entry.size / 1000).toFixed(1)} kB packed, ${entry.files} files (docs/sdk.md: about ${kB} kB, ${files} files)`);
+      expect(entry.size / 1000 / Number(kB), `${name}'s size`).toBeGreaterThan(0.8);
+      expect(entry.size / 1000 / Number(kB), `${name}'s size`).toBeLessThan(1.2);
+      expect(entry.files / Number(files), `${name}'s files`).toBeGreaterThan(0.8);
+      expect(entry.files / Number(files), `${name}'s files`).toBeLessThan(1.2);
+    }
   });
 
   it('declarations name their neighbours by their .js files', () => {

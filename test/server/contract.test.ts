@@ -60,9 +60,11 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'process.wait': () => ({ id: ids.process, timeoutMs: 10 }),
   'process.terminate': () => ({ id: ids.process }),
   'process.delete': () => ({ id: ids.process }),
+  'command.run': () => ({ command: 'echo ran', cwd: '/tmp' }),
   'shell.create': () => ({ cwd: '/tmp' }),
   'shell.list': () => ({}),
   'shell.get': () => ({ id: ids.shell }),
+  'shell.history': () => ({ id: ids.shell }),
   // Three reads keep the run open for the calls that need one: send answers one, wait finds the next waiting, interrupt ends it.
   'shell.run': () => ({ id: ids.shell, command: 'read a; read b; read c' }),
   'shell.send': () => ({ id: ids.shell, input: 'a\r' }),
@@ -89,7 +91,9 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
 };
 
 /** Runs the operations in table order, so a session exists before it is used and ends last. */
-const ORDER = [...OPERATION_LIST].sort((a, b) => rank(a) - rank(b));
+/** The JSON calls: those that carry bytes are made over REST only, and files.test.ts and transfer-routes.test.ts make them. */
+const CALLS = OPERATION_LIST.filter((spec) => spec.bytes === undefined);
+const ORDER = [...CALLS].sort((a, b) => rank(a) - rank(b));
 function rank(spec: OperationSpec): number {
   if (spec.name.endsWith('.create')) return 0;
   if (spec.name.endsWith('.closeStdin')) return 2;
@@ -114,7 +118,7 @@ function restCall(spec: OperationSpec, params: Record<string, unknown>) {
 
 describe('operation contract', () => {
   it('has a valid call for every operation', () => {
-    expect(Object.keys(FIXTURES).sort()).toEqual(OPERATION_LIST.map((spec) => spec.name).sort());
+    expect(Object.keys(FIXTURES).sort()).toEqual(CALLS.map((spec) => spec.name).sort());
   });
 
   it.each(['rest', 'websocket'] as const)('answers every operation over %s with its result schema', async (transport) => {
@@ -139,6 +143,18 @@ describe('operation contract', () => {
         ids.upload = (result as { id: string }).id;
         ids.spareUpload = (await daemon.request('POST', '/v1/files/uploads', { body: { path: join(dir, 'spare.bin') } })).body.id;
       }
+    }
+  });
+
+  it('refuses over the WebSocket each call that carries bytes, naming its REST route', async () => {
+    const bytes = OPERATION_LIST.filter((spec) => spec.bytes !== undefined);
+    expect(bytes.map((spec) => spec.name).sort()).toEqual(['archive.pack', 'archive.unpack', 'files.content', 'upload.bytes']);
+    for (const spec of bytes) {
+      const refused = await socket.call(spec.name, { path: dir, id: 'u_x', offset: 0 }).then(
+        () => undefined,
+        (error: Error & { code?: string }) => `${error.code}: ${error.message}`,
+      );
+      expect(refused, spec.name).toContain(`INVALID_ARGUMENT: ${spec.name} carries bytes: it is made over REST only, as ${spec.method} ${spec.path}`);
     }
   });
 });

@@ -11,8 +11,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ErrorCode } from '@execworld/sdk/protocol';
-import { CONTENT_ERRORS } from '../../scripts/openapi.ts';
+import { OPERATIONS, type ErrorCode } from '@execworld/sdk/protocol';
 import { parseTokenFile, resolveUsers } from '../../service/src/server/auth.ts';
 import { ConfigError } from '../../service/src/server/config.ts';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
@@ -68,6 +67,16 @@ describe('GET /v1/files/content', () => {
   const data = Buffer.from(Array.from({ length: 300_000 }, (_value, index) => (index * 7) % 256));
   beforeAll(() => writeFileSync(file, data));
 
+  it('takes a query field as its schema says: a path of digits stays a path, an offset of digits is a number', async () => {
+    writeFileSync(join(scratch, '12345'), 'digits');
+    const answer = await content({ path: '12345', cwd: scratch, offset: '2' });
+    expect(answer.status, answer.error?.message).toBe(200);
+    expect(answer.bytes.toString()).toBe('gits');
+    const refused = await content({ path: '12345', cwd: scratch, offset: 'two' });
+    expect(refused.error?.code).toBe('INVALID_ARGUMENT');
+    expect(refused.error?.message).toContain('query.offset');
+  });
+
   it('streams the bytes with the size and version, and from an offset', async () => {
     const whole = await content({ path: file });
     expect(whole.status).toBe(200);
@@ -115,7 +124,7 @@ describe('GET /v1/files/content', () => {
       ['FS_STALE_VERSION', () => content({ path: file, offset: '10', version: 'not-its-version' })],
     ];
     // A fault of the daemon, and Node's 60 s headers timeout, cannot be brought about here.
-    await expectDocumentedCodes(scenarios, CONTENT_ERRORS, ['CLIENT_TIMEOUT', 'INTERNAL']);
+    await expectDocumentedCodes(scenarios, OPERATIONS['files.content'].errors, ['CLIENT_TIMEOUT', 'INTERNAL']);
   });
 
   it('sends exactly the size the file had when opened, whatever is appended meanwhile', async () => {

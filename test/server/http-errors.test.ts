@@ -82,11 +82,15 @@ describe('ids are opaque', () => {
     'shell.run': { command: 'true' },
     'shell.send': { input: 'x' },
   };
+  /** The bytes of a call that carries them, with their media type. */
+  const byteBody = (spec: (typeof withId)[number]) =>
+    spec.body === 'bytes' ? { raw: 'x', headers: { 'content-type': spec.bytes?.body ?? 'application/octet-stream' } } : {};
 
   it.each(withId.map((spec) => [spec.name, spec] as const))('%s answers a malformed id with 404 NOT_FOUND', async (_name, spec) => {
     for (const id of malformed) {
-      const path = spec.path.replace('{id}', id).replace('{stream}', 'stdout') + (spec.name === 'process.collected' ? '?from=0' : '');
-      const answer = await daemon.request(spec.method, path, spec.method === 'POST' ? { body: BODIES[spec.name] ?? {} } : {});
+      const query = spec.name === 'process.collected' ? '?from=0' : spec.name === 'upload.bytes' ? '?offset=0' : '';
+      const path = spec.path.replace('{id}', id).replace('{stream}', 'stdout') + query;
+      const answer = await daemon.request(spec.method, path, spec.method === 'POST' ? { body: BODIES[spec.name] ?? {} } : byteBody(spec));
       expectError(answer, 'NOT_FOUND');
     }
   });

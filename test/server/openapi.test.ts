@@ -20,10 +20,8 @@ describe('openapi/', () => {
   it('documents every operation under its name', () => {
     const document = JSON.parse(readFileSync(new URL('../../openapi/openapi.json', import.meta.url), 'utf8'));
     const ids = Object.values(document.paths).flatMap((path: any) => Object.values(path).map((operation: any) => operation.operationId));
-    // Beside the table's operations: the WebSocket, and the byte routes of files (content, an upload's bytes, archives).
-    expect(ids.sort()).toEqual(
-      [...OPERATION_LIST.map((spec) => spec.name), 'connect', 'files.content', 'upload.bytes', 'archive.pack', 'archive.unpack'].sort(),
-    );
+    // Beside the table's operations (those that carry bytes too): the WebSocket.
+    expect(ids.sort()).toEqual([...OPERATION_LIST.map((spec) => spec.name), 'connect'].sort());
   });
 });
 

@@ -59,7 +59,7 @@ describe.skipIf(!canMakeUsers && !isCi())('the privilege separation, attacked by
   const children: { kill(signal?: NodeJS.Signals): boolean }[] = [];
 
   beforeAll(async () => {
-    requiredTool('cc', { installedBy: "the README's development notes" }).require();
+    requiredTool('cc', { installedBy: "CONTRIBUTING.md's development notes" }).require();
     bob = makeUser();
     mal = makeUser();
     chmodSync(scratch, 0o755);

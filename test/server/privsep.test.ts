@@ -96,7 +96,7 @@ describe.skipIf(!canMakeUsers && !isCi())('an owner mapped to an OS user, on a d
     let log: string;
 
     beforeAll(async () => {
-      requiredTool('cc', { installedBy: "the README's development notes" }).require();
+      requiredTool('cc', { installedBy: "CONTRIBUTING.md's development notes" }).require();
       // The owner's own program builds the library in its home directory, as an attacker would.
       const source = join(mal.home, 'l.c');
       writeFileSync(

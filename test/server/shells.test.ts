@@ -4,9 +4,10 @@
  * that goes away, a busy shell and bad input get.
  */
 import { dirname } from 'node:path';
+import { schemas } from '@execworld/sdk/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { ALICE, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { PWSH } from '../conformance/shell-pwsh-contract.ts';
 
@@ -70,6 +71,45 @@ describe('/v1/shells', () => {
       output: 'got yes\n',
       exitCode: 0,
     });
+  });
+
+  it('lists its last runs with their state and output for any reader of the owner, within its bounds', async () => {
+    const id = await createShell();
+    const history = async (token?: string): Promise<{ status: number; body: any }> =>
+      daemon.request('GET', `/v1/shells/${id}/history`, token === undefined ? {} : { token });
+    expect((await history()).body).toEqual({ runs: [], dropped: 0 });
+    await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'read -p "ok? " a; echo "got $a"' } });
+    expect((await history(ALICE_READER)).body.runs).toMatchObject([
+      { command: 'read -p "ok? " a; echo "got $a"', state: 'waiting_for_input', exitCode: null, waitingFor: { command: 'bash' }, output: 'ok? ' },
+    ]);
+    // A run refused as busy is no run.
+    expect((await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'echo typed-into-read' } })).status).toBe(409);
+    await daemon.request('POST', `/v1/shells/${id}/send`, { body: { input: 'yes\r' } });
+    const answered = (await history()).body;
+    expect(answered.runs).toHaveLength(1);
+    expect(answered.runs[0]).toMatchObject({ state: 'completed', exitCode: 0, waitingFor: null, output: 'ok? got yes\n', truncated: false });
+    // Only the end of a long output is kept.
+    const long = schemas.SHELL_RUN_OUTPUT_CHARS * 2;
+    await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: `head -c ${long} /dev/zero | tr '\\0' x; echo; echo end-$((1+1))` } });
+    const kept = (await history()).body.runs[1];
+    expect(kept.output).toHaveLength(schemas.SHELL_RUN_OUTPUT_CHARS);
+    expect(kept.output.endsWith('x\nend-2\n')).toBe(true);
+    expect(kept.truncated).toBe(true);
+    // A long command is kept by its start.
+    const command = `: ${'c'.repeat(schemas.SHELL_RUN_COMMAND_CHARS)}`;
+    await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command } });
+    expect((await history()).body.runs[2].command).toBe(command.slice(0, schemas.SHELL_RUN_COMMAND_CHARS));
+    // Only the last runs are kept, and the list says how many went.
+    for (let n = 0; n < schemas.SHELL_RUNS_KEPT; n += 1) await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: `echo run-${n}` } });
+    const last = (await history()).body;
+    expect(last.runs).toHaveLength(schemas.SHELL_RUNS_KEPT);
+    expect(last.dropped).toBe(3);
+    expect(last.runs.at(-1)).toMatchObject({
+      command: `echo run-${schemas.SHELL_RUNS_KEPT - 1}`,
+      state: 'completed',
+      output: `run-${schemas.SHELL_RUNS_KEPT - 1}\n`,
+    });
+    expect((await history(BOB)).status).toBe(404);
   });
 
   it('reports the shell’s exit and runs the next command on a fresh terminal', async () => {

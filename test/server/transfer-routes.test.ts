@@ -10,8 +10,7 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ErrorCode } from '@execworld/sdk/protocol';
-import { ARCHIVE_ERRORS, UNPACK_ERRORS, UPLOAD_BYTES_ERRORS } from '../../scripts/openapi.ts';
+import { OPERATIONS, type ErrorCode } from '@execworld/sdk/protocol';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
 import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
@@ -108,9 +107,10 @@ describe('PUT /v1/files/uploads/{id}', () => {
         },
       ],
       ['HEADERS_TOO_LARGE', () => bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'x', headers: { 'x-padding': 'p'.repeat(20_000) } })],
+      ['URI_TOO_LONG', () => bytes('PUT', `/v1/files/uploads/u_${'x'.repeat(200)}?offset=0`, { body: 'x' })],
     ];
     // A disk that fails, a fault of the daemon, and Node's 60 s headers timeout cannot be brought about here.
-    await expectDocumentedCodes(scenarios, UPLOAD_BYTES_ERRORS, ['FS_IO_ERROR', 'CLIENT_TIMEOUT', 'INTERNAL']);
+    await expectDocumentedCodes(scenarios, OPERATIONS['upload.bytes'].errors, ['FS_IO_ERROR', 'CLIENT_TIMEOUT', 'INTERNAL']);
   });
 
   it('discards an upload that is deleted, and one of a daemon that shuts down', async () => {
@@ -137,23 +137,32 @@ describe('/v1/files/archive', () => {
     writeFileSync(file, 'x');
     const loop = join(scratch, 'loop');
     symlinkSync('loop', loop);
-    const scenarios: [ErrorCode, () => ReturnType<typeof bytes>][] = [
+    const pack: [ErrorCode, () => ReturnType<typeof bytes>][] = [
       ['INVALID_ARGUMENT', () => bytes('GET', '/v1/files/archive')],
       ['UNAUTHORIZED', () => bytes('GET', `/v1/files/archive?path=${empty}`, { token: null })],
-      // A pack only reads; an unpack writes.
-      [
-        'READ_ONLY',
-        () => bytes('PUT', `/v1/files/archive?path=${empty}`, { body: tarOf(empty, ['.']), contentType: 'application/x-tar', token: ALICE_READER }),
-      ],
-      ['UNSUPPORTED_MEDIA_TYPE', () => bytes('PUT', `/v1/files/archive?path=${empty}`, { body: '{}', contentType: 'application/json' })],
       ['FS_NOT_FOUND', () => bytes('GET', `/v1/files/archive?path=${join(scratch, 'missing')}`)],
       ['FS_NOT_DIRECTORY', () => bytes('GET', `/v1/files/archive?path=${file}`)],
       ['FS_PERMISSION_DENIED', () => bytes('GET', `/v1/files/archive?path=${join(root, 'door')}`, { token: CAROL })],
       ['FS_IO_ERROR', () => bytes('GET', `/v1/files/archive?path=${join(loop, 'x')}`)],
       ['HEADERS_TOO_LARGE', () => bytes('GET', `/v1/files/archive?path=${empty}`, { headers: { 'x-padding': 'p'.repeat(20_000) } })],
     ];
-    await expectDocumentedCodes(scenarios, UNPACK_ERRORS, ['CLIENT_TIMEOUT', 'INTERNAL']);
-    expect(UNPACK_ERRORS.filter((code) => !ARCHIVE_ERRORS.includes(code))).toEqual(['READ_ONLY']);
+    await expectDocumentedCodes(pack, OPERATIONS['archive.pack'].errors, ['CLIENT_TIMEOUT', 'INTERNAL']);
+    const tar = tarOf(empty, ['.']);
+    const unpack = (path: string, options: Parameters<typeof bytes>[2] = {}) =>
+      bytes('PUT', `/v1/files/archive?path=${encodeURIComponent(path)}`, { body: tar, contentType: 'application/x-tar', ...options });
+    const unpackScenarios: [ErrorCode, () => ReturnType<typeof bytes>][] = [
+      ['INVALID_ARGUMENT', () => bytes('PUT', '/v1/files/archive', { body: tar, contentType: 'application/x-tar' })],
+      ['UNAUTHORIZED', () => unpack(empty, { token: null })],
+      // A pack only reads; an unpack writes.
+      ['READ_ONLY', () => unpack(empty, { token: ALICE_READER })],
+      ['UNSUPPORTED_MEDIA_TYPE', () => unpack(empty, { body: '{}', contentType: 'application/json' })],
+      ['FS_NOT_DIRECTORY', () => unpack(file)],
+      ['FS_PERMISSION_DENIED', () => unpack(join(root, 'door'), { token: CAROL })],
+      ['FS_IO_ERROR', () => unpack(join(loop, 'x'))],
+      ['HEADERS_TOO_LARGE', () => unpack(empty, { headers: { 'x-padding': 'p'.repeat(20_000) } })],
+    ];
+    // An unpack makes its directory and the directories above it: FS_NOT_FOUND is only a directory removed while it is unpacked into.
+    await expectDocumentedCodes(unpackScenarios, OPERATIONS['archive.unpack'].errors, ['FS_NOT_FOUND', 'CLIENT_TIMEOUT', 'INTERNAL']);
     expect((await bytes('GET', `/v1/files/archive?path=${empty}`, { token: ALICE_READER })).status).toBe(200);
   });
 

@@ -24,10 +24,11 @@ let daemon: DaemonProcess;
 beforeAll(async () => {
   daemon = await startDaemon();
 });
+// A daemon that just made 250,000 entries, on a busy machine, may take a while to stop: wait for it rather than a default.
 afterAll(async () => {
   await daemon.stop();
   rmSync(scratch, { recursive: true, force: true });
-});
+}, 180_000);
 
 function header(fields: tar.HeaderData): Buffer {
   const made = new tar.Header(fields);

@@ -3,7 +3,10 @@
  * the page lists the owner's sessions, shows a terminal live from its screen
  * snapshot, takes typing when the token may write and none when it may only
  * read, shows a process's two streams, and resumes byte-exact after its
- * connection is cut. The daemon is reached through a proxy that can cut and
+ * connection is cut. A page that may write starts terminals and shells and
+ * ends sessions; the page in control fits the remote terminal to its pane
+ * while a watching one never resizes it; ended sessions fold away; a shell is
+ * shown as its runs. The daemon is reached through a proxy that can cut and
  * stall every connection, as a network failure would.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -17,8 +20,10 @@ import { requiredTool } from '../helpers/tools.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const CHROMIUM = requiredTool('chromium', { installedBy: '.ci/run (apt-get install chromium)' });
-/** Where the screenshot is left for a person to look at. */
+/** Where the screenshots are left for a person to look at. */
 export const SCREENSHOT = join(import.meta.dirname, '../../.cache/ui/terminal.png');
+const DRIVING_SCREENSHOT = join(import.meta.dirname, '../../.cache/ui/driving.png');
+const SHELL_SCREENSHOT = join(import.meta.dirname, '../../.cache/ui/shell.png');
 const RING_BYTES = 64 * 1024;
 /** Generous: Chromium's first start on a loaded machine is slow. */
 const DEADLINE = 60_000;
@@ -93,10 +98,65 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
   }
 
   /** Waits for the session to be listed, then opens it. */
-  async function choose(page: Page, list: 'terminals' | 'processes', id: string): Promise<void> {
+  async function choose(page: Page, list: 'terminals' | 'processes' | 'shells', id: string): Promise<void> {
     const row = page.locator(`#${list} button[data-id="${id}"]`);
     await row.waitFor({ timeout: DEADLINE });
     await row.click();
+  }
+
+  /** Takes a screenshot of the whole page to `path` and checks it is a PNG of the page's size. */
+  async function screenshot(page: Page, path: string): Promise<void> {
+    mkdirSync(join(path, '..'), { recursive: true });
+    await page.screenshot({ path });
+    const png = readFileSync(path);
+    expect(png.subarray(1, 4).toString('latin1')).toBe('PNG');
+    // The header's first chunk (IHDR) gives the width and height.
+    const viewport = page.viewportSize()!;
+    expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual([viewport.width, viewport.height]);
+  }
+
+  /** Calls of `operation` the daemon has answered over WebSockets, from its metrics. */
+  async function callCount(operation: string): Promise<number> {
+    const text = await (await fetch(`${daemon.url}/metrics`, { headers: { authorization: `Bearer ${ALICE}` } })).text();
+    let count = 0;
+    for (const line of text.split('\n')) {
+      if (line.startsWith('execworld_call_duration_seconds_count{') && line.includes(`operation="${operation}"`) && line.includes('transport="websocket"')) {
+        count += Number(line.slice(line.lastIndexOf(' ') + 1));
+      }
+    }
+    return count;
+  }
+
+  async function terminalSize(id: string): Promise<{ rows: number; cols: number }> {
+    const { rows, cols } = (await daemon.request('GET', `/v1/terminals/${id}`)).body as { rows: number; cols: number };
+    return { rows, cols };
+  }
+
+  /**
+   * The size of the page's emulator, and whether it fills its pane: the rows it draws, and its cell grid against the
+   * pane's inner box, which must leave less than a cell (and the scroll bar's room) unused.
+   */
+  async function paneFit(page: Page): Promise<{ rows: number; cols: number; fills: boolean }> {
+    // Run in the page (as text: this file is compiled without the DOM's types).
+    return page.evaluate(`(() => {
+      const pane = document.getElementById('screen');
+      const style = getComputedStyle(pane);
+      const innerWidth = pane.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+      const innerHeight = pane.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+      const grid = pane.querySelector('.xterm-screen').getBoundingClientRect();
+      const rows = pane.querySelectorAll('.xterm-rows > div').length;
+      const cellHeight = pane.querySelector('.xterm-rows > div').getBoundingClientRect().height;
+      const measure = document.createElement('span');
+      measure.textContent = 'W'.repeat(100);
+      pane.querySelector('.xterm-rows').append(measure);
+      const cellWidth = measure.getBoundingClientRect().width / 100;
+      measure.remove();
+      const cols = Math.round(grid.width / cellWidth);
+      const unusedWidth = innerWidth - grid.width;
+      const unusedHeight = innerHeight - rows * cellHeight;
+      const fills = unusedWidth >= 0 && unusedWidth < cellWidth + 20 && unusedHeight >= 0 && unusedHeight < cellHeight + 1;
+      return { rows, cols, fills };
+    })()`);
   }
 
   const screenText = (page: Page): Promise<string> => page.locator('#screen .xterm-rows').innerText();
@@ -311,6 +371,263 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
       await context.close();
     },
     2 * DEADLINE,
+  );
+
+  it(
+    'starts a terminal and a shell from a page that may write, and ends them; a read-only page offers neither',
+    async () => {
+      const listed = async (path: string, key: string): Promise<{ id: string; status?: string; argv?: string[] }[]> =>
+        (await daemon.request('GET', path)).body[key];
+      const { context, page, problems } = await open(ALICE);
+      await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner alice · may write');
+      await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).toBe('open');
+      const before = new Set((await listed('/v1/terminals', 'terminals')).map((terminal) => terminal.id));
+
+      // The owner's own shell, in a terminal the page opens in control.
+      await page.locator('#new-terminal').click();
+      let started = '';
+      await waitFor(
+        'a new terminal',
+        async () => {
+          started = (await listed('/v1/terminals', 'terminals')).find((terminal) => !before.has(terminal.id))?.id ?? '';
+          return started !== '';
+        },
+        DEADLINE,
+      );
+      await expect.poll(() => page.locator('#view-title').textContent(), { timeout: DEADLINE }).toContain(started);
+      await expect.poll(() => page.locator('#control').textContent(), { timeout: DEADLINE }).toMatch(/^in control/);
+      await page.keyboard.type('echo made-$((2+3))\n');
+      await waitFor('the new terminal to run what was typed', async () => (await outputText(started)).includes('made-5\r\n'), DEADLINE);
+      await page.locator('#end').click();
+      await waitFor('the terminal to end', async () => (await daemon.request('GET', `/v1/terminals/${started}`)).body.status === 'exited', DEADLINE);
+
+      // A command line of the person's own.
+      const known = new Set((await listed('/v1/terminals', 'terminals')).map((terminal) => terminal.id));
+      await page.locator('#command').fill('echo line-$((3+4)); exec sleep 600');
+      await page.locator('#new-terminal').click();
+      let lined = '';
+      await waitFor(
+        'the command line to run in a new terminal',
+        async () => {
+          lined = (await listed('/v1/terminals', 'terminals')).find((terminal) => !known.has(terminal.id))?.id ?? '';
+          return lined !== '' && (await outputText(lined)).includes('line-7\r\n');
+        },
+        DEADLINE,
+      );
+      await expect.poll(() => page.locator('#view-title').textContent(), { timeout: DEADLINE }).toContain(lined);
+      await page.locator('#end').click();
+      await waitFor('the command line terminal to end', async () => (await daemon.request('GET', `/v1/terminals/${lined}`)).body.status === 'exited', DEADLINE);
+
+      // A persistent shell, run from the page.
+      const shells = new Set((await listed('/v1/shells', 'shells')).map((shell) => shell.id));
+      await page.locator('#new-shell').click();
+      let shellId = '';
+      await waitFor(
+        'a new shell',
+        async () => {
+          shellId = (await listed('/v1/shells', 'shells')).find((shell) => !shells.has(shell.id))?.id ?? '';
+          return shellId !== '';
+        },
+        DEADLINE,
+      );
+      await expect.poll(() => page.locator('#view-title').textContent(), { timeout: DEADLINE }).toContain(shellId);
+      await page.locator('#run-command').fill('echo via-page-$((4+4))');
+      await page.locator('#run-command').press('Enter');
+      await expect.poll(() => page.locator('#runs').innerText(), { timeout: DEADLINE }).toContain('via-page-8');
+      expect(await page.locator('#runs li').first().innerText()).toContain('exited 0');
+      await page.locator('#end').click();
+      await waitFor('the shell to be ended', async () => !(await listed('/v1/shells', 'shells')).some((shell) => shell.id === shellId), DEADLINE);
+      expect(problems).toEqual([]);
+      await context.close();
+
+      // A read token is offered nothing to start or end.
+      const reader = await open(ALICE_READER);
+      await expect.poll(() => reader.page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner alice · read-only');
+      await choose(reader.page, 'terminals', terminalId);
+      await expect.poll(() => reader.page.locator('#control').textContent(), { timeout: DEADLINE }).toMatch(/^watching/);
+      expect(await reader.page.locator('#new-terminal').isVisible()).toBe(false);
+      expect(await reader.page.locator('#new-shell').isVisible()).toBe(false);
+      expect(await reader.page.locator('#command').isVisible()).toBe(false);
+      expect(await reader.page.locator('#end').isVisible()).toBe(false);
+      expect(reader.problems).toEqual([]);
+      await reader.context.close();
+    },
+    6 * DEADLINE,
+  );
+
+  it(
+    'fits the remote terminal to the pane of the page in control, on open and on resize; a watching page never resizes it',
+    async () => {
+      const created = await daemon.request('POST', '/v1/terminals', {
+        body: { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: tmpdir(), rows: 12, cols: 50, env: { PS1: 'fit$ ' }, graceMs: 2000 },
+      });
+      expect(created.status).toBe(201);
+      const id = created.body.id as string;
+      const driver = await open(ALICE);
+      await choose(driver.page, 'terminals', id);
+      await caughtUp(driver.page, id);
+      // Opened by another client's command: the page watches until it takes the keyboard.
+      expect(await driver.page.locator('#control').textContent()).toMatch(/^watching/);
+      expect(await terminalSize(id)).toEqual({ rows: 12, cols: 50 });
+      await driver.page.locator('#screen .xterm').click();
+      await expect.poll(() => driver.page.locator('#control').textContent(), { timeout: DEADLINE }).toMatch(/^in control/);
+      let fit = { rows: 0, cols: 0, fills: false };
+      await waitFor(
+        'the remote terminal to take the size of the pane',
+        async () => {
+          fit = await paneFit(driver.page);
+          const size = await terminalSize(id);
+          return fit.fills && size.rows === fit.rows && size.cols === fit.cols;
+        },
+        DEADLINE,
+      );
+      console.log(`a 1280×720 page fits ${fit.cols}×${fit.rows}`);
+      expect(fit.cols).toBeGreaterThan(50);
+      expect(fit.rows).toBeGreaterThan(12);
+      // The program in it sees that size.
+      await driver.page.keyboard.type('stty size\n');
+      await waitFor('stty to print the size', async () => (await outputText(id)).includes(`${fit.rows} ${fit.cols}\r\n`), DEADLINE);
+
+      // The window shrinks: the terminal follows.
+      await driver.page.setViewportSize({ width: 1000, height: 560 });
+      let smaller = fit;
+      await waitFor(
+        'the remote terminal to follow the smaller pane',
+        async () => {
+          smaller = await paneFit(driver.page);
+          const size = await terminalSize(id);
+          return smaller.fills && smaller.cols < fit.cols && size.rows === smaller.rows && size.cols === smaller.cols;
+        },
+        DEADLINE,
+      );
+      await screenshot(driver.page, DRIVING_SCREENSHOT);
+
+      // A second page, of a token that may write, watches in a window of another size.
+      const resizes = await callCount('terminal.resize');
+      const watcher = await open(ALICE);
+      await watcher.page.setViewportSize({ width: 1200, height: 700 });
+      await choose(watcher.page, 'terminals', id);
+      await caughtUp(watcher.page, id);
+      await expect.poll(() => watcher.page.locator('#control').textContent(), { timeout: DEADLINE }).toMatch(/^watching/);
+      // It measures its pane (it says what would fit there) and shows the terminal at the size the controller gave it.
+      await watcher.page.setViewportSize({ width: 1100, height: 650 });
+      const watcherFit = await paneFit(watcher.page);
+      await expect
+        .poll(() => watcher.page.locator('#control').textContent(), { timeout: DEADLINE })
+        .toMatch(new RegExp(`^watching · ${smaller.cols}×${smaller.rows} · the pane fits \\d+×\\d+`));
+      expect(watcherFit).toMatchObject({ rows: smaller.rows, cols: smaller.cols });
+      expect(await terminalSize(id)).toEqual({ rows: smaller.rows, cols: smaller.cols });
+      expect(await callCount('terminal.resize')).toBe(resizes);
+      // Taking the keyboard makes it the one in control, and the terminal takes its pane's size.
+      await watcher.page.locator('#screen .xterm').click();
+      let taken = { rows: 0, cols: 0, fills: false };
+      await waitFor(
+        "the remote terminal to take the new controller's pane",
+        async () => {
+          taken = await paneFit(watcher.page);
+          const size = await terminalSize(id);
+          return taken.fills && size.cols === taken.cols && size.rows === taken.rows;
+        },
+        DEADLINE,
+      );
+      expect(taken.cols).toBeGreaterThan(smaller.cols);
+      expect(await watcher.page.locator('#control').textContent()).toBe(`in control · ${taken.cols}×${taken.rows}`);
+      // The page that had control sees its terminal resized by another and goes back to watching, at the new size.
+      await expect
+        .poll(() => driver.page.locator('#control').textContent(), { timeout: DEADLINE })
+        .toMatch(new RegExp(`^watching · ${taken.cols}×${taken.rows}`));
+      expect(driver.problems).toEqual([]);
+      expect(watcher.problems).toEqual([]);
+      await driver.context.close();
+      await watcher.context.close();
+      expect(await daemon.request('POST', `/v1/terminals/${id}/terminate`)).toMatchObject({ status: 200 });
+    },
+    4 * DEADLINE,
+  );
+
+  it(
+    'folds ended sessions away from the live ones',
+    async () => {
+      const created = await daemon.request('POST', '/v1/processes', {
+        body: { argv: ['/bin/sleep', '300'], cwd: tmpdir(), stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+      });
+      expect(created.status).toBe(201);
+      const id = created.body.id as string;
+      const { context, page, problems } = await open(ALICE);
+      const live = page.locator(`#processes > li > button[data-id="${id}"]`);
+      const ended = page.locator(`#processes details.ended button[data-id="${id}"]`);
+      await live.waitFor({ timeout: DEADLINE });
+      expect(await ended.count()).toBe(0);
+      expect(await daemon.request('POST', `/v1/processes/${id}/terminate`)).toMatchObject({ status: 200 });
+      await ended.waitFor({ state: 'attached', timeout: DEADLINE });
+      expect(await live.count()).toBe(0);
+      const summary = await page.locator('#processes details.ended summary').textContent();
+      expect(summary).toMatch(/^ended \(\d+\)$/);
+      // Folded until opened; opened, it stays open across the page's refreshes and shows how the process ended.
+      expect(await ended.isVisible()).toBe(false);
+      await page.locator('#processes details.ended summary').click();
+      await expect.poll(() => ended.innerText(), { timeout: DEADLINE }).toContain('killed by SIGTERM');
+      await expect.poll(() => ended.isVisible(), { timeout: DEADLINE }).toBe(true);
+      expect(problems).toEqual([]);
+      await context.close();
+    },
+    2 * DEADLINE,
+  );
+
+  it(
+    'shows a shell as its runs, each with its status and output, never its markers, and offers no raw typing',
+    async () => {
+      const created = await daemon.request('POST', '/v1/shells', { body: { cwd: tmpdir() } });
+      expect(created.status).toBe(201);
+      const shellId = created.body.id as string;
+      const shellTerminal = created.body.terminalId as string;
+      const run = async (command: string): Promise<Record<string, unknown>> =>
+        (await daemon.request('POST', `/v1/shells/${shellId}/run`, { body: { command } })).body;
+      expect(await run('echo hi')).toMatchObject({ reason: 'completed', exitCode: 0, output: 'hi\n' });
+      expect(await run('(exit 3)')).toMatchObject({ reason: 'completed', exitCode: 3 });
+      expect(await run('read x')).toMatchObject({ reason: 'waiting_for_input', waitingFor: { command: 'bash' } });
+      // The daemon lists them.
+      const listed = (await daemon.request('GET', `/v1/shells/${shellId}/history`)).body;
+      expect(listed.runs.map((entry: { command: string; state: string }) => [entry.command, entry.state])).toEqual([
+        ['echo hi', 'completed'],
+        ['(exit 3)', 'completed'],
+        ['read x', 'waiting_for_input'],
+      ]);
+
+      const { context, page, problems } = await open(ALICE);
+      await choose(page, 'shells', shellId);
+      const runs = page.locator('#runs > li');
+      await expect.poll(() => runs.count(), { timeout: DEADLINE }).toBe(3);
+      expect(await runs.nth(0).locator('.command').textContent()).toBe('echo hi');
+      expect(await runs.nth(0).locator('.outcome').textContent()).toBe('exited 0');
+      expect(await runs.nth(0).locator('pre').textContent()).toBe('hi\n');
+      expect(await runs.nth(1).locator('.command').textContent()).toBe('(exit 3)');
+      expect(await runs.nth(1).locator('.outcome').textContent()).toBe('exited 3');
+      expect(await runs.nth(2).locator('.command').textContent()).toBe('read x');
+      expect(await runs.nth(2).locator('.outcome').textContent()).toBe('waiting for input: bash');
+      // Not the terminal: nothing to type raw into, and the shell's terminal is not offered as one.
+      expect(await page.locator('#screen').isVisible()).toBe(false);
+      expect(await page.locator(`#terminals button[data-id="${shellTerminal}"]`).count()).toBe(0);
+      const text = await page.locator('body').innerText();
+      for (const marker of ['__EW', '__ew', '133;D', 'ew=']) expect(text).not.toContain(marker);
+      await screenshot(page, SHELL_SCREENSHOT);
+
+      // The run waiting for input is answered from the page, then another is interrupted.
+      await page.locator('#run-command').fill('typed-answer');
+      await page.locator('#run-command').press('Enter');
+      await expect.poll(() => runs.nth(2).locator('.outcome').textContent(), { timeout: DEADLINE }).toBe('exited 0');
+      await page.locator('#run-command').fill('sleep 600');
+      await page.locator('#run-command').press('Enter');
+      await expect.poll(() => runs.count(), { timeout: DEADLINE }).toBe(4);
+      await expect.poll(() => runs.nth(3).locator('.outcome').textContent(), { timeout: DEADLINE }).toBe('running');
+      await page.locator('#interrupt').click();
+      await expect.poll(() => runs.nth(3).locator('.outcome').textContent(), { timeout: DEADLINE }).toMatch(/^interrupted/);
+      expect(await run('echo $x')).toMatchObject({ reason: 'completed', output: 'typed-answer\n' });
+      expect(problems).toEqual([]);
+      await context.close();
+      expect(await daemon.request('DELETE', `/v1/shells/${shellId}`)).toMatchObject({ status: 200 });
+    },
+    4 * DEADLINE,
   );
 
   it("lists none of another owner's sessions", async () => {

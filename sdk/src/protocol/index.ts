@@ -9,9 +9,13 @@ export { BODY_LIMITS, OPERATION_LIST, OPERATIONS, isIdempotentCall } from './ope
 export type {
   Access,
   BodyKind,
+  ByteAnswer,
+  ByteCarriage,
+  ByteMediaType,
   Idempotency,
   OperationInput,
   OperationName,
+  CallName,
   OperationParams,
   OperationResult,
   OperationSpec,

@@ -9,7 +9,8 @@
  * lines today): one place to read every call the daemon serves.
  * @module
  */
-import type { z } from 'zod';
+import { z } from 'zod';
+import { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, UPLOADS_PATH, VERSION_HEADER } from '../fs/routes.ts';
 import { ERROR_CODES, type ErrorCode } from './errors.ts';
 import * as s from './schemas.ts';
 
@@ -47,8 +48,10 @@ export type Access = 'read' | 'write';
  * for one (terminal input, a shell's command or send: at most 1 MiB of text,
  * up to six bytes a character as JSON). `data`: process stdin, a process's
  * stdin data, file text; only the daemon's --max-body-bytes bounds it.
+ * `bytes`: not JSON but raw bytes (see {@link ByteCarriage}), streamed to
+ * their destination as they arrive, so no size bounds them.
  */
-export type BodyKind = 'control' | 'program' | 'data';
+export type BodyKind = 'control' | 'program' | 'data' | 'bytes';
 
 /**
  * The largest body of each kind, in bytes; the daemon's --max-body-bytes
@@ -59,15 +62,44 @@ export const BODY_LIMITS: Readonly<Record<BodyKind, number>> = {
   control: 64 * 1024,
   program: 8 * 1024 * 1024,
   data: Number.POSITIVE_INFINITY,
+  bytes: Number.POSITIVE_INFINITY,
 };
+
+/** The media types of the bytes a call carries. */
+export type ByteMediaType = 'application/octet-stream' | 'application/x-tar';
+
+/** An answer of bytes, and what comes with them. */
+export interface ByteAnswer {
+  readonly mediaType: ByteMediaType;
+  readonly description: string;
+  /** Headers sent before the bytes (lower-case names). */
+  readonly headers: Readonly<Record<string, { readonly description: string; readonly schema: z.ZodType }>>;
+  /** Trailers sent after the bytes, when the answer is chunked (lower-case names), with what each says. */
+  readonly trailers: Readonly<Record<string, string>>;
+}
+
+/**
+ * A call that carries bytes rather than JSON: its body, its answer or both
+ * stream with TCP's flow control, so any size passes in bounded memory. Such
+ * calls are made over REST only; the WebSocket carries JSON calls and output
+ * streams.
+ */
+export interface ByteCarriage {
+  /** The media type of the body, when the call sends bytes. */
+  readonly body?: ByteMediaType;
+  /** The answer, when it is bytes rather than the JSON of `result`. */
+  readonly answer?: ByteAnswer;
+}
 
 export interface OperationSpec {
   /** Call name on the WebSocket, e.g. `terminal.create`. */
   readonly name: string;
-  readonly method: 'GET' | 'POST' | 'DELETE';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   /** REST path with `{param}` segments. */
   readonly path: string;
   readonly summary: string;
+  /** What the summary leaves out, for the OpenAPI document. */
+  readonly description: string | undefined;
   /** Path parameters and their schemas, in path order. */
   readonly params: Readonly<Record<string, z.ZodType>>;
   /** Query (GET) or body (POST) fields. */
@@ -97,6 +129,8 @@ export interface OperationSpec {
    * request timeout.
    */
   readonly waits: boolean;
+  /** For a call that carries bytes, what they are; such a call is made over REST only. */
+  readonly bytes: ByteCarriage | undefined;
 }
 
 /** Whether a call of `spec` with `params` may be resent after a reconnect without changing its effect. */
@@ -110,7 +144,7 @@ export function isIdempotentCall(spec: Pick<OperationSpec, 'idempotent'>, params
 const EVERY_REQUEST = ['INVALID_ARGUMENT', 'HEADERS_TOO_LARGE', 'CLIENT_TIMEOUT', 'INTERNAL'] as const satisfies readonly ErrorCode[];
 
 /** The codes any request with this method, path, auth and access can get, whatever the operation does. */
-function requestErrors(method: OperationSpec['method'], path: string, auth: boolean, access: Access): ErrorCode[] {
+function requestErrors(method: OperationSpec['method'], path: string, auth: boolean, access: Access, body: BodyKind): ErrorCode[] {
   const codes: ErrorCode[] = [...EVERY_REQUEST];
   if (auth) codes.push('UNAUTHORIZED');
   if (auth && access === 'write') codes.push('READ_ONLY');
@@ -118,7 +152,9 @@ function requestErrors(method: OperationSpec['method'], path: string, auth: bool
   if (path.includes('{')) codes.push('NOT_FOUND', 'URI_TOO_LONG');
   // fastify reads a body on POST and DELETE (the DELETE routes ignore it, but it must parse), within its
   // call's limit and the daemon's budget for the bodies of all requests.
-  if (method !== 'GET') codes.push('PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'LIMIT_EXCEEDED');
+  // Bytes stream where they go, neither parsed nor held: only their media type can be wrong.
+  if (body === 'bytes') codes.push('UNSUPPORTED_MEDIA_TYPE');
+  else if (method !== 'GET') codes.push('PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'LIMIT_EXCEEDED');
   return codes;
 }
 
@@ -136,12 +172,23 @@ const id = { id: s.SessionRef };
  */
 const FS_READ_ERRORS = ['FS_NOT_FOUND', 'FS_PERMISSION_DENIED', 'FS_IO_ERROR'] as const satisfies readonly ErrorCode[];
 const stream = { id: s.SessionRef, stream: s.StreamName };
+/** What packing or unpacking a directory can meet. */
+const ARCHIVE_ERRORS = ['FS_NOT_FOUND', 'FS_NOT_DIRECTORY', 'FS_PERMISSION_DENIED', 'FS_IO_ERROR'] as const satisfies readonly ErrorCode[];
+/** The result of a call that answers bytes (see {@link ByteAnswer}), which no JSON schema describes. */
+const BYTES = z.never();
 
-function op<const Name extends string, Input extends z.ZodObject, Result extends z.ZodType, Params extends Record<string, z.ZodType>>(spec: {
+function op<
+  const Name extends string,
+  Input extends z.ZodObject,
+  Result extends z.ZodType,
+  Params extends Record<string, z.ZodType>,
+  Bytes extends ByteCarriage | undefined = undefined,
+>(spec: {
   name: Name;
-  method: 'GET' | 'POST' | 'DELETE';
+  method: OperationSpec['method'];
   path: string;
   summary: string;
+  description?: string;
   params?: Params;
   input?: Input;
   result: Result;
@@ -154,25 +201,29 @@ function op<const Name extends string, Input extends z.ZodObject, Result extends
   waits: boolean;
   /** Said of every operation: no default, so a new one is never writable by a read token by omission. */
   access: Access;
-  /** What its body carries. @default 'control' */
+  /** What its body carries. @default 'control', or 'bytes' when `bytes.body` says their media type */
   body?: BodyKind;
+  bytes?: Bytes;
 }) {
   const auth = spec.auth ?? true;
+  const body = spec.body ?? (spec.bytes?.body === undefined ? 'control' : 'bytes');
   return {
     name: spec.name,
     method: spec.method,
     path: spec.path,
     summary: spec.summary,
+    description: spec.description,
     params: (spec.params ?? {}) as Params,
     input: (spec.input ?? s.Empty) as Input,
     result: spec.result,
     status: spec.status ?? 200,
     auth,
-    errors: catalogOrder([...requestErrors(spec.method, spec.path, auth, spec.access), ...(spec.errors ?? [])], ERROR_CODES),
+    errors: catalogOrder([...requestErrors(spec.method, spec.path, auth, spec.access, body), ...(spec.errors ?? [])], ERROR_CODES),
     idempotent: spec.idempotent,
     waits: spec.waits,
     access: spec.access,
-    body: spec.body ?? 'control',
+    body,
+    bytes: spec.bytes as Bytes,
   } satisfies OperationSpec;
 }
 
@@ -495,6 +546,22 @@ export const OPERATIONS = {
     access: 'write',
   }),
 
+  'command.run': op({
+    name: 'command.run',
+    method: 'POST',
+    path: '/v1/run',
+    summary:
+      'Run a command to completion as a process session (listed while it runs) and answer its exit, bounded output and duration; ' +
+      'a caller that goes away ends it, and what it leaves running is ended with it',
+    input: s.CommandRun,
+    result: s.CommandResult,
+    errors: ['CWD_NOT_FOUND', 'EXECUTABLE_NOT_FOUND', 'SPAWN_FAILED', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN'],
+    idempotent: false,
+    waits: true,
+    access: 'write',
+    body: 'data',
+  }),
+
   'shell.create': op({
     name: 'shell.create',
     method: 'POST',
@@ -526,6 +593,19 @@ export const OPERATIONS = {
     summary: 'One shell',
     params: id,
     result: s.ShellInfo,
+    idempotent: true,
+    waits: false,
+    access: 'read',
+  }),
+  // A read: it takes no answer from the run's caller and holds nothing. It is how a watcher follows a shell
+  // without its terminal's raw stream, where the engine's markers are.
+  'shell.history': op({
+    name: 'shell.history',
+    method: 'GET',
+    path: '/v1/shells/{id}/history',
+    summary: "The shell's recent runs: each command, its state or outcome, and its output as text",
+    params: id,
+    result: s.ShellHistory,
     idempotent: true,
     waits: false,
     access: 'read',
@@ -785,10 +865,98 @@ export const OPERATIONS = {
     waits: false,
     access: 'write',
   }),
+  'upload.bytes': op({
+    name: 'upload.bytes',
+    method: 'PUT',
+    path: `${UPLOADS_PATH}/{id}`,
+    summary: 'Append bytes to an upload at its offset',
+    description:
+      "The body's bytes are written at `offset`, which must be the upload's offset (UPLOAD_OFFSET_MISMATCH otherwise). " +
+      'What arrives before a connection is cut is kept: ask `GET /v1/files/uploads/{id}` for the offset and send the rest from there. ' +
+      'Send a large file in several requests, each within the request timeout.',
+    params: { id: s.UploadId },
+    input: s.UploadBytesQuery,
+    result: s.Upload,
+    // Its staged bytes gone behind the daemon's back, or a disk that fails.
+    errors: ['UPLOAD_OFFSET_MISMATCH', 'FS_NOT_FOUND', 'FS_IO_ERROR'],
+    idempotent: false,
+    waits: false,
+    access: 'write',
+    bytes: { body: 'application/octet-stream' },
+  }),
+  'files.content': op({
+    name: 'files.content',
+    method: 'GET',
+    path: CONTENT_PATH,
+    summary: "A file's bytes, streamed from an offset",
+    description:
+      'The raw bytes of a regular file, from `offset` to the end it had when opened, whatever is appended or replaces it meanwhile. ' +
+      "The answer carries the file's size and version in `X-Execworld-Size` and `X-Execworld-Version`; a download that was cut resumes " +
+      'with `offset` set to the bytes it has (compare the version to know it is the same file).',
+    input: s.ContentQuery,
+    result: BYTES,
+    errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_TOO_LARGE', 'FS_STALE_VERSION'],
+    idempotent: true,
+    waits: false,
+    access: 'read',
+    bytes: {
+      answer: {
+        mediaType: 'application/octet-stream',
+        description: 'The bytes',
+        headers: {
+          [SIZE_HEADER]: { description: "The file's size when it was opened.", schema: z.int().min(0) },
+          [VERSION_HEADER]: { description: "The file's version when it was opened.", schema: s.FsVersion },
+        },
+        trailers: { [DIGEST_TRAILER]: 'With `digest=sha256` and offset 0: the SHA-256 of the bytes sent, in hex.' },
+      },
+    },
+  }),
+  'archive.pack': op({
+    name: 'archive.pack',
+    method: 'GET',
+    path: ARCHIVE_PATH,
+    summary: 'A directory as a tar stream',
+    description:
+      'Its entries relative to it, links stored as links (never followed), modes and empty directories kept, owners left out. ' +
+      'Special files (sockets, FIFOs, devices) have no bytes to copy: they are left out, and the chunked answer ends with the trailer ' +
+      '`X-Execworld-Skipped`, `{"count":N,"entries":[{"path","kind"},…]}` in ASCII JSON, counting every one and naming as many as fit in 8 KiB.',
+    input: s.ArchiveQuery,
+    result: BYTES,
+    errors: ARCHIVE_ERRORS,
+    idempotent: true,
+    waits: false,
+    access: 'read',
+    bytes: {
+      answer: {
+        mediaType: 'application/x-tar',
+        description: 'The archive',
+        headers: {},
+        trailers: { [SKIPPED_TRAILER]: 'The special files left out, as `{"count":N,"entries":[{"path","kind"},…]}` in ASCII JSON.' },
+      },
+    },
+  }),
+  'archive.unpack': op({
+    name: 'archive.unpack',
+    method: 'PUT',
+    path: ARCHIVE_PATH,
+    summary: 'Unpack a tar stream into a directory (made when missing)',
+    description:
+      'Entries that would leave the directory (`..`, a link in the way, a hard link out of it) and devices are refused and listed in `warnings`; ' +
+      'symbolic links are made last, with their targets as archived. Owners are not taken from the archive.',
+    input: s.ArchiveQuery,
+    result: s.ArchiveUnpacked,
+    errors: ARCHIVE_ERRORS,
+    idempotent: false,
+    waits: false,
+    access: 'write',
+    bytes: { body: 'application/x-tar' },
+  }),
 } as const;
 
 export type Operations = typeof OPERATIONS;
 export type OperationName = keyof Operations;
+/** The operations a WebSocket carries: every one but those that carry bytes, which are made over REST only. */
+export type CallName = { [N in OperationName]: Operations[N]['bytes'] extends undefined ? N : never }[OperationName];
 /** An operation's parameters as its handler gets them: validated, defaults filled in. */
 export type OperationParams<N extends OperationName> = { [K in keyof Operations[N]['params']]: z.infer<Operations[N]['params'][K]> } & z.infer<
   Operations[N]['input']

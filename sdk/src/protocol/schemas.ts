@@ -9,7 +9,15 @@
  * @module
  */
 import { z } from 'zod';
-import { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS } from '../seam/limits.ts';
+import {
+  DEFAULT_GRACE_MS,
+  DEFAULT_RUN_OUTPUT_BYTES,
+  MAX_RUN_OUTPUT_BYTES,
+  MAX_TERMINAL_SIZE,
+  MAX_TIMER_DELAY_MS,
+  MAX_WAIT_MS,
+  TERMINAL_SIGNALS,
+} from '../seam/limits.ts';
 import { ErrorBody } from './errors.ts';
 
 export { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS };
@@ -50,6 +58,13 @@ export const Cwd = z
   .refine(noNul, { error: 'cwd must not contain a NUL character' })
   .meta({ description: 'Working directory in the execution world.' });
 
+/** The working directory of a create, which may be left out. */
+const CreateCwd = Cwd.optional().meta({
+  description:
+    "Working directory in the execution world; default: the owner's home when the owner runs as an OS user of its own, " +
+    "else the daemon's --default-cwd, else the daemon's own working directory.",
+});
+
 const EnvName = z
   .string()
   .min(1)
@@ -70,6 +85,7 @@ export const ProcessEnv = z.record(EnvName, EnvValue.nullable()).meta({
 });
 
 export const GraceMs = z.int().min(1).max(MAX_TIMER_DELAY_MS).meta({ description: 'Milliseconds between the TERM and KILL tiers of cleanup.' });
+const CreateGraceMs = GraceMs.optional().meta({ description: `Milliseconds between the TERM and KILL tiers of cleanup; default ${DEFAULT_GRACE_MS}.` });
 const Dimension = z.int().min(1).max(MAX_TERMINAL_SIZE);
 
 export const Outcome = z
@@ -99,11 +115,11 @@ export const RequestId = z
 export const TerminalCreate = z
   .strictObject({
     argv: Argv,
-    cwd: Cwd,
+    cwd: CreateCwd,
     env: TerminalEnv.optional(),
     rows: Dimension,
     cols: Dimension,
-    graceMs: GraceMs,
+    graceMs: CreateGraceMs,
     requestId: RequestId.optional(),
     answerQueries: z
       .boolean()
@@ -269,10 +285,13 @@ export const StdinMode = z.union([z.literal('ignore'), z.literal('pipe'), z.stri
 export const ProcessCreate = z
   .strictObject({
     argv: Argv,
-    cwd: Cwd,
+    cwd: CreateCwd,
     env: ProcessEnv.optional(),
-    stdio: z.strictObject({ stdin: StdinMode, stdout: OutputMode, stderr: OutputMode }),
-    graceMs: GraceMs,
+    stdio: z
+      .strictObject({ stdin: StdinMode.optional(), stdout: OutputMode.optional(), stderr: OutputMode.optional() })
+      .optional()
+      .meta({ description: "The three dispositions; each one left out is 'pipe'." }),
+    graceMs: CreateGraceMs,
     requestId: RequestId.optional(),
   })
   .meta({ id: 'ProcessCreate' });
@@ -341,6 +360,58 @@ export const DoneResult = z
   })
   .meta({ id: 'DoneResult', description: 'How the process or terminal ended; error when the spawn itself failed.' });
 
+// One-call runs
+
+export const CommandRun = z
+  .strictObject({
+    argv: Argv.optional().meta({ description: 'The program and its arguments, run as they are; give argv or command, not both.' }),
+    command: z
+      .string()
+      .min(1)
+      .max(1024 * 1024)
+      .refine(noNul, { error: 'command must not contain a NUL character' })
+      .optional()
+      .meta({ description: "A command line for the world's shell: /bin/sh -c (cmd.exe /d /s /c on Windows); give argv or command, not both." }),
+    cwd: CreateCwd,
+    env: ProcessEnv.optional(),
+    stdin: z
+      .string()
+      .max(64 * 1024 * 1024)
+      .optional()
+      .meta({ description: "Text for the command's stdin, which is closed after it; without it stdin is /dev/null." }),
+    timeoutMs: z
+      .int()
+      .min(1)
+      .max(MAX_TIMER_DELAY_MS)
+      .optional()
+      .meta({ description: 'End the process tree after this long (SIGTERM, SIGKILL after graceMs); the answer says timedOut.' }),
+    maxOutputBytes: z
+      .int()
+      .min(2)
+      .max(MAX_RUN_OUTPUT_BYTES)
+      .optional()
+      .meta({
+        description: `Bytes kept of each of stdout and stderr (default ${DEFAULT_RUN_OUTPUT_BYTES}): the first half and the last half; truncated counts the bytes cut between.`,
+      }),
+    graceMs: CreateGraceMs,
+  })
+  .meta({ id: 'CommandRun' });
+
+export const CommandResult = z
+  .object({
+    exitCode: z.int().nullable(),
+    signal: z.string().nullable(),
+    stdout: z.string().meta({ description: 'Stdout as UTF-8 text: all of it, or its head and tail when truncated.stdout bytes were cut between them.' }),
+    stderr: z.string(),
+    truncated: z
+      .object({ stdout: z.int().min(0), stderr: z.int().min(0) })
+      .nullable()
+      .meta({ description: 'Null when every byte was kept; else the bytes cut from the middle of each stream.' }),
+    timedOut: z.boolean().meta({ description: 'timeoutMs passed and the process tree was ended.' }),
+    durationMs: z.number(),
+  })
+  .meta({ id: 'CommandResult', description: 'How a run ended, with its output.' });
+
 // Executables
 
 export const ResolveRequest = z.strictObject({ command: z.string().max(4096), env: TerminalEnv.optional() }).meta({ id: 'ResolveRequest' });
@@ -405,7 +476,7 @@ export const ShellDialectName = z
 export const ShellCreate = z
   .strictObject({
     dialect: ShellDialectName.optional().meta({ description: "The shell language; the daemon's defaultShell (pwsh on Windows, bash elsewhere) when absent." }),
-    cwd: Cwd,
+    cwd: CreateCwd,
     env: TerminalEnv.optional(),
     requestId: RequestId.optional(),
   })
@@ -473,6 +544,41 @@ export const RunResult = z
   })
   .meta({ id: 'RunResult' });
 
+/**
+ * How many runs a shell keeps for its list, and how much of each run's command and output: at most about
+ * 640 Ki characters a shell, of the order of its terminal's ring.
+ */
+export const SHELL_RUNS_KEPT = 32;
+export const SHELL_RUN_OUTPUT_CHARS = 16 * 1024;
+export const SHELL_RUN_COMMAND_CHARS = 4 * 1024;
+
+export const ShellRunRecord = z
+  .object({
+    command: z.string().meta({ description: `The command as run, cut to its first ${SHELL_RUN_COMMAND_CHARS} characters.` }),
+    state: z.enum(['running', 'completed', 'waiting_for_input', 'idle_timeout', 'timeout', 'canceled', 'shell_exited']).meta({
+      description:
+        "running: a call on the run is in progress; otherwise the reason of the run's last answer (see RunResult): completed, " +
+        'waiting_for_input and idle_timeout (the run is open), timeout and canceled (interrupted), shell_exited.',
+    }),
+    exitCode: z.int().nullable(),
+    signal: z.string().nullable(),
+    waitingFor: RunResult.shape.waitingFor,
+    output: z.string().meta({
+      description: `What the run printed over all its answers, as text (escape sequences and the shell's markers removed); past ${SHELL_RUN_OUTPUT_CHARS} characters only the end is kept.`,
+    }),
+    truncated: z.boolean().meta({ description: 'Output was cut: by an answer of the run (maxOutputBytes), or here, to its end.' }),
+    startedAt: z.string(),
+    durationMs: z.number().meta({ description: "From the run's call to its last answer so far." }),
+  })
+  .meta({ id: 'ShellRunRecord' });
+
+export const ShellHistory = z
+  .object({
+    runs: z.array(ShellRunRecord).meta({ description: `The shell's runs, oldest first: the last ${SHELL_RUNS_KEPT}.` }),
+    dropped: z.int().min(0).meta({ description: 'Earlier runs no longer kept.' }),
+  })
+  .meta({ id: 'ShellHistory' });
+
 export const Empty = z.strictObject({});
 export const Ok = z.object({ ok: z.literal(true) }).meta({ id: 'Ok' });
 
@@ -511,7 +617,7 @@ export const FsTarget = z
   })
   .meta({ id: 'FsTarget' });
 
-const FsVersion = z.string().max(256).meta({ description: 'Opaque freshness token; compare it, never parse it.' });
+export const FsVersion = z.string().max(256).meta({ description: 'Opaque freshness token; compare it, never parse it.' });
 
 export const FsInfo = z
   .object({ version: FsVersion, type: z.enum(['file', 'directory', 'other']), size: z.int().min(0).optional() })
@@ -670,11 +776,8 @@ export const UploadComplete = z
   })
   .meta({ id: 'UploadComplete' });
 
-/** A query number: a string of digits, as a query string carries it. */
-const QueryInt = z
-  .string()
-  .regex(/^\d{1,15}$/, { error: 'must be a non-negative integer' })
-  .transform(Number);
+/** A byte count or offset in a query (the REST adapter turns its digits into a number, as the field says it is one). */
+const QueryInt = z.int({ error: 'must be a non-negative integer' }).min(0, { error: 'must be a non-negative integer' }).max(Number.MAX_SAFE_INTEGER);
 
 export const ContentQuery = z.strictObject({
   ...FsPathRef,

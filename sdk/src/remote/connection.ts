@@ -20,7 +20,7 @@
  */
 import type { WebSocket } from 'ws';
 import { DATA_HEADER_BYTES, decodeDataFrame, type ServerMessage, type StreamRef } from '../protocol/frames.ts';
-import { OPERATIONS, isIdempotentCall, type OperationName, type OperationInput, type OperationResult } from '../protocol/operations.ts';
+import { OPERATIONS, isIdempotentCall, type CallName, type OperationInput, type OperationResult } from '../protocol/operations.ts';
 import { ConnectionError, remoteError, type ExecworldError } from '../errors.ts';
 import type { CertificateAuthority } from './reach.ts';
 import { dial } from './dial.ts';
@@ -233,7 +233,7 @@ export class Connection implements SubscriptionHost {
    * idempotent operation, by whether `params` carry its fields) and whether it
    * waits without a request timeout.
    */
-  call<N extends OperationName>(op: N, params: OperationInput<N>): Promise<OperationResult<N>> {
+  call<N extends CallName>(op: N, params: OperationInput<N>): Promise<OperationResult<N>> {
     // An operation this SDK does not know (a caller without types) goes out as asked: the daemon answers NOT_FOUND for one it does not know either.
     const spec = Object.hasOwn(OPERATIONS, op) ? OPERATIONS[op] : undefined;
     const options = { label: op, resend: spec !== undefined && isIdempotentCall(spec, params), waits: spec?.waits ?? false };

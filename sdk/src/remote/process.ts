@@ -47,14 +47,14 @@ export class RemoteProcess implements SubprocessHandle {
   #treeExited = false;
   #terminateRequested = false;
 
-  /** @internal Made by RemoteRuntime.spawn. */
-  constructor(connection: Connection, spec: SubprocessSpawnSpec, log: Logger | undefined) {
+  /** @internal Made by RemoteRuntime.spawn; without `cwd` the daemon picks the world's. */
+  constructor(connection: Connection, spec: Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined }, log: Logger | undefined) {
     this.#connection = connection;
     this.#log = log;
     const stdio = spec.stdio;
     this.started = connection.call('process.create', {
       argv: [...spec.argv],
-      cwd: spec.cwd,
+      ...(spec.cwd === undefined ? {} : { cwd: spec.cwd }),
       ...(spec.env === undefined ? {} : { env: wireEnv(spec.env) }),
       stdio: { stdin: stdio.stdin, stdout: wireOutput(stdio.stdout), stderr: wireOutput(stdio.stderr) },
       graceMs: spec.graceMs,

@@ -4,8 +4,10 @@
  * @module
  */
 import { PROTOCOL_VERSION } from '../protocol/version.ts';
-import type { OperationInput, OperationName, OperationResult } from '../protocol/operations.ts';
-import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
+import type { CallName, OperationInput, OperationResult } from '../protocol/operations.ts';
+import type { SubprocessRuntime } from '../seam/types.ts';
+import { spawnDefaults, terminalDefaults, type SpawnRequest, type TerminalSpawnRequest } from '../seam/defaults.ts';
+import { runCommand, type CommandResult, type RunCommandOptions } from '../seam/run.ts';
 import { endAll, settleAll } from '../seam/teardown.ts';
 import { abortReasonText, assertEnvironment, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
 import { randomUUID } from 'node:crypto';
@@ -164,7 +166,7 @@ export class RemoteRuntime implements SubprocessRuntime {
    * Whether it is sent again after a reconnect, and whether it waits without a
    * request timeout, is the operation table's to say.
    */
-  async call<N extends OperationName>(op: N, params: OperationInput<N>): Promise<OperationResult<N>> {
+  async call<N extends CallName>(op: N, params: OperationInput<N>): Promise<OperationResult<N>> {
     await this.start();
     return await this.#connection.call(op, params);
   }
@@ -183,8 +185,15 @@ export class RemoteRuntime implements SubprocessRuntime {
    * Starts a managed process tree and returns at once. `pid` is -1 until the
    * daemon acknowledged the spawn (await `handle.started` for the real pid);
    * streams, `done`, `terminate` and `waitForExit` all wait for that first.
+   *
+   * Beyond the seam, `cwd`, `stdio` (or any of its entries) and `graceMs` may
+   * be left out: stdio entries are pipes and the grace is 5 s (filled in here,
+   * where the streams are made), and the daemon picks the working directory:
+   * the owner's home for an owner mapped to an OS user, else its own.
    */
-  spawn(spec: SubprocessSpawnSpec): RemoteProcess {
+  spawn(request: SpawnRequest): RemoteProcess {
+    assertProgram(request?.argv, 'expected a non-empty program name at argv[0]', invalid);
+    const spec = spawnDefaults(request);
     assertSpawnSpec(spec, 'expected a non-empty program name at argv[0]');
     if (spec.signal?.aborted === true) {
       throw new ExecworldError('INVALID_ARGUMENT', `aborted before spawn: ${abortReasonText(spec.signal)}`, { cause: spec.signal.reason });
@@ -200,13 +209,16 @@ export class RemoteRuntime implements SubprocessRuntime {
     return handle;
   }
 
-  async spawnTerminal(spec: SubprocessTerminalSpawnSpec, options: RemoteTerminalOptions = {}): Promise<RemoteTerminal> {
+  /** Starts a process on a new terminal; `cwd` and `graceMs` may be left out, as for {@link spawn}. */
+  async spawnTerminal(request: TerminalSpawnRequest, options: RemoteTerminalOptions = {}): Promise<RemoteTerminal> {
     this.#assertOpen();
+    assertProgram(request?.argv, 'terminal argv must contain a program', invalid);
+    const spec = terminalDefaults(request);
     assertSpawnSpec(spec, 'terminal argv must contain a program');
     spec.signal?.throwIfAborted();
     const info = await this.call('terminal.create', {
       argv: [...spec.argv],
-      cwd: spec.cwd,
+      ...(spec.cwd === undefined ? {} : { cwd: spec.cwd }),
       ...(spec.env === undefined ? {} : { env: spec.env }),
       rows: spec.rows,
       cols: spec.cols,
@@ -221,6 +233,20 @@ export class RemoteRuntime implements SubprocessRuntime {
       throw spec.signal.reason;
     }
     return terminal;
+  }
+
+  /**
+   * Runs a command to completion and answers its exit, output and duration.
+   * A string runs through the world's shell (`/bin/sh -c`; `cmd.exe /d /s /c`
+   * on Windows), an argv array as it is. It is a `spawn` like any other, so it
+   * is listed on the daemon while it runs; what it leaves running is ended
+   * when it ends.
+   * @throws {SpawnError} when the command could not start; the signal's reason when `options.signal` aborted.
+   */
+  async run(command: string | readonly string[], options: RunCommandOptions = {}): Promise<CommandResult> {
+    this.#assertOpen();
+    await this.start();
+    return await runCommand((spec) => this.spawn(spec), this.platform, command, options, invalid);
   }
 
   /** The terminals this token's owner has on the daemon. */

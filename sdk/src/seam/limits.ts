@@ -20,3 +20,12 @@ export const MAX_TERMINAL_SIZE = 65_535;
  * over REST, and the slice a remote `waitForExit` loops over.
  */
 export const MAX_WAIT_MS = 60_000;
+
+/** TERM-to-KILL grace of a spawn or terminal created without one: 5 s. */
+export const DEFAULT_GRACE_MS = 5000;
+
+/** Output kept of each stream of a run without `maxOutputBytes`: 1 MiB. */
+export const DEFAULT_RUN_OUTPUT_BYTES = 1024 * 1024;
+
+/** The largest `maxOutputBytes` a run takes: 64 MiB per stream. */
+export const MAX_RUN_OUTPUT_BYTES = 64 * 1024 * 1024;

@@ -5,6 +5,7 @@
  * program's outcome.
  * @module
  */
+import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { connect, isExecworldError, sandboxRouter, type RemoteRuntime } from '@execworld/sdk';
 import { readLocalToken, localTokenFile } from '@execworld/sdk/token-file';
@@ -17,7 +18,12 @@ export const DEFAULT_URL = 'http://127.0.0.1:7878';
 export const GRACE_MS = 5000;
 
 /** The options of every command that talks to a daemon. */
-export const CLIENT_OPTIONS = { url: { type: 'string' }, token: { type: 'string' }, sandbox: { type: 'string' } } as const satisfies OptionTable;
+export const CLIENT_OPTIONS = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+  sandbox: { type: 'string' },
+  ca: { type: 'string' },
+} as const satisfies OptionTable;
 
 /** The help lines of {@link CLIENT_OPTIONS}. */
 export function clientHelp(): string {
@@ -27,6 +33,9 @@ export function clientHelp(): string {
     `                       ${localTokenFile()})`,
     `  --sandbox <id>       reach the daemon of sandbox <id> through the agent-sandbox router at --url`,
     `                       (default: $EXECWORLD_SANDBOX; the token then travels in X-Execworld-Token)`,
+    `  --ca <file>          PEM certificates to trust for an https:// daemon with its own certificate (its`,
+    `                       CA's, or a self-signed daemon's own), instead of the system's (default: $EXECWORLD_CA;`,
+    `                       NODE_EXTRA_CA_CERTS=<file> adds to the system's instead)`,
   ].join('\n');
 }
 
@@ -46,7 +55,24 @@ export async function openRuntime(values: OptionValues<typeof CLIENT_OPTIONS>, e
   }
   // A CLI that cannot reach its daemon says so soon; a session it follows survives a daemon restart within the SDK's reconnect deadline.
   const sandbox = values.sandbox ?? nonEmpty(env.EXECWORLD_SANDBOX);
-  return await connect(url, { token, ...(sandbox === undefined ? {} : sandboxRouter(sandbox)) });
+  const caFile = values.ca ?? nonEmpty(env.EXECWORLD_CA);
+  let ca: Buffer | undefined;
+  if (caFile !== undefined) {
+    try {
+      ca = readFileSync(caFile);
+    } catch (error) {
+      throw new CliError(`cannot read --ca ${caFile} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+  }
+  try {
+    return await connect(url, { token, ...(ca === undefined ? {} : { ca }), ...(sandbox === undefined ? {} : sandboxRouter(sandbox)) });
+  } catch (error) {
+    // The SDK says how its callers pass a certificate; this command's users pass a file.
+    if (isExecworldError(error) && error.message.includes('connect(url, { ca:')) {
+      throw new CliError(`${error.code}: ${error.message.replace(/as connect\(url, \{ ca: .*\}\)/, 'with --ca <file> (or NODE_EXTRA_CA_CERTS=<file>)')}`);
+    }
+    throw error;
+  }
 }
 
 /** An error in one line: `CODE: message` for execworld's errors (the daemon's and the connection's), the message otherwise. */

@@ -7,6 +7,7 @@
  * for, so adding a command is a module and a line in that list.
  * @module
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
 /** Exit status of a usage error: an unknown command or option, a missing argument. */
@@ -113,6 +114,60 @@ export function parseEnvEntries(entries: readonly string[] | undefined): Record<
     env[entry.slice(0, equals)] = entry.slice(equals + 1);
   }
   return env;
+}
+
+/**
+ * The variables of `--env-file` files, in docker's format: a `NAME=VALUE` per
+ * line, taken literally (no quotes or escapes are read); a line starting with
+ * `#` and a blank line are skipped; a bare `NAME` takes this command's own
+ * value, and is left out when it has none.
+ * @throws {CliError} for a file that cannot be read; {@link UsageError} for a line without a name
+ */
+export function readEnvFiles(files: readonly string[] | undefined, local: NodeJS.ProcessEnv = process.env): Record<string, string> | undefined {
+  if (files === undefined || files.length === 0) return undefined;
+  const env: Record<string, string> = {};
+  for (const file of files) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new CliError(`cannot read --env-file ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    }
+    for (const [index, raw] of text.split(/\r?\n/).entries()) {
+      const line = raw.replace(/^\s+/, '');
+      if (line === '' || line.startsWith('#')) continue;
+      const equals = line.indexOf('=');
+      const name = equals === -1 ? line.trimEnd() : line.slice(0, equals);
+      if (name === '' || /\s/.test(name)) throw new UsageError(`--env-file ${file}: line ${index + 1} is not NAME=VALUE or NAME`);
+      if (equals !== -1) env[name] = line.slice(equals + 1);
+      else if (local[name] !== undefined) env[name] = local[name];
+    }
+  }
+  return env;
+}
+
+/** The environment of `--env-file` files and then `--env` entries, which win; undefined for none. */
+export function environmentOptions(values: {
+  readonly env?: readonly string[] | undefined;
+  readonly 'env-file'?: readonly string[] | undefined;
+}): Record<string, string> | undefined {
+  const fromFiles = readEnvFiles(values['env-file']);
+  const entries = parseEnvEntries(values.env);
+  return fromFiles === undefined && entries === undefined ? undefined : { ...fromFiles, ...entries };
+}
+
+/** The working directory `--cwd` or `-w`/`--workdir` (docker's name for it) gives; a {@link UsageError} for both. */
+export function workdirOption(values: { readonly cwd?: string | undefined; readonly workdir?: string | undefined }): string | undefined {
+  if (values.cwd !== undefined && values.workdir !== undefined) throw new UsageError('--cwd and --workdir say the same; give one');
+  return values.workdir ?? values.cwd;
+}
+
+/** A `--<option> <ms>` value: a positive whole number of milliseconds, or a {@link UsageError}. */
+export function milliseconds(value: string | undefined, option: string): number | undefined {
+  if (value === undefined) return undefined;
+  const number = Number(value);
+  if (!Number.isSafeInteger(number) || number <= 0) throw new UsageError(`--${option} must be a positive number of milliseconds, got ${value}`);
+  return number;
 }
 
 /** One positional for each of `names`, or a {@link UsageError} saying which is missing or extra. */

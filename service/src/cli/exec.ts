@@ -11,15 +11,25 @@
 import { finished } from 'node:stream/promises';
 import type { RemoteRuntime, RemoteTerminal } from '@execworld/sdk';
 import { CLIENT_OPTIONS, clientHelp, exitStatus, GRACE_MS, openRuntime } from './client.ts';
-import { parseCommandLine, parseEnvEntries, splitAtProgram, UsageError, type Command } from './command.ts';
+import { environmentOptions, parseCommandLine, splitAtProgram, UsageError, workdirOption, type Command } from './command.ts';
 import { initialSize, interact, terminalEnv } from './interactive.ts';
 
 const OPTIONS = {
   tty: { type: 'boolean', short: 't' },
+  interactive: { type: 'boolean', short: 'i' },
+  detach: { type: 'boolean', short: 'd' },
   cwd: { type: 'string' },
+  workdir: { type: 'string', short: 'w' },
   env: { type: 'string', short: 'e', multiple: true },
+  'env-file': { type: 'string', multiple: true },
   ...CLIENT_OPTIONS,
 } as const;
+
+/** What kubectl says when it is asked for a terminal its input cannot be; the program then runs without one. */
+export const NO_TTY_WARNING = 'Unable to use a TTY - input is not a terminal or the right kind of file';
+
+/** Output a detached process keeps of each of its streams for 'execworld logs': its last MiB. */
+const DETACHED_OUTPUT_BYTES = 1024 * 1024;
 
 const HELP = `Usage: execworld exec [options] [--] <program> [<arg>...]
 
@@ -30,23 +40,34 @@ ends the program (SIGTERM to its tree, SIGKILL ${GRACE_MS / 1000} s later). The 
 looked up on the daemon's PATH; options after its name are its own.
 
 Options:
-  -t, --tty            run it on a terminal: this one in raw mode (when stdin is
-                       a terminal) and the window size following this one's
-  --cwd <dir>          its working directory on the daemon's host (default: this directory)
+  -t, --tty            run it on a terminal: this one in raw mode and the window
+                       size following this one's. When stdin is not a terminal
+                       (a pipe, a file) it says so on stderr and runs without one
+  -i, --interactive    pass stdin on (always done; taken for docker's and kubectl's -it)
+  -d, --detach         start it, print its id and return; it runs on ('execworld
+                       logs', 'execworld attach' for a terminal, 'execworld kill')
+  -w, --workdir <dir>  its working directory on the daemon's host (also --cwd;
+                       default: the world's: the owner's home, else the daemon's)
   -e, --env <K=V>      an environment variable to set (repeatable)
+  --env-file <file>    environment variables from a file of K=V lines, as docker reads
+                       one (# comments; a bare K takes this command's value)
 ${clientHelp()}
   -h, --help           show this help
 
-Exit status: the program's exit code; 128+n when signal n ended it; 1 when
-execworld or the daemon failed (the line on stderr says why: the program did
-not run, or its end is unknown); 2 for a usage error.
+There is no -u/--user: the daemon runs every program of a token as the OS user
+its token file names for it; a token of another user's runs as that user.
+
+Exit status: the program's exit code; 128+n when signal n ended it; 0 with
+--detach once it started; 1 when execworld or the daemon failed (the line on
+stderr says why: the program did not run, or its end is unknown); 2 for a
+usage error.
 `;
 
 /** A write to stdin failed because the program closed it or ended: nothing more to forward. */
 const isClosedPipe = (error: unknown): boolean => (error as NodeJS.ErrnoException).code === 'EPIPE';
 
 /** The program as a managed process with its stdio piped through this command's. */
-async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string, env: Record<string, string> | undefined): Promise<number> {
+async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string | undefined, env: Record<string, string> | undefined): Promise<number> {
   const handle = runtime.spawn({
     argv,
     cwd,
@@ -89,7 +110,7 @@ async function execProcess(runtime: RemoteRuntime, argv: string[], cwd: string, 
 }
 
 /** The program on a terminal, this one connected to it until it exits. */
-async function execTerminal(runtime: RemoteRuntime, argv: string[], cwd: string, env: Record<string, string> | undefined): Promise<number> {
+async function execTerminal(runtime: RemoteRuntime, argv: string[], cwd: string | undefined, env: Record<string, string> | undefined): Promise<number> {
   // A signal while the terminal is being made ends it as soon as it is there; interact takes over the signals without a gap.
   let interrupted = false;
   const early = (): void => {
@@ -116,6 +137,26 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], cwd: string,
   }
 }
 
+/**
+ * Starts the program and prints its id, leaving it to run: a process without
+ * input whose output the daemon keeps (its last MiB of each stream, so it never
+ * waits for a reader), or a terminal.
+ */
+async function detach(runtime: RemoteRuntime, tty: boolean, argv: string[], cwd: string | undefined, env: Record<string, string> | undefined): Promise<number> {
+  const where = cwd === undefined ? {} : { cwd };
+  const { id } = tty
+    ? await runtime.call('terminal.create', { argv, ...where, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS })
+    : await runtime.call('process.create', {
+        argv,
+        ...where,
+        ...(env === undefined ? {} : { env }),
+        stdio: { stdin: 'ignore', stdout: { maxBytes: DETACHED_OUTPUT_BYTES }, stderr: { maxBytes: DETACHED_OUTPUT_BYTES } },
+        graceMs: GRACE_MS,
+      });
+  process.stdout.write(`${id}\n`);
+  return 0;
+}
+
 export const command: Command = {
   help: HELP,
   async run(args) {
@@ -126,11 +167,19 @@ export const command: Command = {
       return 0;
     }
     if (argv.length === 0) throw new UsageError('missing the program to run');
-    const env = parseEnvEntries(values.env);
-    const cwd = values.cwd ?? process.cwd();
+    const env = environmentOptions(values);
+    const cwd = workdirOption(values);
+    let tty = values.tty === true;
+    if (tty && values.detach !== true && process.stdin.isTTY !== true) {
+      // A terminal would never see the end of a pipe's input (a terminal has no end of file but Ctrl-D), so
+      // \`echo abc | execworld exec -t cat\` would never return: without a terminal, stdin's end closes the program's.
+      process.stderr.write(`execworld: ${NO_TTY_WARNING}\n`);
+      tty = false;
+    }
     const runtime = await openRuntime(values);
     try {
-      return values.tty === true ? await execTerminal(runtime, argv, cwd, env) : await execProcess(runtime, argv, cwd, env);
+      if (values.detach === true) return await detach(runtime, tty, argv, cwd, env);
+      return tty ? await execTerminal(runtime, argv, cwd, env) : await execProcess(runtime, argv, cwd, env);
     } finally {
       runtime.close();
     }

@@ -1,5 +1,5 @@
 /**
- * `execworld kill [--delete] <id>`: ends a terminal or a process tree, and
+ * `execworld kill [--delete] <id>`: ends a terminal, a process tree or a shell, and
  * returns once nothing of it runs.
  * @module
  */
@@ -12,11 +12,11 @@ const OPTIONS = { delete: { type: 'boolean' }, ...CLIENT_OPTIONS } as const;
 
 const HELP = `Usage: execworld kill [options] <id>
 
-Ends a terminal or a process (an id of 'execworld ps') with everything it
-started: SIGTERM (and SIGHUP to a terminal's shell), then SIGKILL after the
-session's grace. Returns once nothing of it runs. An ended session stays
-listed, with its output, until the daemon's retention ends; --delete forgets
-it at once.
+Ends a terminal, a process or a shell (an id of 'execworld ps') with
+everything it started: SIGTERM (and SIGHUP to a terminal's shell), then
+SIGKILL after the session's grace. Returns once nothing of it runs. An ended
+terminal or process stays listed, with its output, until the daemon's
+retention ends; --delete forgets it at once. An ended shell is forgotten.
 
 Options:
   --delete             forget it too: its output and exit are gone
@@ -32,7 +32,10 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   const runtime = await openRuntime(values);
   try {
     const session = await findSession(runtime, id);
-    if (session.kind === 'terminal') {
+    if (session.kind === 'shell') {
+      // Answers once the shell's terminal and everything it ran ended.
+      await runtime.call('shell.delete', { id });
+    } else if (session.kind === 'terminal') {
       // Both answer once nothing of the terminal's session runs.
       if (values.delete === true) await runtime.call('terminal.delete', { id });
       else await runtime.call('terminal.terminate', { id });

@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { MAX_WAIT_MS } from '@execworld/sdk/seam';
 import type { OperationResult } from '@execworld/sdk/protocol';
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { expectPositionals, type Command, defineCommand } from './command.ts';
+import { CliError, expectPositionals, type Command, defineCommand } from './command.ts';
 import { findSession } from './sessions.ts';
 
 const OPTIONS = { follow: { type: 'boolean', short: 'f' }, ...CLIENT_OPTIONS } as const;
@@ -61,6 +61,11 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   try {
     const session = await findSession(runtime, id);
     const at = (from: number | undefined): { from?: number } => (from === undefined ? {} : { from });
+    if (session.kind === 'shell') {
+      // A shell's commands print through its terminal, between the markers that delimit each run.
+      const terminal = session.info.terminalId === null ? '' : `; 'execworld logs ${session.info.terminalId}' prints its terminal's raw output`;
+      throw new CliError(`${id} is a shell: each command's output is what its run printed${terminal}`);
+    }
     if (session.kind === 'terminal') {
       const read: Reader = (from, waitMs) => runtime.call('terminal.output', { id, ...at(from), waitMs });
       await copy(read, process.stdout, { follow, end: session.info.output.end, name: 'output' });

@@ -1,6 +1,6 @@
 /**
- * `execworld ps`: the terminals and processes of this token's owner, oldest
- * first, with what ended them.
+ * `execworld ps`: the terminals, processes and shells of this token's owner,
+ * oldest first, with what ended them.
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime, shellQuote } from './client.ts';
@@ -10,10 +10,15 @@ const OPTIONS = { ...CLIENT_OPTIONS } as const;
 
 const HELP = `Usage: execworld ps [options]
 
-Lists the terminals (ids t_…) and processes (ids p_…) the daemon runs or still
-remembers for this token's owner, oldest first: ID, PID, STATUS (running,
-exited, or failed: the spawn was refused), EXIT (the exit code, or the signal
-that ended it; - while running) and the program's argv.
+Lists the terminals (ids t_…), processes (ids p_…) and shells (ids s_…, kept
+by 'execworld run --keep') the daemon runs or still remembers for this token's
+owner, oldest first: ID, PID, STATUS, EXIT (the exit code, or the signal that
+ended it; - while running) and the program's argv. A terminal's or process's
+STATUS is running, exited, or failed (the spawn was refused); a shell's is
+idle (ready for 'execworld run --shell <id>'), running (a command runs), open
+(its command waits for input or went idle: 'execworld send' answers it,
+'execworld interrupt' interrupts it) or closed. A shell's PID and ARGV are its
+terminal's, which is not listed apart.
 
 Options:
 ${clientHelp()}
@@ -24,7 +29,7 @@ Exit status: 0; 1 when execworld or the daemon failed; 2 for a usage error.
 
 interface Row {
   readonly id: string;
-  readonly pid: number;
+  readonly pid: number | null;
   readonly status: string;
   readonly exit: { exitCode: number | null; signal: string | null } | null;
   readonly argv: readonly string[];
@@ -41,7 +46,7 @@ function exitColumn(exit: Row['exit']): string {
 export function formatTable(rows: readonly Row[]): string {
   const cells = [
     ['ID', 'PID', 'STATUS', 'EXIT', 'ARGV'],
-    ...rows.map((row) => [row.id, String(row.pid), row.status, exitColumn(row.exit), shellQuote(row.argv)]),
+    ...rows.map((row) => [row.id, row.pid === null ? '-' : String(row.pid), row.status, exitColumn(row.exit), shellQuote(row.argv)]),
   ];
   const widths = cells[0]!.map((_cell, column) => Math.max(...cells.map((line) => line[column]!.length)));
   return cells.map((line) => line.map((cell, column) => (column === line.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ')).join('\n') + '\n';
@@ -51,8 +56,16 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   expectPositionals(positionals, []);
   const runtime = await openRuntime(values);
   try {
-    const [terminals, processes] = await Promise.all([runtime.listTerminals(), runtime.listProcesses()]);
-    const rows: Row[] = [...terminals, ...processes].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    const [terminals, processes, { shells }] = await Promise.all([runtime.listTerminals(), runtime.listProcesses(), runtime.call('shell.list', {})]);
+    // A shell stands for its terminal: one row, the shell's id and state with the terminal's pid and argv.
+    const shellTerminals = new Set(shells.flatMap((shell) => (shell.terminalId === null ? [] : [shell.terminalId])));
+    const shellRows = shells.map((shell): Row => {
+      const terminal = terminals.find((each) => each.id === shell.terminalId);
+      return { id: shell.id, pid: terminal?.pid ?? null, status: shell.state, exit: null, argv: terminal?.argv ?? [shell.dialect], createdAt: shell.createdAt };
+    });
+    const rows: Row[] = [...terminals.filter((terminal) => !shellTerminals.has(terminal.id)), ...processes, ...shellRows].sort((a, b) =>
+      a.createdAt.localeCompare(b.createdAt),
+    );
     process.stdout.write(formatTable(rows));
     return 0;
   } finally {

@@ -4,14 +4,20 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { CliError, expectPositionals, parseEnvEntries, UsageError, type Command, defineCommand } from './command.ts';
+import { environmentOptions, expectPositionals, milliseconds, UsageError, workdirOption, type Command, defineCommand } from './command.ts';
+import { assertEnded, shellBusy, streamRun, type RunAnswer } from './shell-run.ts';
+
+/** Exit status after Ctrl-C, as a shell gives a command SIGINT ended. */
+const INTERRUPTED_STATUS = 130;
 
 const OPTIONS = {
   shell: { type: 'string' },
   keep: { type: 'boolean' },
   pwsh: { type: 'boolean' },
   cwd: { type: 'string' },
-  env: { type: 'string', multiple: true },
+  workdir: { type: 'string', short: 'w' },
+  env: { type: 'string', short: 'e', multiple: true },
+  'env-file': { type: 'string', multiple: true },
   timeout: { type: 'string' },
   'idle-timeout': { type: 'string' },
   ...CLIENT_OPTIONS,
@@ -20,85 +26,118 @@ const OPTIONS = {
 const HELP = `Usage: execworld run [options] '<command>'
 
 Runs <command> in a persistent shell on the daemon's host and prints what it
-printed (as text: escape sequences removed). Without --shell, a new bash (or
-pwsh) shell runs it and is ended after; --keep keeps it and prints its id on
-stderr, and --shell <id> runs the next command in it, with its cwd, variables
-and functions.
+prints as it comes (as text: escape sequences removed). Without --shell, a new
+bash (or pwsh) shell runs it and is ended after; --keep keeps it and prints
+its id on stderr, and --shell <id> runs the next command in it, with its cwd,
+variables and functions.
 
 Options:
   --shell <id>         run in this shell (an id printed by --keep)
   --keep               keep the new shell and print its id on stderr
   --pwsh               a PowerShell 7 shell (pwsh on the daemon's PATH) instead of bash
                        (a daemon on Windows runs PowerShell without it)
-  --cwd <dir>          the new shell's working directory (default: this one)
-  --env K=V            a variable of the new shell (repeatable)
+  -w, --workdir <dir>  the new shell's working directory (also --cwd;
+                       default: the world's: the owner's home, else the daemon's)
+  -e, --env <K=V>      a variable of the new shell (repeatable)
+  --env-file <file>    variables of the new shell from a file of K=V lines, as docker
+                       reads one (# comments; a bare K takes this command's value)
   --timeout <ms>       interrupt the command (SIGINT) after this long
   --idle-timeout <ms>  give up after this long without output (the command runs on in the shell)
 ${clientHelp()}
   -h, --help           show this help
 
-Ctrl-C interrupts the command (SIGINT on the daemon's host).
+Ctrl-C interrupts the command (SIGINT to it on the daemon's host), prints what
+it printed and exits 130; the new shell is ended unless --keep. A second
+Ctrl-C stops waiting for a command that ignores SIGINT.
+
+A command that waits for input keeps its shell: 'execworld send <id> <text>'
+answers it, 'execworld interrupt <id>' interrupts it, 'execworld kill <id>'
+ends the shell; 'execworld ps' lists the shells.
 
 Exit status: the command's (128+n when signal n ended it, the shell's own when
-the command ended the shell); 1 when execworld or the daemon failed, or the
-command waits for input or went idle (the line on stderr says which, and the
-shell is kept so it can be answered); 2 for a usage error.
+the command ended the shell); 130 after Ctrl-C; 1 when execworld or the daemon
+failed, or the command waits for input or went idle (the line on stderr says
+which, and the shell is kept so it can be answered); 2 for a usage error.
 `;
-
-function milliseconds(value: string | undefined, option: string): number | undefined {
-  if (value === undefined) return undefined;
-  const number = Number(value);
-  if (!Number.isSafeInteger(number) || number <= 0) throw new UsageError(`--${option} must be a positive number of milliseconds, got ${value}`);
-  return number;
-}
 
 export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
   const [text] = expectPositionals(positionals, ["'<command>'"]) as [string];
   const timeoutMs = milliseconds(values.timeout, 'timeout');
   const idleTimeoutMs = milliseconds(values['idle-timeout'], 'idle-timeout');
-  if (values.shell !== undefined && (values.pwsh === true || values.cwd !== undefined || values.env !== undefined)) {
-    throw new UsageError('--pwsh, --cwd and --env make a new shell; they do not go with --shell');
+  const cwd = workdirOption(values);
+  if (values.shell !== undefined && (values.pwsh === true || cwd !== undefined || values.env !== undefined || values['env-file'] !== undefined)) {
+    throw new UsageError('--pwsh, --workdir, --env and --env-file make a new shell; they do not go with --shell');
   }
-  const env = parseEnvEntries(values.env);
+  const env = environmentOptions(values);
   const runtime = await openRuntime(values);
   let created: string | undefined;
   let keep = values.keep === true;
-  // Ctrl-C: the connection closes, and the daemon interrupts the run of a caller that went away.
-  const interrupt = (): void => runtime.close();
-  process.once('SIGINT', interrupt);
+  let id = values.shell;
+  // Ctrl-C: SIGINT to the command (the foreground of the shell's terminal); its run then answers how it ended.
+  // A second one stops waiting for a command that ignores it.
+  let interrupted = false;
+  let giveUp: () => void = () => undefined;
+  const gaveUp = new Promise<undefined>((resolve) => (giveUp = () => resolve(undefined)));
+  let running = false;
+  const interrupting = new AbortController();
+  let timeoutTimer: ReturnType<typeof setTimeout> | undefined;
+  const interruptRun = async (): Promise<void> => {
+    const { terminalId } = await runtime.call('shell.get', { id: id! });
+    if (terminalId !== null) await runtime.call('terminal.signal', { id: terminalId, signal: 'SIGINT' });
+  };
+  const onSigint = (): void => {
+    if (interrupted) {
+      giveUp();
+      return;
+    }
+    interrupted = true;
+    interrupting.abort();
+    // Nothing on the terminal's foreground (the command just ended): its run answers anyway.
+    if (running) interruptRun().catch(() => undefined);
+  };
+  process.on('SIGINT', onSigint);
   try {
-    let id = values.shell;
     if (id === undefined) {
       const shell = await runtime.call('shell.create', {
         // Without --pwsh the daemon's default: bash, or PowerShell on Windows.
         ...(values.pwsh === true ? { dialect: 'pwsh' as const } : {}),
-        cwd: values.cwd ?? process.cwd(),
+        ...(cwd === undefined ? {} : { cwd }),
         ...(env === undefined ? {} : { env }),
       });
       id = created = shell.id;
       if (keep) process.stderr.write(`execworld: shell ${id}\n`);
     }
-    const result = await runtime.call('shell.run', {
-      id,
-      command: text,
-      ...(timeoutMs === undefined ? {} : { timeoutMs }),
-      ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
-    });
-    process.stdout.write(result.output);
+    if (interrupted) return INTERRUPTED_STATUS;
+    const shellId = id;
+    running = true;
+    // The daemon interrupts the command at --timeout, from when it took the call: after this, a line end may be the shell's.
+    if (timeoutMs !== undefined) timeoutTimer = setTimeout(() => interrupting.abort(), timeoutMs);
+    const call = (): Promise<RunAnswer> =>
+      runtime.call('shell.run', {
+        id: shellId,
+        command: text,
+        ...(timeoutMs === undefined ? {} : { timeoutMs }),
+        ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+      });
+    const result = await Promise.race([
+      streamRun(runtime, shellId, 'run', call, (output) => process.stdout.write(output), interrupting.signal).catch((error: unknown) => {
+        throw shellBusy(error, shellId);
+      }),
+      gaveUp,
+    ]);
+    running = false;
+    if (result === undefined || interrupted) return INTERRUPTED_STATUS;
     if (result.reason === 'waiting_for_input' || result.reason === 'idle_timeout') {
       // Its program is still there: the shell is kept so that it can be answered or interrupted.
       keep = true;
-      const what =
-        result.reason === 'waiting_for_input'
-          ? `waits for input${result.waitingFor?.command === undefined ? '' : ` (${result.waitingFor.command})`}`
-          : 'went idle';
-      throw new CliError(`${result.reason.toUpperCase()}: the command ${what}; shell ${id} keeps it`);
+      assertEnded(result, shellId);
     }
     if (result.reason === 'timeout') process.stderr.write(`execworld: TIMEOUT: the command was interrupted after ${timeoutMs} ms\n`);
     if (result.exitCode !== null) return result.exitCode;
     return 1;
   } finally {
-    process.off('SIGINT', interrupt);
+    clearTimeout(timeoutTimer);
+    process.off('SIGINT', onSigint);
     if (created !== undefined && !keep) await runtime.call('shell.delete', { id: created }).catch(() => undefined);
     runtime.close();
   }

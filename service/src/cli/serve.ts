@@ -77,7 +77,20 @@ async function serve(argv: readonly string[]): Promise<boolean> {
   // Before anything secret is read: processes of this uid (the daemon's own children) cannot
   // read a non-dumpable process's environment or memory through /proc.
   const nonDumpable = makeNonDumpable();
-  const { table, generated } = loadTokens(config.tokenFile, defaultTokenFile(), (name) => lookupUser(name));
+  let tokens: ReturnType<typeof loadTokens>;
+  try {
+    tokens = loadTokens(config.tokenFile, defaultTokenFile(), (name) => lookupUser(name));
+  } catch (error) {
+    const { code, path } = error as NodeJS.ErrnoException;
+    if (typeof code !== 'string' || typeof path !== 'string') throw error;
+    if (config.tokenFile !== undefined) throw new StartError(`cannot read the token file ${config.tokenFile} (${code} at ${path})`);
+    // Without a token file the daemon makes one: its directory must be the daemon user's to write.
+    throw new StartError(
+      `cannot write a new token to ${defaultTokenFile()} (${code} at ${path}): make that directory writable, ` +
+        'point XDG_CONFIG_HOME elsewhere, or give a token file with --token-file',
+    );
+  }
+  const { table, generated } = tokens;
   let daemon: ReturnType<typeof buildApp>;
   try {
     daemon = buildApp({ config, tokens: table, ownsHostProcess: true });

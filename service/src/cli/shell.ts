@@ -4,15 +4,18 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, GRACE_MS, openRuntime } from './client.ts';
-import { expectPositionals, parseEnvEntries, type Command, defineCommand } from './command.ts';
+import { environmentOptions, expectPositionals, workdirOption, type Command, defineCommand } from './command.ts';
 import { attachAndWait, DETACH_KEYS, initialSize, terminalEnv } from './interactive.ts';
 
 /** A login shell: the profile of the daemon host's user sets up its environment, as a fresh login would. */
 const SHELL_ARGV = ['bash', '-l'] as const;
 
 const OPTIONS = {
+  detach: { type: 'boolean', short: 'd' },
   cwd: { type: 'string' },
+  workdir: { type: 'string', short: 'w' },
   env: { type: 'string', short: 'e', multiple: true },
+  'env-file': { type: 'string', multiple: true },
   ...CLIENT_OPTIONS,
 } as const;
 
@@ -24,22 +27,38 @@ its window size follows this one. ${DETACH_KEYS} detaches and leaves it running
 (the id is printed); 'execworld attach <id>' resumes.
 
 Options:
-  --cwd <dir>          its working directory on the daemon's host (default: this directory)
+  -d, --detach         start it, print its terminal's id and return ('execworld attach <id>')
+  -w, --workdir <dir>  its working directory on the daemon's host (also --cwd;
+                       default: the world's: the owner's home, else the daemon's)
   -e, --env <K=V>      an environment variable to set (repeatable); TERM is this terminal's
+  --env-file <file>    environment variables from a file of K=V lines, as docker reads
+                       one (# comments; a bare K takes this command's value)
 ${clientHelp()}
   -h, --help           show this help
 
 Exit status: the shell's exit code once it exits (128+n when signal n ended
-it); 0 after a detach; 1 when execworld or the daemon failed (the line on
+it); 0 after a detach or with --detach; 1 when execworld or the daemon failed (the line on
 stderr says why); 2 for a usage error.
 `;
 
 export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
   expectPositionals(positionals, []);
-  const env = { ...terminalEnv(), ...parseEnvEntries(values.env) };
+  const env = { ...terminalEnv(), ...environmentOptions(values) };
+  const cwd = workdirOption(values);
   const runtime = await openRuntime(values);
   try {
-    const terminal = await runtime.spawnTerminal({ argv: SHELL_ARGV, cwd: values.cwd ?? process.cwd(), env, ...initialSize(), graceMs: GRACE_MS });
+    if (values.detach === true) {
+      const { id } = await runtime.call('terminal.create', {
+        argv: [...SHELL_ARGV],
+        ...(cwd === undefined ? {} : { cwd }),
+        env,
+        ...initialSize(),
+        graceMs: GRACE_MS,
+      });
+      process.stdout.write(`${id}\n`);
+      return 0;
+    }
+    const terminal = await runtime.spawnTerminal({ argv: SHELL_ARGV, cwd, env, ...initialSize(), graceMs: GRACE_MS });
     return await attachAndWait(terminal);
   } finally {
     // Closing only detaches: a shell that was detached from runs on.

@@ -11,7 +11,7 @@
  * (`server/daemon-runtime.ts`), which a lint rule enforces.
  * @module
  */
-import type { OwnerTransfer } from './fs/transfer.ts';
+import type { Readable } from 'node:stream';
 import type {
   SubprocessHandle,
   SubprocessSpawnSpec,
@@ -19,9 +19,8 @@ import type {
   SubprocessTerminalHandle,
   SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
-import type { FsInfo, FsProvider, FsTarget } from '@execworld/sdk/fs';
+import type { ArchiveResult, FileDigest, FsInfo, FsProvider, FsTarget, PackedArchive } from '@execworld/sdk/fs';
 import type { ContainmentMode } from './containment/containment.ts';
-import type { OpenContent } from './fs/world-files.ts';
 import type { RunAs } from './run-as.ts';
 
 export type { ContainmentMode } from './containment/containment.ts';
@@ -101,8 +100,57 @@ export interface ExecutionProvider {
 }
 
 export { FsFailure } from './fs/fs-error.ts';
-export type { FileDigest, OwnerTransfer, Unpacked, UploadStage } from './fs/transfer.ts';
-export type { OpenContent } from './fs/world-files.ts';
+
+// The files' vocabulary: what the files and transfer calls take and answer, whoever makes them.
+
+/** A regular file's size, SHA-256 and version, all of one open file: what the wire answers. */
+export type { FileDigest };
+/** A directory's tar stream, and the special files it leaves out. */
+export type { PackedArchive };
+
+/** What an unpacked archive did, and the real path of the directory it went into. */
+export type Unpacked = ArchiveResult & { readonly path: string };
+
+/** An upload's staged bytes, from its start to its publication. */
+export interface UploadStage {
+  /** The target's absolute path, as asked for. */
+  readonly path: string;
+  /** Where its bytes wait (a directory beside the target), for the record that lets a later daemon remove it. */
+  readonly identity: StageIdentity;
+  offset(): Promise<number>;
+  append(offset: number, body: Readable, signal: AbortSignal | undefined): Promise<number>;
+  complete(expected: { size?: number | undefined; sha256?: string | undefined }): Promise<FileDigest>;
+  discard(): Promise<void>;
+}
+
+/** The transfer calls of one owner's view of the world. */
+export interface OwnerTransfer {
+  mkdir(path: string, options: { cwd?: string | undefined; parents: boolean }, signal?: AbortSignal): Promise<{ path: string; created: boolean }>;
+  remove(path: string, options: { cwd?: string | undefined; recursive: boolean }, signal?: AbortSignal): Promise<{ removed: boolean }>;
+  rename(from: string, to: string, options: { cwd?: string | undefined; overwrite: boolean }, signal?: AbortSignal): Promise<{ path: string }>;
+  digest(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<FileDigest>;
+  stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<UploadStage>;
+  pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<PackedArchive>;
+  unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked>;
+}
+
+/** A stage as it was made: where, and which directory it is. */
+export interface StageIdentity {
+  /** The real path of the directory the stage is in (the target's). */
+  readonly directory: string;
+  /** The stage's name in it. */
+  readonly name: string;
+  readonly dev: string;
+  readonly ino: string;
+}
+
+/** An open regular file to stream from, and what it was when opened. */
+export interface OpenContent {
+  readonly info: { readonly size: number; readonly version: string };
+  /** Its bytes from `start` up to and including `end` (to its end without one); destroy it to stop early. */
+  stream(start: number, end?: number): Readable;
+  close(): Promise<void>;
+}
 
 /** One owner's view of the world's files: the filesystem seam, plus what the daemon streams and resolves with. */
 export interface OwnerFiles extends FsProvider {

@@ -2,8 +2,8 @@
  * `LocalRuntime`: the subprocess seam on this host.
  * @module
  */
-import { endAll, mergeEnvironment, scrubEnvironment, settleAll } from '@execworld/sdk/seam';
-import type { SubprocessRuntime, SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
+import { endAll, mergeEnvironment, runCommand, scrubEnvironment, settleAll, spawnDefaults, terminalDefaults } from '@execworld/sdk/seam';
+import type { CommandResult, RunCommandOptions, SpawnRequest, SubprocessRuntime, SubprocessSpawnSpec, TerminalSpawnRequest } from '@execworld/sdk/seam';
 import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, TerminalExtensions } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
@@ -162,9 +162,14 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     return answer.path;
   }
 
-  spawn(spec: SubprocessSpawnSpec, hooks: ProcessExtensions = {}): ManagedProcess {
+  /**
+   * Beyond the seam, `cwd`, `stdio` (or any of its entries) and `graceMs` may
+   * be left out: this process's working directory, pipes, and 5 s.
+   */
+  spawn(request: SpawnRequest, hooks: ProcessExtensions = {}): ManagedProcess {
     this.#assertActive();
-    assertProgram(spec?.argv, 'expected a non-empty program name at argv[0]');
+    assertProgram(request?.argv, 'expected a non-empty program name at argv[0]');
+    const spec: SubprocessSpawnSpec = spawnDefaults(request, () => process.cwd());
     assertGraceMs(spec.graceMs);
     if (spec.signal?.aborted === true) {
       throw new ProviderError('ABORTED', `aborted before spawn: ${abortReasonText(spec.signal)}`, { cause: spec.signal.reason });
@@ -206,9 +211,11 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     return handle;
   }
 
-  async spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions: TerminalExtensions = {}): Promise<HostTerminal> {
+  /** Beyond the seam, `cwd` and `graceMs` may be left out: this process's working directory, and 5 s. */
+  async spawnTerminal(request: TerminalSpawnRequest, extensions: TerminalExtensions = {}): Promise<HostTerminal> {
     this.#assertActive();
-    assertProgram(spec?.argv, 'terminal argv must contain a program');
+    assertProgram(request?.argv, 'terminal argv must contain a program');
+    const spec = terminalDefaults(request, () => process.cwd());
     spec.signal?.throwIfAborted();
     assertCwdString(spec.cwd);
     assertPositiveInteger('rows', spec.rows, MAX_TERMINAL_SIZE);
@@ -222,7 +229,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     // The terminal's type is the caller's to name; the daemon's own TERM says nothing about it.
     env.TERM = spec.env?.TERM ?? 'dumb';
     env.PWD = spec.cwd;
-    const [file, ...args] = spec.argv;
+    const [file, ...args] = request.argv;
     let program: { file: string; args: readonly string[]; cwd: string; uid?: number; gid?: number };
     if (runAs === undefined) {
       const failure = launchFailure(file, env, spec.cwd, this.#platform);
@@ -260,6 +267,21 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       await terminal.terminate();
     });
     return terminal;
+  }
+
+  /**
+   * Runs a command to completion on this host and answers its exit, output
+   * and duration: a string through `/bin/sh -c` (`cmd.exe /d /s /c` on
+   * Windows), an argv array as it is, as one {@link spawn}.
+   */
+  run(command: string | readonly string[], options: RunCommandOptions = {}): Promise<CommandResult> {
+    return runCommand(
+      (spec) => this.spawn(spec),
+      this.platform,
+      command,
+      options,
+      (message) => new ProviderError('INVALID_ARGUMENT', message),
+    );
   }
 
   /** Live handles, for operators and tests. */

@@ -10,34 +10,20 @@ import type { Duplex } from 'node:stream';
 import websocket from '@fastify/websocket';
 import Fastify, { LogController, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { pino, type Logger } from 'pino';
-import {
-  BODY_LIMITS,
-  ERROR_CATALOG,
-  LIVE_PATH,
-  METRICS_PATH,
-  OPERATION_LIST,
-  READY_PATH,
-  TOKEN_HEADER,
-  WS_SUBPROTOCOL,
-  type Access,
-  type ErrorCode,
-} from '@execworld/sdk/protocol';
-import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
+import { ERROR_CATALOG, LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER, WS_SUBPROTOCOL, type Access, type ErrorCode } from '@execworld/sdk/protocol';
+import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
-import { BodyBudget } from './body-budget.ts';
+import type { BodyBudget } from './body-budget.ts';
 import type { Config } from './config.ts';
-import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
-import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
+import { readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
-import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
-import { SessionRegistry } from './sessions/registry.ts';
-import { WebSocketHub } from './ws.ts';
-import { registerFileRoutes } from './file-routes.ts';
-import { UploadRegistry } from './uploads.ts';
+import { composeDaemon } from './compose.ts';
+import type { SessionRegistry } from './sessions/registry.ts';
+import type { WebSocketHub } from './ws.ts';
+import { registerRestRoutes } from './rest-routes.ts';
 import { packageVersion } from '../version.ts';
-import { DaemonMetrics } from './metrics.ts';
 import { registerUi } from './ui.ts';
 
 export const CONNECT_PATH = '/v1/connect';
@@ -99,17 +85,6 @@ class QuietRequests extends LogController {
   }
 }
 
-/** Query strings are text; integers and booleans are turned into their values before validation. */
-function typedQuery(query: Record<string, unknown>): Record<string, unknown> {
-  const typed: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(query)) {
-    if (typeof value === 'string' && /^-?\d+$/.test(value) && value.length < 17) typed[key] = Number(value);
-    else if (value === 'true' || value === 'false') typed[key] = value === 'true';
-    else typed[key] = value;
-  }
-  return typed;
-}
-
 function errorReply(code: ErrorCode, message: string): { status: number; body: { error: { code: ErrorCode; message: string } } } {
   return { status: ERROR_CATALOG[code].status, body: { error: { code, message } } };
 }
@@ -155,34 +130,16 @@ export function buildApp(options: AppOptions): Daemon {
   // Before fastify's own listener, so that a route that streams the body finds it timed.
   app.server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => timeBody(request, response, config.requestTimeoutMs));
 
-  const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess === true, tokens.uids) : undefined;
-  const runtime = options.runtime ?? own!.runtime;
-  const metrics = new DaemonMetrics();
-  const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, (owner) => tokens.runAsOf(owner));
-  const files = options.files ?? own?.files ?? hostFiles(config);
-  // An owner that runs as another OS user has its calls made by that user (a worker process of theirs).
-  const filesOf = (owner: string): OwnerFiles => files.view({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
-  const transferOf = (owner: string): OwnerTransfer => files.transfer({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
-  const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
-  const bodies = new BodyBudget(config.bodyBudgetBytes);
-  const hub = new WebSocketHub({
-    registry,
-    files: filesOf,
-    transfer: transferOf,
-    uploads,
+  const parts = composeDaemon({
+    config,
+    tokens,
+    logger,
     version,
-    windowBytes: config.windowBytes,
-    heartbeatMs: config.heartbeatMs,
-    connectionBufferBytes: config.connectionBufferBytes,
-    maxConnectionsPerOwner: config.maxConnectionsPerOwner,
-    maxSubscriptionsPerOwner: config.maxSubscriptionsPerOwner,
-    log: logger,
-    metrics,
+    runtime: options.runtime,
+    files: options.files,
+    ownsHostProcess: options.ownsHostProcess === true,
   });
-  metrics.readFrom({
-    sessions: () => registry.counts(),
-    memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held }),
-  });
+  const { registry, hub, bodies, metrics, dispatcher } = parts;
 
   app.decorateRequest('owner', '');
   app.decorateRequest('access', 'read');
@@ -263,15 +220,8 @@ export function buildApp(options: AppOptions): Daemon {
     hub.closeAll();
     done();
   });
-  app.addHook('onReady', async () => {
-    await own?.recover();
-  });
-  app.addHook('onClose', async () => {
-    await Promise.all([registry.shutdown(), uploads.shutdown()]);
-    await files.close?.();
-    // Every session ended: nothing is left for a later start to end.
-    own?.close();
-  });
+  app.addHook('onReady', () => parts.recover());
+  app.addHook('onClose', () => parts.close());
 
   void app.register(websocket, {
     options: {
@@ -321,59 +271,9 @@ export function buildApp(options: AppOptions): Daemon {
       },
     });
 
-    for (const spec of OPERATION_LIST) {
-      const bound = BOUND_OPERATIONS.get(spec.name)!;
-      scope.route({
-        method: spec.method,
-        url: spec.path.replace(/\{(\w+)\}/g, ':$1'),
-        config: { auth: spec.auth, access: spec.access },
-        // A body is read whole before it is validated: at most what the call carries, within the budget of all bodies.
-        bodyLimit: Math.min(BODY_LIMITS[spec.body], config.maxBodyBytes),
-        preParsing: (request, reply, payload, done) => done(null, bodies.meter(request, reply, payload)),
-        handler: async (request, reply) => {
-          const input = spec.method === 'POST' ? (request.body ?? {}) : typedQuery(request.query as Record<string, unknown>);
-          if (typeof input !== 'object' || input === null || Array.isArray(input))
-            throw new ServiceError('INVALID_ARGUMENT', 'the request body must be a JSON object');
-          const validated = bound.schema.safeParse({ ...(request.params as object), ...input });
-          if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, spec.method === 'GET' ? 'query' : 'body'));
-          // The caller went away when the response closes before it was sent. (A request's own
-          // 'close' only means its body was read.)
-          const aborted = new AbortController();
-          reply.raw.once('close', () => {
-            if (!reply.raw.writableEnded) aborted.abort();
-          });
-          const ctx: CallContext = {
-            owner: request.owner,
-            access: request.access,
-            registry,
-            files: filesOf,
-            transfer: transferOf,
-            uploads,
-            version,
-            signal: aborted.signal,
-            unbounded: false,
-          };
-          const started = performance.now();
-          let outcome = 'ok';
-          try {
-            const result = await bound.handler(ctx, validated.data);
-            return reply.code(spec.status).send(result);
-          } catch (error) {
-            outcome = toServiceError(error).code;
-            throw error;
-          } finally {
-            metrics.observeCall(spec.name, 'rest', (performance.now() - started) / 1000, outcome, validated.data);
-          }
-        },
-      });
-    }
+    registerRestRoutes(scope, { dispatcher, bodies, maxBodyBytes: config.maxBodyBytes });
 
     if (config.ui === 'on') registerUi(scope);
-
-    void scope.register((inner, _options, done) => {
-      registerFileRoutes(inner, { files: filesOf, transfer: transferOf, uploads });
-      done();
-    });
 
     scope.route({
       method: 'GET',

@@ -12,6 +12,7 @@ import { DEFAULT_OWNER, MIN_TOKEN_LENGTH, tokenFileLines, type TokenAccess } fro
 import { fileModesGuardPrivacy } from '../platform-facts.ts';
 import type { RunAs } from '../provider/api.ts';
 import { ConfigError } from './config.ts';
+import { readSecretFile } from './secret-file.ts';
 
 export { MIN_TOKEN_LENGTH };
 
@@ -172,7 +173,8 @@ function existingDirectory(root: string, path: string, owner: string): string {
 /**
  * The token table of the daemon: from `tokenFile` when configured, otherwise
  * from the user-only default file, which is created with a fresh token the
- * first time.
+ * first time. Where file modes guard privacy, the file is read only once it
+ * and the directories on its way pass {@link readSecretFile}'s checks.
  */
 export function loadTokens(
   tokenFile: string | undefined,
@@ -188,13 +190,15 @@ export function loadTokens(
     return { table: new TokenTable([{ owner: DEFAULT_OWNER, token }], defaultFile), generated: true };
   }
   let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new ConfigError(`cannot read token file ${path}: ${(error as Error).message}`);
-  }
-  if (fileModesGuardPrivacy() && (statSync(path).mode & 0o077) !== 0) {
-    throw new ConfigError(`token file ${path} is readable by other users; chmod 600 it`);
+  if (fileModesGuardPrivacy()) {
+    // Only root or the daemon's uid may have written it or be able to swap it; see secret-file.ts for exactly what passes.
+    text = readSecretFile(path, 'token file');
+  } else {
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (error) {
+      throw new ConfigError(`cannot read token file ${path}: ${(error as Error).message}`);
+    }
   }
   return { table: new TokenTable(resolveUsers(parseTokenFile(text, path), path, lookup), path), generated: false };
 }

@@ -5,7 +5,7 @@
  * `process.env` for daemon settings.
  * @module
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -28,7 +28,7 @@ export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
 const positiveInt = (max: number) => z.coerce.number().int().min(1).max(max);
 
 /** Every setting: its key, flag, environment variable, schema, default and help. */
-const SETTINGS = {
+export const SETTINGS = {
   host: { flag: 'host', env: 'EXECWORLD_HOST', schema: z.string().min(1), default: '127.0.0.1', help: 'address to bind' },
   port: { flag: 'port', env: 'EXECWORLD_PORT', schema: z.coerce.number().int().min(0).max(65535), default: 7878, help: 'port to listen on (0: any free port)' },
   tokenFile: {
@@ -44,6 +44,13 @@ const SETTINGS = {
     schema: z.string().min(1).optional(),
     default: undefined,
     help: 'directory for spill files and crash recovery (default $XDG_STATE_HOME/execworld, ~/.local/state/execworld)',
+  },
+  defaultCwd: {
+    flag: 'default-cwd',
+    env: 'EXECWORLD_DEFAULT_CWD',
+    schema: z.string().min(1).optional(),
+    default: undefined,
+    help: "working directory of a process, terminal, shell or run created without one, for an owner not mapped to an OS user (a mapped owner's is its user's home); an existing directory (default: the daemon's own working directory)",
   },
   containment: {
     flag: 'containment',
@@ -245,7 +252,7 @@ const SETTINGS = {
 } as const;
 
 /** Settings that take several values: a repeatable flag, a comma-separated variable. */
-const LIST_SETTINGS = new Set(['allowedOrigins', 'passEnv']);
+export const LIST_SETTINGS = new Set(['allowedOrigins', 'passEnv']);
 
 type Settings = typeof SETTINGS;
 export type Config = Readonly<{ [K in keyof Settings]: z.infer<Settings[K]['schema']> }>;
@@ -262,12 +269,16 @@ export class ConfigError extends Error {
   }
 }
 
+/** Width of the flag column of `execworld serve --help`: the longest flag with its `<value>`. */
+const FLAG_COLUMN = Math.max(...Object.values(SETTINGS).map((setting) => `--${setting.flag} <value>`.length));
+
 /** The `--help` text of `execworld serve`, made from the settings table. */
 export function serveHelp(): string {
   const lines = Object.values(SETTINGS).map((setting) => {
     const shown =
       setting.default === undefined || (Array.isArray(setting.default) && setting.default.length === 0) ? '' : ` (default ${String(setting.default)})`;
-    return `  --${setting.flag.padEnd(20)} ${setting.help}${shown}\n  ${''.padEnd(22)} env ${setting.env}`;
+    // Every setting's flag takes a value.
+    return `  ${`--${setting.flag} <value>`.padEnd(FLAG_COLUMN)} ${setting.help}${shown}\n  ${''.padEnd(FLAG_COLUMN)} env ${setting.env}`;
   });
   return [
     'Usage: execworld serve [options]',
@@ -275,11 +286,19 @@ export function serveHelp(): string {
     'Runs the execworld daemon: processes and terminals of this host over HTTP and WebSocket.',
     '',
     'Options:',
-    '  --config <file>        JSON file of settings (keys as below in camelCase); env EXECWORLD_CONFIG',
+    `  ${'--config <file>'.padEnd(FLAG_COLUMN)} JSON file of settings (keys as below in camelCase); env EXECWORLD_CONFIG`,
     ...lines,
-    '  --help                 show this help',
+    `  ${'--help'.padEnd(FLAG_COLUMN)} show this help`,
     '',
   ].join('\n');
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch (_error) {
+    return false;
+  }
 }
 
 /** parseArgs's complaint in a line: its own texts suggest positionals, which serve takes none of. */
@@ -355,6 +374,8 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     config[key] = result.data;
   }
   if ((config.tlsCert === undefined) !== (config.tlsKey === undefined)) throw new ConfigError('--tls-cert and --tls-key go together');
+  const defaultCwd = config.defaultCwd as string | undefined;
+  if (defaultCwd !== undefined && !isDirectory(defaultCwd)) throw new ConfigError(`${sources.defaultCwd ?? 'defaultCwd'}: ${defaultCwd} is not a directory`);
   if ((config.bodyBudgetBytes as number) < (config.maxBodyBytes as number)) {
     throw new ConfigError(
       `--body-budget-bytes (${String(config.bodyBudgetBytes)}) must be at least --max-body-bytes (${String(config.maxBodyBytes)}): a body a call takes must fit in it`,

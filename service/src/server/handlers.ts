@@ -3,46 +3,30 @@
  * land here, with parameters already validated against the operation's schema.
  * @module
  */
+import { OPERATION_LIST, PROTOCOL_VERSION, type OperationName, type OperationParams, type OperationResult, type OperationSpec } from '@execworld/sdk/protocol';
 import {
-  OPERATION_LIST,
-  PROTOCOL_VERSION,
-  type Access,
-  type OperationName,
-  type OperationParams,
-  type OperationResult,
-  type OperationSpec,
-} from '@execworld/sdk/protocol';
-import { MAX_WAIT_MS, type SubprocessOutputMode, type SubprocessSpawnSpec, type SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
+  MAX_WAIT_MS,
+  spawnDefaults,
+  terminalDefaults,
+  type SubprocessOutputMode,
+  type SubprocessSpawnSpec,
+  type SubprocessTerminalSpawnSpec,
+} from '@execworld/sdk/seam';
 import { z } from 'zod';
 import type { FsTarget } from '@execworld/sdk/fs';
-import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
-import type { UploadRegistry } from './uploads.ts';
-import type { SessionRegistry } from './sessions/registry.ts';
+import type { CallContext } from './call-context.ts';
+import { appendUpload, fileContent, packArchive, unpackArchive, type ByteReply } from './byte-calls.ts';
 import { defaultShell, runOptions } from './sessions/shells.ts';
+import { runCommandSession } from './sessions/command-run.ts';
 import { ServiceError } from './errors.ts';
 import { readsFreeRoom, waitForBytes, type ByteStream } from './streams.ts';
 
 /** Default and largest slice one output read returns. */
 const DEFAULT_READ_BYTES = 1024 * 1024;
 
-export interface CallContext {
-  readonly owner: string;
-  /** What the caller's token may do; a write operation never gets here with `read`. */
-  readonly access: Access;
-  readonly registry: SessionRegistry;
-  /** The world's files as `owner` may see them. */
-  readonly files: (owner: string) => OwnerFiles;
-  /** The transfer calls (beyond the seam) as `owner` may make them. */
-  readonly transfer: (owner: string) => OwnerTransfer;
-  readonly uploads: UploadRegistry;
-  readonly version: string;
-  /** Aborts when the caller went away. */
-  readonly signal: AbortSignal;
-  /** Whether the call may wait without bound (a WebSocket call). */
-  readonly unbounded: boolean;
-}
-
-type Handler<N extends OperationName> = (ctx: CallContext, params: OperationParams<N>) => Promise<OperationResult<N>> | OperationResult<N>;
+/** What a handler answers: its result, or the bytes of a call that answers bytes (whose result no JSON schema describes). */
+type Answer<N extends OperationName> = [OperationResult<N>] extends [never] ? ByteReply : OperationResult<N>;
+type Handler<N extends OperationName> = (ctx: CallContext, params: OperationParams<N>) => Promise<Answer<N>> | Answer<N>;
 
 function readStream(ctx: CallContext, stream: ByteStream, from: number | undefined, maxBytes: number | undefined) {
   const start = from ?? stream.start;
@@ -92,24 +76,34 @@ async function within(promise: Promise<unknown>, ms: number | undefined, ctx: Ca
   }
 }
 
-/** A terminal create's wire fields in the seam's shape. */
-function terminalSpec(params: OperationParams<'terminal.create'>): SubprocessTerminalSpawnSpec {
+/** A terminal create's wire fields in the seam's shape, what was left out filled in with the world's defaults. */
+function terminalSpec(ctx: CallContext, params: OperationParams<'terminal.create'>): SubprocessTerminalSpawnSpec {
   const { argv, cwd, env, rows, cols, graceMs } = params;
-  return { argv, cwd, rows, cols, graceMs, ...(env === undefined ? {} : { env }) };
+  return terminalDefaults({ argv, cwd, rows, cols, graceMs, ...(env === undefined ? {} : { env }) }, () => ctx.registry.defaultCwd(ctx.owner));
 }
 
-/** A process create's wire fields in the seam's shape: a null env entry unsets it, an absent spill is no key. */
-function processSpec(params: OperationParams<'process.create'>): SubprocessSpawnSpec {
-  const output = (mode: OperationParams<'process.create'>['stdio']['stdout']): SubprocessOutputMode =>
-    mode === 'pipe' ? 'pipe' : { maxBytes: mode.maxBytes, ...(mode.spill === undefined ? {} : { spill: { maxBytes: mode.spill.maxBytes } }) };
-  const { stdin, stdout, stderr } = params.stdio;
-  return {
-    argv: params.argv,
-    cwd: params.cwd,
-    stdio: { stdin, stdout: output(stdout), stderr: output(stderr) },
-    graceMs: params.graceMs,
-    ...(params.env === undefined ? {} : { env: Object.fromEntries(Object.entries(params.env).map(([name, value]) => [name, value ?? undefined])) }),
-  };
+type WireOutput = NonNullable<NonNullable<OperationParams<'process.create'>['stdio']>['stdout']>;
+
+/**
+ * A process create's wire fields in the seam's shape, what was left out filled
+ * in with the world's defaults: a null env entry unsets it, an absent spill is no key.
+ */
+function processSpec(ctx: CallContext, params: OperationParams<'process.create'>): SubprocessSpawnSpec {
+  const output = (mode: WireOutput | undefined): SubprocessOutputMode | undefined =>
+    mode === undefined || mode === 'pipe'
+      ? mode
+      : { maxBytes: mode.maxBytes, ...(mode.spill === undefined ? {} : { spill: { maxBytes: mode.spill.maxBytes } }) };
+  const { stdin, stdout, stderr } = params.stdio ?? {};
+  return spawnDefaults(
+    {
+      argv: params.argv,
+      cwd: params.cwd,
+      stdio: { stdin, stdout: output(stdout), stderr: output(stderr) },
+      graceMs: params.graceMs,
+      ...(params.env === undefined ? {} : { env: Object.fromEntries(Object.entries(params.env).map(([name, value]) => [name, value ?? undefined])) }),
+    },
+    () => ctx.registry.defaultCwd(ctx.owner),
+  );
 }
 
 /**
@@ -141,7 +135,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   }),
 
   'terminal.create': async (ctx, params) =>
-    (await ctx.registry.createTerminal(ctx.owner, terminalSpec(params), params.requestId, params.answerQueries ?? true)).info(),
+    (await ctx.registry.createTerminal(ctx.owner, terminalSpec(ctx, params), params.requestId, params.answerQueries ?? true)).info(),
   'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.owner, 'terminal').map((session) => session.info()) }),
   'terminal.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').info(),
   'terminal.input': async (ctx, params) => {
@@ -179,7 +173,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return { ok: true };
   },
 
-  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, processSpec(params), params.requestId)).info(),
+  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, processSpec(ctx, params), params.requestId)).info(),
   'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.owner, 'process').map((session) => session.info()) }),
   'process.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'process').info(),
   'process.stdin': async (ctx, params) => {
@@ -222,17 +216,25 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return { ok: true };
   },
 
+  'command.run': (ctx, params) => runCommandSession(ctx.registry, ctx.owner, params, ctx.signal),
+
   'shell.create': async (ctx, params) => {
-    const { cwd, env, requestId } = params;
+    const { env, requestId } = params;
+    const cwd = params.cwd ?? ctx.registry.defaultCwd(ctx.owner);
     const dialect = params.dialect ?? defaultShell(ctx.registry.runtime.capabilities.platform);
     return (await ctx.registry.shells.create(ctx.owner, { dialect, cwd, ...(env === undefined ? {} : { env }) }, requestId)).info();
   },
   'shell.list': (ctx) => ({ shells: ctx.registry.shells.list(ctx.owner).map((entry) => entry.info()) }),
   'shell.get': (ctx, params) => ctx.registry.shells.get(ctx.owner, params.id).info(),
-  'shell.run': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.run(params.command, runOptions(params, ctx.signal))),
-  'shell.send': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.send(params.input, runOptions(params, ctx.signal))),
-  'shell.wait': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.wait(runOptions(params, ctx.signal))),
-  'shell.interrupt': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, (shell) => shell.interrupt()),
+  'shell.history': (ctx, params) => {
+    const entry = ctx.registry.shells.get(ctx.owner, params.id);
+    return { runs: entry.runs, dropped: entry.dropped };
+  },
+  'shell.run': (ctx, params) =>
+    ctx.registry.shells.call(ctx.owner, params.id, params.command, (shell) => shell.run(params.command, runOptions(params, ctx.signal))),
+  'shell.send': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, undefined, (shell) => shell.send(params.input, runOptions(params, ctx.signal))),
+  'shell.wait': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, undefined, (shell) => shell.wait(runOptions(params, ctx.signal))),
+  'shell.interrupt': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, undefined, (shell) => shell.interrupt()),
   'shell.delete': async (ctx, params) => {
     await ctx.registry.shells.delete(ctx.owner, params.id);
     return { ok: true };
@@ -261,6 +263,10 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     await ctx.uploads.delete(ctx.owner, params.id);
     return { ok: true as const };
   },
+  'upload.bytes': appendUpload,
+  'files.content': fileContent,
+  'archive.pack': packArchive,
+  'archive.unpack': unpackArchive,
 };
 
 /** An operation with the schema that validates its merged parameters. */

@@ -18,8 +18,8 @@ import type { FastifyBaseLogger as Logger } from 'fastify';
 import { ClientMessage, type Access, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
 import type { z } from 'zod';
 import type { DaemonMetrics } from './metrics.ts';
-import { BOUND_OPERATIONS, type CallContext } from './handlers.ts';
-import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
+import type { Caller, Dispatcher } from './dispatch.ts';
+import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { readsFreeRoom, type ByteStream } from './streams.ts';
 import { Subscription } from './ws-subscription.ts';
@@ -35,10 +35,8 @@ export const MAX_CALLS_IN_FLIGHT = 4096;
 
 export interface HubOptions {
   readonly registry: SessionRegistry;
-  readonly files: CallContext['files'];
-  readonly transfer: CallContext['transfer'];
-  readonly uploads: CallContext['uploads'];
-  readonly version: string;
+  /** Where every call goes. */
+  readonly dispatcher: Dispatcher;
   readonly windowBytes: number;
   readonly heartbeatMs: number;
   /**
@@ -276,48 +274,35 @@ class Connection {
   }
 
   async #call(id: number, name: string, params: Record<string, unknown>): Promise<void> {
-    const operation = BOUND_OPERATIONS.get(name);
-    if (operation === undefined) {
-      this.send({ t: 'error', id, error: { code: 'NOT_FOUND', message: `unknown operation ${name}` } });
-      return;
-    }
-    if (operation.spec.access === 'write' && this.access === 'read') {
-      this.send({ t: 'error', id, error: readOnlyRefusal(name).body() });
-      return;
-    }
+    const dispatcher = this.#options.dispatcher;
     if (this.#calls.size >= MAX_CALLS_IN_FLIGHT) {
       this.send({ t: 'error', id, error: { code: 'LIMIT_EXCEEDED', message: `at most ${MAX_CALLS_IN_FLIGHT} calls may be in flight on one connection` } });
       return;
     }
-    // Only a call that may wait (the table's `waits`) needs to learn that its caller went away (an AbortController costs microseconds).
-    const controller = operation.spec.waits ? new AbortController() : undefined;
-    if (controller !== undefined) this.#calls.add(controller);
-    const started = performance.now();
-    let outcome = 'ok';
+    let controller: AbortController | undefined;
     try {
-      const validated = operation.schema.safeParse(params);
-      if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, 'params'));
-      const ctx: CallContext = {
+      const operation = dispatcher.operation(name);
+      // Only a call that may wait (the table's `waits`) needs to learn that its caller went away (an AbortController costs microseconds).
+      if (operation.spec.waits) {
+        controller = new AbortController();
+        this.#calls.add(controller);
+      }
+      const caller: Caller = {
         owner: this.owner,
         access: this.access,
-        registry: this.#options.registry,
-        files: this.#options.files,
-        transfer: this.#options.transfer,
-        uploads: this.#options.uploads,
-        version: this.#options.version,
+        transport: 'websocket',
         signal: controller?.signal ?? NEVER_ABORTED,
         unbounded: true,
+        where: 'params',
       };
-      const result = await operation.handler(ctx, validated.data);
+      const result = await dispatcher.call(operation, caller, params);
       this.send({ t: 'result', id, result });
     } catch (error) {
       const serviceError = toServiceError(error);
-      outcome = serviceError.code;
-      if (serviceError.code === 'INTERNAL') this.#log.error({ err: error, op: name }, 'call failed');
+      if (serviceError.code === 'INTERNAL') this.#log.error({ err: serviceError.cause ?? error, op: name }, 'call failed');
       this.send({ t: 'error', id, error: serviceError.body() });
     } finally {
       if (controller !== undefined) this.#calls.delete(controller);
-      this.#options.metrics?.observeCall(name, 'websocket', (performance.now() - started) / 1000, outcome, params);
     }
   }
 

@@ -2,14 +2,15 @@
  * The daemon's browser view: asks for a token (or takes it from the address's
  * `#token=`), learns whose it is and whether it may write, then lists that
  * owner's terminals, processes and shells and shows the one chosen, live.
- * Everything goes through the daemon's own API with that token.
+ * A token that may write also starts terminals and shells, runs commands in a
+ * shell, and ends sessions. Everything goes through the daemon's own API with
+ * that token.
  */
 import type { OperationResult } from '../../../sdk/src/protocol/operations.ts';
 import { CallError, Link } from './link.ts';
-import { outcomeText, ProcessView, TerminalView, type ProcessInfo, type TerminalInfo } from './views.ts';
+import { outcomeText, ProcessView, ShellView, TerminalView, type ProcessInfo, type ShellInfo, type TerminalInfo } from './views.ts';
 
 type Identity = OperationResult<'identity.get'>;
-type ShellInfo = OperationResult<'shell.get'>;
 
 const TOKEN_KEY = 'execworld.token';
 /** How often the lists are asked for again. */
@@ -78,21 +79,67 @@ async function begin(token: string): Promise<void> {
   new Page(link, identity.access === 'write').start();
 }
 
-type Selection = { kind: 'terminal' | 'process'; id: string };
-type Row = { key: string; label: string; state: string; open: Selection | undefined };
+type Selection = { kind: 'terminal' | 'process' | 'shell'; id: string };
+type Row = { key: string; label: string; state: string; ended: boolean; open: Selection };
+
+/** What a session ran, for a person: an `sh -c` line as its line, else its argv. */
+function commandLabel(argv: readonly string[]): string {
+  if (argv.length >= 3 && /(^|\/)(ba|da)?sh$/.test(argv[0]!) && argv[1] === '-c') return argv[2]!;
+  return argv.join(' ');
+}
 
 /** A terminal's or process's line in its list: its command, then its id, status and outcome. */
-function sessionRow(kind: Selection['kind'], info: TerminalInfo | ProcessInfo, note = ''): Row {
+function sessionRow(kind: 'terminal' | 'process', info: TerminalInfo | ProcessInfo): Row {
   const outcome = info.exit === null ? '' : ` · ${outcomeText(info.exit)}`;
-  return { key: info.id, label: `${info.argv.join(' ')}${note}`, state: `${info.id} · ${info.status}${outcome}`, open: { kind, id: info.id } };
+  return {
+    key: info.id,
+    label: commandLabel(info.argv),
+    state: `${info.id} · ${info.status}${outcome}`,
+    ended: info.status === 'exited',
+    open: { kind, id: info.id },
+  };
 }
+
+/** What a terminal or shell the page starts runs, and where. */
+interface Defaults {
+  /** The owner's shell, interactive, in the owner's home. */
+  readonly shell: readonly string[];
+  /** A command line the person typed. */
+  line(text: string): string[];
+  /** Where a session starts; a terminal's program goes on to the owner's home. */
+  readonly cwd: string;
+}
+
+function defaultsFor(platform: string): Defaults {
+  if (platform === 'win32') {
+    return {
+      shell: ['powershell.exe', '-NoLogo', '-NoExit', '-Command', 'Set-Location ~'],
+      line: (text) => ['cmd.exe', '/d', '/c', text],
+      cwd: 'C:\\',
+    };
+  }
+  // The page does not know the owner's home or shell; the terminal's environment does (HOME and SHELL, the
+  // mapped user's own for an owner that runs as one). A `cd` that fails says so in the terminal and stays in /.
+  return {
+    shell: ['/bin/sh', '-c', 'cd; exec "${SHELL:-/bin/sh}" -i'],
+    line: (text) => ['/bin/sh', '-c', `cd; ${text}`],
+    cwd: '/',
+  };
+}
+
+/** Rows and columns of a terminal the page starts, until the page in control fits it to its pane. */
+const NEW_TERMINAL_SIZE = { rows: 24, cols: 80 };
+const NEW_GRACE_MS = 2000;
 
 class Page {
   readonly #link: Link;
   readonly #writable: boolean;
+  #defaults: Defaults = defaultsFor('linux');
   #selected: Selection | undefined;
-  #view: TerminalView | ProcessView | undefined;
+  #view: TerminalView | ProcessView | ShellView | undefined;
   #poll: ReturnType<typeof setTimeout> | undefined;
+  /** The ended groups a person opened, kept open across the lists' refreshes. */
+  readonly #unfolded = new Set<string>();
 
   constructor(link: Link, writable: boolean) {
     this.#link = link;
@@ -106,14 +153,83 @@ class Page {
       state.textContent = detail;
     };
     this.#link.onOpen = () => {
+      this.#link.call('health.get', {}).then(
+        (health) => (this.#defaults = defaultsFor(health.platform)),
+        () => undefined,
+      );
       void this.#refresh();
       this.#view?.attach().catch((error: unknown) => this.#viewStatus(`could not attach: ${String(error)}`));
     };
+    $('start').hidden = !this.#writable;
+    if (this.#writable) {
+      $('new-terminal').addEventListener('click', () => void this.#newTerminal());
+      $('new-shell').addEventListener('click', () => void this.#newShell());
+      $('end').addEventListener('click', () => void this.#end());
+      $('run-form').addEventListener('submit', (event) => {
+        event.preventDefault();
+        const input = $<HTMLInputElement>('run-command');
+        const text = input.value;
+        if (text === '' || !(this.#view instanceof ShellView)) return;
+        input.value = '';
+        void this.#view.submit(text);
+      });
+      $('interrupt').addEventListener('click', () => {
+        if (this.#view instanceof ShellView) void this.#view.interrupt();
+      });
+    }
     this.#link.start();
   }
 
   #viewStatus(text: string): void {
     $('view-status').textContent = text;
+  }
+
+  #failed(what: string, error: unknown): void {
+    this.#viewStatus(`could not ${what}: ${error instanceof CallError ? `${error.code}: ${error.message}` : String(error)}`);
+  }
+
+  async #newTerminal(): Promise<void> {
+    const line = $<HTMLInputElement>('command').value.trim();
+    const argv = line === '' ? [...this.#defaults.shell] : this.#defaults.line(line);
+    try {
+      const info = await this.#link.call('terminal.create', { argv, cwd: this.#defaults.cwd, ...NEW_TERMINAL_SIZE, graceMs: NEW_GRACE_MS });
+      $<HTMLInputElement>('command').value = '';
+      await this.#open({ kind: 'terminal', id: info.id }, true);
+    } catch (error) {
+      this.#failed('start a terminal', error);
+    }
+  }
+
+  async #newShell(): Promise<void> {
+    try {
+      const info = await this.#link.call('shell.create', { cwd: this.#defaults.cwd });
+      await this.#open({ kind: 'shell', id: info.id });
+      $('run-command').focus();
+    } catch (error) {
+      this.#failed('start a shell', error);
+    }
+  }
+
+  /** Ends the selected session: a terminal or process is terminated (and listed as ended); a shell is ended and forgotten. */
+  async #end(): Promise<void> {
+    const selected = this.#selected;
+    if (selected === undefined) return;
+    const end = $<HTMLButtonElement>('end');
+    end.disabled = true;
+    try {
+      if (selected.kind === 'terminal') await this.#link.call('terminal.terminate', { id: selected.id });
+      else if (selected.kind === 'process') await this.#link.call('process.terminate', { id: selected.id });
+      else {
+        await this.#link.call('shell.delete', { id: selected.id });
+        this.#close();
+        this.#viewStatus(`shell ${selected.id} ended`);
+      }
+    } catch (error) {
+      this.#failed(`end ${selected.id}`, error);
+    } finally {
+      end.disabled = false;
+    }
+    void this.#refresh();
   }
 
   async #refresh(): Promise<void> {
@@ -134,10 +250,11 @@ class Page {
   }
 
   #render(terminals: TerminalInfo[], processes: ProcessInfo[], shells: ShellInfo[]): void {
-    const shellOf = new Map(shells.filter((shell) => shell.terminalId !== null).map((shell) => [shell.terminalId!, shell]));
+    // A shell's terminal carries the engine's raw stream: the shell is shown as its runs instead, under Shells.
+    const shellTerminals = new Set(shells.map((shell) => shell.terminalId).filter((id) => id !== null));
     this.#fill(
       'terminals',
-      terminals.map((terminal) => sessionRow('terminal', terminal, shellOf.has(terminal.id) ? ` (shell ${shellOf.get(terminal.id)!.id})` : '')),
+      terminals.filter((terminal) => !shellTerminals.has(terminal.id)).map((terminal) => sessionRow('terminal', terminal)),
     );
     this.#fill(
       'processes',
@@ -148,82 +265,131 @@ class Page {
       shells.map((shell) => ({
         key: shell.id,
         label: `${shell.dialect} in ${shell.cwd}`,
-        state: `${shell.id} · ${shell.state}${shell.terminalId === null ? '' : ` · on ${shell.terminalId}`}`,
-        open: shell.terminalId === null ? undefined : { kind: 'terminal', id: shell.terminalId },
+        state: `${shell.id} · ${shell.state}`,
+        ended: shell.state === 'closed',
+        open: { kind: 'shell', id: shell.id },
       })),
     );
     const selected = this.#selected;
     if (selected?.kind === 'terminal') {
       const info = terminals.find((terminal) => terminal.id === selected.id);
-      if (info !== undefined) (this.#view as TerminalView).update(info);
+      if (info !== undefined) {
+        (this.#view as TerminalView).update(info);
+        this.#setLive(info.status === 'running');
+      }
     } else if (selected?.kind === 'process') {
       const info = processes.find((process) => process.id === selected.id);
-      if (info !== undefined) (this.#view as ProcessView).update(info);
+      if (info !== undefined) {
+        (this.#view as ProcessView).update(info);
+        this.#setLive(info.status === 'running');
+      }
+    } else if (selected?.kind === 'shell') {
+      const info = shells.find((shell) => shell.id === selected.id);
+      if (info !== undefined) (this.#view as ShellView).update(info);
+      this.#setLive(info !== undefined && info.state !== 'closed');
     }
   }
 
+  /** Live sessions, then the ended ones folded into a group a person may open. */
   #fill(list: string, rows: Row[]): void {
     const ul = $(list);
-    ul.replaceChildren(
-      ...rows.map((row) => {
-        const li = document.createElement('li');
-        const button = document.createElement('button');
-        button.type = 'button';
-        button.dataset.id = row.key;
-        const label = document.createElement('div');
-        label.textContent = row.label;
-        const state = document.createElement('div');
-        state.className = 'state';
-        state.textContent = row.state;
-        button.append(label, state);
-        const open = row.open;
-        if (open === undefined) button.disabled = true;
-        else {
-          button.setAttribute('aria-current', String(this.#selected?.id === open.id && list !== 'shells'));
-          button.addEventListener('click', () => void this.#open(open));
-        }
-        li.append(button);
-        return li;
-      }),
-    );
-    if (rows.length === 0) {
+    const live = rows.filter((row) => !row.ended);
+    const ended = rows.filter((row) => row.ended);
+    ul.replaceChildren(...live.map((row) => this.#item(list, row)));
+    if (live.length === 0) {
       const li = document.createElement('li');
       li.className = 'empty';
       li.textContent = 'none';
       ul.append(li);
     }
+    if (ended.length > 0) {
+      const li = document.createElement('li');
+      const details = document.createElement('details');
+      details.className = 'ended';
+      details.open = this.#unfolded.has(list);
+      details.addEventListener('toggle', () => (details.open ? this.#unfolded.add(list) : this.#unfolded.delete(list)));
+      const summary = document.createElement('summary');
+      summary.textContent = `ended (${ended.length})`;
+      const inner = document.createElement('ul');
+      inner.append(...ended.map((row) => this.#item(list, row)));
+      details.append(summary, inner);
+      li.append(details);
+      ul.append(li);
+    }
   }
 
-  async #open(selection: Selection): Promise<void> {
-    if (this.#selected?.kind === selection.kind && this.#selected.id === selection.id) return;
+  #item(list: string, row: Row): HTMLLIElement {
+    const li = document.createElement('li');
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.dataset.id = row.key;
+    const label = document.createElement('div');
+    label.textContent = row.label;
+    const state = document.createElement('div');
+    state.className = 'state';
+    state.textContent = row.state;
+    button.append(label, state);
+    button.setAttribute('aria-current', String(this.#selected?.id === row.open.id));
+    button.addEventListener('click', () => void this.#open(row.open));
+    li.dataset.list = list;
+    li.append(button);
+    return li;
+  }
+
+  /** Offers to end the selected session while it runs. */
+  #setLive(live: boolean): void {
+    $('end').hidden = !this.#writable || !live;
+  }
+
+  #close(): void {
     this.#view?.dispose();
     this.#view = undefined;
+    this.#selected = undefined;
+    for (const id of ['screen', 'streams', 'shell', 'control']) $(id).hidden = true;
+    $('screen').replaceChildren();
+    $('view-title').textContent = 'Choose a terminal, process or shell.';
+    this.#setLive(false);
+  }
+
+  /** @param take - the page started the terminal: it is in control and has the keyboard. */
+  async #open(selection: Selection, take = false): Promise<void> {
+    if (this.#selected?.kind === selection.kind && this.#selected.id === selection.id) return;
+    this.#close();
     this.#selected = selection;
     const screen = $('screen');
-    const streams = $('streams');
-    screen.replaceChildren();
     const status = (text: string): void => this.#viewStatus(text);
     try {
       if (selection.kind === 'terminal') {
         const info = await this.#link.call('terminal.get', { id: selection.id });
-        $('view-title').textContent = `Terminal ${info.id}: ${info.argv.join(' ')}${this.#writable ? '' : ' (read-only)'}`;
+        $('view-title').textContent = `Terminal ${info.id}: ${commandLabel(info.argv)}${this.#writable ? '' : ' (read-only)'}`;
         screen.hidden = false;
-        streams.hidden = true;
-        this.#view = new TerminalView(this.#link, info.id, screen, info, this.#writable && info.status === 'running', status);
-      } else {
+        $('control').hidden = false;
+        const control = (text: string): void => {
+          $('control').textContent = text;
+        };
+        this.#view = new TerminalView(this.#link, info.id, screen, info, this.#writable, status, control, take);
+        this.#setLive(info.status === 'running');
+      } else if (selection.kind === 'process') {
         const info = await this.#link.call('process.get', { id: selection.id });
-        $('view-title').textContent = `Process ${info.id}: ${info.argv.join(' ')}`;
-        screen.hidden = true;
-        streams.hidden = false;
+        $('view-title').textContent = `Process ${info.id}: ${commandLabel(info.argv)}`;
+        $('streams').hidden = false;
         const view = new ProcessView(this.#link, info.id, $('stdout'), $('stderr'), status);
         view.update(info);
         this.#view = view;
+        this.#setLive(info.status === 'running');
+      } else {
+        const info = await this.#link.call('shell.get', { id: selection.id });
+        $('view-title').textContent = `Shell ${info.id}: ${info.dialect} in ${info.cwd}${this.#writable ? '' : ' (read-only)'}`;
+        $('shell').hidden = false;
+        $('run-form').hidden = !this.#writable;
+        this.#view = new ShellView(this.#link, info, $('runs'), status);
+        this.#setLive(info.state !== 'closed');
       }
       await this.#view.attach();
     } catch (error) {
       // A view that was never made is not reopened by a reconnect: clicking it again must.
       if (this.#view === undefined) this.#selected = undefined;
-      this.#viewStatus(`could not open ${selection.id}: ${error instanceof CallError ? `${error.code}: ${error.message}` : String(error)}`);
+      this.#failed(`open ${selection.id}`, error);
     }
     void this.#refresh();
   }

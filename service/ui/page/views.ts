@@ -6,11 +6,16 @@
  */
 import { Terminal } from '@xterm/xterm';
 import type { OperationResult } from '../../../sdk/src/protocol/operations.ts';
+import { MAX_TERMINAL_SIZE } from '../../../sdk/src/seam/limits.ts';
 import { CallError, type Link, type StreamListener, type StreamTarget } from './link.ts';
 
 type Screen = OperationResult<'terminal.screen'>;
 export type TerminalInfo = OperationResult<'terminal.get'>;
 export type ProcessInfo = OperationResult<'process.get'>;
+export type ShellInfo = OperationResult<'shell.get'>;
+type History = OperationResult<'shell.history'>;
+type RunRecord = History['runs'][number];
+type RunAnswer = OperationResult<'shell.run'>;
 type Outcome = NonNullable<ProcessInfo['exit']>;
 
 /** How a session ended, for a person: the exit code, or the signal. */
@@ -76,20 +81,118 @@ export class TerminalView implements View<TerminalInfo> {
   #inFlight: { data: string; seq: number } | undefined;
   #seq = 0;
   readonly #writer = randomWriter();
+  readonly #host: HTMLElement;
+  readonly #writable: boolean;
+  readonly #showControl: (text: string) => void;
+  /** Whether this page sizes the terminal: it may write, and took the keyboard (or started the terminal). */
+  #inControl = false;
+  /** The size the pane fits, as last measured. */
+  #fits: { rows: number; cols: number } | undefined;
+  /** Polls in a row that found the terminal at a size this page did not give it: another client took control. */
+  #overruled = 0;
+  #resizing = false;
+  readonly #onWindowResize = (): void => {
+    clearTimeout(this.#resizeTimer);
+    this.#resizeTimer = setTimeout(() => this.#fit(), RESIZE_DEBOUNCE_MS);
+  };
+  #resizeTimer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(link: Link, id: string, host: HTMLElement, size: { rows: number; cols: number }, writable: boolean, status: (text: string) => void) {
+  /**
+   * @param host - the pane the terminal is drawn in, whose size it takes once in control.
+   * @param control - where the page says whether it is in control or watching.
+   * @param take - start in control (the page started the terminal) and take the keyboard.
+   */
+  constructor(
+    link: Link,
+    id: string,
+    host: HTMLElement,
+    info: Pick<TerminalInfo, 'rows' | 'cols' | 'status'>,
+    writable: boolean,
+    status: (text: string) => void,
+    control: (text: string) => void,
+    take = false,
+  ) {
     this.#link = link;
     this.#id = id;
     this.#status = status;
+    this.#host = host;
+    this.#writable = writable && info.status === 'running';
+    this.#showControl = control;
     this.#target = { kind: 'terminal', id, stream: 'output' };
-    this.#term = new Terminal({ rows: size.rows, cols: size.cols, disableStdin: !writable, cursorBlink: writable, scrollback: 5000, convertEol: false });
+    this.#term = new Terminal({
+      rows: info.rows,
+      cols: info.cols,
+      disableStdin: !this.#writable,
+      cursorBlink: this.#writable,
+      scrollback: 5000,
+      convertEol: false,
+    });
     this.#term.open(host);
     silenceReports(this.#term);
-    if (writable) {
+    if (this.#writable) {
+      // Taking the keyboard is taking control: the page a person types in is the one whose pane sizes the
+      // terminal. Typing takes it back too, after another page took it while this one kept the focus.
       this.#term.onData((data) => {
+        this.#take();
         this.#typed += data;
         this.#flush();
       });
+      this.#term.textarea?.addEventListener('focus', () => this.#take());
+    }
+    addEventListener('resize', this.#onWindowResize);
+    if (take && this.#writable) {
+      this.#inControl = true;
+      this.#term.focus();
+    }
+    this.#fit();
+  }
+
+  #take(): void {
+    if (this.#inControl || this.#ended) return;
+    this.#inControl = true;
+    this.#fit();
+  }
+
+  /**
+   * Measures the pane in cells of the emulator's font; in control, sizes the emulator and the remote terminal
+   * to it. A watcher only says what would fit: the terminal keeps the size its controller gave it.
+   */
+  #fit(): void {
+    if (this.#disposed) return;
+    const fits = paneCells(this.#term, this.#host);
+    if (fits !== undefined) this.#fits = fits;
+    if (this.#inControl && !this.#ended && this.#fits !== undefined) {
+      const { rows, cols } = this.#fits;
+      if (rows !== this.#term.rows || cols !== this.#term.cols) this.#term.resize(cols, rows);
+      this.#resize(rows, cols);
+    }
+    this.#reportControl();
+  }
+
+  #resize(rows: number, cols: number): void {
+    if (!this.#link.open) return;
+    this.#resizing = true;
+    this.#overruled = 0;
+    this.#link.call('terminal.resize', { id: this.#id, rows, cols }).then(
+      () => {
+        this.#resizing = false;
+        this.#overruled = 0;
+      },
+      (error: unknown) => {
+        this.#resizing = false;
+        if (error instanceof CallError && error.code === 'LINK_LOST') return;
+        this.#status(`resize refused: ${message(error)}`);
+      },
+    );
+  }
+
+  #reportControl(): void {
+    const size = `${this.#term.cols}×${this.#term.rows}`;
+    if (this.#ended) this.#showControl(`ended · ${size}`);
+    else if (this.#inControl) this.#showControl(`in control · ${size}`);
+    else {
+      const fits = this.#fits === undefined ? '' : ` · the pane fits ${this.#fits.cols}×${this.#fits.rows}`;
+      this.#showControl(`watching · ${size}${fits}${this.#writable ? ' · click the terminal to take control' : ''}`);
     }
   }
 
@@ -129,6 +232,8 @@ export class TerminalView implements View<TerminalInfo> {
     this.#offset = subscribed.from;
     this.#sub = subscribed.sub;
     this.#report();
+    // The snapshot drew the terminal at its remote size; the page in control gives it its pane's again.
+    this.#fit();
   }
 
   #draw(screen: Screen): void {
@@ -160,8 +265,10 @@ export class TerminalView implements View<TerminalInfo> {
       end: (offset) => {
         if (this.#sub !== subscription) return;
         this.#ended = true;
+        this.#inControl = false;
         this.#offset = offset;
         this.#report();
+        this.#reportControl();
       },
     };
     const subscribed = await this.#link.subscribe(this.#target, from, listener);
@@ -200,14 +307,50 @@ export class TerminalView implements View<TerminalInfo> {
 
   update(info: TerminalInfo): void {
     const { rows, cols } = info;
-    if (rows !== this.#term.rows || cols !== this.#term.cols) this.#term.resize(cols, rows);
+    const differs = rows !== this.#term.rows || cols !== this.#term.cols;
+    if (this.#inControl) {
+      // Twice in a row at a size this page did not give it, with none of its own resizes in flight: another
+      // page took control. This one watches from now on rather than fight over the size.
+      if (!differs || this.#resizing) this.#overruled = 0;
+      else if (++this.#overruled >= 2) this.#inControl = false;
+      if (this.#inControl) return;
+    }
+    if (differs) this.#term.resize(cols, rows);
+    this.#reportControl();
   }
 
   dispose(): void {
     this.#disposed = true;
+    clearTimeout(this.#resizeTimer);
+    removeEventListener('resize', this.#onWindowResize);
     if (this.#sub !== undefined) this.#link.unsubscribe(this.#sub);
     this.#term.dispose();
   }
+}
+
+/** How long the window's size must hold before the terminal is resized to it: a drag resizes once, at its end. */
+const RESIZE_DEBOUNCE_MS = 150;
+/** Room xterm.js keeps at the right for its scroll bar. */
+const SCROLLBAR_PX = 14;
+
+/** The emulator's cell, in CSS pixels, as its renderer measured it (xterm.js exposes it to its add-ons only). */
+function cellSize(term: Terminal): { width: number; height: number } | undefined {
+  const core = (term as unknown as { _core?: { _renderService?: { dimensions?: { css?: { cell?: { width: number; height: number } } } } } })._core;
+  const cell = core?._renderService?.dimensions?.css?.cell;
+  return cell !== undefined && cell.width > 0 && cell.height > 0 ? cell : undefined;
+}
+
+/** The rows and columns of `term`'s cells that fit in `pane`'s content box; undefined while it is not laid out. */
+function paneCells(term: Terminal, pane: HTMLElement): { rows: number; cols: number } | undefined {
+  const cell = cellSize(term);
+  if (cell === undefined || pane.clientWidth === 0) return undefined;
+  const style = getComputedStyle(pane);
+  const width = pane.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - SCROLLBAR_PX;
+  const height = pane.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+  return {
+    cols: Math.min(MAX_TERMINAL_SIZE, Math.max(2, Math.floor(width / cell.width))),
+    rows: Math.min(MAX_TERMINAL_SIZE, Math.max(1, Math.floor(height / cell.height))),
+  };
 }
 
 /** One stream of a process, as text in a `<pre>`. */
@@ -308,5 +451,171 @@ export class ProcessView implements View<ProcessInfo> {
 
   dispose(): void {
     for (const pane of Object.values(this.#panes)) if (pane.sub !== undefined) this.#link.unsubscribe(pane.sub);
+  }
+}
+
+/** A shell run's state for a person: running, its exit, the program that waits for input, or that it was interrupted. */
+export function runOutcome(run: Pick<RunRecord, 'state' | 'exitCode' | 'signal' | 'waitingFor'>): string {
+  const code = run.exitCode === null ? '' : ` ${run.exitCode}`;
+  switch (run.state) {
+    case 'running':
+    case 'idle_timeout':
+      return 'running';
+    case 'waiting_for_input':
+      return `waiting for input: ${run.waitingFor?.command ?? 'a program'}`;
+    case 'completed':
+      // The status of a command a signal ended (128+n): SIGINT is what Ctrl-C and the page's Interrupt send.
+      if (run.signal === 'SIGINT') return 'interrupted (SIGINT)';
+      return run.signal !== null ? `killed by ${run.signal}` : `exited${code}`;
+    case 'timeout':
+      return 'interrupted (timed out)';
+    case 'canceled':
+      return 'interrupted';
+    case 'shell_exited':
+      return `shell exited${code}`;
+  }
+}
+
+/** How often an open shell view asks for the shell's runs. */
+const HISTORY_POLL_MS = 1000;
+/**
+ * A run the page drives answers after this much silence and is waited on again, so that its output shows as it
+ * comes (each answer carries what was printed since the one before) and the page can interrupt it between calls.
+ */
+const DRIVE_IDLE_MS = 1000;
+
+/**
+ * A persistent shell, shown as its runs: each command with its state and its output as text, never the
+ * terminal's raw stream, where the engine's markers are. A page that may write runs commands (or answers the
+ * program that waits for input) through the shell's own calls, and interrupts them.
+ */
+export class ShellView implements View<ShellInfo> {
+  readonly #link: Link;
+  readonly #id: string;
+  readonly #list: HTMLElement;
+  readonly #status: (text: string) => void;
+  #info: ShellInfo;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #disposed = false;
+  /** A run this page started or answered, whose calls it makes until it completes or waits for input. */
+  #driving = false;
+  #interruptAsked = false;
+  /** The state of the last run, from its latest answer or listing. */
+  #last: RunRecord['state'] | undefined;
+
+  constructor(link: Link, info: ShellInfo, list: HTMLElement, status: (text: string) => void) {
+    this.#link = link;
+    this.#id = info.id;
+    this.#info = info;
+    this.#list = list;
+    this.#status = status;
+    list.replaceChildren();
+  }
+
+  async attach(): Promise<void> {
+    await this.#load();
+  }
+
+  async #load(): Promise<void> {
+    clearTimeout(this.#timer);
+    if (this.#disposed) return;
+    try {
+      const history = await this.#link.call('shell.history', { id: this.#id });
+      if (this.#disposed) return;
+      this.#render(history);
+    } catch (error) {
+      if (this.#disposed) return;
+      if (!(error instanceof CallError && error.code === 'LINK_LOST')) this.#status(`could not list the runs: ${message(error)}`);
+      if (error instanceof CallError && error.code === 'NOT_FOUND') return;
+    }
+    this.#timer = setTimeout(() => void this.#load(), HISTORY_POLL_MS);
+  }
+
+  #render(history: History): void {
+    const atBottom = this.#list.scrollHeight - this.#list.scrollTop - this.#list.clientHeight < 8;
+    this.#list.replaceChildren(
+      ...history.runs.map((run) => {
+        const li = document.createElement('li');
+        li.dataset.state = run.state;
+        li.dataset.failed = String(run.exitCode !== null && run.exitCode !== 0);
+        const head = document.createElement('div');
+        head.className = 'head';
+        const command = document.createElement('code');
+        command.className = 'command';
+        command.textContent = run.command;
+        const outcome = document.createElement('span');
+        outcome.className = 'outcome';
+        outcome.textContent = runOutcome(run);
+        head.append(command, outcome);
+        const output = document.createElement('pre');
+        output.textContent = run.output;
+        output.hidden = run.output === '';
+        li.append(head, output);
+        return li;
+      }),
+    );
+    if (atBottom) this.#list.scrollTop = this.#list.scrollHeight;
+    this.#last = history.runs.at(-1)?.state;
+    const kept = history.dropped === 0 ? '' : ` (the ${history.dropped} before them are no longer kept)`;
+    this.#status(`${this.#info.state} · ${history.runs.length} runs${kept}`);
+  }
+
+  /**
+   * Runs `text` as a command; when the last run waits for input (or went quiet), sends it to that run's
+   * program as a line instead.
+   */
+  async submit(text: string): Promise<void> {
+    if (this.#driving) {
+      this.#status('a command of this page is still running: wait for it, or interrupt it');
+      return;
+    }
+    const open = this.#last === 'waiting_for_input' || this.#last === 'idle_timeout';
+    this.#driving = true;
+    try {
+      let answer: RunAnswer = open
+        ? await this.#link.call('shell.send', { id: this.#id, input: `${text}\r`, idleTimeoutMs: DRIVE_IDLE_MS })
+        : await this.#link.call('shell.run', { id: this.#id, command: text, idleTimeoutMs: DRIVE_IDLE_MS });
+      while (answer.reason === 'idle_timeout' && !this.#disposed) {
+        void this.#load();
+        answer = this.#interruptAsked
+          ? await this.#link.call('shell.interrupt', { id: this.#id })
+          : await this.#link.call('shell.wait', { id: this.#id, idleTimeoutMs: DRIVE_IDLE_MS });
+      }
+      this.#last = answer.reason;
+    } catch (error) {
+      this.#status(`the shell refused: ${message(error)}`);
+    } finally {
+      this.#driving = false;
+      this.#interruptAsked = false;
+      void this.#load();
+    }
+  }
+
+  /**
+   * Interrupts the open run. One that a call holds (this page's, or another client's) gets SIGINT through the
+   * shell's terminal at once, as Ctrl-C would, since the shell takes no second call meanwhile; one that waits
+   * for input is interrupted by the shell's own call.
+   */
+  async interrupt(): Promise<void> {
+    try {
+      if ((this.#driving || this.#info.state === 'running') && this.#info.terminalId !== null) {
+        this.#interruptAsked = true;
+        await this.#link.call('terminal.signal', { id: this.#info.terminalId, signal: 'SIGINT' });
+      } else {
+        await this.#link.call('shell.interrupt', { id: this.#id });
+      }
+    } catch (error) {
+      this.#status(`interrupt refused: ${message(error)}`);
+    }
+    void this.#load();
+  }
+
+  update(info: ShellInfo): void {
+    this.#info = info;
+  }
+
+  dispose(): void {
+    this.#disposed = true;
+    clearTimeout(this.#timer);
   }
 }

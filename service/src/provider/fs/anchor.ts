@@ -63,7 +63,7 @@ export class DaemonSecrets {
 
   constructor(paths: SecretPaths) {
     this.#files = paths.files.flatMap(namesOf);
-    this.#directories = paths.directories.flatMap(namesOf);
+    this.#directories = [...paths.directories, ...paths.files.flatMap(rotatedDirectory)].flatMap(namesOf);
     this.#except = (paths.except ?? []).flatMap(namesOf);
     for (const file of paths.files) {
       try {
@@ -89,6 +89,28 @@ export class DaemonSecrets {
   /** Whether a secret lies at or under the real path `real`: removing or moving it would reach one. */
   under(real: string): boolean {
     return this.holds(real) || [...this.#files, ...this.#directories].some((secret) => isWithin(real, secret));
+  }
+}
+
+/**
+ * The directory of the file `path` when that file is one of a set the
+ * Kubernetes atomic writer keeps (a Secret, ConfigMap or projected volume):
+ * `<dir>/token` is a link to `..data/token`, and `..data` a link to a
+ * timestamped `..2026_12_05_…` directory beside it. A rotation writes a new
+ * timestamped directory and swaps `..data` to it, so the file's real path
+ * changes: the whole `<dir>` is a secret, or the new copy would be served
+ * (by its real path, and by `path` itself, which now leads there).
+ */
+function rotatedDirectory(path: string): string[] {
+  const named = normalize(path);
+  try {
+    const directory = dirname(named);
+    const real = realpathSync(named);
+    const realDirectory = realpathSync(directory);
+    const inner = real.startsWith(realDirectory + sep) ? real.slice(realDirectory.length + 1).split(sep) : [];
+    return inner.length > 1 && inner[0]!.startsWith('..') ? [directory] : [];
+  } catch (_error) {
+    return [];
   }
 }
 

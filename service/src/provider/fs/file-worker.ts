@@ -17,8 +17,7 @@ import { hostPlatform } from '../platform/index.ts';
 import { launchFailure, resolveExecutable } from '../resolve-executable.ts';
 import { FsFailure } from './fs-error.ts';
 import { HostFiles } from './host-files.ts';
-import type { UploadStage } from './transfer.ts';
-import type { OpenContent } from './world-files.ts';
+import type { OpenContent, UploadStage } from '../api.ts';
 import type { WorkerFailure, WorkerReply, WorkerRequest } from './worker-protocol.ts';
 
 const files = new HostFiles(JSON.parse(process.env.EXECWORLD_FILE_WORKER_OPTIONS ?? '{}') as ConstructorParameters<typeof HostFiles>[0]);

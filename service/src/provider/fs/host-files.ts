@@ -11,7 +11,8 @@ import { DaemonSecrets, PathGuard, type SecretPaths } from './anchor.ts';
 import { WorldTransfer } from './transfer.ts';
 import { recordingStages, type StageRecords } from './stage-records.ts';
 import { UserWorkers, WorkerTransfer, WorkerView, type WorkerUser } from './worker-files.ts';
-import { MutationLocks, WorldFiles, type WorldFilesOptions } from './world-files.ts';
+import { WorldFiles, type WorldFilesOptions } from './world-files.ts';
+import { MutationLocks } from './mutation-locks.ts';
 
 export type HostFilesOptions = Omit<WorldFilesOptions, 'root' | 'locks' | 'cwd' | 'secrets'> & {
   /** The daemon's own files and directories, which no owner's call reaches (plain data: workers are started with it). */

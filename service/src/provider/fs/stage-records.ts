@@ -18,18 +18,8 @@ import { lstat, open, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoOf } from './fs-error.ts';
 import { emptyDirectory } from './remove-tree.ts';
-import type { OwnerTransfer, UploadStage } from './transfer.ts';
+import type { OwnerTransfer, StageIdentity, UploadStage } from '../api.ts';
 import { O_PATH, PROC_FD } from './anchor.ts';
-
-/** A stage as it was made: where, and which directory it is. */
-export interface StageIdentity {
-  /** The real path of the directory the stage is in (the target's). */
-  readonly directory: string;
-  /** The stage's name in it. */
-  readonly name: string;
-  readonly dev: string;
-  readonly ino: string;
-}
 
 export class StageRecords {
   readonly #directory: string;

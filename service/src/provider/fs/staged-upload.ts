@@ -14,10 +14,9 @@ import { pipeline } from 'node:stream/promises';
 import type { Anchor } from './anchor.ts';
 import { isAbsence, versionOf } from './facts.ts';
 import { FsFailure, fromSystemError } from './fs-error.ts';
-import type { FileDigest, UploadStage } from './transfer.ts';
-import type { StageIdentity } from './stage-records.ts';
+import type { FileDigest, StageIdentity, UploadStage } from '../api.ts';
 import { place, removeStage, type Stage } from './staging.ts';
-import type { MutationLocks } from './world-files.ts';
+import type { MutationLocks } from './mutation-locks.ts';
 
 /**
  * What a stream of an upload holds before it tells the socket to wait: with

@@ -10,47 +10,16 @@ import { createReadStream } from 'node:fs';
 import { lstat, mkdir, open, rename, rmdir, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
-import { packArchive, unpackArchive, type ArchiveResult, type FileDigest, type PackedArchive } from '@execworld/sdk/fs';
+import { packArchive, unpackArchive, type FileDigest, type PackedArchive } from '@execworld/sdk/fs';
 import { renameNoReplace } from '../libc.ts';
 import { withAnchor, type Anchor, type PathGuard } from './anchor.ts';
 import { absolutePath, isAbsence, versionOf } from './facts.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { clientModeBits, hashOf, StagedUpload } from './staged-upload.ts';
 import { removeTree } from './remove-tree.ts';
-import type { StageIdentity } from './stage-records.ts';
 import { makeStage } from './staging.ts';
-import type { MutationLocks } from './world-files.ts';
-
-/** A regular file's size, SHA-256 and version, all of one open file: what the wire answers. */
-export type { FileDigest };
-/** A directory's tar stream, and the special files it leaves out. */
-export type { PackedArchive };
-
-/** What an unpacked archive did, and the real path of the directory it went into. */
-export type Unpacked = ArchiveResult & { readonly path: string };
-
-/** An upload's staged bytes, from its start to its publication. */
-export interface UploadStage {
-  /** The target's absolute path, as asked for. */
-  readonly path: string;
-  /** Where its bytes wait (a directory beside the target), for the record that lets a later daemon remove it. */
-  readonly identity: StageIdentity;
-  offset(): Promise<number>;
-  append(offset: number, body: Readable, signal: AbortSignal | undefined): Promise<number>;
-  complete(expected: { size?: number | undefined; sha256?: string | undefined }): Promise<FileDigest>;
-  discard(): Promise<void>;
-}
-
-/** The transfer calls of one owner's view of the world. */
-export interface OwnerTransfer {
-  mkdir(path: string, options: { cwd?: string | undefined; parents: boolean }, signal?: AbortSignal): Promise<{ path: string; created: boolean }>;
-  remove(path: string, options: { cwd?: string | undefined; recursive: boolean }, signal?: AbortSignal): Promise<{ removed: boolean }>;
-  rename(from: string, to: string, options: { cwd?: string | undefined; overwrite: boolean }, signal?: AbortSignal): Promise<{ path: string }>;
-  digest(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<FileDigest>;
-  stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<UploadStage>;
-  pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<PackedArchive>;
-  unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked>;
-}
+import type { MutationLocks } from './mutation-locks.ts';
+import type { OwnerTransfer, Unpacked } from '../api.ts';
 
 /** How often a digest is retried when the file changes while it is read. */
 const DIGEST_ATTEMPTS = 3;

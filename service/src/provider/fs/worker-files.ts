@@ -24,9 +24,7 @@ import type {
 import type { OwnerFiles } from '../api.ts';
 import { isWithin } from './anchor.ts';
 import { checkAborted, FsFailure, type TransferErrorCode } from './fs-error.ts';
-import type { FileDigest, OwnerTransfer, Unpacked, UploadStage } from './transfer.ts';
-import type { StageIdentity } from './stage-records.ts';
-import type { OpenContent } from './world-files.ts';
+import type { FileDigest, OpenContent, OwnerTransfer, StageIdentity, Unpacked, UploadStage } from '../api.ts';
 import type { WorkerReply, WorkerRequest } from './worker-protocol.ts';
 
 const ENTRY = fileURLToPath(new URL('../../../bin/file-worker.js', import.meta.url));

@@ -23,7 +23,6 @@
  * @module
  */
 import { createReadStream, type BigIntStats } from 'node:fs';
-import type { Readable } from 'node:stream';
 import { lstat, open, readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -42,6 +41,8 @@ import type {
 } from '@execworld/sdk/fs';
 import { TextStreamDecoder } from '@execworld/sdk/fs';
 import { type Anchor, type DaemonSecrets, PathGuard } from './anchor.ts';
+import type { OpenContent } from '../api.ts';
+import { MutationLocks } from './mutation-locks.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { absolutePath, isAbsence, kindOf, versionOf } from './facts.ts';
 import { makeStage, place, removeStage } from './staging.ts';
@@ -62,38 +63,6 @@ export interface WorldFilesOptions {
   readonly locks?: MutationLocks;
   /** The daemon's own files, which this view never reaches. */
   readonly secrets?: DaemonSecrets | undefined;
-}
-
-/** FIFO turns per target key. */
-export class MutationLocks {
-  readonly #tails = new Map<string, Promise<void>>();
-
-  async exclusive<T>(key: string, work: () => Promise<T>): Promise<T> {
-    const prior = this.#tails.get(key) ?? Promise.resolve();
-    let done!: () => void;
-    const tail = prior.then(() => new Promise<void>((resolve) => (done = resolve)));
-    this.#tails.set(key, tail);
-    await prior;
-    try {
-      return await work();
-    } finally {
-      done();
-      if (this.#tails.get(key) === tail) this.#tails.delete(key);
-    }
-  }
-
-  /** Targets with a write queued or running. */
-  get size(): number {
-    return this.#tails.size;
-  }
-}
-
-/** An open regular file to stream from, and what it was when opened. */
-export interface OpenContent {
-  readonly info: { readonly size: number; readonly version: string };
-  /** Its bytes from `start` up to and including `end` (to its end without one); destroy it to stop early. */
-  stream(start: number, end?: number): Readable;
-  close(): Promise<void>;
 }
 
 export class WorldFiles implements FsProvider {

@@ -29,6 +29,8 @@ export interface SessionLimits {
   readonly screenMaxCells: number;
   readonly retentionMs: number;
   readonly orphanTimeoutMs: number;
+  /** Working directory of what an owner not mapped to an OS user creates without one. @default the daemon's own */
+  readonly defaultCwd?: string | undefined;
   /** Pauses between automatic sweeps of an exited terminal's session. @default SWEEP_RETRY_DELAYS_MS */
   readonly sweepRetryDelaysMs?: readonly number[] | undefined;
 }
@@ -88,6 +90,17 @@ export class SessionRegistry {
   /** Where `command` is, as `owner`'s programs would find it: as its OS user, when it has one. */
   resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string> {
     return this.runtime.resolveExecutable(command, env, signal, this.#runAsOf(owner));
+  }
+
+  /**
+   * Where what `owner` creates without a working directory runs: the home of
+   * its OS user when it is mapped to one (the directory its programs would
+   * start in after a login), else the daemon's --default-cwd, else the
+   * daemon's own working directory. Never a client's: a path on the client's
+   * machine means nothing in the world.
+   */
+  defaultCwd(owner: string): string {
+    return this.#runAsOf(owner)?.home ?? this.#limits.defaultCwd ?? process.cwd();
   }
 
   /** Bytes the sessions' rings hold now. */

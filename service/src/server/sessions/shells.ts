@@ -6,15 +6,17 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
-import type { schemas } from '@execworld/sdk/protocol';
+import { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import { lookupEnvironment } from '@execworld/sdk/seam';
 import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
-import type { SessionRegistry } from './registry.ts';
+import type { ExecutionProvider } from '../../provider/api.ts';
+import type { TerminalSession } from './terminal-session.ts';
 import { terminalView } from './shell-terminal.ts';
 
 type ShellInfo = typeof schemas.ShellInfo._zod.output;
+type RunRecord = typeof schemas.ShellRunRecord._zod.output;
 
 /** The dialect of a shell created without one: PowerShell on Windows, bash elsewhere. */
 export function defaultShell(platform: NodeJS.Platform): 'bash' | 'pwsh' {
@@ -68,6 +70,12 @@ class DaemonShell {
   terminalId: string | null = null;
   running = false;
   closed = false;
+  /**
+   * The last runs, oldest first, for those who follow the shell without taking its answers (the browser view):
+   * at most SHELL_RUNS_KEPT, each with the start of its command and the end of its output.
+   */
+  readonly runs: RunRecord[] = [];
+  dropped = 0;
 
   constructor(owner: string, spec: ShellSpec) {
     this.owner = owner;
@@ -77,6 +85,39 @@ class DaemonShell {
   info(): ShellInfo {
     const state = this.closed ? 'closed' : this.running ? 'running' : this.shell?.pending === true ? 'open' : 'idle';
     return { id: this.id, dialect: this.spec.dialect, cwd: this.spec.cwd, terminalId: this.terminalId, state, createdAt: this.createdAt.toISOString() };
+  }
+
+  /** A new run's record, the oldest one forgotten past the bound. */
+  begin(command: string): RunRecord {
+    const record: RunRecord = {
+      command: command.slice(0, schemas.SHELL_RUN_COMMAND_CHARS),
+      state: 'running',
+      exitCode: null,
+      signal: null,
+      waitingFor: null,
+      output: '',
+      truncated: false,
+      startedAt: new Date().toISOString(),
+      durationMs: 0,
+    };
+    this.runs.push(record);
+    if (this.runs.length > schemas.SHELL_RUNS_KEPT) {
+      this.runs.shift();
+      this.dropped += 1;
+    }
+    return record;
+  }
+
+  /** An answer of the run `record`: its output joins what it printed before, and its reason is the run's state. */
+  static answer(record: RunRecord, result: RunResult): void {
+    const output = record.output + result.output;
+    record.output = output.length > schemas.SHELL_RUN_OUTPUT_CHARS ? output.slice(output.length - schemas.SHELL_RUN_OUTPUT_CHARS) : output;
+    record.truncated ||= result.truncated || output.length > schemas.SHELL_RUN_OUTPUT_CHARS;
+    record.state = result.reason;
+    record.exitCode = result.exitCode;
+    record.signal = result.signal;
+    record.waitingFor = result.waitingFor ?? null;
+    record.durationMs = Date.now() - Date.parse(record.startedAt);
   }
 }
 
@@ -89,8 +130,15 @@ function serviceError(error: unknown): unknown {
   return error;
 }
 
+/** What shells need of the session registry that holds their terminals (it is that registry; named here so neither module imports the other). */
+export interface ShellTerminals {
+  readonly runtime: Pick<ExecutionProvider, 'capabilities'>;
+  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal): Promise<string>;
+  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean): Promise<TerminalSession>;
+}
+
 export class ShellRegistry {
-  readonly #registry: SessionRegistry;
+  readonly #registry: ShellTerminals;
   readonly #log: Logger;
   readonly #shells = new Map<string, DaemonShell>();
   readonly #requests = new Map<string, Promise<DaemonShell>>();
@@ -98,7 +146,7 @@ export class ShellRegistry {
   readonly #maxPerOwner: number;
 
   /** @param maxPerOwner - shells one owner may hold (each also holds a terminal while its shell runs). */
-  constructor(registry: SessionRegistry, log: Logger, maxPerOwner: number) {
+  constructor(registry: ShellTerminals, log: Logger, maxPerOwner: number) {
     this.#registry = registry;
     this.#log = log;
     this.#maxPerOwner = maxPerOwner;
@@ -168,15 +216,30 @@ export class ShellRegistry {
     return [...this.#shells.values()].filter((entry) => entry.owner === owner);
   }
 
-  /** Runs one call of the engine on the shell, and answers its result in wire form. */
-  async call(owner: string, id: string, body: (shell: PersistentShell) => Promise<RunResult>): Promise<WireResult> {
+  /**
+   * Runs one call of the engine on the shell, and answers its result in wire form. `command` is given by a
+   * run, which starts a record in the shell's list of runs; a send, wait or interrupt answers for the open run,
+   * the last one listed.
+   */
+  async call(owner: string, id: string, command: string | undefined, body: (shell: PersistentShell) => Promise<RunResult>): Promise<WireResult> {
     const entry = this.get(owner, id);
     const shell = entry.shell!;
+    const busy = entry.running || (command !== undefined && shell.pending);
+    // A call refused as busy starts no run and changes none.
+    const record = busy ? undefined : command !== undefined ? entry.begin(command) : shell.pending ? entry.runs.at(-1) : undefined;
+    const before = record?.state;
+    if (record !== undefined) record.state = 'running';
     entry.running = true;
     try {
       const result = await body(shell);
+      if (record !== undefined) DaemonShell.answer(record, result);
       return { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId };
     } catch (error) {
+      if (record !== undefined) {
+        // A run that never started leaves the list; a call on the open run that failed leaves it as it was.
+        if (command !== undefined) entry.runs.splice(entry.runs.indexOf(record), 1);
+        else if (before !== undefined) record.state = before;
+      }
       throw serviceError(error);
     } finally {
       entry.running = false;

@@ -1,0 +1,86 @@
+/**
+ * `execworld send <shell-id> <text>`: answers the command of a kept shell that
+ * waits for input, and follows it on as `execworld run` does.
+ * @module
+ */
+import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
+import { expectPositionals, milliseconds, type Command, defineCommand } from './command.ts';
+import { assertEnded, shellBusy, streamRun } from './shell-run.ts';
+
+const OPTIONS = {
+  'no-newline': { type: 'boolean', short: 'n' },
+  timeout: { type: 'string' },
+  'idle-timeout': { type: 'string' },
+  ...CLIENT_OPTIONS,
+} as const;
+
+const HELP = `Usage: execworld send [options] <shell-id> <text>
+
+Types <text> and Enter to the command of shell <shell-id> that waits for
+input (a prompt, a password, a pager: 'execworld run' said so and kept the
+shell), then prints what the command prints as it comes, as 'execworld run'
+does, until it ends or waits again.
+
+Options:
+  -n, --no-newline     type <text> alone, without the Enter after it
+  --timeout <ms>       interrupt the command (SIGINT) after this long
+  --idle-timeout <ms>  give up after this long without output (the command runs on in the shell)
+${clientHelp()}
+  -h, --help           show this help
+
+Ctrl-C interrupts the command (SIGINT on the daemon's host) and exits 130;
+the shell is kept.
+
+Exit status: the command's, as for 'execworld run'; 130 after Ctrl-C; 1 when
+execworld or the daemon failed (SHELL_BUSY: no command of the shell waits for
+input), or the command waits for input again or went idle; 2 for a usage error.
+`;
+
+export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
+  const [id, text] = expectPositionals(positionals, ['<shell-id>', '<text>']) as [string, string];
+  const timeoutMs = milliseconds(values.timeout, 'timeout');
+  const idleTimeoutMs = milliseconds(values['idle-timeout'], 'idle-timeout');
+  // Enter on a terminal is a carriage return.
+  const input = values['no-newline'] === true ? text : `${text}\r`;
+  const runtime = await openRuntime(values);
+  let interrupted = false;
+  const interrupting = new AbortController();
+  const onSigint = (): void => {
+    if (interrupted) return;
+    interrupted = true;
+    interrupting.abort();
+    void (async () => {
+      const { terminalId } = await runtime.call('shell.get', { id });
+      if (terminalId !== null) await runtime.call('terminal.signal', { id: terminalId, signal: 'SIGINT' });
+    })().catch(() => undefined);
+  };
+  process.on('SIGINT', onSigint);
+  // The daemon interrupts the command at --timeout, from when it took the call: after this, a line end may be the shell's.
+  const timeoutTimer = timeoutMs === undefined ? undefined : setTimeout(() => interrupting.abort(), timeoutMs);
+  try {
+    const result = await streamRun(
+      runtime,
+      id,
+      'continue',
+      () =>
+        runtime.call('shell.send', {
+          id,
+          input,
+          ...(timeoutMs === undefined ? {} : { timeoutMs }),
+          ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+        }),
+      (output) => process.stdout.write(output),
+      interrupting.signal,
+    ).catch((error: unknown) => {
+      throw shellBusy(error, id);
+    });
+    if (interrupted) return 130;
+    assertEnded(result, id);
+    if (result.reason === 'timeout') process.stderr.write(`execworld: TIMEOUT: the command was interrupted after ${timeoutMs} ms\n`);
+    return result.exitCode ?? 1;
+  } finally {
+    clearTimeout(timeoutTimer);
+    process.off('SIGINT', onSigint);
+    runtime.close();
+  }
+});

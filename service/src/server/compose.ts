@@ -1,0 +1,99 @@
+/**
+ * What a daemon is made of, built once: the provider (or the one given), the
+ * session registry, the owners' views of the files, uploads, the budget of
+ * request bodies, the metrics, the one dispatcher every transport calls, and
+ * the WebSocket hub. `buildApp` wires HTTP to it; nothing else builds these.
+ * @module
+ */
+import type { Logger } from 'pino';
+import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
+import type { TokenTable } from './auth.ts';
+import { BodyBudget } from './body-budget.ts';
+import type { Config } from './config.ts';
+import { daemonRuntime, hostFiles } from './daemon-runtime.ts';
+import { Dispatcher } from './dispatch.ts';
+import { DaemonMetrics } from './metrics.ts';
+import { SessionRegistry } from './sessions/registry.ts';
+import { UploadRegistry } from './uploads.ts';
+import { WebSocketHub } from './ws.ts';
+
+export interface ComposeOptions {
+  readonly config: Config;
+  readonly tokens: TokenTable;
+  readonly logger: Logger;
+  readonly version: string;
+  /** @default a LocalRuntime over this host, contained and journaled as `config` says */
+  readonly runtime?: ExecutionProvider | undefined;
+  /** @default this host's files */
+  readonly files?: FileProvider | undefined;
+  /** See AppOptions.ownsHostProcess. */
+  readonly ownsHostProcess: boolean;
+}
+
+export interface DaemonParts {
+  readonly registry: SessionRegistry;
+  readonly files: FileProvider;
+  readonly uploads: UploadRegistry;
+  /** The bytes of JSON bodies all requests hold, against --body-budget-bytes. */
+  readonly bodies: BodyBudget;
+  readonly metrics: DaemonMetrics;
+  readonly dispatcher: Dispatcher;
+  readonly hub: WebSocketHub;
+  /** The file calls an owner may make, as its OS user where it has one. */
+  readonly filesOf: (owner: string) => OwnerFiles;
+  readonly transferOf: (owner: string) => OwnerTransfer;
+  /** Ends what daemons that died left; runs before the first session starts. */
+  recover(): Promise<void>;
+  /** Ends every session and upload, then what the provider holds. */
+  close(): Promise<void>;
+}
+
+export function composeDaemon(options: ComposeOptions): DaemonParts {
+  const { config, tokens, logger, version } = options;
+  const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess, tokens.uids) : undefined;
+  const runtime = options.runtime ?? own!.runtime;
+  const metrics = new DaemonMetrics();
+  const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, (owner) => tokens.runAsOf(owner));
+  const files = options.files ?? own?.files ?? hostFiles(config);
+  // An owner that runs as another OS user has its calls made by that user (a worker process of theirs).
+  const filesOf = (owner: string): OwnerFiles => files.view({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
+  const transferOf = (owner: string): OwnerTransfer => files.transfer({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
+  const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
+  const bodies = new BodyBudget(config.bodyBudgetBytes);
+  const dispatcher = new Dispatcher({ registry, files: filesOf, transfer: transferOf, uploads, version }, metrics);
+  const hub = new WebSocketHub({
+    registry,
+    dispatcher,
+    windowBytes: config.windowBytes,
+    heartbeatMs: config.heartbeatMs,
+    connectionBufferBytes: config.connectionBufferBytes,
+    maxConnectionsPerOwner: config.maxConnectionsPerOwner,
+    maxSubscriptionsPerOwner: config.maxSubscriptionsPerOwner,
+    log: logger,
+    metrics,
+  });
+  metrics.readFrom({
+    sessions: () => registry.counts(),
+    memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held }),
+  });
+  return {
+    registry,
+    files,
+    uploads,
+    bodies,
+    metrics,
+    dispatcher,
+    hub,
+    filesOf,
+    transferOf,
+    recover: async () => {
+      await own?.recover();
+    },
+    close: async () => {
+      await Promise.all([registry.shutdown(), uploads.shutdown()]);
+      await files.close?.();
+      // Every session ended: nothing is left for a later start to end.
+      own?.close();
+    },
+  };
+}

@@ -1,0 +1,93 @@
+/**
+ * The one place an operation of the table is invoked, whatever carried it:
+ * look it up, check the caller's access, validate its parameters, build the
+ * call context, run the handler, time it and count it, and map what it threw
+ * to the catalog. The transports (REST routes in app.ts, the WebSocket in
+ * ws.ts) only turn their own framing into a call and its answer or error back
+ * into theirs.
+ * @module
+ */
+import type { Readable } from 'node:stream';
+import type { Access } from '@execworld/sdk/protocol';
+import type { CallContext } from './call-context.ts';
+import { BOUND_OPERATIONS, type BoundOperation } from './handlers.ts';
+import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
+import type { DaemonMetrics } from './metrics.ts';
+
+/** What every call reaches, the same for every transport. */
+export type DaemonServices = Pick<CallContext, 'registry' | 'files' | 'transfer' | 'uploads' | 'version'>;
+
+/** The transports calls arrive on, as metrics label them. */
+export type Transport = 'rest' | 'websocket';
+
+/** Who calls and how: what a transport knows of a call beyond its parameters. */
+export interface Caller {
+  readonly owner: string;
+  /** What the caller's token may do. */
+  readonly access: Access;
+  readonly transport: Transport;
+  /** Aborts when the caller went away. */
+  readonly signal: AbortSignal;
+  /** Whether the call may wait without bound (a long-lived connection rather than a request with its own timeout). */
+  readonly unbounded: boolean;
+  /** How an invalid parameter is named in the refusal: `body.rows`, `query.from`, `params.id`. */
+  readonly where: string;
+  /** The bytes of a call that carries them, unread. */
+  readonly body?: Readable | undefined;
+}
+
+export class Dispatcher {
+  readonly #services: DaemonServices;
+  readonly #metrics: DaemonMetrics | undefined;
+
+  constructor(services: DaemonServices, metrics?: DaemonMetrics) {
+    this.#services = services;
+    this.#metrics = metrics;
+  }
+
+  /** The operation named `name`; NOT_FOUND when the table has none. */
+  operation(name: string): BoundOperation {
+    const operation = BOUND_OPERATIONS.get(name);
+    if (operation === undefined) throw new ServiceError('NOT_FOUND', `unknown operation ${name}`);
+    return operation;
+  }
+
+  /**
+   * Invokes `operation` for `caller` with `params` (the path's and the body's
+   * or query's merged, not yet validated).
+   * @returns what the handler answered.
+   * @throws {ServiceError} every failure, already in the catalog's terms.
+   */
+  async call(operation: BoundOperation, caller: Caller, params: unknown): Promise<unknown> {
+    const { spec } = operation;
+    if (spec.access === 'write' && caller.access === 'read') throw readOnlyRefusal(spec.name);
+    if (spec.bytes !== undefined && caller.transport !== 'rest') {
+      throw new ServiceError('INVALID_ARGUMENT', `${spec.name} carries bytes: it is made over REST only, as ${spec.method} ${spec.path}`);
+    }
+    const started = performance.now();
+    let outcome = 'ok';
+    try {
+      const validated = operation.schema.safeParse(params);
+      if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, caller.where));
+      const ctx: CallContext = {
+        owner: caller.owner,
+        access: caller.access,
+        registry: this.#services.registry,
+        files: this.#services.files,
+        transfer: this.#services.transfer,
+        uploads: this.#services.uploads,
+        version: this.#services.version,
+        signal: caller.signal,
+        unbounded: caller.unbounded,
+        body: caller.body,
+      };
+      return await operation.handler(ctx, validated.data);
+    } catch (error) {
+      const serviceError = toServiceError(error);
+      outcome = serviceError.code;
+      throw serviceError;
+    } finally {
+      this.#metrics?.observeCall(spec.name, caller.transport, (performance.now() - started) / 1000, outcome, params);
+    }
+  }
+}
