@@ -115,6 +115,35 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         await shell.terminal.terminate();
       });
 
+      it('never proves an input wait while a terminal query of the program is unanswered', async () => {
+        // Nobody answers here (a daemon is asked not to): the program stays blocked on the cursor report it asked for.
+        type WithOptions = (
+          spec: Parameters<SubprocessRuntime['spawnTerminal']>[0],
+          options?: { answerQueries?: boolean },
+        ) => Promise<SubprocessTerminalHandle>;
+        const spawn: WithOptions = runtime.spawnTerminal.bind(runtime);
+        const terminal = await spawn(
+          {
+            ...TERMINAL,
+            argv: [
+              '/bin/bash',
+              '-c',
+              "stty -icanon -echo; printf 'asked\\033[6n'; IFS= read -r -d R reply; stty icanon; printf 'got%s\\n' \"${reply#*[}\"; read line",
+            ],
+          },
+          { answerQueries: false },
+        );
+        const output = collect(terminal.output);
+        await waitFor('the query', () => output.text().includes('asked\x1b[6n'));
+        await waitFor('bash to block on the reply', () => asleepInForeground(terminal.pid, 'bash'));
+        for (let probe = 0; probe < 20; probe += 1) expect(await terminal.inspectForeground()).toMatchObject({ inputWaiting: false });
+        // Answered, the program reads the reply, prints it and waits for a line: a real wait.
+        await terminal.write('\x1b[3;7R');
+        await waitForForeground(terminal, 'read line', (f) => f?.inputWaiting === true);
+        expect(output.text()).toContain('got3;7');
+        await terminal.terminate();
+      });
+
       it('passes bytes through unchanged: a character split across chunks survives, LF becomes CRLF', async () => {
         // The rest of the character is printed only after its first two bytes arrived, so they always arrive apart.
         const terminal = await runtime.spawnTerminal({

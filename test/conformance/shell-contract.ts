@@ -62,6 +62,16 @@ export function defineShellContract(name: string, make: () => Promise<ShellSubje
       expect(await shell.run('true')).toMatchObject({ exitCode: 0, reason: 'completed' });
     });
 
+    it('answers what a terminal shows: a line redrawn after a return or with cursor moves, across answers', async () => {
+      expect((await shell.run("printf 'abc\\rX\\n'; printf '10%%\\r20%%\\r30%%\\n'")).output).toBe('Xbc\n30%\n');
+      expect((await shell.run("printf 'ab\\033[1DC\\033[Kd\\n'")).output).toBe('aCd\n');
+      // A prompt, then a reply drawn over it as a line editor does (back to the prompt's end, the whole reply again).
+      const asked = await shell.run("read -r -p 'tag: ' x; printf '\\033[6G%s\\n' \"$x\"");
+      expect(asked).toMatchObject({ reason: 'waiting_for_input', output: 'tag: ' });
+      const sent = await shell.send('Bob\r');
+      expect(`${asked.output}${sent.output}`).toBe('tag: Bob\n');
+    });
+
     it('names a killed command’s signal (128+n)', async () => {
       expect(await shell.run('sh -c "kill -KILL \\$\\$"')).toMatchObject({ exitCode: 137, signal: 'SIGKILL', reason: 'completed' });
     });

@@ -11,7 +11,7 @@ import xterm from '@xterm/headless';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { QueryScanner } from '../../service/src/server/sessions/query-scanner.ts';
+import { QueryScanner } from '../../service/src/provider/query-scanner.ts';
 import { RingStream } from '../../service/src/server/streams.ts';
 import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';

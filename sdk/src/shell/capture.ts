@@ -24,9 +24,12 @@ class BoundedBytes {
   #tail: Buffer[] = [];
   #tailBytes = 0;
   #cut = 0;
+  readonly #rows: number | undefined;
 
-  constructor(maxBytes: number) {
+  /** @param rows - the terminal's height, when known (see renderTerminalText) */
+  constructor(maxBytes: number, rows: number | undefined) {
     this.#half = Math.max(1, Math.floor(maxBytes / 2));
+    this.#rows = rows;
   }
 
   get cut(): number {
@@ -60,13 +63,39 @@ class BoundedBytes {
     }
   }
 
-  /** The text kept, with a line naming the bytes cut between head and tail. */
-  render(): string {
-    const head = renderTerminalText(Buffer.concat(this.#head));
-    if (this.#cut === 0) return head + renderTerminalText(Buffer.concat(this.#tail));
-    return `${head}\n[… ${this.#cut} bytes of output cut …]\n${renderTerminalText(Buffer.concat(this.#tail))}`;
+  /**
+   * The text kept, with a line naming the bytes cut between head and tail.
+   * `carry` is the unfinished line the previous answer ended with: rendered
+   * again before these bytes, so that a redraw of it (a line editor echoing a
+   * reply) shows what the terminal shows; what the previous answer already
+   * gave of it is not given again.
+   * @returns the text and the unfinished line these bytes end with
+   */
+  render(carry: Carry): { text: string; carry: Carry } {
+    const head = Buffer.concat([carry.bytes, ...this.#head]);
+    const tail = Buffer.concat(this.#tail);
+    const last = this.#cut === 0 ? Buffer.concat([head, tail]) : tail;
+    const rendered = renderTerminalText(this.#cut === 0 ? last : head, this.#rows);
+    const text = carry.text !== '' && rendered.startsWith(carry.text) ? rendered.slice(carry.text.length) : rendered;
+    const lineStart = last.lastIndexOf(0x0a) + 1;
+    const unfinished = last.subarray(lineStart);
+    const next: Carry =
+      unfinished.length === 0 || unfinished.length > MAX_CARRY_BYTES
+        ? NO_CARRY
+        : { bytes: Buffer.from(unfinished), text: renderTerminalText(unfinished, this.#rows) };
+    if (this.#cut === 0) return { text, carry: next };
+    return { text: `${text}\n[… ${this.#cut} bytes of output cut …]\n${renderTerminalText(tail, this.#rows)}`, carry: next };
   }
 }
+
+/** An answer's unfinished last line: its bytes, and the text the answer gave of it. */
+interface Carry {
+  readonly bytes: Buffer;
+  readonly text: string;
+}
+const NO_CARRY: Carry = { bytes: Buffer.alloc(0), text: '' };
+/** Longest unfinished line carried into the next answer; a longer one is given as it was. */
+const MAX_CARRY_BYTES = 64 * 1024;
 
 type State = 'seek-start' | 'start-line' | 'body' | 'ended';
 
@@ -87,18 +116,23 @@ export class RunCapture {
   /** Stream offset of the first byte of the output not yet answered. */
   #outputStart: number;
   #lineEnd: LineEnd | undefined;
+  /** The unfinished line the previous answer ended with. */
+  #carry: Carry = NO_CARRY;
+  readonly #rows: number | undefined;
 
   /**
    * @param from - the stream offset of the first byte this run may see (the write of its line).
+   * @param rows - the terminal's height, when known: absolute cursor rows follow its scrolling
    */
-  constructor(runNonce: string, sessionNonce: string, from: number, maxBytes: number) {
+  constructor(runNonce: string, sessionNonce: string, from: number, maxBytes: number, rows?: number) {
+    this.#rows = rows;
     this.#start = Buffer.from(startMarker(runNonce), 'latin1');
     this.#end = Buffer.from(endMarker(runNonce), 'latin1');
     this.#promptSuffix = Buffer.from(promptMarkerSuffix(sessionNonce), 'latin1');
     // The end marker's status (at most 3 digits) and line end, or a prompt marker's status and suffix.
     this.#holdBack = Math.max(this.#start.length, this.#end.length + 5, this.#promptPrefix.length + 4 + this.#promptSuffix.length);
     this.#maxBytes = maxBytes;
-    this.#bytes = new BoundedBytes(maxBytes);
+    this.#bytes = new BoundedBytes(maxBytes, rows);
     this.#pendingAt = from;
     this.#outputStart = from;
   }
@@ -132,11 +166,12 @@ export class RunCapture {
       this.#pendingAt += this.#pending.length;
       this.#pending = Buffer.alloc(0);
     }
-    const output = this.#bytes.render();
+    const { text: output, carry } = this.#bytes.render(this.#carry);
+    this.#carry = carry;
     const truncated = this.#bytes.cut > 0;
     const outputStart = this.#outputStart;
     const outputEnd = this.#state === 'body' || this.#state === 'ended' ? this.#pendingAt : outputStart;
-    this.#bytes = new BoundedBytes(this.#maxBytes);
+    this.#bytes = new BoundedBytes(this.#maxBytes, this.#rows);
     this.#outputStart = outputEnd;
     return { output, truncated, outputStart, outputEnd };
   }

@@ -14,6 +14,12 @@ export interface ShellDialect {
    * answers its queries, and waits for the answer before typing a line.
    */
   readonly queriesCursorAtPrompt: boolean;
+  /**
+   * What is typed to interrupt the shell itself while it reads its terminal
+   * (pwsh's `Read-Host`, where SIGINT does nothing); undefined when SIGINT to
+   * the foreground group does it.
+   */
+  readonly interruptInput?: string | undefined;
   /** The program and arguments that start an interactive shell. */
   argv(shellPath?: string): string[];
   /** Environment entries the shell starts with (under the caller's). */

@@ -46,6 +46,7 @@ export interface ShellOptions {
 }
 
 const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
+const DEFAULT_ROWS = 40;
 /** The first look for an input wait after the output went quiet; it doubles up to the last. */
 const PROBE_FIRST_MS = 5;
 const PROBE_MAX_MS = 250;
@@ -211,7 +212,7 @@ export class PersistentShell {
       const session = await this.#readySession(options.signal);
       const runNonce = newNonce();
       const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
-      const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes);
+      const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes, this.#options.rows ?? DEFAULT_ROWS);
       session.capture = capture;
       this.#run = { capture, session };
       session.typed();
@@ -246,7 +247,7 @@ export class PersistentShell {
     });
   }
 
-  /** Interrupts the open run's program (SIGINT) and answers how it ended. */
+  /** Interrupts the open run's program (SIGINT, or the dialect's key to the shell itself) and answers how it ended. */
   async interrupt(): Promise<RunResult> {
     return this.#exclusive(async () => {
       const run = this.#openRun('interrupt');
@@ -325,7 +326,7 @@ export class PersistentShell {
   async #startSession(signal?: AbortSignal): Promise<ShellSession> {
     const dialect = this.#dialect;
     const env = { ...dialect.environment(), ...this.#options.env };
-    const size = { rows: this.#options.rows ?? 40, cols: this.#options.cols ?? 160 };
+    const size = { rows: this.#options.rows ?? DEFAULT_ROWS, cols: this.#options.cols ?? 160 };
     const answers = dialect.queriesCursorAtPrompt;
     // The session answers the shell's queries: a runtime that would too (a daemon, through RemoteRuntime's
     // terminal options) is asked not to. A runtime without such options ignores the argument.
@@ -461,7 +462,11 @@ export class PersistentShell {
     const { session, capture } = run;
     if (capture.lineEnd === undefined && session.exit === undefined) {
       try {
-        await session.terminal.signalForeground('SIGINT');
+        const input = this.#dialect.interruptInput;
+        // The shell itself in the foreground, reading its terminal (pwsh's Read-Host): the key interrupts it, a signal would not.
+        const facts = input === undefined ? undefined : await session.terminal.inspectForeground();
+        if (input !== undefined && facts?.processGroupId === session.terminal.pid) await session.write(input);
+        else await session.terminal.signalForeground('SIGINT');
       } catch (_error) {
         // Gone meanwhile: the exit or the markers tell.
       }

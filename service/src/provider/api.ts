@@ -171,3 +171,6 @@ export interface FileProvider {
   /** Ends whatever serves the views (worker processes); later calls fail. */
   close?(): Promise<void>;
 }
+
+/** Spots terminal queries in output: the provider's terminals and the daemon's screens share it. */
+export { QueryScanner } from './query-scanner.ts';

@@ -21,6 +21,7 @@ import type { SessionCell } from './containment/containment.ts';
 import { CleanupError, ProviderError } from './errors.ts';
 import type { ProcessInspector, TerminalDevice } from './inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
+import { QueryScanner } from './query-scanner.ts';
 import { emptyCell, SessionMembers, survivorsError, union } from './terminal-members.ts';
 import { assertPositiveInteger } from './validate.ts';
 
@@ -106,6 +107,14 @@ export class LocalTerminal implements HostTerminal {
   #exited = false;
   /** A foreground group was seen: the child took the terminal. */
   #hadForeground = false;
+  /** Spots the terminal queries (cursor position, device attributes…) in the output. */
+  readonly #queries = new QueryScanner();
+  /**
+   * The program sent a query and no input was written since: it may be
+   * blocked on the answer (which whoever reads the output writes, if anyone),
+   * not on a person. Any input clears it: the program's read returns then.
+   */
+  #queryUnanswered = false;
   #resolveDone!: (outcome: SubprocessOutcome) => void;
   readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
@@ -175,6 +184,7 @@ export class LocalTerminal implements HostTerminal {
         ),
       );
     }
+    this.#queryUnanswered = false;
     return this.#pty.write(data).catch((error: unknown) => {
       throw this.#closedError(error) ?? error;
     });
@@ -262,12 +272,17 @@ export class LocalTerminal implements HostTerminal {
     // it was delivered on `output`: a program blocks in read only after its
     // earlier writes reached the terminal, and the flush reads them all. Output
     // still buffered for a slow reader means "not yet"; the next poll proves it.
-    if (wait === undefined || !this.#pty.flush() || this.output.readableLength > 0) return { processGroupId: pgid, inputWaiting: false };
+    // A program blocked on the answer to a query it sent (found in the output the flush read) waits for the
+    // terminal, not for input: no proof until input came after the query.
+    if (wait === undefined || !this.#pty.flush() || this.output.readableLength > 0 || this.#queryUnanswered) {
+      return { processGroupId: pgid, inputWaiting: false };
+    }
     const command = wait.command ?? rows.find((row) => row.identity.pid === wait.readers[0])?.name;
     return { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token, ...(command === undefined ? {} : { command }) };
   }
 
   #onData(chunk: Buffer): void {
+    if (this.#queries.scan(chunk)) this.#queryUnanswered = true;
     if (!this.output.push(chunk)) this.#pty.pause();
   }
 

@@ -33,7 +33,7 @@
 import xterm from '@xterm/headless';
 import type { RingStream } from '../streams.ts';
 import { ServiceError } from '../errors.ts';
-import { QueryScanner } from './query-scanner.ts';
+import { QueryScanner } from '../../provider/api.ts';
 
 /** Largest slice of output one parser write takes: a write runs to its end, so this bounds how long it holds the event loop. */
 export const BATCH_BYTES = 64 * 1024;
