@@ -140,14 +140,21 @@ describe('/v1/shells', () => {
     });
   });
 
-  it('runs over the WebSocket with the SDK, and deletes the shell and its terminal', async () => {
+  it('runs over the WebSocket with the SDK, and deletes the shell and forgets every terminal it ran on', async () => {
     const created = await runtime.call('shell.create', { cwd: '/tmp' });
     const result = await runtime.call('shell.run', { id: created.id, command: 'printf "%s" over-ws' });
     expect(result).toMatchObject({ output: 'over-ws', exitCode: 0, reason: 'completed' });
+    // The shell exits and runs the next command on a new terminal: both are the shell's.
+    await runtime.call('shell.run', { id: created.id, command: 'exit 4' });
+    const second = (await runtime.call('shell.run', { id: created.id, command: 'echo again' })).terminalId!;
+    expect(second).not.toBe(created.terminalId);
+    const pids = await Promise.all([created.terminalId!, second].map(async (id) => (await daemon.request('GET', `/v1/terminals/${id}`)).body.pid as number));
     expect(await runtime.call('shell.delete', { id: created.id })).toEqual({ ok: true });
-    const gone = await daemon.request('GET', `/v1/shells/${created.id}`);
-    expect(gone.status).toBe(404);
-    await waitFor('the shell terminal to be swept', async () => (await daemon.request('GET', `/v1/terminals/${created.terminalId}`)).body.treeExited === true);
+    expect((await daemon.request('GET', `/v1/shells/${created.id}`)).status).toBe(404);
+    for (const id of [created.terminalId, second]) expect((await daemon.request('GET', `/v1/terminals/${id}`)).status, id!).toBe(404);
+    expect((await daemon.request('GET', '/v1/terminals')).body.terminals.map((terminal: { id: string }) => terminal.id)).not.toContain(second);
+    // Forgotten once ended: nothing of either still runs.
+    for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();
   });
 
   it.skipIf(PWSH.skip)(`runs a pwsh shell found on the PATH of its environment${PWSH.note}`, { timeout: 120_000 }, async () => {

@@ -671,7 +671,7 @@ export const OPERATIONS = {
     name: 'shell.delete',
     method: 'DELETE',
     path: '/v1/shells/{id}',
-    summary: 'End the shell, its terminal and everything it runs, and forget it',
+    summary: 'End the shell, its terminals and everything it runs, and forget them',
     params: id,
     result: s.Ok,
     errors: ['CLEANUP_FAILED'],

@@ -70,6 +70,8 @@ class DaemonShell {
   readonly createdAt = new Date();
   shell: PersistentShell | undefined;
   terminalId: string | null = null;
+  /** Every terminal the shell ran on (a new one after each exit of the shell), forgotten with it. */
+  readonly terminalIds: string[] = [];
   running = false;
   closed = false;
   /**
@@ -137,6 +139,8 @@ export interface ShellTerminals {
   readonly runtime: Pick<ExecutionProvider, 'capabilities'>;
   resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string>;
   createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean, user?: string): Promise<TerminalSession>;
+  /** Ends a session and forgets it. */
+  delete(owner: string, id: string, kind: 'terminal'): Promise<void>;
 }
 
 export class ShellRegistry {
@@ -184,6 +188,7 @@ export class ShellRegistry {
       spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => {
         const session = await registry.createTerminal(owner, terminalSpec, undefined, options?.answerQueries ?? true, spec.user);
         entry.terminalId = session.id;
+        entry.terminalIds.push(session.id);
         return terminalView(session);
       },
     };
@@ -258,6 +263,9 @@ export class ShellRegistry {
     entry.closed = true;
     await entry.shell?.close();
     this.#shells.delete(id);
+    // Its terminals were the shell's way of running, not sessions of their own: they go with it, so that nothing
+    // of a shell that was ended stays listed (one the owner deleted meanwhile is gone already).
+    await Promise.all(entry.terminalIds.map((terminal) => this.#registry.delete(owner, terminal, 'terminal').catch(() => undefined)));
     const request = this.#requestOf.get(id);
     this.#requestOf.delete(id);
     if (request !== undefined) this.#requests.delete(request);
