@@ -139,8 +139,9 @@ export function defineRuntimeContract(name: string, make: () => Promise<RuntimeU
         for (let probe = 0; probe < 20; probe += 1) expect(await terminal.inspectForeground()).toMatchObject({ inputWaiting: false });
         // Answered, the program reads the reply, prints it and waits for a line: a real wait.
         await terminal.write('\x1b[3;7R');
+        // The output comes on its own stream (over a daemon, its own frames): waited for, not assumed with the wait's proof.
+        await waitFor('the reply read and printed', () => output.text().includes('got3;7'));
         await waitForForeground(terminal, 'read line', (f) => f?.inputWaiting === true);
-        expect(output.text()).toContain('got3;7');
         await terminal.terminate();
       });
 
