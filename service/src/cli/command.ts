@@ -178,6 +178,19 @@ export function placeOptions(values: { readonly cwd?: string | undefined; readon
   return { ...(cwd === undefined ? {} : { cwd }), ...(values.user === undefined ? {} : { user: values.user }) };
 }
 
+/**
+ * The options of every command that creates a program on the daemon's host:
+ * where and as whom it runs ({@link placeOptions}) and its environment
+ * ({@link environmentOptions}).
+ */
+export const CREATE_OPTIONS = {
+  cwd: { type: 'string' },
+  workdir: { type: 'string', short: 'w' },
+  user: { type: 'string', short: 'u' },
+  env: { type: 'string', short: 'e', multiple: true },
+  'env-file': { type: 'string', multiple: true },
+} as const satisfies OptionTable;
+
 /** A `--<option> <ms>` value: a positive whole number of milliseconds, or a {@link UsageError}. */
 export function milliseconds(value: string | undefined, option: string): number | undefined {
   if (value === undefined) return undefined;

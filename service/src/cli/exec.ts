@@ -11,18 +11,14 @@
 import { finished } from 'node:stream/promises';
 import type { RemoteRuntime, RemoteTerminal } from '@execworld/sdk';
 import { CLIENT_OPTIONS, clientHelp, exitStatus, GRACE_MS, openRuntime } from './client.ts';
-import { environmentOptions, parseCommandLine, placeOptions, splitAtProgram, UsageError, type Command, type Where } from './command.ts';
+import { CREATE_OPTIONS, environmentOptions, parseCommandLine, placeOptions, splitAtProgram, UsageError, type Command, type Where } from './command.ts';
 import { initialSize, interact, terminalEnv } from './interactive.ts';
 
 const OPTIONS = {
   tty: { type: 'boolean', short: 't' },
   interactive: { type: 'boolean', short: 'i' },
   detach: { type: 'boolean', short: 'd' },
-  cwd: { type: 'string' },
-  workdir: { type: 'string', short: 'w' },
-  user: { type: 'string', short: 'u' },
-  env: { type: 'string', short: 'e', multiple: true },
-  'env-file': { type: 'string', multiple: true },
+  ...CREATE_OPTIONS,
   ...CLIENT_OPTIONS,
 } as const;
 

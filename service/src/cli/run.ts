@@ -4,7 +4,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { environmentOptions, expectPositionals, milliseconds, placeOptions, UsageError, type Command, defineCommand } from './command.ts';
+import { CREATE_OPTIONS, environmentOptions, expectPositionals, milliseconds, placeOptions, UsageError, type Command, defineCommand } from './command.ts';
 import { assertEnded, shellBusy, streamRun, type RunAnswer } from './shell-run.ts';
 
 /** Exit status after Ctrl-C, as a shell gives a command SIGINT ended. */
@@ -14,11 +14,7 @@ const OPTIONS = {
   shell: { type: 'string' },
   keep: { type: 'boolean' },
   pwsh: { type: 'boolean' },
-  cwd: { type: 'string' },
-  workdir: { type: 'string', short: 'w' },
-  user: { type: 'string', short: 'u' },
-  env: { type: 'string', short: 'e', multiple: true },
-  'env-file': { type: 'string', multiple: true },
+  ...CREATE_OPTIONS,
   timeout: { type: 'string' },
   'idle-timeout': { type: 'string' },
   ...CLIENT_OPTIONS,

@@ -4,7 +4,7 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, GRACE_MS, openRuntime } from './client.ts';
-import { environmentOptions, expectPositionals, placeOptions, type Command, defineCommand } from './command.ts';
+import { CREATE_OPTIONS, environmentOptions, expectPositionals, placeOptions, type Command, defineCommand } from './command.ts';
 import { attachAndWait, DETACH_KEYS, initialSize, terminalEnv } from './interactive.ts';
 
 /** A login shell: the profile of the daemon host's user sets up its environment, as a fresh login would. */
@@ -12,11 +12,7 @@ const SHELL_ARGV = ['bash', '-l'] as const;
 
 const OPTIONS = {
   detach: { type: 'boolean', short: 'd' },
-  cwd: { type: 'string' },
-  workdir: { type: 'string', short: 'w' },
-  user: { type: 'string', short: 'u' },
-  env: { type: 'string', short: 'e', multiple: true },
-  'env-file': { type: 'string', multiple: true },
+  ...CREATE_OPTIONS,
   ...CLIENT_OPTIONS,
 } as const;
 
