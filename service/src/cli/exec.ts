@@ -12,7 +12,7 @@ import { finished } from 'node:stream/promises';
 import type { RemoteRuntime, RemoteTerminal } from '@execworld/sdk';
 import { CLIENT_OPTIONS, clientHelp, exitStatus, GRACE_MS, openRuntime } from './client.ts';
 import { CREATE_OPTIONS, environmentOptions, parseCommandLine, placeOptions, splitAtProgram, UsageError, type Command, type Where } from './command.ts';
-import { initialSize, interact, terminalEnv } from './interactive.ts';
+import { interact, terminalSpec } from './interactive.ts';
 
 const OPTIONS = {
   tty: { type: 'boolean', short: 't' },
@@ -118,7 +118,7 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], where: Where
   for (const signal of signals) process.on(signal, early);
   let terminal: RemoteTerminal;
   try {
-    terminal = await runtime.spawnTerminal({ argv, ...where, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS });
+    terminal = await runtime.spawnTerminal(terminalSpec(argv, where, env));
   } finally {
     for (const signal of signals) process.off(signal, early);
   }
@@ -142,7 +142,7 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], where: Where
  */
 async function detach(runtime: RemoteRuntime, tty: boolean, argv: string[], where: Where, env: Record<string, string> | undefined): Promise<number> {
   const { id } = tty
-    ? await runtime.call('terminal.create', { argv, ...where, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS })
+    ? await runtime.call('terminal.create', terminalSpec(argv, where, env))
     : await runtime.call('process.create', {
         argv,
         ...where,
