@@ -116,6 +116,15 @@ export function parseEnvEntries(entries: readonly string[] | undefined): Record<
   return env;
 }
 
+/** The file a `--<option> <file>` names, read whole; a {@link CliError} naming the option, the file and why it cannot be read. */
+export function readOptionFile(file: string, option: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    throw new CliError(`cannot read --${option} ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+}
+
 /**
  * The variables of `--env-file` files, in docker's format: a `NAME=VALUE` per
  * line, taken literally (no quotes or escapes are read); a line starting with
@@ -127,12 +136,7 @@ export function readEnvFiles(files: readonly string[] | undefined, local: NodeJS
   if (files === undefined || files.length === 0) return undefined;
   const env: Record<string, string> = {};
   for (const file of files) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (error) {
-      throw new CliError(`cannot read --env-file ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
-    }
+    const text = readOptionFile(file, 'env-file').toString('utf8');
     for (const [index, raw] of text.split(/\r?\n/).entries()) {
       const line = raw.replace(/^\s+/, '');
       if (line === '' || line.startsWith('#')) continue;
