@@ -109,6 +109,18 @@ describe('kept shells', () => {
     expect(await runCli(['send', id, '--', '-three'], { env })).toMatchObject({ code: 0, stdout: 'one-two-three\n' });
   });
 
+  it('send: Ctrl-C interrupts the command it follows, which prints what arrived and exits 130; the shell is kept', async () => {
+    const waiting = await runCli(['run', '--keep', 'read answer; echo "got $answer"; sleep 100'], { env });
+    expect(waiting.code, waiting.stderr).toBe(1);
+    const id = /shell (s_\S+)/.exec(waiting.stderr)![1]!;
+    const send = startCli(['send', id, 'yes'], { env });
+    await waitFor('the answer to be printed', () => send.stdout().includes('got yes'), 30_000);
+    send.child.kill('SIGINT');
+    expect(await send.result).toMatchObject({ code: 130, stdout: 'got yes\n' });
+    await waitFor('the shell to be ready', async () => (await shellState(id)) === 'idle');
+    expect(await runCli(['run', '--shell', id, 'echo next'], { env })).toMatchObject({ code: 0, stdout: 'next\n' });
+  });
+
   it('a busy shell names the CLI commands that answer, interrupt or end it; interrupt and kill do', async () => {
     const id = await waitingShell();
     const busy = await runCli(['run', '--shell', id, 'echo next'], { env });

@@ -115,7 +115,8 @@ export class ByteTail {
 
 const decoder = new TextDecoder('utf-8', { fatal: false });
 
-function concat(chunks: readonly Uint8Array[]): Uint8Array {
+/** `chunks` as one array (the one chunk itself when there is only one, not a copy). */
+export function concat(chunks: readonly Uint8Array[]): Uint8Array {
   if (chunks.length === 1) return chunks[0]!;
   const length = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
   const joined = new Uint8Array(length);

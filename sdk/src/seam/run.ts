@@ -10,7 +10,7 @@
  * counted in `truncated`. Streaming callbacks see every byte.
  * @module
  */
-import { ByteTail } from './byte-tail.ts';
+import { ByteTail, concat } from './byte-tail.ts';
 import type { SpawnRequest } from './defaults.ts';
 import { DEFAULT_GRACE_MS, DEFAULT_RUN_OUTPUT_BYTES, MAX_RUN_OUTPUT_BYTES, MAX_TIMER_DELAY_MS } from './limits.ts';
 import type { SubprocessHandle, SubprocessOutcome } from './types.ts';
@@ -118,19 +118,9 @@ export class OutputCapture {
 
   /** The kept bytes as text; head and tail decoded apart when bytes were cut between them. */
   text(): string {
-    if (this.dropped === 0) return decoder.decode(join([...this.#head, ...this.#tail.chunks]));
-    return decoder.decode(join(this.#head)) + decoder.decode(join(this.#tail.chunks));
+    if (this.dropped === 0) return decoder.decode(concat([...this.#head, ...this.#tail.chunks]));
+    return decoder.decode(concat(this.#head)) + decoder.decode(concat(this.#tail.chunks));
   }
-}
-
-function join(chunks: readonly Uint8Array[]): Uint8Array {
-  const joined = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0));
-  let offset = 0;
-  for (const chunk of chunks) {
-    joined.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return joined;
 }
 
 /** A started process as a run drives it: the seam's handle, or a daemon's process session. */

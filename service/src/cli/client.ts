@@ -5,11 +5,10 @@
  * program's outcome.
  * @module
  */
-import { readFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { connect, isExecworldError, sandboxRouter, type RemoteRuntime } from '@execworld/sdk';
 import { readLocalToken, localTokenFile } from '@execworld/sdk/token-file';
-import { CliError, type OptionTable, type OptionValues } from './command.ts';
+import { CliError, readOptionFile, type OptionTable, type OptionValues } from './command.ts';
 
 /** Where a local daemon listens by default (`execworld serve`). */
 export const DEFAULT_URL = 'http://127.0.0.1:7878';
@@ -56,14 +55,7 @@ export async function openRuntime(values: OptionValues<typeof CLIENT_OPTIONS>, e
   // A CLI that cannot reach its daemon says so soon; a session it follows survives a daemon restart within the SDK's reconnect deadline.
   const sandbox = values.sandbox ?? nonEmpty(env.EXECWORLD_SANDBOX);
   const caFile = values.ca ?? nonEmpty(env.EXECWORLD_CA);
-  let ca: Buffer | undefined;
-  if (caFile !== undefined) {
-    try {
-      ca = readFileSync(caFile);
-    } catch (error) {
-      throw new CliError(`cannot read --ca ${caFile} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
-    }
-  }
+  const ca = caFile === undefined ? undefined : readOptionFile(caFile, 'ca');
   try {
     return await connect(url, { token, ...(ca === undefined ? {} : { ca }), ...(sandbox === undefined ? {} : sandboxRouter(sandbox)) });
   } catch (error) {

@@ -116,6 +116,15 @@ export function parseEnvEntries(entries: readonly string[] | undefined): Record<
   return env;
 }
 
+/** The file a `--<option> <file>` names, read whole; a {@link CliError} naming the option, the file and why it cannot be read. */
+export function readOptionFile(file: string, option: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (error) {
+    throw new CliError(`cannot read --${option} ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+}
+
 /**
  * The variables of `--env-file` files, in docker's format: a `NAME=VALUE` per
  * line, taken literally (no quotes or escapes are read); a line starting with
@@ -127,12 +136,7 @@ export function readEnvFiles(files: readonly string[] | undefined, local: NodeJS
   if (files === undefined || files.length === 0) return undefined;
   const env: Record<string, string> = {};
   for (const file of files) {
-    let text: string;
-    try {
-      text = readFileSync(file, 'utf8');
-    } catch (error) {
-      throw new CliError(`cannot read --env-file ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
-    }
+    const text = readOptionFile(file, 'env-file').toString('utf8');
     for (const [index, raw] of text.split(/\r?\n/).entries()) {
       const line = raw.replace(/^\s+/, '');
       if (line === '' || line.startsWith('#')) continue;
@@ -177,6 +181,19 @@ export function placeOptions(values: { readonly cwd?: string | undefined; readon
   const cwd = workdirOption(values);
   return { ...(cwd === undefined ? {} : { cwd }), ...(values.user === undefined ? {} : { user: values.user }) };
 }
+
+/**
+ * The options of every command that creates a program on the daemon's host:
+ * where and as whom it runs ({@link placeOptions}) and its environment
+ * ({@link environmentOptions}).
+ */
+export const CREATE_OPTIONS = {
+  cwd: { type: 'string' },
+  workdir: { type: 'string', short: 'w' },
+  user: { type: 'string', short: 'u' },
+  env: { type: 'string', short: 'e', multiple: true },
+  'env-file': { type: 'string', multiple: true },
+} as const satisfies OptionTable;
 
 /** A `--<option> <ms>` value: a positive whole number of milliseconds, or a {@link UsageError}. */
 export function milliseconds(value: string | undefined, option: string): number | undefined {

@@ -11,18 +11,14 @@
 import { finished } from 'node:stream/promises';
 import type { RemoteRuntime, RemoteTerminal } from '@execworld/sdk';
 import { CLIENT_OPTIONS, clientHelp, exitStatus, GRACE_MS, openRuntime } from './client.ts';
-import { environmentOptions, parseCommandLine, placeOptions, splitAtProgram, UsageError, type Command, type Where } from './command.ts';
-import { initialSize, interact, terminalEnv } from './interactive.ts';
+import { CREATE_OPTIONS, environmentOptions, parseCommandLine, placeOptions, splitAtProgram, UsageError, type Command, type Where } from './command.ts';
+import { interact, terminalSpec } from './interactive.ts';
 
 const OPTIONS = {
   tty: { type: 'boolean', short: 't' },
   interactive: { type: 'boolean', short: 'i' },
   detach: { type: 'boolean', short: 'd' },
-  cwd: { type: 'string' },
-  workdir: { type: 'string', short: 'w' },
-  user: { type: 'string', short: 'u' },
-  env: { type: 'string', short: 'e', multiple: true },
-  'env-file': { type: 'string', multiple: true },
+  ...CREATE_OPTIONS,
   ...CLIENT_OPTIONS,
 } as const;
 
@@ -122,7 +118,7 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], where: Where
   for (const signal of signals) process.on(signal, early);
   let terminal: RemoteTerminal;
   try {
-    terminal = await runtime.spawnTerminal({ argv, ...where, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS });
+    terminal = await runtime.spawnTerminal(terminalSpec(argv, where, env));
   } finally {
     for (const signal of signals) process.off(signal, early);
   }
@@ -146,7 +142,7 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], where: Where
  */
 async function detach(runtime: RemoteRuntime, tty: boolean, argv: string[], where: Where, env: Record<string, string> | undefined): Promise<number> {
   const { id } = tty
-    ? await runtime.call('terminal.create', { argv, ...where, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS })
+    ? await runtime.call('terminal.create', terminalSpec(argv, where, env))
     : await runtime.call('process.create', {
         argv,
         ...where,

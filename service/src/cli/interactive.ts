@@ -13,7 +13,8 @@ import { finished } from 'node:stream/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isExecworldError, type RemoteTerminal, type SubprocessOutcome } from '@execworld/sdk';
-import { exitStatus } from './client.ts';
+import { exitStatus, GRACE_MS } from './client.ts';
+import type { Where } from './command.ts';
 
 /** The detach key sequence, as docker spells it. */
 export const DETACH_KEYS = 'Ctrl-P Ctrl-Q';
@@ -67,6 +68,15 @@ export function initialSize(): { rows: number; cols: number } {
 /** The environment entries a new terminal takes from this one: its TERM, which says what this terminal understands. */
 export function terminalEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
   return env.TERM === undefined || env.TERM === '' ? {} : { TERM: env.TERM };
+}
+
+/**
+ * The create of a terminal for `argv` run from this one: where and as whom it
+ * runs, this terminal's TERM with `env`'s entries over it, this terminal's
+ * size, and the CLI's grace.
+ */
+export function terminalSpec(argv: readonly string[], where: Where, env: Record<string, string> | undefined) {
+  return { argv: [...argv], ...where, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS };
 }
 
 /** The program no longer takes input: its terminal exited or was closed. */

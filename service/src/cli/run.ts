@@ -4,8 +4,8 @@
  * @module
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { environmentOptions, expectPositionals, milliseconds, placeOptions, UsageError, type Command, defineCommand } from './command.ts';
-import { assertEnded, shellBusy, streamRun, type RunAnswer } from './shell-run.ts';
+import { CREATE_OPTIONS, environmentOptions, expectPositionals, milliseconds, placeOptions, UsageError, type Command, defineCommand } from './command.ts';
+import { assertEnded, interruptCommand, shellBusy, streamRun, type RunAnswer } from './shell-run.ts';
 
 /** Exit status after Ctrl-C, as a shell gives a command SIGINT ended. */
 const INTERRUPTED_STATUS = 130;
@@ -14,11 +14,7 @@ const OPTIONS = {
   shell: { type: 'string' },
   keep: { type: 'boolean' },
   pwsh: { type: 'boolean' },
-  cwd: { type: 'string' },
-  workdir: { type: 'string', short: 'w' },
-  user: { type: 'string', short: 'u' },
-  env: { type: 'string', short: 'e', multiple: true },
-  'env-file': { type: 'string', multiple: true },
+  ...CREATE_OPTIONS,
   timeout: { type: 'string' },
   'idle-timeout': { type: 'string' },
   ...CLIENT_OPTIONS,
@@ -86,10 +82,6 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   let running = false;
   const interrupting = new AbortController();
   let timeoutTimer: ReturnType<typeof setTimeout> | undefined;
-  const interruptRun = async (): Promise<void> => {
-    const { terminalId } = await runtime.call('shell.get', { id: id! });
-    if (terminalId !== null) await runtime.call('terminal.signal', { id: terminalId, signal: 'SIGINT' });
-  };
   const onSigint = (): void => {
     if (interrupted) {
       giveUp();
@@ -98,7 +90,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
     interrupted = true;
     interrupting.abort();
     // Nothing on the terminal's foreground (the command just ended): its run answers anyway.
-    if (running) interruptRun().catch(() => undefined);
+    if (running) interruptCommand(runtime, id!).catch(() => undefined);
   };
   process.on('SIGINT', onSigint);
   try {

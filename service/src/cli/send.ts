@@ -5,7 +5,7 @@
  */
 import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
 import { expectPositionals, milliseconds, type Command, defineCommand } from './command.ts';
-import { assertEnded, shellBusy, streamRun } from './shell-run.ts';
+import { assertEnded, interruptCommand, shellBusy, streamRun } from './shell-run.ts';
 
 const OPTIONS = {
   'no-newline': { type: 'boolean', short: 'n' },
@@ -49,10 +49,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
     if (interrupted) return;
     interrupted = true;
     interrupting.abort();
-    void (async () => {
-      const { terminalId } = await runtime.call('shell.get', { id });
-      if (terminalId !== null) await runtime.call('terminal.signal', { id: terminalId, signal: 'SIGINT' });
-    })().catch(() => undefined);
+    interruptCommand(runtime, id).catch(() => undefined);
   };
   process.on('SIGINT', onSigint);
   // The daemon interrupts the command at --timeout, from when it took the call: after this, a line end may be the shell's.

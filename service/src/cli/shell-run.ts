@@ -267,6 +267,15 @@ export async function streamRun(
   }
 }
 
+/**
+ * SIGINT to the command shell `id` runs: to its terminal's foreground, as
+ * Ctrl-C on that terminal would; nothing when the shell has no terminal now.
+ */
+export async function interruptCommand(runtime: RemoteRuntime, id: string): Promise<void> {
+  const { terminalId } = await runtime.call('shell.get', { id });
+  if (terminalId !== null) await runtime.call('terminal.signal', { id: terminalId, signal: 'SIGINT' });
+}
+
 /** The commands that answer, interrupt or end a shell whose command waits. */
 export function openRunHint(id: string): string {
   return `answer it with 'execworld send ${id} <text>', interrupt it with 'execworld interrupt ${id}', or end the shell with 'execworld kill ${id}'`;

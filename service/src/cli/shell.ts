@@ -3,20 +3,16 @@
  * attached to this one as `execworld attach` would (see attach.ts).
  * @module
  */
-import { CLIENT_OPTIONS, clientHelp, GRACE_MS, openRuntime } from './client.ts';
-import { environmentOptions, expectPositionals, placeOptions, type Command, defineCommand } from './command.ts';
-import { attachAndWait, DETACH_KEYS, initialSize, terminalEnv } from './interactive.ts';
+import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
+import { CREATE_OPTIONS, environmentOptions, expectPositionals, placeOptions, type Command, defineCommand } from './command.ts';
+import { attachAndWait, DETACH_KEYS, terminalSpec } from './interactive.ts';
 
 /** A login shell: the profile of the daemon host's user sets up its environment, as a fresh login would. */
 const SHELL_ARGV = ['bash', '-l'] as const;
 
 const OPTIONS = {
   detach: { type: 'boolean', short: 'd' },
-  cwd: { type: 'string' },
-  workdir: { type: 'string', short: 'w' },
-  user: { type: 'string', short: 'u' },
-  env: { type: 'string', short: 'e', multiple: true },
-  'env-file': { type: 'string', multiple: true },
+  ...CREATE_OPTIONS,
   ...CLIENT_OPTIONS,
 } as const;
 
@@ -46,22 +42,16 @@ stderr says why); 2 for a usage error.
 
 export const command: Command = defineCommand(HELP, OPTIONS, async (values, positionals) => {
   expectPositionals(positionals, []);
-  const env = { ...terminalEnv(), ...environmentOptions(values) };
+  const env = environmentOptions(values);
   const where = placeOptions(values);
   const runtime = await openRuntime(values);
   try {
     if (values.detach === true) {
-      const { id } = await runtime.call('terminal.create', {
-        argv: [...SHELL_ARGV],
-        ...where,
-        env,
-        ...initialSize(),
-        graceMs: GRACE_MS,
-      });
+      const { id } = await runtime.call('terminal.create', terminalSpec(SHELL_ARGV, where, env));
       process.stdout.write(`${id}\n`);
       return 0;
     }
-    const terminal = await runtime.spawnTerminal({ argv: SHELL_ARGV, ...where, env, ...initialSize(), graceMs: GRACE_MS });
+    const terminal = await runtime.spawnTerminal(terminalSpec(SHELL_ARGV, where, env));
     return await attachAndWait(terminal);
   } finally {
     // Closing only detaches: a shell that was detached from runs on.
