@@ -36,4 +36,25 @@ describe('a run followed on its terminal', () => {
     output.push(Buffer.from('more\r\n'), bytes.length);
     expect(written.join('')).toBe('in /tmp\n');
   });
+
+  it('says how many bytes the daemon dropped once the run was under way, and goes on after them', () => {
+    const written: string[] = [];
+    const dropped: number[] = [];
+    const output = new RunOutput(
+      0,
+      true,
+      (text) => written.push(text),
+      (bytes) => dropped.push(bytes),
+    );
+    const first = Buffer.from(`${START}line 1\r\nline 2\r\n`, 'latin1');
+    output.push(first, 0);
+    // The ring moved on: the next read starts 500 bytes later.
+    const later = first.length + 500;
+    const rest = Buffer.from(`line 90\r\n${END}`, 'latin1');
+    output.push(rest, later);
+    expect(dropped).toEqual([500]);
+    const start = Buffer.byteLength(START);
+    expect(output.finish(answer({ outputStart: start, outputEnd: later + 9 }), 't_1')).toBe(true);
+    expect(written.join('')).toBe('line 1\nline 2\nline 90\n');
+  });
 });

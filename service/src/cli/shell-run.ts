@@ -86,14 +86,17 @@ export class RunOutput {
   #wrote = false;
   /** The command is being interrupted: a line end at the end of the output may be the shell's own, not the command's. */
   #holdLineEnds = false;
+  /** Told how many bytes of the run's output the daemon dropped before they were read (see {@link push}). */
+  readonly #onDropped: (bytes: number) => void;
 
   /**
    * @param from - the stream offset reading starts at
    * @param seekStart - the run starts with its start marker (a new run), or is under way (its output goes on at `from`)
    */
-  constructor(from: number, seekStart: boolean, write: (text: string) => void) {
+  constructor(from: number, seekStart: boolean, write: (text: string) => void, onDropped: (bytes: number) => void = () => undefined) {
     this.#at = from;
     this.#write = write;
+    this.#onDropped = onDropped;
     this.#state = seekStart ? 'seek-start' : 'body';
     if (!seekStart) this.#bodyStart = from;
   }
@@ -112,11 +115,23 @@ export class RunOutput {
     this.#holdLineEnds = true;
   }
 
-  /** Takes the stream's next bytes, at `offset`; a gap (bytes no longer kept) loses the stream. */
+  /**
+   * Takes the stream's next bytes, at `offset`. Bytes the daemon no longer kept
+   * (`offset` past the position: its ring moved on while the machine was too
+   * busy for this reader) are said to be dropped, once the run's output was
+   * under way, and the output goes on after them; before the run's start was
+   * seen they lose the stream (the answer's own output is written instead).
+   */
   push(chunk: Buffer, offset: number): void {
     // A read still in flight when the answer was written out (the stream's or the answer's own) writes nothing.
     if (this.#state === 'lost' || this.#state === 'finished') return;
-    if (offset !== this.position) {
+    if (offset > this.position && this.#state === 'body') {
+      const dropped = offset - this.position;
+      this.#emit(this.#pending.length);
+      this.#drop(this.#pending.length);
+      this.#at = offset;
+      this.#onDropped(dropped);
+    } else if (offset !== this.position) {
       this.#state = 'lost';
       return;
     }
@@ -215,6 +230,9 @@ export async function streamRun(
   call: () => Promise<RunAnswer>,
   write: (text: string) => void,
   interrupting?: AbortSignal,
+  onDropped: (bytes: number) => void = (bytes) => {
+    process.stderr.write(`execworld: ${bytes} bytes of the output were dropped before they could be shown (the daemon keeps a terminal's last bytes only)\n`);
+  },
 ): Promise<RunAnswer> {
   const { terminalId } = await runtime.call('shell.get', { id: shellId });
   let output: RunOutput | undefined;
@@ -225,14 +243,14 @@ export async function streamRun(
   if (terminalId !== null) {
     try {
       const from = (await runtime.call('terminal.get', { id: terminalId })).output.end;
-      const follower = new RunOutput(from, kind === 'run', write);
+      const follower = new RunOutput(from, kind === 'run', write, onDropped);
       output = follower;
       if (interrupting?.aborted === true) follower.holdLineEnds();
       else interrupting?.addEventListener('abort', () => follower.holdLineEnds(), { once: true });
       reading = (async () => {
         while (!stopped) {
           const read = await runtime.call('terminal.output', { id: terminalId, from: follower.position, waitMs: MAX_WAIT_MS });
-          follower.push(Buffer.from(read.data, 'base64'), read.gap === null ? read.from : -1);
+          follower.push(Buffer.from(read.data, 'base64'), read.from);
           progressed();
           if (read.ended) return;
         }
