@@ -500,8 +500,6 @@ export class ShellView implements View<ShellInfo> {
   /** A run this page started or answered, whose calls it makes until it completes or waits for input. */
   #driving = false;
   #interruptAsked = false;
-  /** The state of the last run, from its latest answer or listing. */
-  #last: RunRecord['state'] | undefined;
 
   constructor(link: Link, info: ShellInfo, list: HTMLElement, status: (text: string) => void) {
     this.#link = link;
@@ -555,7 +553,6 @@ export class ShellView implements View<ShellInfo> {
       }),
     );
     if (atBottom) this.#list.scrollTop = this.#list.scrollHeight;
-    this.#last = history.runs.at(-1)?.state;
     const kept = history.dropped === 0 ? '' : ` (the ${history.dropped} before them are no longer kept)`;
     this.#status(`${this.#info.state} · ${history.runs.length} runs${kept}`);
   }
@@ -569,9 +566,11 @@ export class ShellView implements View<ShellInfo> {
       this.#status('a command of this page is still running: wait for it, or interrupt it');
       return;
     }
-    const open = this.#last === 'waiting_for_input' || this.#last === 'idle_timeout';
     this.#driving = true;
     try {
+      // What the shell holds now, not what the last listing showed (a view made anew has none yet): a run that waits
+      // for input or went quiet takes the line as its input; otherwise the line is a new command.
+      const open = (await this.#link.call('shell.get', { id: this.#id })).state === 'open';
       let answer: RunAnswer = open
         ? await this.#link.call('shell.send', { id: this.#id, input: `${text}\r`, idleTimeoutMs: DRIVE_IDLE_MS })
         : await this.#link.call('shell.run', { id: this.#id, command: text, idleTimeoutMs: DRIVE_IDLE_MS });
@@ -581,7 +580,6 @@ export class ShellView implements View<ShellInfo> {
           ? await this.#link.call('shell.interrupt', { id: this.#id })
           : await this.#link.call('shell.wait', { id: this.#id, idleTimeoutMs: DRIVE_IDLE_MS });
       }
-      this.#last = answer.reason;
     } catch (error) {
       this.#status(`the shell refused: ${message(error)}`);
     } finally {
