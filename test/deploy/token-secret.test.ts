@@ -28,9 +28,13 @@ let stamps = 0;
  * tmpfs root, sticky, with fsGroup's setgid); `..<timestamp>` root's and the
  * group's, 2755; the token in it 0440; then the two links. `rotate` writes a
  * new timestamped directory, swaps `..data` to it by rename, and removes the
- * old one, as a Secret update does.
+ * old one, as a Secret update does. With `folder` the token is the item
+ * `<folder>/token` of the volume (a Secret's `items: [{key, path:
+ * <folder>/token}]`): the writer puts it in a directory of that name in the
+ * timestamped one, and links only the top entry, `<mount>/<folder>` to
+ * `..data/<folder>`.
  */
-function secretVolume(group: number, token: string): { mount: string; file: string; current(): string; rotate(next: string): void } {
+function secretVolume(group: number, token: string, folder?: string): { mount: string; file: string; current(): string; rotate(next: string): void } {
   const base = mkdtempSync(join(tmpdir(), 'execworld-k8s-'));
   chmodSync(base, 0o755);
   const mount = join(base, 'execworld');
@@ -44,18 +48,26 @@ function secretVolume(group: number, token: string): { mount: string; file: stri
     mkdirSync(directory);
     chownSync(directory, 0, group);
     chmodSync(directory, 0o2755);
-    writeFileSync(join(directory, 'token'), `${content}\n`);
-    chownSync(join(directory, 'token'), 0, group);
-    chmodSync(join(directory, 'token'), 0o440);
+    const holder = folder === undefined ? directory : join(directory, folder);
+    if (folder !== undefined) {
+      mkdirSync(holder);
+      chownSync(holder, 0, group);
+      chmodSync(holder, 0o2755);
+    }
+    writeFileSync(join(holder, 'token'), `${content}\n`);
+    chownSync(join(holder, 'token'), 0, group);
+    chmodSync(join(holder, 'token'), 0o440);
     return name;
   };
+  const item = folder === undefined ? 'token' : join(folder, 'token');
   let current = write(token);
   symlinkSync(current, join(mount, '..data'));
-  symlinkSync('..data/token', join(mount, 'token'));
+  if (folder === undefined) symlinkSync('..data/token', join(mount, 'token'));
+  else symlinkSync(join('..data', folder), join(mount, folder));
   return {
     mount,
-    file: join(mount, 'token'),
-    current: () => join(mount, current, 'token'),
+    file: join(mount, item),
+    current: () => join(mount, current, item),
     rotate(next) {
       const previous = current;
       current = write(next);
@@ -116,6 +128,32 @@ describe.runIf(canMakeUsers)('the token file of a Kubernetes Secret volume', () 
       // The tokens were read once, at start: the rotated one is not taken until the daemon restarts.
       expect((await call(TOKEN, '/v1/identity')).status).toBe(200);
       expect((await call(ROTATED, '/v1/identity')).status).toBe(401);
+    } finally {
+      await daemon.stop();
+    }
+  });
+
+  it('stays out of the files API after a rotation when it is an item in a folder of the volume (items: path: execworld/token)', async () => {
+    const user = users.make();
+    const volume = secretVolume(user.gid, TOKEN, 'execworld');
+    const daemon = await startDaemon(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid });
+    try {
+      expect(daemon.token).toBe(TOKEN);
+      const read = async (path: string): Promise<{ path: string; status: number; code: unknown }> => {
+        const response = await fetch(`${daemon.url}/v1/fs/read-text`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ path }),
+        });
+        const body = (await response.json()) as { error?: { code?: string } };
+        return { path, status: response.status, code: body.error?.code };
+      };
+      const refused = (path: string) => ({ path, status: 403, code: 'FS_PERMISSION_DENIED' });
+      const paths = (): string[] => [volume.file, volume.current(), join(volume.mount, '..data', 'execworld', 'token')];
+      for (const path of paths()) expect(await read(path)).toEqual(refused(path));
+      volume.rotate(ROTATED);
+      // The rotated copy lies in a new timestamped directory, reached through ..data or by its real path: neither is served.
+      for (const path of paths()) expect(await read(path)).toEqual(refused(path));
     } finally {
       await daemon.stop();
     }

@@ -9,9 +9,9 @@
  * @module
  */
 import { constants } from 'node:fs';
-import { realpathSync, statSync, type BigIntStats } from 'node:fs';
+import { lstatSync, realpathSync, statSync, type BigIntStats } from 'node:fs';
 import { lstat, mkdir, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
-import { basename, dirname, isAbsolute, normalize, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, normalize, sep } from 'node:path';
 import { FsFailure } from './fs-error.ts';
 
 /** Linux's O_PATH (the same value on x86-64 and arm64); Node does not export it. */
@@ -98,17 +98,25 @@ export class DaemonSecrets {
  * `<dir>/token` is a link to `..data/token`, and `..data` a link to a
  * timestamped `..2026_12_05_…` directory beside it. A rotation writes a new
  * timestamped directory and swaps `..data` to it, so the file's real path
- * changes: the whole `<dir>` is a secret, or the new copy would be served
- * (by its real path, and by `path` itself, which now leads there).
+ * changes: the whole volume is a secret, or the new copy would be served (by
+ * its real path, and by `path` itself, which now leads there). The volume is
+ * the directory that holds the timestamped one the real path goes through,
+ * with `..data` beside it, wherever `path` names the file from: `<dir>/token`,
+ * or an item in a folder (`items: path: sub/token`, where only the top entry
+ * `<dir>/sub` is a link, to `..data/sub`, and the file's own directory is
+ * inside the timestamped one), or `..data/token` itself.
  */
 function rotatedDirectory(path: string): string[] {
   const named = normalize(path);
   try {
-    const directory = dirname(named);
-    const real = realpathSync(named);
-    const realDirectory = realpathSync(directory);
-    const inner = real.startsWith(realDirectory + sep) ? real.slice(realDirectory.length + 1).split(sep) : [];
-    return inner.length > 1 && inner[0]!.startsWith('..') ? [directory] : [];
+    const parts = realpathSync(named).split(sep);
+    // A real path holds no `..` entry: a name that starts with `..` is one of the writer's.
+    for (let index = parts.length - 2; index >= 1; index -= 1) {
+      if (!parts[index]!.startsWith('..')) continue;
+      const volume = parts.slice(0, index).join(sep) || sep;
+      if (volume !== sep && lstatSync(join(volume, '..data'), { throwIfNoEntry: false })?.isSymbolicLink() === true) return [dirname(named), volume];
+    }
+    return [];
   } catch (_error) {
     return [];
   }
