@@ -7,7 +7,7 @@
  *   npm run bench -- --rounds 5 --only echo,bulk --peers remote,ws-relay --quick
  *
  * Workloads (--only): prompt, inspect, echo, bulk, screen, tail, control, close, dsh, dsh-bulk, fs, transfer,
- * budgets, resume, stall, isolation, idle.
+ * budgets, resume, stall, isolation, idle, scale (`--sizes 10,100,1000`).
  *
  * Peers: local (LocalRuntime in process), dsh-local (@deepseek-ai/dsh-subprocess-local),
  * node-pty (raw), ws-relay (minimal relay), remote (the SDK over one connection
@@ -27,6 +27,7 @@ import { dshEcho } from './lib/dsh-workload.ts';
 import { dshToolFigures, engineFigures, pwshFigures, type ShellFigures } from './lib/shell.ts';
 import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
 import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } from './lib/remote-peers.ts';
+import { scale, TERMINATE_IN_FLIGHT, type ScaleFigures } from './lib/scale-workloads.ts';
 import { SCREEN_MODES, screenPeers, snapshotLatency } from './lib/screen-workloads.ts';
 import { ssh2ColdPeer, ssh2Peer, startSshd } from './lib/ssh-peer.ts';
 import { fmt, median, percentile, printTable, RoundTable, spread } from './lib/stats.ts';
@@ -38,6 +39,7 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     peers: { type: 'string' },
     quick: { type: 'boolean', default: false },
+    sizes: { type: 'string', default: '10,100,1000' },
   },
 });
 const rounds = Number(args.rounds);
@@ -665,6 +667,39 @@ if (enabled('idle')) {
     [[fmt(figures.totalMiB, 1), fmt(figures.perTerminalKiB, 0)]],
   );
   results.idle = figures;
+}
+
+if (enabled('scale')) {
+  // A fresh daemon per size: creates of idle terminals over REST one after another, then all ended at once.
+  const figures: ScaleFigures[] = [];
+  for (const size of (args.sizes ?? '').split(',').map(Number)) figures.push(await scale(size));
+  const base = figures[0]!;
+  printTable(
+    `scale: idle sh terminals on one daemon, created one after another over REST, then all ended at once (${String(TERMINATE_IN_FLIGHT)} DELETEs in flight)`,
+    [
+      'sessions',
+      'create p50 (ms)',
+      'create p99 (ms)',
+      'last tenth p50 (ms)',
+      `p50 vs ${String(base.sessions)}`,
+      'terminate all (ms)',
+      'RSS per session (KiB)',
+      'health p99 (ms)',
+    ],
+    figures.map((row) => [
+      String(row.sessions),
+      fmt(row.createP50Ms),
+      fmt(row.createP99Ms),
+      fmt(row.lastTenthP50Ms),
+      `${fmt(row.createP50Ms / base.createP50Ms, 2)}×`,
+      fmt(row.terminateAllMs, 0),
+      fmt(row.rssPerSessionKiB, 0),
+      fmt(row.healthP99Ms),
+    ]),
+  );
+  for (const row of figures)
+    if (row.healthFailures.length > 0) console.log(`health failures at ${String(row.sessions)} sessions: ${row.healthFailures.join('; ')}`);
+  results.scale = figures;
 }
 
 for (const peer of [...everyPeer, ...coldPeers]) await peer.dispose();

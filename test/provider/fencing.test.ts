@@ -28,6 +28,11 @@ class ScriptedInspector extends LinuxInspector implements ProcessInspector {
     const extra = new Set(this.extraRows.map((row) => row.identity.pid));
     return [...super.snapshot().filter((row) => !extra.has(row.identity.pid)), ...this.extraRows];
   }
+  /** A cgroup cell's rows: the added rows count as processes of the cell. */
+  override snapshotOf(pids: readonly number[]): ProcessRow[] {
+    const extra = new Set(this.extraRows.map((row) => row.identity.pid));
+    return [...super.snapshotOf(pids).filter((row) => !extra.has(row.identity.pid)), ...this.extraRows];
+  }
   override isAlive(identity: ProcessIdentity): boolean {
     return this.immortal.has(`${identity.pid}:${identity.started}`) || super.isAlive(identity);
   }

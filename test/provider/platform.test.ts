@@ -144,6 +144,7 @@ describe('the POSIX strategy, with real processes', () => {
     const kill = vi.fn();
     const cell: SessionCell = {
       key: 'test',
+      complete: false,
       spawnInside: (start) => start(),
       attach: () => {},
       isEmpty: () => leader.exited() && escapee.exited(),

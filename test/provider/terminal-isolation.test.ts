@@ -4,6 +4,8 @@
  * kernel hands the number to the next file the host opens).
  */
 import { readdirSync, readlinkSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type Koffi from 'koffi';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalRuntime } from '@execworld/service';
 import { openBash } from '../helpers/terminal.ts';
@@ -54,6 +56,31 @@ describe('terminal masters stay with their terminal', () => {
 
     await first.terminal.terminate();
     await second.terminal.terminate();
+  });
+});
+
+describe('descriptors the host holds without close-on-exec', () => {
+  it('reach no child, however many there are (one close_range, or the sweep where the kernel lacks it)', async () => {
+    // dup(2) makes descriptors without FD_CLOEXEC, as a native module's open() does: every one would be inherited.
+    const koffi = createRequire(import.meta.url)('koffi') as typeof Koffi;
+    const libc = koffi.load('libc.so.6');
+    const dup = libc.func('int dup(int fd)') as (fd: number) => number;
+    const close = libc.func('int close(int fd)') as (fd: number) => number;
+    const open = Array.from({ length: 200 }, () => dup(2));
+    try {
+      expect(open.every((fd) => fd > 2)).toBe(true);
+      const terminal = await runtime.spawnTerminal({ ...TERMINAL, argv: ['sleep', '300'] });
+      try {
+        await waitFor('sleep to exec', () => readlinkSync(`/proc/${terminal.pid}/exe`).endsWith('/sleep'));
+        const only = (): boolean => [...descriptors(terminal.pid).keys()].sort().join() === '0,1,2';
+        await waitFor('sleep to hold only its terminal', only).catch(() => undefined);
+        expect([...descriptors(terminal.pid).keys()].sort()).toEqual([0, 1, 2]);
+      } finally {
+        await terminal.terminate();
+      }
+    } finally {
+      for (const fd of open) close(fd);
+    }
   });
 });
 

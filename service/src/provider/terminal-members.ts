@@ -21,6 +21,8 @@ const identityKey = (identity: ProcessIdentity): string => `${identity.pid}:${id
 
 export class SessionMembers {
   readonly #inspector: ProcessInspector;
+  /** Reads the rows the members are found in: the whole table, or a complete cell's processes alone. */
+  readonly #rows: () => ProcessRow[];
   /** The top-level process, when its identity could be read at start. */
   readonly #root: ProcessIdentity | undefined;
   readonly #tracked = new Map<string, ProcessIdentity>();
@@ -28,9 +30,10 @@ export class SessionMembers {
   #exitTicks: number | undefined;
   #rootExited = false;
 
-  constructor(inspector: ProcessInspector, root: ProcessIdentity | undefined) {
+  constructor(inspector: ProcessInspector, root: ProcessIdentity | undefined, rows: () => ProcessRow[] = () => inspector.snapshot()) {
     this.#inspector = inspector;
     this.#root = root;
+    this.#rows = rows;
   }
 
   /** The top-level process exited: from now on, members are adopted only if they started before this. */
@@ -49,7 +52,7 @@ export class SessionMembers {
   refresh(rows?: readonly ProcessRow[]): ProcessIdentity[] {
     const root = this.#root;
     if (root === undefined) return [];
-    const index = new ProcessIndex(rows ?? this.#inspector.snapshot());
+    const index = new ProcessIndex(rows ?? this.#rows());
     const adopt = (identity: ProcessIdentity): void => {
       if (identity.pid !== root.pid) this.#tracked.set(identityKey(identity), identity);
     };

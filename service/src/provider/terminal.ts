@@ -19,7 +19,7 @@ import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTermina
 import { MAX_TERMINAL_SIZE, retryableOnce, TERMINAL_SIGNALS } from '@execworld/sdk/seam';
 import type { SessionCell } from './containment/containment.ts';
 import { CleanupError, ProviderError } from './errors.ts';
-import type { ProcessInspector, TerminalDevice } from './inspect/inspector.ts';
+import type { ProcessInspector, ProcessRow, TerminalDevice } from './inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
 import { QueryScanner } from './query-scanner.ts';
 import { emptyCell, SessionMembers, survivorsError, union } from './terminal-members.ts';
@@ -104,6 +104,12 @@ export class LocalTerminal implements HostTerminal {
   /** The session's processes, fenced on identities. */
   readonly #members: SessionMembers;
   readonly #cell: SessionCell | undefined;
+  /**
+   * The rows of the session's processes: a complete cell's alone (a cgroup), so
+   * inspecting and ending a terminal cost the same however many other sessions
+   * the host runs; otherwise the whole process table.
+   */
+  readonly #rows: () => ProcessRow[];
   #exited = false;
   /** A foreground group was seen: the child took the terminal. */
   #hadForeground = false;
@@ -155,7 +161,8 @@ export class LocalTerminal implements HostTerminal {
     }
     cell?.attach(this.pid, [this.device]);
     this.#terminalDevice = this.#inspector.terminalDevice(this.device);
-    this.#members = new SessionMembers(this.#inspector, this.#inspector.identity(this.pid));
+    this.#rows = cell?.complete === true ? () => this.#inspector.snapshotOf(cell.pids()) : () => this.#inspector.snapshot();
+    this.#members = new SessionMembers(this.#inspector, this.#inspector.identity(this.pid), this.#rows);
   }
 
   /** True once the top-level process has exited. */
@@ -263,7 +270,7 @@ export class LocalTerminal implements HostTerminal {
 
   #foreground(): TerminalForeground | undefined {
     if (this.#exited) return undefined;
-    const rows = this.#inspector.snapshot();
+    const rows = this.#rows();
     this.#members.refresh(rows);
     const pgid = this.#inspector.foregroundGroup(this.pid);
     if (pgid === undefined) return undefined;

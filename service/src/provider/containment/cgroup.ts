@@ -205,6 +205,7 @@ export class CgroupContainment implements Containment {
 
 class CgroupCell implements SessionCell {
   readonly key: string;
+  readonly complete = true;
   readonly path: string;
   readonly #containment: CgroupContainment;
   #procs: number | undefined;

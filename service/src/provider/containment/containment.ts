@@ -39,6 +39,15 @@ export interface SessionCell {
   isEmpty(): boolean;
   /** The pids of the session's live processes, at this moment. */
   pids(): number[];
+  /**
+   * True when {@link pids} names every process of the session, kept there by
+   * the kernel (a cgroup: a descendant cannot leave it without write access
+   * to another cgroup): the session's processes are then read from the cell
+   * alone, at a cost that does not grow with the other sessions. False where
+   * the cell is a set of tracked processes (the subreaper) or the platform
+   * reads its whole process table in one call anyway (a Job Object).
+   */
+  readonly complete: boolean;
   /** SIGKILLs everything in the cell (`cgroup.kill`), escapees included. Synchronous. */
   kill(): void;
   /** Releases the cell once it is empty and nothing will be spawned into it. Idempotent. */

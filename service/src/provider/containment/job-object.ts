@@ -63,6 +63,7 @@ interface Root {
 }
 
 class JobCell implements SessionCell {
+  readonly complete = false;
   readonly key: string;
   readonly #job: Handle;
   readonly #kernel32: Kernel32;

@@ -30,6 +30,7 @@ export interface CellHost {
 
 export class SubreaperCell implements SessionCell {
   readonly key: string;
+  readonly complete = false;
   readonly #containment: CellHost;
   readonly #inspector: ProcessInspector;
   readonly #roots: { identity: ProcessIdentity; startTicks: number | undefined }[] = [];

@@ -51,6 +51,12 @@ export class DarwinInspector implements ProcessInspector {
     this.#run = run;
   }
 
+  snapshotOf(pids: readonly number[]): ProcessRow[] {
+    // The table is read in one call here: the rows of `pids` are filtered from it.
+    const wanted = new Set(pids);
+    return this.snapshot().filter((row) => wanted.has(row.identity.pid));
+  }
+
   snapshot(): ProcessRow[] {
     return parsePsTable(this.#run('/bin/ps', PS_TABLE_ARGS) ?? '');
   }

@@ -81,6 +81,12 @@ export interface ProcessInspector {
   identity(pid: number): ProcessIdentity | undefined;
   /** One reading of the whole process table. */
   snapshot(): ProcessRow[];
+  /**
+   * The rows of the processes `pids` alone (those alive or zombies; a pid
+   * gone meanwhile has none): what a complete containment cell holds, read
+   * at a cost that does not grow with the rest of the table.
+   */
+  snapshotOf(pids: readonly number[]): ProcessRow[];
   /** Now, in the unit of {@link ProcessRow.startTicks}; undefined where start times are not ticks. */
   nowTicks(): number | undefined;
   /** True when the process named by `identity` still runs (not a zombie). */

@@ -175,16 +175,16 @@ export class LinuxInspector implements ProcessInspector {
   }
 
   snapshot(): ProcessRow[] {
-    return this.table().map((stat) => ({
-      identity: { pid: stat.pid, started: stat.starttime },
-      name: stat.name,
-      ppid: stat.ppid,
-      pgrp: stat.pgrp,
-      session: stat.session,
-      alive: !isEndedState(stat.state),
-      startTicks: Number(stat.starttime),
-      terminal: stat.ttyNr === 0 ? undefined : stat.ttyNr,
-    }));
+    return this.table().map(rowOf);
+  }
+
+  snapshotOf(pids: readonly number[]): ProcessRow[] {
+    const rows: ProcessRow[] = [];
+    for (const pid of pids) {
+      const stat = this.stat(pid);
+      if (stat !== undefined) rows.push(rowOf(stat));
+    }
+    return rows;
   }
 
   isAlive(identity: ProcessIdentity): boolean {
@@ -215,4 +215,17 @@ export class LinuxInspector implements ProcessInspector {
       return false;
     }
   }
+}
+
+function rowOf(stat: ProcStat): ProcessRow {
+  return {
+    identity: { pid: stat.pid, started: stat.starttime },
+    name: stat.name,
+    ppid: stat.ppid,
+    pgrp: stat.pgrp,
+    session: stat.session,
+    alive: !isEndedState(stat.state),
+    startTicks: Number(stat.starttime),
+    terminal: stat.ttyNr === 0 ? undefined : stat.ttyNr,
+  };
 }

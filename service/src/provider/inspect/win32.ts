@@ -60,6 +60,12 @@ export class Win32Inspector implements ProcessInspector {
   }
 
   /** The table, each row with its identity; a process whose identity cannot be read is left out. */
+  snapshotOf(pids: readonly number[]): ProcessRow[] {
+    // The table is read in one call here: the rows of `pids` are filtered from it.
+    const wanted = new Set(pids);
+    return this.snapshot().filter((row) => wanted.has(row.identity.pid));
+  }
+
   snapshot(): ProcessRow[] {
     const system = this.#system;
     const rows: ProcessRow[] = [];
