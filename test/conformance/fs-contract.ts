@@ -179,6 +179,26 @@ export function fsContract(name: string, factory: FsFactory, traits: FsTraits): 
       expect((await fs.writeText(await fs.resolve(at('w', 'bin')), 'text')).before).toBeNull();
     });
 
+    it('writes and reads a large text as it does a small one: the same outcome, guards and bytes', async () => {
+      // Past what a single JSON call carries (64 KiB) and what a stat prefetches (256 KiB): the remote provider sends bytes.
+      const first = 'line é€😀\uFEFF\r\n'.repeat(40_000);
+      const second = 'second ✓\n'.repeat(40_000);
+      const target = await fs.resolve(at('large.txt'));
+      const created = await fs.writeText(target, first, { kind: 'createIfAbsent' });
+      expect(created).toMatchObject({ operation: 'create', before: null, after: first.replaceAll('\r\n', '\n') });
+      expect(readFileSync(at('large.txt'))).toEqual(Buffer.from(first, 'utf8'));
+      expect(await codeOf(fs.writeText(target, second, { kind: 'createIfAbsent' }))).toBe('FS_NOT_OBSERVED');
+      expect(await codeOf(fs.writeText(target, second, { kind: 'replaceIfVersion', version: 'not-it' }))).toBe('FS_STALE_VERSION');
+      const again = await fs.resolve(at('large.txt'));
+      const info = await fs.stat(again);
+      expect(info).toMatchObject({ type: 'file', size: Buffer.byteLength(first) });
+      expect(await fs.readText(again)).toBe(first);
+      const replaced = await fs.writeText(again, second, { kind: 'replaceIfVersion', version: info!.version });
+      expect(replaced).toMatchObject({ operation: 'update', before: first.replaceAll('\r\n', '\n'), after: second });
+      expect(replaced.version).toBe((await fs.stat(again))?.version);
+      expect(readFileSync(at('large.txt'), 'utf8')).toBe(second);
+    });
+
     it('guards writes: createIfAbsent and replaceIfVersion', async () => {
       writeFileSync(at('g.txt'), 'kept');
       const target = await fs.resolve(at('g.txt'));

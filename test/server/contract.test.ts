@@ -148,7 +148,7 @@ describe('operation contract', () => {
 
   it('refuses over the WebSocket each call that carries bytes, naming its REST route', async () => {
     const bytes = OPERATION_LIST.filter((spec) => spec.bytes !== undefined);
-    expect(bytes.map((spec) => spec.name).sort()).toEqual(['archive.pack', 'archive.unpack', 'files.content', 'upload.bytes']);
+    expect(bytes.map((spec) => spec.name).sort()).toEqual(['archive.pack', 'archive.unpack', 'files.content', 'files.write', 'upload.bytes']);
     for (const spec of bytes) {
       const refused = await socket.call(spec.name, { path: dir, id: 'u_x', offset: 0 }).then(
         () => undefined,

@@ -16,6 +16,7 @@
  * @module
  */
 import { posix, win32 } from 'node:path';
+import { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { FileSystemError, isExecworldError } from '../errors.ts';
 import type { RemoteRuntime } from '../remote/runtime.ts';
@@ -43,6 +44,11 @@ export interface RemoteFilesOptions {
   /** How long what `resolve` answered may serve a `stat` or `readText`. @default 20 */
   readonly prefetchMaxAgeMs?: number;
 }
+
+/** Texts up to this many UTF-8 bytes are written in a JSON call on the connection; larger ones as bytes over HTTP. */
+const WRITE_AS_JSON_BYTES = 64 * 1024;
+/** Largest answer of a write sent as bytes: its prior text is at most the daemon's diff basis (10 MiB), JSON-escaped. */
+const MAX_WRITE_ANSWER_BYTES = 128 * 1024 * 1024;
 
 interface Prefetched {
   readonly traffic: number;
@@ -188,15 +194,25 @@ export class RemoteFiles implements FsProvider {
       this.#prefetched = undefined;
       return fresh.text;
     }
+    // A file known to be larger than a prefetch comes as bytes over HTTP: as JSON it would be escaped, framed
+    // and parsed whole on both sides. The stream applies the same text rule.
+    if (fresh?.info?.type === 'file' && (fresh.info.size ?? 0) > this.#prefetchTextBytes) {
+      this.#prefetched = undefined;
+      return await this.#wholeText(target, signal);
+    }
     try {
       return (await abortable(this.runtime.call('fs.readText', this.#ref(target)), signal, 'read')).text;
     } catch (error) {
       // Larger than one answer may hold: the same text, streamed.
       if ((error as { code?: unknown }).code !== 'FS_TOO_LARGE') throw error;
-      let text = '';
-      for await (const chunk of await this.streamText(target, signal)) text += chunk;
-      return text;
+      return await this.#wholeText(target, signal);
     }
+  }
+
+  async #wholeText(target: FsTarget, signal: AbortSignal | undefined): Promise<string> {
+    const chunks: string[] = [];
+    for await (const chunk of await this.streamText(target, signal)) chunks.push(chunk);
+    return chunks.join('');
   }
 
   streamText(target: FsTarget, signal?: AbortSignal): Promise<AsyncIterable<string>> {
@@ -258,7 +274,26 @@ export class RemoteFiles implements FsProvider {
   async writeText(target: FsTarget, content: string, expected?: FsWriteIntent, signal?: AbortSignal): Promise<FsWriteOutcome> {
     // Once sent, a write is not abandoned: an abort then could not say whether it took effect.
     if (signal?.aborted === true) throw aborted('write');
-    return this.runtime.call('fs.writeText', { ...this.#ref(target), content, ...(expected === undefined ? {} : { expected }) });
+    // The daemon does not send the text back: `after` is what was sent, with line ends as LF.
+    const after = content.replaceAll('\r\n', '\n');
+    const bytes = Buffer.byteLength(content, 'utf8');
+    if (bytes <= WRITE_AS_JSON_BYTES) {
+      const written = await this.runtime.call('fs.writeText', { ...this.#ref(target), content, ...(expected === undefined ? {} : { expected }) });
+      return { ...written, after };
+    }
+    // A large text goes as its bytes over HTTP: as JSON it would be escaped, framed, masked and parsed whole.
+    const written = await this.runtime.http.json<Omit<FsWriteOutcome, 'after'>>(
+      'PUT',
+      CONTENT_PATH,
+      {
+        ...this.#ref(target),
+        ...(expected?.kind === 'createIfAbsent' ? { ifAbsent: 'true' } : {}),
+        ...(expected?.kind === 'replaceIfVersion' ? { ifVersion: expected.version } : {}),
+      },
+      // The answer holds the prior text (the diff's basis): up to about as large as what was sent, escaped.
+      { body: Readable.from([Buffer.from(content, 'utf8')]), maxBytes: MAX_WRITE_ANSWER_BYTES },
+    );
+    return { ...written, after };
   }
 
   async editText(target: FsTarget, edit: FsEditRequest, expected?: { version: string }, signal?: AbortSignal): Promise<FsEditOutcome> {

@@ -87,6 +87,12 @@ export interface ByteAnswer {
 export interface ByteCarriage {
   /** The media type of the body, when the call sends bytes. */
   readonly body?: ByteMediaType;
+  /**
+   * The body is taken whole before the call acts (a text written in one
+   * step): it is held within --max-body-bytes and counted in the budget of
+   * held bodies, as a JSON body is. Otherwise it streams, unbounded.
+   */
+  readonly whole?: boolean;
   /** The answer, when it is bytes rather than the JSON of `result`. */
   readonly answer?: ByteAnswer;
 }
@@ -746,7 +752,7 @@ export const OPERATIONS = {
     path: '/v1/fs/write-text',
     summary: 'Replace or create a whole text file atomically, optionally guarded by createIfAbsent or a version',
     input: s.FsWrite,
-    result: s.FsWriteOutcome,
+    result: s.FsWriteResult,
     errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_STALE_VERSION', 'FS_NOT_OBSERVED'],
     // A resent guarded create would refuse the file its first sending made.
     idempotent: false,
@@ -910,6 +916,23 @@ export const OPERATIONS = {
         trailers: { [DIGEST_TRAILER]: 'With `digest=sha256` and offset 0: the SHA-256 of the bytes sent, in hex.' },
       },
     },
+  }),
+  'files.write': op({
+    name: 'files.write',
+    method: 'PUT',
+    path: CONTENT_PATH,
+    summary: 'Replace or create a whole text file atomically from the bytes of the body',
+    description:
+      'The same write as `POST /v1/fs/write-text`, with the text sent as its UTF-8 bytes rather than a JSON string: nothing to ' +
+      'escape or parse, so large texts cost what their bytes cost. The body is held whole (within --max-body-bytes) and must be ' +
+      'UTF-8 (FS_NOT_TEXT otherwise); `ifAbsent` or `ifVersion` guard it as `expected` does.',
+    input: s.WriteContentQuery,
+    result: s.FsWriteResult,
+    errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_STALE_VERSION', 'FS_NOT_OBSERVED', 'FS_NOT_TEXT', 'PAYLOAD_TOO_LARGE', 'LIMIT_EXCEEDED'],
+    idempotent: false,
+    waits: false,
+    access: 'write',
+    bytes: { body: 'application/octet-stream', whole: true },
   }),
   'archive.pack': op({
     name: 'archive.pack',

@@ -710,6 +710,9 @@ export const FsWriteOutcome = z
   })
   .meta({ id: 'FsWriteOutcome' });
 
+/** What a write answers on the wire: the text written is the caller's own, so it is not sent back (the SDK rebuilds `after`). */
+export const FsWriteResult = FsWriteOutcome.omit({ after: true }).meta({ id: 'FsWriteResult' });
+
 export const FsEdit = z
   .strictObject({
     ...FsPathRef,
@@ -815,6 +818,13 @@ export const ContentQuery = z.strictObject({
 });
 
 /** Where `PUT /v1/files/uploads/{id}` appends its body. */
+/** The file `PUT /v1/files/content` writes, and its guard. */
+export const WriteContentQuery = z.strictObject({
+  ...FsPathRef,
+  ifAbsent: z.boolean().optional().meta({ description: 'Only when nothing is there (createIfAbsent); not with ifVersion.' }),
+  ifVersion: FsVersion.optional().meta({ description: 'Only while the file is at this version (replaceIfVersion); not with ifAbsent.' }),
+});
+
 export const UploadBytesQuery = z.strictObject({
   offset: QueryInt.meta({ description: "The upload's offset the body starts at; any other answers UPLOAD_OFFSET_MISMATCH." }),
 });

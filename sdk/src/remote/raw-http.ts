@@ -103,21 +103,22 @@ export class RawHttp {
     });
   }
 
-  /** Sends like {@link send} and reads the answer as JSON (at most 1 MiB). */
+  /** Sends like {@link send} and reads the answer as JSON (at most `maxBytes`, 1 MiB unless told). */
   async json<T>(
     method: 'GET' | 'PUT',
     path: string,
     query: Readonly<Record<string, string | number | undefined>>,
-    options: { body?: Readable | undefined; contentType?: string | undefined; signal?: AbortSignal | undefined } = {},
+    options: { body?: Readable | undefined; contentType?: string | undefined; signal?: AbortSignal | undefined; maxBytes?: number } = {},
   ): Promise<T> {
+    const limit = options.maxBytes ?? MAX_JSON_BYTES;
     const response = await this.send(method, path, query, options);
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of response as AsyncIterable<Buffer>) {
       size += chunk.length;
-      if (size > MAX_JSON_BYTES) {
+      if (size > limit) {
         response.destroy();
-        throw new Error(`the daemon's answer to ${method} ${path} is larger than ${MAX_JSON_BYTES} bytes`);
+        throw new Error(`the daemon's answer to ${method} ${path} is larger than ${limit} bytes`);
       }
       chunks.push(chunk);
     }

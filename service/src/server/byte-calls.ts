@@ -41,6 +41,23 @@ function bodyOf(ctx: CallContext): Readable {
   return ctx.body;
 }
 
+/**
+ * The body of a call that takes it whole (the table's `bytes.whole`), as
+ * UTF-8 text; the REST adapter bounds it by --max-body-bytes and counts it in
+ * the budget of held bodies. A byte-order mark is kept: the text is the
+ * bytes as they were sent.
+ * @throws {ServiceError} FS_NOT_TEXT when the bytes are not UTF-8
+ */
+export async function wholeText(ctx: CallContext): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of bodyOf(ctx) as AsyncIterable<Buffer>) chunks.push(chunk);
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(Buffer.concat(chunks));
+  } catch (_error) {
+    throw new ServiceError('FS_NOT_TEXT', 'the body is not UTF-8 text');
+  }
+}
+
 /** `GET /v1/files/content`: a file's bytes from an offset, to the end it had when opened. */
 export async function fileContent(ctx: CallContext, params: OperationParams<'files.content'>): Promise<ByteReply> {
   const { path, cwd, displayPath, offset, maxBytes, version: expected, digest } = params;

@@ -15,7 +15,7 @@ import {
 import { z } from 'zod';
 import type { FsTarget } from '@execworld/sdk/fs';
 import type { CallContext } from './call-context.ts';
-import { appendUpload, fileContent, packArchive, unpackArchive, type ByteReply } from './byte-calls.ts';
+import { appendUpload, fileContent, packArchive, unpackArchive, wholeText, type ByteReply } from './byte-calls.ts';
 import { defaultShell, runOptions } from './sessions/shells.ts';
 import { runCommandSession } from './sessions/command-run.ts';
 import { ServiceError } from './errors.ts';
@@ -253,7 +253,11 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'fs.lstat': async (ctx, params) => ({ info: (await ctx.files(ctx.owner).lstat(params.path, { cwd: params.cwd }, ctx.signal)) ?? null }),
   'fs.readText': async (ctx, params) => ({ text: await ctx.files(ctx.owner).readText(await targetOf(ctx, params), ctx.signal) }),
   'fs.listDir': async (ctx, params) => ({ entries: await ctx.files(ctx.owner).listDir(await targetOf(ctx, params), ctx.signal) }),
-  'fs.writeText': async (ctx, params) => ctx.files(ctx.owner).writeText(await targetOf(ctx, params), params.content, params.expected, ctx.signal),
+  'fs.writeText': async (ctx, params) => {
+    // The text written is the caller's own: it is not sent back.
+    const { after: _after, ...written } = await ctx.files(ctx.owner).writeText(await targetOf(ctx, params), params.content, params.expected, ctx.signal);
+    return written;
+  },
   'fs.editText': async (ctx, params) => ctx.files(ctx.owner).editText(await targetOf(ctx, params), params.edit, params.expected, ctx.signal),
   'fs.mkdir': (ctx, params) => ctx.transfer(ctx.owner).mkdir(params.path, params, ctx.signal),
   'fs.remove': (ctx, params) => ctx.transfer(ctx.owner).remove(params.path, params, ctx.signal),
@@ -268,6 +272,18 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   },
   'upload.bytes': appendUpload,
   'files.content': fileContent,
+  'files.write': async (ctx, params) => {
+    if (params.ifAbsent === true && params.ifVersion !== undefined) throw new ServiceError('INVALID_ARGUMENT', 'give ifAbsent or ifVersion, not both');
+    const text = await wholeText(ctx);
+    const expected =
+      params.ifAbsent === true
+        ? ({ kind: 'createIfAbsent' } as const)
+        : params.ifVersion === undefined
+          ? undefined
+          : ({ kind: 'replaceIfVersion', version: params.ifVersion } as const);
+    const { after: _after, ...written } = await ctx.files(ctx.owner).writeText(await targetOf(ctx, params), text, expected, ctx.signal);
+    return written;
+  },
   'archive.pack': packArchive,
   'archive.unpack': unpackArchive,
 };

@@ -7,7 +7,7 @@
  * carries bytes gets its body unread, as a stream.
  * @module
  */
-import type { Readable } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { BODY_LIMITS, OPERATION_LIST, type OperationSpec } from '@execworld/sdk/protocol';
@@ -84,6 +84,31 @@ function sendBytes(reply: FastifyReply, spec: OperationSpec, answer: ByteReply):
   return reply.send(answer.body);
 }
 
+/**
+ * A body taken whole, bounded as a JSON body is: past `limit` bytes (said in
+ * advance by its length, or counted as it comes) it is refused with 413.
+ */
+function boundedBody(request: FastifyRequest, payload: Readable, limit: number): Readable {
+  const tooLarge = (): ServiceError =>
+    new ServiceError('PAYLOAD_TOO_LARGE', `the request body is larger than ${limit} bytes, the most this call takes (--max-body-bytes)`);
+  const length = Number(request.headers['content-length']);
+  let seen = 0;
+  const bounded = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      if (seen > limit) done(tooLarge());
+      else done(null, chunk);
+    },
+  });
+  if (Number.isFinite(length) && length > limit) {
+    bounded.destroy(tooLarge());
+    return bounded;
+  }
+  payload.once('error', (error) => bounded.destroy(error));
+  bounded.once('error', () => payload.unpipe(bounded));
+  return payload.pipe(bounded);
+}
+
 /** The media types a call that carries bytes may send them as; any such body is taken as bytes. */
 const BYTE_BODIES = ['application/octet-stream', 'application/x-tar'];
 
@@ -95,12 +120,19 @@ export function registerRestRoutes(scope: FastifyInstance, options: RestRoutesOp
     const readQuery = queryReader(spec);
     const bytesIn = spec.body === 'bytes';
     const jsonBody = spec.method === 'POST' && !bytesIn;
+    const wholeBytes = bytesIn && spec.bytes?.whole === true;
     target.route({
       method: spec.method,
       url: spec.path.replace(/\{(\w+)\}/g, ':$1'),
       config: { auth: spec.auth, access: spec.access },
       ...(bytesIn
-        ? {}
+        ? wholeBytes
+          ? {
+              // Held whole before the call acts: within --max-body-bytes, and counted in the budget of all bodies.
+              preParsing: (request: FastifyRequest, reply: FastifyReply, payload: Readable, done: (error: null, payload: Readable) => void) =>
+                done(null, boundedBody(request, bodies.meter(request, reply, payload), options.maxBodyBytes)),
+            }
+          : {}
         : {
             // A JSON body is read whole before it is validated: at most what the call carries, within the budget of all bodies.
             bodyLimit: Math.min(BODY_LIMITS[spec.body], options.maxBodyBytes),
