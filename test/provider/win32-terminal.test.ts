@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { JobObjectContainment } from '../../service/src/provider/containment/job-object.ts';
 import { Win32Inspector } from '../../service/src/provider/inspect/win32.ts';
 import { platformFor } from '../../service/src/provider/platform/index.ts';
-import type { HostTerminal } from '../../service/src/provider/terminal.ts';
+import type { HostTerminal } from '../../service/src/provider/host-terminal.ts';
 import { WindowsProcesses } from '../../service/src/provider/win32/processes.ts';
 import { collect, waitFor } from '../helpers/wait.ts';
 import { fakeWindowsRuntime, FakeConPty, FakeKernel32, type FakeConPtyBehaviour } from '../helpers/fake-kernel32.ts';

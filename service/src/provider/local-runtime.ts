@@ -17,7 +17,7 @@ import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
 import { launchFailure, resolveExecutable } from './resolve-executable.ts';
 import { assertOwnUser, launchAs, userEnvironment, type RunAs } from './run-as.ts';
 import { SessionCells } from './session-cells.ts';
-import { MAX_TERMINAL_SIZE, type HostTerminal } from './terminal.ts';
+import { MAX_TERMINAL_SIZE, type HostTerminal } from './host-terminal.ts';
 import { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, assertPositiveInteger, assertProgram } from './validate.ts';
 
 export interface LocalRuntimeOptions {

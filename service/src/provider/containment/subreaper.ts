@@ -20,7 +20,7 @@
  * @module
  */
 import { readlinkSync } from 'node:fs';
-import { becomeChildSubreaper, reapIfExited } from '../libc.ts';
+import { becomeChildSubreaper, reapIfExited } from '../posix/libc.ts';
 import { ProcessIndex, type ProcessIdentity, type ProcessInspector } from '../inspect/inspector.ts';
 import { LinuxInspector } from '../inspect/linux.ts';
 import type { Containment } from './containment.ts';

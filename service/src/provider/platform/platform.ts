@@ -8,7 +8,7 @@
 import type { ChildProcess } from 'node:child_process';
 import type { SessionCell } from '../containment/containment.ts';
 import type { ProcessInspector } from '../inspect/inspector.ts';
-import type { HostTerminal, TerminalOptions } from '../terminal.ts';
+import type { HostTerminal, TerminalOptions } from '../host-terminal.ts';
 import type { ConPtyFactory } from '../win32/conpty.ts';
 import type { Kernel32 } from '../win32/kernel32.ts';
 import type { Taskkill } from '../win32/processes.ts';

@@ -7,11 +7,11 @@
 import { delimiter, isAbsolute, resolve } from 'node:path';
 import { lookupEnvironment } from '@execworld/sdk/seam';
 import { createInspector } from '../inspect/index.ts';
-import { closeInheritedDescriptorsOnExec } from '../libc.ts';
+import { closeInheritedDescriptorsOnExec } from '../posix/libc.ts';
 import { relativeCommandError } from '../resolve-executable.ts';
-import { LocalTerminal } from '../terminal.ts';
+import { LocalTerminal } from '../posix/terminal.ts';
 import type { Platform, TerminalBackend } from './platform.ts';
-import { processGroupTree } from './process-group-tree.ts';
+import { processGroupTree } from '../posix/process-group-tree.ts';
 
 /** Descriptors are sealed only where this host has POSIX descriptors too, whatever rules a test injects. */
 const hostHasPosixDescriptors = process.platform !== 'win32';

@@ -6,7 +6,7 @@
  * @module
  */
 import { createRequire } from 'node:module';
-import type { TerminalOptions } from '../terminal.ts';
+import type { TerminalOptions } from '../host-terminal.ts';
 
 /** One program on a pseudoconsole. */
 export interface ConPty {

@@ -26,8 +26,7 @@ import { MAX_TERMINAL_SIZE, retryableOnce, TERMINAL_SIGNALS } from '@execworld/s
 import type { SessionCell } from '../containment/containment.ts';
 import { CleanupError, ProviderError } from '../errors.ts';
 import type { ProcessIdentity, ProcessInspector } from '../inspect/inspector.ts';
-import { promised, type HostTerminal, type TerminalForeground, type TerminalOptions } from '../terminal.ts';
-import { cellEmptyWithin } from '../terminal-members.ts';
+import { cellEmptyWithin, promised, type HostTerminal, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
 import { assertPositiveInteger } from '../validate.ts';
 import type { ConPty, ConPtyFactory } from './conpty.ts';
 

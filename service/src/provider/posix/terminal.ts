@@ -15,73 +15,22 @@ import { chownSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '@execworld/sdk/seam';
+import type { SubprocessOutcome, SubprocessTerminalSignal } from '@execworld/sdk/seam';
 import { MAX_TERMINAL_SIZE, retryableOnce, TERMINAL_SIGNALS } from '@execworld/sdk/seam';
-import type { SessionCell } from './containment/containment.ts';
-import { CleanupError, ProviderError } from './errors.ts';
-import type { ProcessInspector, TerminalDevice } from './inspect/inspector.ts';
+import type { SessionCell } from '../containment/containment.ts';
+import { CleanupError, ProviderError } from '../errors.ts';
+import { DEFAULT_INPUT_BACKLOG_BYTES, promised, type HostTerminal, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
+import type { ProcessInspector, TerminalDevice } from '../inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
-import { QueryScanner } from './query-scanner.ts';
+import { QueryScanner } from '../query-scanner.ts';
 import { emptyCell, SessionMembers, survivorsError, union } from './terminal-members.ts';
-import { assertPositiveInteger } from './validate.ts';
-
-/** The seam's foreground facts, plus the identity of the input wait when there is one. */
-export interface TerminalForeground extends SubprocessTerminalForeground {
-  /**
-   * Present while `inputWaiting`: stays the same while the group stays blocked in
-   * the same wait and changes once it wakes and blocks again.
-   */
-  inputWaitToken?: string;
-  /** Present while `inputWaiting`: the command name of the program proven to wait, where the platform tells it. */
-  command?: string;
-}
-
-/** A terminal of this host, whatever the platform makes it of: what the runtime and the daemon use of it. */
-export interface HostTerminal extends SubprocessTerminalHandle {
-  /** Path of the terminal device (`/dev/pts/3`), or what names it where it has none. */
-  readonly device: string;
-  /** True once the top-level process has exited. */
-  readonly exited: boolean;
-  /** False once the terminal takes no more input. */
-  readonly inputOpen: boolean;
-  write(data: string): Promise<void>;
-  /** Changes the terminal's size. */
-  resize(cols: number, rows: number): void;
-  inspectForeground(): Promise<TerminalForeground | undefined>;
-  /** Synchronous last resort while the host exits: ends everything, awaits nothing. */
-  terminateForHostExit(): void;
-}
-
-/** The signals `signalForeground` accepts. */
-export { TERMINAL_SIGNALS };
-
-export { MAX_TERMINAL_SIZE };
+import { assertPositiveInteger } from '../validate.ts';
 
 /** How long a signal sent as a terminal starts waits for its child to take the terminal, which it does before it execs. */
 const FIRST_FOREGROUND_WAIT_MS = 5000;
 
 /** Output buffered for a slow reader before the terminal is paused. */
 const OUTPUT_HIGH_WATER_BYTES = 64 * 1024;
-/** Input accepted for a program that does not read it, by default, before writes are refused. */
-export const DEFAULT_INPUT_BACKLOG_BYTES = 4 * 1024 * 1024;
-
-export interface TerminalOptions {
-  readonly file: string;
-  readonly args: readonly string[];
-  readonly cwd: string;
-  /** The user the child drops to (gid, then uid) before it execs `file`; the host's own when absent. */
-  readonly uid?: number | undefined;
-  readonly gid?: number | undefined;
-  readonly env: Readonly<Record<string, string>>;
-  readonly rows: number;
-  readonly cols: number;
-  readonly graceMs: number;
-  readonly inspector: ProcessInspector;
-  /** Input bytes waiting for the program to read them, at most. @default DEFAULT_INPUT_BACKLOG_BYTES */
-  readonly inputBacklogBytes?: number;
-  /** The containment cell the terminal is born into and owns from then on. */
-  readonly cell?: SessionCell | undefined;
-}
 
 function signalName(signal: number): NodeJS.Signals | null {
   if (signal === 0) return null;
@@ -339,14 +288,5 @@ export class LocalTerminal implements HostTerminal {
     } finally {
       timeout.abort();
     }
-  }
-}
-
-/** The value of a synchronous call as a promise; a throw becomes the rejection. */
-export function promised<T>(call: () => T): Promise<T> {
-  try {
-    return Promise.resolve(call());
-  } catch (error) {
-    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
   }
 }
