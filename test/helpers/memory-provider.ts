@@ -135,6 +135,13 @@ export class MemoryProcess implements ProviderProcess {
     return undefined;
   }
 
+  /** The double's program reads its stdin at once: nothing waits to be bounded. */
+  writeStdin(data: Buffer): Promise<void> {
+    const stdin = this.stdin;
+    if (stdin === undefined) return Promise.reject(new ProviderError('INVALID_ARGUMENT', 'stdin is not a pipe'));
+    return new Promise((resolve, reject) => stdin.write(data, (error) => (error === null || error === undefined ? resolve() : reject(error))));
+  }
+
   terminate(): void {
     this.#end({ exitCode: null, signal: 'SIGTERM' });
   }

@@ -78,6 +78,12 @@ export interface ProviderProcess extends SubprocessHandle {
   readonly treeExited: boolean;
   /** The live view of a collected stream; undefined unless it was spawned in collect mode. */
   collector(stream: 'stdout' | 'stderr'): CollectedStreamView | undefined;
+  /**
+   * Writes to the stdin pipe; resolves once the pipe took the bytes, rejects with the pipe's
+   * error. Input waiting for a program that does not read it is bounded here, as a terminal's is.
+   * @throws {ProviderError} LIMIT_EXCEEDED when the bytes would take what waits past the input backlog bound.
+   */
+  writeStdin(data: Buffer): Promise<void>;
 }
 
 /** A terminal, as the daemon holds it. */

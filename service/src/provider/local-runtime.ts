@@ -32,8 +32,8 @@ export interface LocalRuntimeOptions {
    */
   readonly spillParent?: string;
   /**
-   * Input bytes a terminal accepts for a program that does not read them before
-   * further writes are refused with LIMIT_EXCEEDED.
+   * Input bytes a terminal or a process's stdin pipe holds for a program that
+   * does not read them before further writes are refused with LIMIT_EXCEEDED.
    * @default 4 MiB
    */
   readonly inputBacklogBytes?: number;
@@ -368,6 +368,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     return {
       tree: this.#platform.tree,
       spill: this.#spillFor(runAs),
+      inputBacklogBytes: this.#options.inputBacklogBytes,
       groupHasLiveMembers: (pgid) => this.#getInspector().groupHasLiveMembers(pgid),
       processGroups: () =>
         new Map(

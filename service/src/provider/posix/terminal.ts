@@ -16,15 +16,14 @@ import { constants as osConstants } from 'node:os';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SubprocessOutcome, SubprocessTerminalSignal } from '@execworld/sdk/seam';
-import { MAX_TERMINAL_SIZE, retryableOnce, TERMINAL_SIGNALS } from '@execworld/sdk/seam';
+import { retryableOnce } from '@execworld/sdk/seam';
 import type { SessionCell } from '../containment/containment.ts';
 import { CleanupError, ProviderError } from '../errors.ts';
-import { DEFAULT_INPUT_BACKLOG_BYTES, promised, type HostTerminal, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
+import { BaseTerminal, promised, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
 import type { ProcessInspector, TerminalDevice } from '../inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
 import { QueryScanner } from '../query-scanner.ts';
 import { emptyCell, SessionMembers, survivorsError, union } from './terminal-members.ts';
-import { assertPositiveInteger } from '../validate.ts';
 
 /** How long a signal sent as a terminal starts waits for its child to take the terminal, which it does before it execs. */
 const FIRST_FOREGROUND_WAIT_MS = 5000;
@@ -38,7 +37,7 @@ function signalName(signal: number): NodeJS.Signals | null {
   return null;
 }
 
-export class LocalTerminal implements HostTerminal {
+export class LocalTerminal extends BaseTerminal {
   readonly pid: number;
   readonly output: Readable;
   readonly done: Promise<SubprocessOutcome>;
@@ -49,7 +48,6 @@ export class LocalTerminal implements HostTerminal {
   readonly #inspector: ProcessInspector;
   readonly #terminalDevice: TerminalDevice;
   readonly #graceMs: number;
-  readonly #inputBacklogBytes: number;
   /** The session's processes, fenced on identities. */
   readonly #members: SessionMembers;
   readonly #cell: SessionCell | undefined;
@@ -67,10 +65,12 @@ export class LocalTerminal implements HostTerminal {
   #resolveDone!: (outcome: SubprocessOutcome) => void;
   readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
+  protected readonly closedReason = "the terminal's program closed the terminal; it takes no more input";
+
   constructor(options: TerminalOptions) {
+    super(options);
     this.#inspector = options.inspector;
     this.#graceMs = options.graceMs;
-    this.#inputBacklogBytes = options.inputBacklogBytes ?? DEFAULT_INPUT_BACKLOG_BYTES;
     this.#cell = options.cell;
     // The reader's demand drives the terminal: a full buffer pauses it, a read resumes it.
     this.output = new Readable({ highWaterMark: OUTPUT_HIGH_WATER_BYTES, read: () => this.#pty.resume() });
@@ -121,29 +121,19 @@ export class LocalTerminal implements HostTerminal {
     return !this.#exited && this.#pty.open;
   }
 
-  write(data: string): Promise<void> {
-    if (typeof data !== 'string') return Promise.reject(new ProviderError('INVALID_ARGUMENT', 'terminal input must be a string'));
-    if (this.#exited) return Promise.reject(new ProviderError('TERMINAL_EXITED', 'the terminal has exited'));
-    const pending = this.#pty.pendingInputBytes;
-    if (pending > 0 && pending + Buffer.byteLength(data) > this.#inputBacklogBytes) {
-      return Promise.reject(
-        new ProviderError(
-          'LIMIT_EXCEEDED',
-          `the terminal's program is not reading its input: ${pending} bytes already wait (the limit is ${this.#inputBacklogBytes})`,
-        ),
-      );
-    }
+  protected get pendingInputBytes(): number {
+    return this.#pty.pendingInputBytes;
+  }
+
+  protected writeInput(data: string): Promise<void> {
     this.#queryUnanswered = false;
     return this.#pty.write(data).catch((error: unknown) => {
       throw this.#closedError(error) ?? error;
     });
   }
 
-  /** Changes the terminal's size; the foreground program gets SIGWINCH. */
-  resize(cols: number, rows: number): void {
-    assertPositiveInteger('cols', cols, MAX_TERMINAL_SIZE);
-    assertPositiveInteger('rows', rows, MAX_TERMINAL_SIZE);
-    if (this.#exited) throw new ProviderError('TERMINAL_EXITED', 'the terminal has exited');
+  /** The foreground program gets SIGWINCH. */
+  protected resizeTerminal(cols: number, rows: number): void {
     try {
       this.#pty.resize(cols, rows);
     } catch (error) {
@@ -164,21 +154,15 @@ export class LocalTerminal implements HostTerminal {
     return promised(() => this.#foreground());
   }
 
-  async signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
-    if (!(TERMINAL_SIGNALS as readonly string[]).includes(signal)) {
-      throw new ProviderError('INVALID_ARGUMENT', `signal must be one of ${TERMINAL_SIGNALS.join(', ')}, got ${String(signal)}`);
-    }
-    // Only the group is needed: no process-table scan and no input-wait probe on the way to the signal.
-    const pgid = this.#exited ? undefined : (this.#inspector.foregroundGroup(this.pid) ?? (await this.#firstForeground()));
-    if (pgid === undefined) {
-      throw new ProviderError('NO_FOREGROUND_GROUP', "cannot resolve the terminal's foreground process group");
-    }
-    this.#hadForeground = true;
-    if (signal === 'SIGKILL' && pgid === this.pid) {
-      throw new ProviderError('SIGNAL_REFUSED', "refusing SIGKILL to the terminal's own shell group; terminate the terminal session instead");
-    }
-    this.#inspector.signalGroup(pgid, signal);
+  /** Only the group is needed: no process-table scan and no input-wait probe on the way to the signal. */
+  protected async foregroundGroup(): Promise<number | undefined> {
+    const pgid = this.#inspector.foregroundGroup(this.pid) ?? (await this.#firstForeground());
+    if (pgid !== undefined) this.#hadForeground = true;
     return pgid;
+  }
+
+  protected deliverSignal(pgid: number, signal: SubprocessTerminalSignal): void {
+    this.#inspector.signalGroup(pgid, signal);
   }
 
   /**
