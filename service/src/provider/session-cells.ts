@@ -6,10 +6,8 @@
  * the subreaper's members, or, without a containment, the top-level process).
  * @module
  */
-import { CgroupContainment } from './containment/cgroup.ts';
 import { NO_CONTAINMENT, selectContainment, type Containment, type ContainmentChoice, type ContainmentMode, type SessionCell } from './containment/index.ts';
 import type { SessionRecorder } from './containment/journal.ts';
-import { SubreaperContainment } from './containment/subreaper.ts';
 import type { ProcessIdentity } from './inspect/inspector.ts';
 
 /** Names of cells: one sequence per process, since cgroups and the subreaper are per process. */
@@ -83,9 +81,10 @@ export class SessionCells {
     else if (platform !== process.platform && (choice === 'auto' || choice === 'none')) containment = NO_CONTAINMENT;
     else containment = selectContainment(choice, { platform }).containment;
     this.#containment = containment;
-    if (journal !== undefined && containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
-    if (journal !== undefined && containment instanceof SubreaperContainment) {
-      this.#unwatchMembers = containment.watchMembers((key, members) => {
+    const recovery = containment.recovery;
+    if (journal !== undefined && recovery?.cgroup !== undefined) journal.setCgroup(recovery.cgroup);
+    if (journal !== undefined && recovery?.watchMembers !== undefined) {
+      this.#unwatchMembers = recovery.watchMembers((key, members) => {
         if (this.#keys.has(key)) journal.record(key, members);
       });
     }

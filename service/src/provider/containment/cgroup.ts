@@ -31,7 +31,7 @@ import {
   processRuns,
   removeCgroup,
 } from './cgroup-fs.ts';
-import type { Containment, SessionCell } from './containment.ts';
+import type { Containment, ContainmentRecovery, SessionCell } from './containment.ts';
 
 export { CgroupUnavailableError } from './cgroup-fs.ts';
 
@@ -65,6 +65,8 @@ export class CgroupContainment implements Containment {
   readonly origin: string;
   /** This process's cgroup of session cgroups. */
   readonly directory: string;
+  /** The journal records the cgroup of session cgroups, which a later start kills whole; the stale ones beside it are swept. */
+  readonly recovery: ContainmentRecovery;
   readonly #originProcs: number;
   readonly #pid: string;
   readonly #cells = new Set<CgroupCell>();
@@ -77,6 +79,7 @@ export class CgroupContainment implements Containment {
     this.#pid = String(process.pid);
     this.origin = options.ownDirectory ?? locateOwnCgroup();
     this.directory = join(this.origin, options.name ?? daemonCgroupName(process.pid));
+    this.recovery = { cgroup: this.directory, cgroupParent: this.origin, sweepStale: () => this.sweepStale() };
     try {
       mkdirSync(this.directory, { mode: 0o755 });
     } catch (error) {
