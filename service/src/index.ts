@@ -12,5 +12,5 @@ export { ManagedProcess } from './provider/process.ts';
 export type { SpawnHooks } from './provider/process.ts';
 export { CleanupError, ProviderError } from './provider/errors.ts';
 export type { ProviderErrorCode } from './provider/errors.ts';
-export { selectContainment } from './provider/containment/index.ts';
+export { selectContainment } from './provider/platform/index.ts';
 export type { Containment, ContainmentChoice, ContainmentMode, SessionCell } from './provider/containment/index.ts';

@@ -41,6 +41,14 @@ export interface ProviderCapabilities {
   readonly signals: boolean;
 }
 
+/** The shells the daemon runs itself, as the provider's platform has them. */
+export interface ShellDefaults {
+  /** The dialect of a shell created without one: PowerShell on Windows, bash elsewhere. */
+  readonly dialect: 'bash' | 'pwsh';
+  /** Where PowerShell is looked for, in order, for a shell whose environment is `env`: each a command name or a path. */
+  pwshCandidates(env?: Readonly<Record<string, string>>): string[];
+}
+
 /**
  * A collected stream's bounded tail, read live: the bytes in
  * [`windowStart`, `totalBytes`) are retained, earlier ones were dropped.
@@ -96,6 +104,8 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
 /** The provider the daemon runs its sessions on. */
 export interface ExecutionProvider {
   readonly capabilities: ProviderCapabilities;
+  /** The shells of the provider's platform. */
+  readonly shells: ShellDefaults;
   /** The seam's lookup; as `runAs` would make it (its environment, its permissions) when given. */
   resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, runAs?: RunAs): Promise<string>;
   /** Starts a managed process tree, answered once its program runs; rejects with why it could not start. */

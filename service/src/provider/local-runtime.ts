@@ -4,7 +4,7 @@
  */
 import { endAll, mergeEnvironment, runCommand, scrubEnvironment, settleAll, spawnDefaults, terminalDefaults } from '@execworld/sdk/seam';
 import type { CommandResult, RunCommandOptions, SpawnRequest, SubprocessRuntime, SubprocessSpawnSpec, TerminalSpawnRequest } from '@execworld/sdk/seam';
-import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, TerminalExtensions } from './api.ts';
+import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, ShellDefaults, TerminalExtensions } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
 import type { SessionRecorder } from './containment/journal.ts';
@@ -41,7 +41,7 @@ export interface LocalRuntimeOptions {
   readonly spillFileSystem?: SpillFileSystem;
   /** Test hook: the process inspector; by default the host platform's. */
   readonly inspector?: ProcessInspector;
-  /** Test hook: the platform whose rules apply (its strategy in `platform/`). @default process.platform */
+  /** Test hook: the platform whose rules apply (its strategy in `platform/`). @default this host's */
   readonly platform?: NodeJS.Platform;
   /** Test hooks of the Windows strategy: taskkill, the kernel32 calls, the pseudoconsole. */
   readonly windows?: PlatformOverrides;
@@ -103,7 +103,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   constructor(options: LocalRuntimeOptions = {}) {
     this.#options = options;
     const injected = options.platform !== undefined || options.windows !== undefined;
-    this.#platform = injected ? platformFor(options.platform ?? process.platform, options.windows) : hostPlatform;
+    this.#platform = injected ? platformFor(options.platform ?? hostPlatform.name, options.windows) : hostPlatform;
     this.platform = this.#platform.name;
     this.#spill = new SpillDirectory({
       ...(options.spillParent !== undefined ? { parent: options.spillParent } : {}),
@@ -113,7 +113,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     this.#users = options.users;
     this.#cells = new SessionCells({
       choice: options.containment,
-      platform: this.platform,
+      platform: this.#platform,
       journal: options.journal,
       identityOf: (pid) => this.#getInspector().identity(pid),
     });
@@ -127,6 +127,11 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       containment: this.containmentMode,
       signals: this.#platform.signals,
     };
+  }
+
+  /** The shells of this runtime's platform: its default dialect, and where PowerShell is looked for. */
+  get shells(): ShellDefaults {
+    return this.#platform.shells;
   }
 
   /** How this runtime's sessions are contained. */

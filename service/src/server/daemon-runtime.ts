@@ -14,11 +14,10 @@ import { HostFiles, type HostFilesOptions } from '../provider/fs/host-files.ts';
 import { StageRecords } from '../provider/fs/stage-records.ts';
 import { UserWorkers } from '../provider/fs/worker-files.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
-import { selectContainment } from '../provider/containment/index.ts';
 import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
 import { startSessionWatcher, type SessionWatcher } from '../provider/containment/session-watcher.ts';
-import { LinuxInspector } from '../provider/inspect/linux.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
+import { hostPlatform } from '../provider/platform/index.ts';
 import { lookupAccount } from '../provider/run-as.ts';
 import { allowedEnvironment } from './child-env.ts';
 import type { HostAccounts } from './sessions/registry.ts';
@@ -72,12 +71,12 @@ async function sweepSpill(directory: string, log: Logger): Promise<void> {
  */
 export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: boolean, sessionUids: readonly number[] = []): DaemonRuntime {
   const stateDir = config.stateDir ?? defaultStateDir();
-  const selection = selectContainment(config.containment, { subreaperFallback: true, claimOrphans: ownsHostProcess });
+  const selection = hostPlatform.selectContainment(config.containment, { subreaperFallback: true, claimOrphans: ownsHostProcess });
   const containment = selection.containment;
   /** Where the sessions' cgroups are kept, when they are: what the journal records. */
   const cgroup = containment.recovery?.cgroup;
   const journalDirectory = join(stateDir, 'sessions');
-  const self = process.platform === 'linux' ? new LinuxInspector().identity(process.pid) : undefined;
+  const self = hostPlatform.recoveryIdentity(process.pid);
   // Made only after the recovery: a dead daemon's record must be read before anything is written.
   let journal: SessionJournal | undefined;
   let watcher: SessionWatcher | undefined;

@@ -19,6 +19,7 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
 import {
   cgroupEmpty,
   cgroupPids,
@@ -75,7 +76,7 @@ export class CgroupContainment implements Containment {
 
   /** @throws {CgroupUnavailableError} when no cgroup can be made and entered here. */
   constructor(options: CgroupContainmentOptions = {}) {
-    if (process.platform !== 'linux') throw new CgroupUnavailableError(`cgroups are Linux only, not ${process.platform}`);
+    if (!hostFacts.linuxCalls) throw new CgroupUnavailableError(`cgroups are Linux only, not ${HOST_PLATFORM}`);
     this.#pid = String(process.pid);
     this.origin = options.ownDirectory ?? locateOwnCgroup();
     this.directory = join(this.origin, options.name ?? daemonCgroupName(process.pid));
