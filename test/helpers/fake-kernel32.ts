@@ -178,6 +178,8 @@ export interface FakeConPtyBehaviour {
   readonly cursorRequest?: boolean;
   /** What the program prints at start (after the cursor answer, when one is asked for). */
   readonly banner?: string;
+  /** The program never reads its input: what is typed stays in the pseudoconsole's input pipe. */
+  readonly readsNoInput?: boolean;
 }
 
 /** A cursor position report, `ESC [ row ; col R`. */
@@ -196,11 +198,13 @@ export class FakeConPty {
   #exit: ((exit: { exitCode: number }) => void)[] = [];
   #held: string[] = [];
   #answered: boolean;
+  readonly #readsInput: boolean;
 
   constructor(kernel32: FakeKernel32, pid: number, behaviour: FakeConPtyBehaviour) {
     this.pid = pid;
     this.process = kernel32.spawn(pid, 100, 'pwsh.exe');
     this.#answered = behaviour.cursorRequest !== true;
+    this.#readsInput = behaviour.readsNoInput !== true;
     kernel32.ended.push((process) => {
       if (process === this.process && behaviour.silentExit !== true)
         queueMicrotask(() => this.#exit.forEach((listener) => listener({ exitCode: process.exitCode! })));
@@ -222,6 +226,11 @@ export class FakeConPty {
 
   onExit(listener: (exit: { exitCode: number }) => void): void {
     this.#exit.push(listener);
+  }
+
+  /** Bytes typed that the program has not read: all of them when it reads no input. */
+  get pendingInputBytes(): number {
+    return this.#readsInput ? 0 : this.typed.reduce((sum, data) => sum + Buffer.byteLength(data), 0);
   }
 
   write(data: string): void {

@@ -18,8 +18,10 @@ import {
   type ProviderCapabilities,
   type ProviderProcess,
   type ProviderTerminal,
+  type ShellDefaults,
   type TerminalExtensions,
 } from '../../service/src/provider/api.ts';
+import { platformFor } from '../../service/src/provider/platform/index.ts';
 
 let lastPid = 100_000;
 
@@ -135,6 +137,13 @@ export class MemoryProcess implements ProviderProcess {
     return undefined;
   }
 
+  /** The double's program reads its stdin at once: nothing waits to be bounded. */
+  writeStdin(data: Buffer): Promise<void> {
+    const stdin = this.stdin;
+    if (stdin === undefined) return Promise.reject(new ProviderError('INVALID_ARGUMENT', 'stdin is not a pipe'));
+    return new Promise((resolve, reject) => stdin.write(data, (error) => (error === null || error === undefined ? resolve() : reject(error))));
+  }
+
   terminate(): void {
     this.#end({ exitCode: null, signal: 'SIGTERM' });
   }
@@ -154,12 +163,15 @@ export class MemoryProcess implements ProviderProcess {
 
 export class MemoryProvider implements ExecutionProvider {
   readonly capabilities: ProviderCapabilities;
+  /** The shells of the platform the double claims to be. */
+  readonly shells: ShellDefaults;
   readonly terminals: MemoryTerminal[] = [];
   readonly processes: MemoryProcess[] = [];
   disposed = false;
 
   constructor(capabilities: Partial<ProviderCapabilities> = {}) {
     this.capabilities = { platform: 'linux', terminals: true, exactInputWait: false, containment: 'none', signals: true, ...capabilities };
+    this.shells = platformFor(this.capabilities.platform).shells;
   }
 
   resolveExecutable(command: string): Promise<string> {

@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { SubprocessSpawnSpec } from '@execworld/sdk/seam';
 import { LocalRuntime } from '@execworld/service';
-import { selectContainment } from '../../service/src/provider/containment/index.ts';
+import { selectContainment } from '../../service/src/provider/platform/index.ts';
 import { markerPids, sleepMarkers } from '../helpers/proc.ts';
 import { openBash } from '../helpers/terminal.ts';
 import { waitFor } from '../helpers/wait.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DarwinInspector, parsePsTable } from '../../service/src/provider/inspect/darwin.ts';
-import { createInspector } from '../../service/src/provider/inspect/index.ts';
+import { platformFor } from '../../service/src/provider/platform/index.ts';
 import { ProcessIndex } from '../../service/src/provider/inspect/inspector.ts';
 
 const TABLE = [
@@ -49,12 +49,12 @@ describe('DarwinInspector', () => {
 
 describe('createInspector', () => {
   it('refuses a platform it has no inspector for', () => {
-    expect(() => createInspector('freebsd')).toThrow('terminal inspection is unsupported on platform freebsd');
-    expect(createInspector('linux').platform).toBe('linux');
+    expect(() => platformFor('freebsd').createInspector()).toThrow('terminal inspection is unsupported on platform freebsd');
+    expect(platformFor('linux').createInspector().platform).toBe('linux');
   });
 
   it('has a Windows inspector that, off Windows, says it cannot read the table', () => {
-    expect(createInspector('win32').platform).toBe('win32');
-    expect(() => createInspector('win32').snapshot()).toThrow(/kernel32 exists only on Windows, not linux/);
+    expect(platformFor('win32').createInspector().platform).toBe('win32');
+    expect(() => platformFor('win32').createInspector().snapshot()).toThrow(/kernel32 exists only on Windows, not linux/);
   });
 });

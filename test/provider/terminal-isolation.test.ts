@@ -130,4 +130,24 @@ describe('input for a program that does not read', () => {
     // Every write accepted before the refusal settles once the terminal is gone.
     await Promise.all(writes);
   });
+  it("is bounded for a process's stdin pipe by the same provider check, with the same limit", async () => {
+    const sleeper = runtime.spawn({ argv: ['sleep', '300'], cwd: '/tmp', stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' }, graceMs: 500 });
+    await sleeper.spawned;
+    const chunk = Buffer.alloc(16 * 1024, 120);
+    const writes: Promise<unknown>[] = [];
+    let refused: unknown;
+    for (let index = 0; index < 64 && refused === undefined; index += 1) {
+      const write = sleeper.writeStdin(chunk);
+      write.catch((error: unknown) => (refused = error));
+      writes.push(write.catch(() => undefined));
+      await sleep(0);
+    }
+    expect(refused).toMatchObject({
+      code: 'LIMIT_EXCEEDED',
+      message: expect.stringMatching(/^the process is not reading its stdin: \d+ bytes already wait \(the limit is 65536\)$/) as string,
+    });
+    sleeper.terminate();
+    await sleeper.done;
+    await Promise.all(writes);
+  });
 });

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { JobObjectContainment } from '../../service/src/provider/containment/job-object.ts';
 import { Win32Inspector } from '../../service/src/provider/inspect/win32.ts';
 import { platformFor } from '../../service/src/provider/platform/index.ts';
-import type { HostTerminal } from '../../service/src/provider/terminal.ts';
+import type { HostTerminal } from '../../service/src/provider/host-terminal.ts';
 import { WindowsProcesses } from '../../service/src/provider/win32/processes.ts';
 import { collect, waitFor } from '../helpers/wait.ts';
 import { fakeWindowsRuntime, FakeConPty, FakeKernel32, type FakeConPtyBehaviour } from '../helpers/fake-kernel32.ts';
@@ -17,7 +17,7 @@ interface World {
   kernel32: FakeKernel32;
   taskkills: [number, boolean][];
   ptys: FakeConPty[];
-  open: (behaviour?: FakeConPtyBehaviour, options?: { job?: boolean }) => HostTerminal;
+  open: (behaviour?: FakeConPtyBehaviour, options?: { job?: boolean; inputBacklogBytes?: number }) => HostTerminal;
 }
 
 function world(): World {
@@ -53,6 +53,7 @@ function world(): World {
         graceMs: 200,
         inspector: new Win32Inspector(() => processes),
         cell,
+        ...(options.inputBacklogBytes === undefined ? {} : { inputBacklogBytes: options.inputBacklogBytes }),
       });
     },
   };
@@ -88,6 +89,19 @@ describe('the Windows terminal', () => {
     await expect(terminal.signalForeground('SIGINT')).rejects.toMatchObject({ code: 'NO_FOREGROUND_GROUP' });
     await expect(terminal.inspectForeground()).resolves.toBeUndefined();
     await expect(terminal.write('x')).rejects.toMatchObject({ code: 'TERMINAL_EXITED' });
+  });
+
+  it('refuses input past the backlog bound while its program reads none, as the POSIX terminal does', async () => {
+    const { open, ptys } = world();
+    const terminal = open({ readsNoInput: true }, { inputBacklogBytes: 1024 });
+    // A write larger than the bound is taken while nothing waits: the bound is on what piles up.
+    await terminal.write('x'.repeat(2000));
+    await expect(terminal.write('y')).rejects.toMatchObject({
+      code: 'LIMIT_EXCEEDED',
+      message: "the terminal's program is not reading its input: 2000 bytes already wait (the limit is 1024)",
+    });
+    expect(ptys[0]!.typed).toEqual(['x'.repeat(2000)]);
+    await terminal.terminate();
   });
 
   it('ends the job after the grace when the shell ignores the close request, with everything the shell started', async () => {

@@ -5,7 +5,8 @@
  * not do. The daemon's emulator answers it whenever no client does.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { defaultShell, pwshCandidates, resolvePwsh } from '../../service/src/server/sessions/shells.ts';
+import { platformFor } from '../../service/src/provider/platform/index.ts';
+import { resolvePwsh } from '../../service/src/server/sessions/shells.ts';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { fakeWindowsRuntime, type FakeConPty } from '../helpers/fake-kernel32.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -69,22 +70,23 @@ describe('a Windows world, as the daemon reports and shells it', () => {
     } finally {
       await linux.close();
     }
-    expect([defaultShell('win32'), defaultShell('linux'), defaultShell('darwin')]).toEqual(['pwsh', 'bash', 'bash']);
+    expect((['win32', 'linux', 'darwin'] as const).map((name) => platformFor(name).shells.dialect)).toEqual(['pwsh', 'bash', 'bash']);
   });
 
   it('looks for PowerShell 7 on the PATH, then where it is installed, then Windows PowerShell 5.1', async () => {
-    expect(pwshCandidates('win32', { ProgramFiles: 'D:\\Apps\\' })).toEqual(['pwsh', 'D:\\Apps\\PowerShell\\7\\pwsh.exe', 'powershell']);
-    expect(pwshCandidates('linux')).toEqual(['pwsh']);
+    const windows = platformFor('win32').shells;
+    expect(windows.pwshCandidates({ ProgramFiles: 'D:\\Apps\\' })).toEqual(['pwsh', 'D:\\Apps\\PowerShell\\7\\pwsh.exe', 'powershell']);
+    expect(platformFor('linux').shells.pwshCandidates()).toEqual(['pwsh']);
     const asked: string[] = [];
     const only = (found: string) => (command: string) => {
       asked.push(command);
       return command === found ? Promise.resolve(`C:\\found\\${command}`) : Promise.reject(new Error(`${command} was not found on PATH`));
     };
-    await expect(resolvePwsh(only('powershell'), 'win32', { ProgramFiles: 'C:\\Program Files' })).resolves.toBe('C:\\found\\powershell');
+    await expect(resolvePwsh(only('powershell'), windows, { ProgramFiles: 'C:\\Program Files' })).resolves.toBe('C:\\found\\powershell');
     expect(asked).toEqual(['pwsh', 'C:\\Program Files\\PowerShell\\7\\pwsh.exe', 'powershell']);
     asked.length = 0;
-    await expect(resolvePwsh(only('pwsh'), 'win32')).resolves.toBe('C:\\found\\pwsh');
+    await expect(resolvePwsh(only('pwsh'), windows)).resolves.toBe('C:\\found\\pwsh');
     expect(asked).toEqual(['pwsh']);
-    await expect(resolvePwsh(only('none'), 'win32')).rejects.toThrow('pwsh was not found on PATH');
+    await expect(resolvePwsh(only('none'), windows)).rejects.toThrow('pwsh was not found on PATH');
   });
 });

@@ -25,6 +25,7 @@ import { createInterface } from 'node:readline';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
+import { localHost } from '../host.ts';
 import { entryComponents, EntryRefused, EntryWriter, holdDirectory, holdSubdirectory, type HeldDirectory } from './entry-writer.ts';
 
 /** The most warnings an unpack lists. */
@@ -263,7 +264,7 @@ const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants
 /** The end of an archive: two zero blocks. */
 const END_OF_ARCHIVE = Buffer.alloc(1024);
 
-const toArchivePath = process.platform === 'win32' ? (path: string): string => path.replaceAll('\\', '/') : (path: string): string => path;
+const toArchivePath = localHost.backslashPaths ? (path: string): string => path.replaceAll('\\', '/') : (path: string): string => path;
 
 function kindOf(info: BigIntStats): SkippedKind {
   if (info.isSocket()) return 'socket';

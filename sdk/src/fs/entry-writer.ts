@@ -18,10 +18,11 @@
 import { constants } from 'node:fs';
 import { link, lstat, mkdir, open, symlink, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { localHost } from '../host.ts';
 
 /** Linux's O_PATH (the same value on x86-64 and arm64); Node does not export it. */
 const O_PATH = 0o10000000;
-const PROC_FD = process.platform === 'linux';
+const PROC_FD = localHost.procfs;
 /** Directories kept held between entries, most recently used first: entries of one directory usually come together. */
 const HELD_DIRECTORIES = 16;
 

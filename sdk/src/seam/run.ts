@@ -60,11 +60,14 @@ export interface CommandResult {
   durationMs: number;
 }
 
-/** The argv a run's command stands for: an array as it is; a string through the world's shell (`/bin/sh -c`, `cmd.exe /d /s /c` on Windows). */
-export function commandArgv(command: string | readonly string[], platform: string | undefined, invalid: InvalidArgument): string[] {
+/**
+ * The argv a run's command stands for: an array as it is; a string through the world's shell (`/bin/sh -c`, `cmd.exe /d /s /c` on Windows).
+ * @param worldPlatform - the platform of the world that runs it, as its runtime reports it (the daemon's, over one).
+ */
+export function commandArgv(command: string | readonly string[], worldPlatform: string | undefined, invalid: InvalidArgument): string[] {
   if (typeof command === 'string') {
     if (command.length === 0) throw invalid('command must be a non-empty string');
-    return platform === 'win32' ? ['cmd.exe', '/d', '/s', '/c', command] : ['/bin/sh', '-c', command];
+    return worldPlatform === 'win32' ? ['cmd.exe', '/d', '/s', '/c', command] : ['/bin/sh', '-c', command];
   }
   if (!Array.isArray(command)) throw invalid('command must be a string or an argv array');
   return [...(command as readonly string[])];
@@ -225,17 +228,17 @@ export function runningHandle(handle: SubprocessHandle): RunningProcess {
 /**
  * Runs `command` to completion on a seam runtime: what `run` of the SDK's
  * runtimes does, over their own `spawn`.
- * @param platform - the world's platform, which picks the shell of a string command.
+ * @param worldPlatform - the world's platform, as its runtime reports it, which picks the shell of a string command.
  */
 export async function runCommand(
   spawn: (spec: SpawnRequest) => SubprocessHandle,
-  platform: string | undefined,
+  worldPlatform: string | undefined,
   command: string | readonly string[],
   options: RunCommandOptions,
   invalid: InvalidArgument,
 ): Promise<CommandResult> {
   assertRunOptions(options, invalid);
-  const argv = commandArgv(command, platform, invalid);
+  const argv = commandArgv(command, worldPlatform, invalid);
   options.signal?.throwIfAborted();
   const startedAt = Date.now();
   const { stdin } = options;

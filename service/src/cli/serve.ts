@@ -8,7 +8,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces, userInfo } from 'node:os';
-import { makeNonDumpable } from '../provider/libc.ts';
+import { makeNonDumpable } from '../provider/posix/libc.ts';
 import { lookupUser } from '../provider/run-as.ts';
 import { buildApp } from '../server/app.ts';
 import { loadTokens } from '../server/auth.ts';

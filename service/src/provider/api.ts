@@ -41,6 +41,14 @@ export interface ProviderCapabilities {
   readonly signals: boolean;
 }
 
+/** The shells the daemon runs itself, as the provider's platform has them. */
+export interface ShellDefaults {
+  /** The dialect of a shell created without one: PowerShell on Windows, bash elsewhere. */
+  readonly dialect: 'bash' | 'pwsh';
+  /** Where PowerShell is looked for, in order, for a shell whose environment is `env`: each a command name or a path. */
+  pwshCandidates(env?: Readonly<Record<string, string>>): string[];
+}
+
 /**
  * A collected stream's bounded tail, read live: the bytes in
  * [`windowStart`, `totalBytes`) are retained, earlier ones were dropped.
@@ -78,6 +86,12 @@ export interface ProviderProcess extends SubprocessHandle {
   readonly treeExited: boolean;
   /** The live view of a collected stream; undefined unless it was spawned in collect mode. */
   collector(stream: 'stdout' | 'stderr'): CollectedStreamView | undefined;
+  /**
+   * Writes to the stdin pipe; resolves once the pipe took the bytes, rejects with the pipe's
+   * error. Input waiting for a program that does not read it is bounded here, as a terminal's is.
+   * @throws {ProviderError} LIMIT_EXCEEDED when the bytes would take what waits past the input backlog bound.
+   */
+  writeStdin(data: Buffer): Promise<void>;
 }
 
 /** A terminal, as the daemon holds it. */
@@ -90,6 +104,8 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
 /** The provider the daemon runs its sessions on. */
 export interface ExecutionProvider {
   readonly capabilities: ProviderCapabilities;
+  /** The shells of the provider's platform. */
+  readonly shells: ShellDefaults;
   /** The seam's lookup; as `runAs` would make it (its environment, its permissions) when given. */
   resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, runAs?: RunAs): Promise<string>;
   /** Starts a managed process tree, answered once its program runs; rejects with why it could not start. */

@@ -4,7 +4,7 @@
  */
 import { endAll, mergeEnvironment, runCommand, scrubEnvironment, settleAll, spawnDefaults, terminalDefaults } from '@execworld/sdk/seam';
 import type { CommandResult, RunCommandOptions, SpawnRequest, SubprocessRuntime, SubprocessSpawnSpec, TerminalSpawnRequest } from '@execworld/sdk/seam';
-import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, TerminalExtensions } from './api.ts';
+import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, ShellDefaults, TerminalExtensions } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
 import type { SessionRecorder } from './containment/journal.ts';
@@ -17,7 +17,7 @@ import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
 import { launchFailure, resolveExecutable } from './resolve-executable.ts';
 import { assertOwnUser, launchAs, userEnvironment, type RunAs } from './run-as.ts';
 import { SessionCells } from './session-cells.ts';
-import { MAX_TERMINAL_SIZE, type HostTerminal } from './terminal.ts';
+import { MAX_TERMINAL_SIZE, type HostTerminal } from './host-terminal.ts';
 import { abortReasonText, assertCwdString, assertEnvironment, assertGraceMs, assertPositiveInteger, assertProgram } from './validate.ts';
 
 export interface LocalRuntimeOptions {
@@ -32,8 +32,8 @@ export interface LocalRuntimeOptions {
    */
   readonly spillParent?: string;
   /**
-   * Input bytes a terminal accepts for a program that does not read them before
-   * further writes are refused with LIMIT_EXCEEDED.
+   * Input bytes a terminal or a process's stdin pipe holds for a program that
+   * does not read them before further writes are refused with LIMIT_EXCEEDED.
    * @default 4 MiB
    */
   readonly inputBacklogBytes?: number;
@@ -41,7 +41,7 @@ export interface LocalRuntimeOptions {
   readonly spillFileSystem?: SpillFileSystem;
   /** Test hook: the process inspector; by default the host platform's. */
   readonly inspector?: ProcessInspector;
-  /** Test hook: the platform whose rules apply (its strategy in `platform/`). @default process.platform */
+  /** Test hook: the platform whose rules apply (its strategy in `platform/`). @default this host's */
   readonly platform?: NodeJS.Platform;
   /** Test hooks of the Windows strategy: taskkill, the kernel32 calls, the pseudoconsole. */
   readonly windows?: PlatformOverrides;
@@ -103,7 +103,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   constructor(options: LocalRuntimeOptions = {}) {
     this.#options = options;
     const injected = options.platform !== undefined || options.windows !== undefined;
-    this.#platform = injected ? platformFor(options.platform ?? process.platform, options.windows) : hostPlatform;
+    this.#platform = injected ? platformFor(options.platform ?? hostPlatform.name, options.windows) : hostPlatform;
     this.platform = this.#platform.name;
     this.#spill = new SpillDirectory({
       ...(options.spillParent !== undefined ? { parent: options.spillParent } : {}),
@@ -113,7 +113,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     this.#users = options.users;
     this.#cells = new SessionCells({
       choice: options.containment,
-      platform: this.platform,
+      platform: this.#platform,
       journal: options.journal,
       identityOf: (pid) => this.#getInspector().identity(pid),
     });
@@ -127,6 +127,11 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       containment: this.containmentMode,
       signals: this.#platform.signals,
     };
+  }
+
+  /** The shells of this runtime's platform: its default dialect, and where PowerShell is looked for. */
+  get shells(): ShellDefaults {
+    return this.#platform.shells;
   }
 
   /** How this runtime's sessions are contained. */
@@ -368,6 +373,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     return {
       tree: this.#platform.tree,
       spill: this.#spillFor(runAs),
+      inputBacklogBytes: this.#options.inputBacklogBytes,
       groupHasLiveMembers: (pgid) => this.#getInspector().groupHasLiveMembers(pgid),
       processGroups: () =>
         new Map(

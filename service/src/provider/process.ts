@@ -18,6 +18,7 @@ import type {
 import { OutputCollector, type SpillDirectory } from './collector.ts';
 import type { SessionCell } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
+import { InputBacklog } from './input-backlog.ts';
 import type { ManagedTree, TreeControl } from './platform/platform.ts';
 import { launchAs, type RunAs } from './run-as.ts';
 import { cwdError } from './validate.ts';
@@ -39,6 +40,8 @@ export interface ProcessHost {
   readonly cell?: SessionCell | undefined;
   /** The process group of each live process, from one reading of the process table. */
   processGroups?(): ReadonlyMap<number, number | undefined>;
+  /** Input bytes waiting in the stdin pipe for the program to read them, at most. @default DEFAULT_INPUT_BACKLOG_BYTES */
+  readonly inputBacklogBytes?: number | undefined;
 }
 
 function isCollect(mode: SubprocessOutputMode): mode is SubprocessCollect {
@@ -77,6 +80,8 @@ export class ManagedProcess implements SubprocessHandle {
   readonly #child: ChildProcess | undefined;
   readonly #collectors = new Map<'stdout' | 'stderr', OutputCollector>();
   readonly #cell: SessionCell | undefined;
+  /** The bound on what waits in the stdin pipe. */
+  readonly #stdinBacklog: InputBacklog;
   /** This tree as its tree control sees it, once it was spawned. */
   #tree: ManagedTree | undefined;
   #resolve!: (outcome: SubprocessOutcome) => void;
@@ -96,6 +101,7 @@ export class ManagedProcess implements SubprocessHandle {
     this.#host = host;
     this.#graceMs = spec.graceMs;
     this.#cell = host.tree.takesCells ? host.cell : undefined;
+    this.#stdinBacklog = new InputBacklog(host.inputBacklogBytes, 'the process is not reading its stdin');
     this.done = new Promise<SubprocessOutcome>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -181,6 +187,28 @@ export class ManagedProcess implements SubprocessHandle {
   /** The collector of a collected stream. */
   collector(stream: 'stdout' | 'stderr'): OutputCollector | undefined {
     return this.#collectors.get(stream);
+  }
+
+  /**
+   * Beyond the seam, for the daemon: writes to the stdin pipe, refused while
+   * the program has not read what waits and `data` would take that past the
+   * input backlog bound. Resolves once the pipe took the bytes; rejects with
+   * the pipe's error.
+   */
+  writeStdin(data: Buffer): Promise<void> {
+    const stdin = this.stdin;
+    if (stdin === undefined) return Promise.reject(new ProviderError('INVALID_ARGUMENT', 'stdin is not a pipe'));
+    try {
+      this.#stdinBacklog.admit(stdin.writableLength, data.length);
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+    // EPIPE from a program that exited with input waiting: each write's callback reports it, the
+    // stream's error event must not end the host.
+    if (stdin.listenerCount('error') === 0) stdin.on('error', () => {});
+    return new Promise((resolve, reject) => {
+      stdin.write(data, (error) => (error === null || error === undefined ? resolve() : reject(error)));
+    });
   }
 
   /** True once the whole tree was observed gone. */

@@ -6,11 +6,10 @@
  * the subreaper's members, or, without a containment, the top-level process).
  * @module
  */
-import { CgroupContainment } from './containment/cgroup.ts';
-import { NO_CONTAINMENT, selectContainment, type Containment, type ContainmentChoice, type ContainmentMode, type SessionCell } from './containment/index.ts';
+import { NO_CONTAINMENT, type Containment, type ContainmentChoice, type ContainmentMode, type SessionCell } from './containment/index.ts';
 import type { SessionRecorder } from './containment/journal.ts';
-import { SubreaperContainment } from './containment/subreaper.ts';
 import type { ProcessIdentity } from './inspect/inspector.ts';
+import type { Platform } from './platform/platform.ts';
 
 /** Names of cells: one sequence per process, since cgroups and the subreaper are per process. */
 let lastSessionNumber = 0;
@@ -18,7 +17,7 @@ let lastSessionNumber = 0;
 export interface SessionCellsOptions {
   readonly choice: ContainmentChoice | Containment | undefined;
   /** The platform whose rules apply; an injected one has none of this host's cgroups. */
-  readonly platform: NodeJS.Platform;
+  readonly platform: Platform;
   readonly journal: SessionRecorder | undefined;
   /** The identity of a live process, for the journal of an uncontained session. */
   identityOf(pid: number): ProcessIdentity | undefined;
@@ -80,12 +79,13 @@ export class SessionCells {
     let containment: Containment;
     if (typeof choice === 'object') containment = choice;
     // An injected platform has only its own rules: this host's cgroups are not its.
-    else if (platform !== process.platform && (choice === 'auto' || choice === 'none')) containment = NO_CONTAINMENT;
-    else containment = selectContainment(choice, { platform }).containment;
+    else if (!platform.host && (choice === 'auto' || choice === 'none')) containment = NO_CONTAINMENT;
+    else containment = platform.selectContainment(choice).containment;
     this.#containment = containment;
-    if (journal !== undefined && containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
-    if (journal !== undefined && containment instanceof SubreaperContainment) {
-      this.#unwatchMembers = containment.watchMembers((key, members) => {
+    const recovery = containment.recovery;
+    if (journal !== undefined && recovery?.cgroup !== undefined) journal.setCgroup(recovery.cgroup);
+    if (journal !== undefined && recovery?.watchMembers !== undefined) {
+      this.#unwatchMembers = recovery.watchMembers((key, members) => {
         if (this.#keys.has(key)) journal.record(key, members);
       });
     }

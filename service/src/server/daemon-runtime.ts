@@ -14,12 +14,10 @@ import { HostFiles, type HostFilesOptions } from '../provider/fs/host-files.ts';
 import { StageRecords } from '../provider/fs/stage-records.ts';
 import { UserWorkers } from '../provider/fs/worker-files.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
-import { CgroupContainment } from '../provider/containment/cgroup.ts';
-import { selectContainment } from '../provider/containment/index.ts';
 import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
 import { startSessionWatcher, type SessionWatcher } from '../provider/containment/session-watcher.ts';
-import { LinuxInspector } from '../provider/inspect/linux.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
+import { hostPlatform } from '../provider/platform/index.ts';
 import { lookupAccount } from '../provider/run-as.ts';
 import { allowedEnvironment } from './child-env.ts';
 import type { HostAccounts } from './sessions/registry.ts';
@@ -73,10 +71,12 @@ async function sweepSpill(directory: string, log: Logger): Promise<void> {
  */
 export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: boolean, sessionUids: readonly number[] = []): DaemonRuntime {
   const stateDir = config.stateDir ?? defaultStateDir();
-  const selection = selectContainment(config.containment, { subreaperFallback: true, claimOrphans: ownsHostProcess });
+  const selection = hostPlatform.selectContainment(config.containment, { subreaperFallback: true, claimOrphans: ownsHostProcess });
   const containment = selection.containment;
+  /** Where the sessions' cgroups are kept, when they are: what the journal records. */
+  const cgroup = containment.recovery?.cgroup;
   const journalDirectory = join(stateDir, 'sessions');
-  const self = process.platform === 'linux' ? new LinuxInspector().identity(process.pid) : undefined;
+  const self = hostPlatform.recoveryIdentity(process.pid);
   // Made only after the recovery: a dead daemon's record must be read before anything is written.
   let journal: SessionJournal | undefined;
   let watcher: SessionWatcher | undefined;
@@ -115,7 +115,7 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     const scope = recoveryScope(containment, sessionUids);
     const report = await recoverSessions(journalDirectory, { self, ...scope });
     for (const refusal of report.refused) log.warn(refusal, 'a session record was not acted on');
-    const swept = containment instanceof CgroupContainment ? await containment.sweepStale() : [];
+    const swept = (await containment.recovery?.sweepStale?.()) ?? [];
     if (report.journals.length > 0 || swept.length > 0)
       log.warn(
         { journals: report.journals, cgroups: [...report.cgroups, ...swept], killed: report.killed },
@@ -126,7 +126,7 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
       log.warn({ directory: journalDirectory, reason: untrusted }, 'sessions are not recorded for a later start: the journal directory may not be trusted');
     } else {
       journal = new SessionJournal(journalDirectory, self);
-      if (containment instanceof CgroupContainment) journal.setCgroup(containment.directory);
+      if (cgroup !== undefined) journal.setCgroup(cgroup);
       // Ends the sessions moments after this daemon dies, by any means; the next start stays the backstop.
       watcher = startSessionWatcher(journalDirectory, self, scope, containment, (why) =>
         log.warn({ why }, 'no session watcher: only a later start will end what this daemon leaves if it dies'),
@@ -135,7 +135,7 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     log.info(
       {
         containment: containment.mode,
-        ...(containment instanceof CgroupContainment ? { cgroup: containment.directory } : {}),
+        ...(cgroup === undefined ? {} : { cgroup }),
         ...(watcher === undefined ? {} : { watcher: watcher.pid }),
         ...(selection.cgroupUnavailable === undefined ? {} : { cgroupUnavailable: selection.cgroupUnavailable }),
       },

@@ -16,7 +16,7 @@ import { z } from 'zod';
 import type { FsTarget } from '@execworld/sdk/fs';
 import type { CallContext } from './call-context.ts';
 import { appendUpload, fileContent, packArchive, unpackArchive, wholeText, type ByteReply } from './byte-calls.ts';
-import { defaultShell, runOptions } from './sessions/shells.ts';
+import { runOptions } from './sessions/shells.ts';
 import { runCommandSession } from './sessions/command-run.ts';
 import { ServiceError } from './errors.ts';
 import { readsFreeRoom, waitForBytes, type ByteStream } from './streams.ts';
@@ -124,7 +124,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
       protocolVersion: PROTOCOL_VERSION,
       platform,
       arch: process.arch,
-      capabilities: { terminals, exactInputWait, processes: true, websocket: true, containment, signals, defaultShell: defaultShell(platform) },
+      capabilities: { terminals, exactInputWait, processes: true, websocket: true, containment, signals, defaultShell: ctx.registry.runtime.shells.dialect },
     };
   },
 
@@ -223,7 +223,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     // Refused here, before a shell starts, when the owner may not run as `user`.
     ctx.registry.runAs(ctx.owner, user);
     const cwd = params.cwd ?? ctx.registry.defaultCwd(ctx.owner, user);
-    const dialect = params.dialect ?? defaultShell(ctx.registry.runtime.capabilities.platform);
+    const dialect = params.dialect ?? ctx.registry.runtime.shells.dialect;
     const spec = { dialect, cwd, ...(env === undefined ? {} : { env }), ...(user === undefined ? {} : { user }) };
     return (await ctx.registry.shells.create(ctx.owner, spec, requestId)).info();
   },

@@ -19,6 +19,7 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
 import {
   cgroupEmpty,
   cgroupPids,
@@ -31,7 +32,7 @@ import {
   processRuns,
   removeCgroup,
 } from './cgroup-fs.ts';
-import type { Containment, SessionCell } from './containment.ts';
+import type { Containment, ContainmentRecovery, SessionCell } from './containment.ts';
 
 export { CgroupUnavailableError } from './cgroup-fs.ts';
 
@@ -65,6 +66,8 @@ export class CgroupContainment implements Containment {
   readonly origin: string;
   /** This process's cgroup of session cgroups. */
   readonly directory: string;
+  /** The journal records the cgroup of session cgroups, which a later start kills whole; the stale ones beside it are swept. */
+  readonly recovery: ContainmentRecovery;
   readonly #originProcs: number;
   readonly #pid: string;
   readonly #cells = new Set<CgroupCell>();
@@ -73,10 +76,11 @@ export class CgroupContainment implements Containment {
 
   /** @throws {CgroupUnavailableError} when no cgroup can be made and entered here. */
   constructor(options: CgroupContainmentOptions = {}) {
-    if (process.platform !== 'linux') throw new CgroupUnavailableError(`cgroups are Linux only, not ${process.platform}`);
+    if (!hostFacts.linuxCalls) throw new CgroupUnavailableError(`cgroups are Linux only, not ${HOST_PLATFORM}`);
     this.#pid = String(process.pid);
     this.origin = options.ownDirectory ?? locateOwnCgroup();
     this.directory = join(this.origin, options.name ?? daemonCgroupName(process.pid));
+    this.recovery = { cgroup: this.directory, cgroupParent: this.origin, sweepStale: () => this.sweepStale() };
     try {
       mkdirSync(this.directory, { mode: 0o755 });
     } catch (error) {

@@ -17,8 +17,29 @@
  *   handles themselves.
  * @module
  */
+import type { ProcessIdentity } from '../inspect/inspector.ts';
 
 export type ContainmentMode = 'cgroup' | 'subreaper' | 'job' | 'none';
+
+/** Told a cell's live members, or undefined once the cell is removed. */
+export type MembersListener = (key: string, members: readonly ProcessIdentity[] | undefined) => void;
+
+/**
+ * How a containment's sessions are journaled for, and recovered by, a later
+ * start of the daemon if this one dies without ending them (`journal.ts`).
+ * A containment without one leaves the journal the sessions' top-level
+ * processes (a job needs nothing: it ends with the daemon that holds it).
+ */
+export interface ContainmentRecovery {
+  /** This daemon's cgroup of session cgroups: the journal records it, and a later start kills and removes it whole. */
+  readonly cgroup?: string;
+  /** The cgroup this daemon's is made in, beside those of daemons that died: where a recovery may act. */
+  readonly cgroupParent?: string;
+  /** Follows each session's members as the containment tracks them, for the journal; answers the function that stops it. */
+  watchMembers?(listener: MembersListener): () => void;
+  /** Ends and removes what daemons that died left beside this one; answers what it removed. */
+  sweepStale?(): Promise<string[]>;
+}
 
 /** One session's container: a cgroup, or the set of processes tracked for it. */
 export interface SessionCell {
@@ -64,6 +85,8 @@ export interface Containment {
    * taken for one's orphan. Only the subreaper needs telling.
    */
   helperStarted?(pid: number): void;
+  /** How its sessions are journaled and recovered, beyond their top-level processes. */
+  readonly recovery?: ContainmentRecovery;
 }
 
 /** The containment of mode `none`: no cells. */

@@ -1,6 +1,7 @@
 /**
- * Chooses the containment of a runtime. The only place the strategies are
- * picked.
+ * The containments each platform family can give, and how `auto` chooses
+ * among them. Which family applies is the platform strategy's to say
+ * (`../platform/`): it calls one of these.
  * @module
  */
 import { hostCgroupContainment } from './cgroup.ts';
@@ -10,7 +11,7 @@ import { JobObjectContainment } from './job-object.ts';
 import { loadKernel32 } from '../win32/kernel32.ts';
 import { WindowsProcesses } from '../win32/processes.ts';
 
-export type { Containment, ContainmentMode, SessionCell } from './containment.ts';
+export type { Containment, ContainmentMode, ContainmentRecovery, SessionCell } from './containment.ts';
 export { NO_CONTAINMENT } from './containment.ts';
 export { JobObjectContainment } from './job-object.ts';
 
@@ -38,40 +39,25 @@ export interface SelectOptions {
   readonly subreaperFallback?: boolean;
   /** See SubreaperContainmentOptions.claimOrphans. @default false */
   readonly claimOrphans?: boolean;
-  /** @default process.platform */
-  readonly platform?: NodeJS.Platform;
 }
 
 /**
- * The containment for `choice`. `auto` takes a cgroup where one can be made,
- * else the subreaper when `subreaperFallback`, else none; on Windows a Job
- * Object per session.
- * @throws when an explicit `cgroup` or `subreaper` is not possible here.
+ * Linux's containment for `choice`: `auto` takes a cgroup where one can be
+ * made, else the subreaper when `subreaperFallback`, else none.
+ * @throws when an explicit `cgroup` or `subreaper` is not possible here, or for `job`.
  */
-export function selectContainment(choice: ContainmentChoice, options: SelectOptions = {}): ContainmentSelection {
-  const platform = options.platform ?? process.platform;
+export function linuxContainment(choice: ContainmentChoice, options: SelectOptions = {}): ContainmentSelection {
   const subreaper = (): Containment => hostSubreaperContainment(options.claimOrphans === true ? { claimOrphans: true } : {});
   switch (choice) {
     case 'none':
       return { containment: NO_CONTAINMENT };
     case 'cgroup':
-      if (platform !== 'linux') throw new Error(`cgroup containment is Linux only, not ${platform}`);
       return { containment: hostCgroupContainment() };
     case 'subreaper':
-      if (platform !== 'linux') throw new Error(`subreaper containment is Linux only, not ${platform}`);
       return { containment: subreaper() };
     case 'job':
-      if (platform !== 'win32') throw new Error(`job containment is Windows only, not ${platform}`);
-      return { containment: hostJobContainment() };
+      throw new Error('job containment is Windows only, not linux');
     case 'auto': {
-      if (platform === 'win32' && process.platform === 'win32') {
-        try {
-          return { containment: hostJobContainment() };
-        } catch (error) {
-          return { containment: NO_CONTAINMENT, cgroupUnavailable: `no Job Objects: ${(error as Error).message}` };
-        }
-      }
-      if (platform !== 'linux') return { containment: NO_CONTAINMENT, cgroupUnavailable: `not Linux (${platform})` };
       let reason: string;
       try {
         return { containment: hostCgroupContainment() };
@@ -87,5 +73,44 @@ export function selectContainment(choice: ContainmentChoice, options: SelectOpti
       }
       return { containment: NO_CONTAINMENT, cgroupUnavailable: reason };
     }
+  }
+}
+
+/**
+ * Windows' containment for `choice`: a Job Object per session, which `auto`
+ * takes where this host has Job Objects (`hostJobs`), else none.
+ * @throws for an explicit `cgroup` or `subreaper`, and for `job` where kernel32 cannot be loaded.
+ */
+export function windowsContainment(choice: ContainmentChoice, hostJobs: boolean): ContainmentSelection {
+  switch (choice) {
+    case 'job':
+      return { containment: hostJobContainment() };
+    case 'auto':
+      if (!hostJobs) return { containment: NO_CONTAINMENT, cgroupUnavailable: 'not Linux (win32)' };
+      try {
+        return { containment: hostJobContainment() };
+      } catch (error) {
+        return { containment: NO_CONTAINMENT, cgroupUnavailable: `no Job Objects: ${(error as Error).message}` };
+      }
+    default:
+      return uncontained(choice, 'win32');
+  }
+}
+
+/**
+ * The containment of a platform that has none of its own (macOS, the BSDs):
+ * `auto` and `none` give none.
+ * @throws for an explicit `cgroup`, `subreaper` or `job`.
+ */
+export function uncontained(choice: ContainmentChoice, platform: NodeJS.Platform): ContainmentSelection {
+  switch (choice) {
+    case 'none':
+      return { containment: NO_CONTAINMENT };
+    case 'auto':
+      return { containment: NO_CONTAINMENT, cgroupUnavailable: `not Linux (${platform})` };
+    case 'job':
+      throw new Error(`job containment is Windows only, not ${platform}`);
+    default:
+      throw new Error(`${choice} containment is Linux only, not ${platform}`);
   }
 }

@@ -28,7 +28,7 @@ import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, read
 import { join } from 'node:path';
 import { ProcessIndex, type ProcessIdentity, type ProcessInspector } from '../inspect/inspector.ts';
 import { LinuxInspector } from '../inspect/linux.ts';
-import { CgroupContainment, daemonCgroupName } from './cgroup.ts';
+import { daemonCgroupName } from './cgroup.ts';
 import { errnoCode, killAndRemoveCgroup, locateOwnCgroup, processRuns } from './cgroup-fs.ts';
 import type { Containment } from './containment.ts';
 import { PROC_FD } from '../fs/anchor.ts';
@@ -266,9 +266,8 @@ export interface RecoveryOptions extends RecoveryScope {
  */
 export function recoveryScope(containment: Containment, sessionUids: readonly number[]): RecoveryScope {
   const own = process.geteuid?.();
-  let cgroupParent: string | undefined;
-  if (containment instanceof CgroupContainment) cgroupParent = containment.origin;
-  else {
+  let cgroupParent = containment.recovery?.cgroupParent;
+  if (cgroupParent === undefined) {
     try {
       cgroupParent = locateOwnCgroup();
     } catch (_error) {

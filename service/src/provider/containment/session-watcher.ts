@@ -42,7 +42,7 @@ import { hostname } from 'node:os';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { ProcessIdentity } from '../inspect/inspector.ts';
-import { closeInheritedDescriptorsOnExec } from '../libc.ts';
+import { closeInheritedDescriptorsOnExec } from '../posix/libc.ts';
 import { LinuxInspector } from '../inspect/linux.ts';
 import type { Containment } from './containment.ts';
 import { recoverSessions, type RecoveryReport, type RecoveryScope } from './journal.ts';

@@ -20,10 +20,10 @@
  * @module
  */
 import { readlinkSync } from 'node:fs';
-import { becomeChildSubreaper, reapIfExited } from '../libc.ts';
+import { becomeChildSubreaper, reapIfExited } from '../posix/libc.ts';
 import { ProcessIndex, type ProcessIdentity, type ProcessInspector } from '../inspect/inspector.ts';
 import { LinuxInspector } from '../inspect/linux.ts';
-import type { Containment } from './containment.ts';
+import type { Containment, ContainmentRecovery, MembersListener } from './containment.ts';
 import { identityKey, sessionOwned, SubreaperCell, type CellHost } from './subreaper-cell.ts';
 
 /** How often the process table is scanned while a session is contained. */
@@ -31,8 +31,7 @@ const SCAN_INTERVAL_MS = 250;
 /** A check of emptiness or members rescans at most this often, unless it must. */
 const FRESH_SCAN_MS = 100;
 
-/** Told a cell's live members, or undefined once the cell is removed. */
-export type MembersListener = (key: string, members: readonly ProcessIdentity[] | undefined) => void;
+export type { MembersListener } from './containment.ts';
 
 export interface SubreaperContainmentOptions {
   /** @default the Linux /proc inspector */
@@ -70,6 +69,8 @@ export class SubreaperContainment implements Containment, CellHost {
   claimOrphans: boolean;
   readonly #inspector: ProcessInspector;
   readonly #listeners = new Set<MembersListener>();
+  /** The journal follows each session's members: a later start ends those that still run. */
+  readonly recovery: ContainmentRecovery = { watchMembers: (listener) => this.watchMembers(listener) };
   readonly #reap: (pid: number) => boolean;
   /** @internal */
   readonly stdioOf: (pid: number) => string[];

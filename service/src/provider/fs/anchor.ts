@@ -12,12 +12,13 @@ import { constants } from 'node:fs';
 import { lstatSync, realpathSync, statSync, type BigIntStats } from 'node:fs';
 import { lstat, mkdir, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, normalize, sep } from 'node:path';
+import { hostFacts } from '../platform/host.ts';
 import { FsFailure } from './fs-error.ts';
 
 /** Linux's O_PATH (the same value on x86-64 and arm64); Node does not export it. */
 export const O_PATH = 0o10000000;
 /** Whether an open descriptor is reached again through `/proc/self/fd/<fd>`: on Linux. */
-export const PROC_FD = process.platform === 'linux';
+export const PROC_FD = hostFacts.procfs;
 
 /** A file system object held for the length of one operation. */
 export interface Anchor {

@@ -11,7 +11,7 @@ import { lstat, mkdir, open, rename, rmdir, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { packArchive, unpackArchive, type FileDigest, type PackedArchive } from '@execworld/sdk/fs';
-import { renameNoReplace } from '../libc.ts';
+import { renameNoReplace } from '../posix/libc.ts';
 import { withAnchor, type Anchor, type PathGuard } from './anchor.ts';
 import { absolutePath, isAbsence, versionOf } from './facts.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';

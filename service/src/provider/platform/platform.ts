@@ -6,12 +6,16 @@
  * @module
  */
 import type { ChildProcess } from 'node:child_process';
+import type { ShellDefaults } from '../api.ts';
 import type { SessionCell } from '../containment/containment.ts';
-import type { ProcessInspector } from '../inspect/inspector.ts';
-import type { HostTerminal, TerminalOptions } from '../terminal.ts';
+import type { ContainmentChoice, ContainmentSelection, SelectOptions } from '../containment/index.ts';
+import type { ProcessIdentity, ProcessInspector } from '../inspect/inspector.ts';
+import type { HostTerminal, TerminalOptions } from '../host-terminal.ts';
 import type { ConPtyFactory } from '../win32/conpty.ts';
 import type { Kernel32 } from '../win32/kernel32.ts';
 import type { Taskkill } from '../win32/processes.ts';
+
+export type { ShellDefaults } from '../api.ts';
 
 /** What a tree control sees of one managed process tree, read when asked. */
 export interface ManagedTree {
@@ -65,6 +69,8 @@ export interface TerminalBackend {
 export interface Platform {
   /** The platform whose rules these are. */
   readonly name: NodeJS.Platform;
+  /** Whether these are this host's own rules; a test's injected rules have none of this host's cgroups or jobs. */
+  readonly host: boolean;
   /** Whether processes take signals (POSIX); where not, every signal of a tree ends it by force. */
   readonly signals: boolean;
   /** Whether environment names differ only in case name one variable (`Path` is `PATH`). */
@@ -80,6 +86,21 @@ export interface Platform {
    * @throws {InspectionUnsupportedError} where there is none.
    */
   createInspector(): ProcessInspector;
+  /**
+   * The containment for `choice`, as this platform gives it (see `containment/index.ts`).
+   * @throws when an explicit choice is not possible here.
+   */
+  selectContainment(choice: ContainmentChoice, options?: SelectOptions): ContainmentSelection;
+  /**
+   * The identity a session journal records `pid` by, for a later start to
+   * recover with; undefined where sessions are not recovered (recovery reads
+   * `/proc`).
+   */
+  recoveryIdentity(pid: number): ProcessIdentity | undefined;
+  /** The shells the daemon runs itself. */
+  readonly shells: ShellDefaults;
+  /** Whether a file's POSIX mode bits tell who else may read it: everywhere but Windows. */
+  readonly fileModesGuardPrivacy: boolean;
   /**
    * Run before each spawn: children start with exactly the descriptors they
    * are given, where the platform lets other descriptors leak into them.

@@ -6,15 +6,22 @@
  */
 import { delimiter, isAbsolute, resolve } from 'node:path';
 import { lookupEnvironment } from '@execworld/sdk/seam';
-import { createInspector } from '../inspect/index.ts';
-import { closeInheritedDescriptorsOnExec } from '../libc.ts';
+import { linuxContainment, uncontained } from '../containment/index.ts';
+import { DarwinInspector } from '../inspect/darwin.ts';
+import { InspectionUnsupportedError } from '../inspect/inspector.ts';
+import { LinuxInspector } from '../inspect/linux.ts';
+import { closeInheritedDescriptorsOnExec } from '../posix/libc.ts';
 import { relativeCommandError } from '../resolve-executable.ts';
-import { LocalTerminal } from '../terminal.ts';
-import type { Platform, TerminalBackend } from './platform.ts';
-import { processGroupTree } from './process-group-tree.ts';
+import { LocalTerminal } from '../posix/terminal.ts';
+import { HOST_PLATFORM } from './host.ts';
+import type { Platform, ShellDefaults, TerminalBackend } from './platform.ts';
+import { processGroupTree } from '../posix/process-group-tree.ts';
 
 /** Descriptors are sealed only where this host has POSIX descriptors too, whatever rules a test injects. */
-const hostHasPosixDescriptors = process.platform !== 'win32';
+const hostHasPosixDescriptors = HOST_PLATFORM !== 'win32';
+
+/** bash; PowerShell where one installed it, on the PATH. */
+const posixShells: ShellDefaults = { dialect: 'bash', pwshCandidates: () => ['pwsh'] };
 
 const ptyTerminals: TerminalBackend = {
   available: true,
@@ -28,8 +35,10 @@ const ptyTerminals: TerminalBackend = {
 
 /** The rules of POSIX platform `name`. */
 export function posixPlatform(name: NodeJS.Platform): Platform {
+  const linux = name === 'linux';
   return {
     name,
+    host: name === HOST_PLATFORM,
     signals: true,
     caseInsensitiveEnv: false,
     executableCandidates(command, env, cwd = process.cwd()) {
@@ -38,7 +47,17 @@ export function posixPlatform(name: NodeJS.Platform): Platform {
       const path = lookupEnvironment(env, 'PATH', false) ?? '';
       return path.split(delimiter).map((directory) => resolve(cwd, directory, command));
     },
-    createInspector: () => createInspector(name),
+    createInspector() {
+      if (linux) return new LinuxInspector();
+      if (name === 'darwin') return new DarwinInspector();
+      throw new InspectionUnsupportedError(`terminal inspection is unsupported on platform ${name}`);
+    },
+    // cgroups and the subreaper are Linux's; the other POSIX platforms contain nothing.
+    selectContainment: (choice, options) => (linux ? linuxContainment(choice, options) : uncontained(choice, name)),
+    // A dead daemon's sessions are recovered from /proc (their start times and uids): on Linux.
+    recoveryIdentity: (pid) => (linux ? new LinuxInspector().identity(pid) : undefined),
+    shells: posixShells,
+    fileModesGuardPrivacy: true,
     sealDescriptors() {
       // Children get exactly fds 0-2: every other descriptor of this process is made
       // close-on-exec before each spawn, those it inherited from whatever started it
@@ -48,7 +67,7 @@ export function posixPlatform(name: NodeJS.Platform): Platform {
     },
     // The process table is read for a group of zombies on Linux (/proc) only; elsewhere
     // a group counts as live while kill(-pgid, 0) succeeds.
-    tree: processGroupTree({ scanGroups: name === 'linux' }),
+    tree: processGroupTree({ scanGroups: linux }),
     terminals: ptyTerminals,
   };
 }

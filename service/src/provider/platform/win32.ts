@@ -8,13 +8,15 @@
  */
 import { win32 as path } from 'node:path';
 import { lookupEnvironment } from '@execworld/sdk/seam';
+import { windowsContainment } from '../containment/index.ts';
 import { ProviderError } from '../errors.ts';
 import { Win32Inspector } from '../inspect/win32.ts';
 import { relativeCommandError } from '../resolve-executable.ts';
 import { nodePtyConPty, type ConPtyFactory } from '../win32/conpty.ts';
 import { hostTaskkill, WindowsProcesses, type Taskkill } from '../win32/processes.ts';
 import { WindowsTerminal } from '../win32/terminal.ts';
-import type { Platform, PlatformOverrides, TerminalBackend, TreeControl } from './platform.ts';
+import { HOST_PLATFORM, hostFacts } from './host.ts';
+import type { Platform, PlatformOverrides, ShellDefaults, TerminalBackend, TreeControl } from './platform.ts';
 
 const DEFAULT_PATHEXT = '.COM;.EXE;.BAT;.CMD';
 
@@ -51,7 +53,7 @@ function jobTree(taskkill: Taskkill): TreeControl {
  * test's) have none unless one is given.
  */
 function conptyTerminals(conpty: ConPtyFactory | undefined): TerminalBackend {
-  const available = conpty !== undefined || process.platform === 'win32';
+  const available = conpty !== undefined || HOST_PLATFORM === 'win32';
   return {
     available,
     assertSupported() {
@@ -61,12 +63,25 @@ function conptyTerminals(conpty: ConPtyFactory | undefined): TerminalBackend {
   };
 }
 
+/**
+ * PowerShell: 7 on the PATH, then where its installer puts it, then Windows PowerShell 5.1 as
+ * the last resort (it runs the dialect, without every promise of 7).
+ */
+const windowsShells: ShellDefaults = {
+  dialect: 'pwsh',
+  pwshCandidates(env = {}) {
+    const programFiles = lookupEnvironment(env, 'ProgramFiles', true) ?? process.env.ProgramFiles ?? 'C:\\Program Files';
+    return ['pwsh', `${programFiles.replace(/\\+$/, '')}\\PowerShell\\7\\pwsh.exe`, 'powershell'];
+  },
+};
+
 /** The rules of Windows. */
 export function win32Platform(overrides: PlatformOverrides = {}): Platform {
   const taskkill = overrides.taskkill ?? hostTaskkill;
   const kernel32 = overrides.kernel32;
   return {
     name: 'win32',
+    host: HOST_PLATFORM === 'win32',
     signals: false,
     caseInsensitiveEnv: true,
     executableCandidates(command, env, cwd = process.cwd()) {
@@ -77,6 +92,12 @@ export function win32Platform(overrides: PlatformOverrides = {}): Platform {
       return directories.flatMap((directory) => extensions.map((extension) => path.resolve(cwd, directory, command + extension)));
     },
     createInspector: () => (kernel32 === undefined ? new Win32Inspector() : new Win32Inspector(() => new WindowsProcesses(kernel32, taskkill))),
+    // Auto takes a job where this host has Job Objects.
+    selectContainment: (choice) => windowsContainment(choice, hostFacts.kernel32),
+    // A job ends with the daemon that holds it (kill-on-close): nothing is left to recover.
+    recoveryIdentity: () => undefined,
+    shells: windowsShells,
+    fileModesGuardPrivacy: false,
     sealDescriptors() {
       // Nothing to seal: close-on-exec is a POSIX matter.
     },

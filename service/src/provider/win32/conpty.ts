@@ -6,7 +6,7 @@
  * @module
  */
 import { createRequire } from 'node:module';
-import type { TerminalOptions } from '../terminal.ts';
+import type { TerminalOptions } from '../host-terminal.ts';
 
 /** One program on a pseudoconsole. */
 export interface ConPty {
@@ -15,6 +15,8 @@ export interface ConPty {
   onData(listener: (data: string) => void): void;
   /** The program's exit, when the pseudoconsole reports it; it may never come for a program killed from outside. */
   onExit(listener: (exit: { exitCode: number }) => void): void;
+  /** Bytes written and not yet taken by the pseudoconsole's input pipe. */
+  readonly pendingInputBytes: number;
   write(data: string): void;
   resize(cols: number, rows: number): void;
   pause(): void;
@@ -31,6 +33,8 @@ export type ConPtyFactory = (options: ConPtyOptions) => ConPty;
 
 interface NodePtyTerminal {
   readonly pid: number;
+  /** node-pty's agent of the pseudoconsole: its `inSocket` is the console's input pipe. Not node-pty's public API. */
+  readonly _agent?: { readonly inSocket?: { readonly writableLength?: number } };
   onData(listener: (data: string) => void): unknown;
   onExit(listener: (exit: { exitCode: number; signal?: number }) => void): unknown;
   write(data: string): void;
@@ -61,6 +65,11 @@ export const nodePtyConPty: ConPtyFactory = (options) => {
     pid: terminal.pid,
     onData: (listener) => void terminal.onData(listener),
     onExit: (listener) => void terminal.onExit((exit) => listener({ exitCode: exit.exitCode })),
+    // node-pty writes input to the console's input pipe, a socket, and says nothing of what it holds: what it
+    // buffers for a program that does not read is read there (0 where that internal moved).
+    get pendingInputBytes() {
+      return terminal._agent?.inSocket?.writableLength ?? 0;
+    },
     write: (data) => terminal.write(data),
     resize: (cols, rows) => terminal.resize(cols, rows),
     pause: () => terminal.pause(),

@@ -10,6 +10,7 @@
  */
 import { createRequire } from 'node:module';
 import type Koffi from 'koffi';
+import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
 
 /** A handle as a system call returned it; see {@link isValidHandle}. */
 export type Handle = unknown;
@@ -84,7 +85,7 @@ let loaded: Kernel32 | undefined;
  */
 export function loadKernel32(): Kernel32 {
   if (loaded !== undefined) return loaded;
-  if (process.platform !== 'win32') throw new Error(`kernel32 exists only on Windows, not ${process.platform}`);
+  if (!hostFacts.kernel32) throw new Error(`kernel32 exists only on Windows, not ${HOST_PLATFORM}`);
   const koffi = createRequire(import.meta.url)('koffi') as typeof Koffi;
   const kernel32 = koffi.load('kernel32.dll');
   const entryType = koffi.struct('EXECWORLD_PROCESSENTRY32W', {

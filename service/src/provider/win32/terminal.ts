@@ -22,13 +22,11 @@
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SubprocessOutcome, SubprocessTerminalSignal } from '@execworld/sdk/seam';
-import { MAX_TERMINAL_SIZE, retryableOnce, TERMINAL_SIGNALS } from '@execworld/sdk/seam';
+import { retryableOnce } from '@execworld/sdk/seam';
 import type { SessionCell } from '../containment/containment.ts';
 import { CleanupError, ProviderError } from '../errors.ts';
 import type { ProcessIdentity, ProcessInspector } from '../inspect/inspector.ts';
-import { promised, type HostTerminal, type TerminalForeground, type TerminalOptions } from '../terminal.ts';
-import { cellEmptyWithin } from '../terminal-members.ts';
-import { assertPositiveInteger } from '../validate.ts';
+import { BaseTerminal, cellEmptyWithin, promised, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
 import type { ConPty, ConPtyFactory } from './conpty.ts';
 
 /** Output buffered for a slow reader before the pseudoconsole is paused. */
@@ -38,7 +36,7 @@ const POLL_MS = 25;
 /** The Ctrl-C a console turns into a Ctrl-C event. */
 const CTRL_C = '\x03';
 
-export class WindowsTerminal implements HostTerminal {
+export class WindowsTerminal extends BaseTerminal {
   readonly pid: number;
   readonly output: Readable;
   readonly done: Promise<SubprocessOutcome>;
@@ -56,7 +54,10 @@ export class WindowsTerminal implements HostTerminal {
   #resolveDone!: (outcome: SubprocessOutcome) => void;
   readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
+  protected readonly closedReason = 'the terminal was closed; it takes no more input';
+
   constructor(options: TerminalOptions, open: ConPtyFactory) {
+    super(options);
     this.#inspector = options.inspector;
     this.#graceMs = options.graceMs;
     this.#cell = options.cell;
@@ -89,17 +90,16 @@ export class WindowsTerminal implements HostTerminal {
     return !this.#exited && !this.#closed;
   }
 
-  write(data: string): Promise<void> {
-    if (typeof data !== 'string') return Promise.reject(new ProviderError('INVALID_ARGUMENT', 'terminal input must be a string'));
-    if (this.#exited) return Promise.reject(new ProviderError('TERMINAL_EXITED', 'the terminal has exited'));
-    if (this.#closed) return Promise.reject(new ProviderError('TERMINAL_CLOSED', 'the terminal was closed; it takes no more input'));
+  protected get pendingInputBytes(): number {
+    return this.#pty.pendingInputBytes;
+  }
+
+  protected writeInput(data: string): Promise<void> {
     return promised(() => this.#pty.write(data));
   }
 
-  resize(cols: number, rows: number): void {
-    assertPositiveInteger('cols', cols, MAX_TERMINAL_SIZE);
-    assertPositiveInteger('rows', rows, MAX_TERMINAL_SIZE);
-    if (this.#exited) throw new ProviderError('TERMINAL_EXITED', 'the terminal has exited');
+  /** A pseudoconsole tells its programs the new size itself. */
+  protected resizeTerminal(cols: number, rows: number): void {
     this.#pty.resize(cols, rows);
   }
 
@@ -107,21 +107,19 @@ export class WindowsTerminal implements HostTerminal {
     return Promise.resolve(this.#exited ? undefined : { processGroupId: this.pid, inputWaiting: false });
   }
 
-  signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
-    return promised(() => {
-      if (!(TERMINAL_SIGNALS as readonly string[]).includes(signal)) {
-        throw new ProviderError('INVALID_ARGUMENT', `signal must be one of ${TERMINAL_SIGNALS.join(', ')}, got ${String(signal)}`);
-      }
-      if (signal === 'SIGTSTP' || signal === 'SIGHUP') throw new ProviderError('UNSUPPORTED', `${signal} is unsupported on Windows`);
-      if (this.#exited) throw new ProviderError('NO_FOREGROUND_GROUP', "cannot resolve the terminal's foreground process group");
-      // The foreground group is the shell itself on Windows.
-      if (signal === 'SIGKILL') {
-        throw new ProviderError('SIGNAL_REFUSED', "refusing SIGKILL to the terminal's own shell group; terminate the terminal session instead");
-      }
-      if (signal === 'SIGINT') this.#pty.write(CTRL_C);
-      else this.#inspector.signalGroup(this.pid, signal);
-      return this.pid;
-    });
+  /** Windows has no job control and no hangup signal. */
+  protected override assertSignalSupported(signal: SubprocessTerminalSignal): void {
+    if (signal === 'SIGTSTP' || signal === 'SIGHUP') throw new ProviderError('UNSUPPORTED', `${signal} is unsupported on Windows`);
+  }
+
+  /** The foreground group is the shell itself on Windows. */
+  protected foregroundGroup(): Promise<number> {
+    return Promise.resolve(this.pid);
+  }
+
+  protected deliverSignal(pgid: number, signal: SubprocessTerminalSignal): void {
+    if (signal === 'SIGINT') this.#pty.write(CTRL_C);
+    else this.#inspector.signalGroup(pgid, signal);
   }
 
   terminate(): Promise<void> {

@@ -8,7 +8,7 @@ import type { Writable } from 'node:stream';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } from '@execworld/sdk/seam';
-import type { ProviderProcess } from '../../provider/api.ts';
+import { ProviderError, type ProviderProcess } from '../../provider/api.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { CollectorStream, feedRing, RingStream, type ByteStream, type StreamMeter } from '../streams.ts';
 import { Session } from './session.ts';
@@ -30,8 +30,6 @@ export interface ProcessSessionOptions {
   readonly ringBytes: number;
   /** Where the output rings report what they take and drop. */
   readonly meter?: StreamMeter | undefined;
-  /** Bytes a process's stdin pipe holds for a program that does not read, before writes are refused. */
-  readonly inputBacklogBytes: number;
   /** Called once nothing of the session runs. */
   readonly onFinished: () => void;
 }
@@ -56,7 +54,6 @@ export class ProcessSession extends Session {
   #stdinError: Error | undefined;
   readonly settled: Promise<void>;
 
-  readonly #inputBacklogBytes: number;
   /** The maxBytes of this session's collected tails together: what they may grow to while the program runs. */
   readonly collectBytes: number;
   /** Set once the collected streams ended: no byte is added to their tails after it. */
@@ -65,7 +62,6 @@ export class ProcessSession extends Session {
   /** @param handle - the process tree, started from `spec`; its collected chunks are announced by {@link collected}. */
   constructor(owner: string, spec: SubprocessSpawnSpec, handle: ProviderProcess, options: ProcessSessionOptions, log: Logger) {
     super('p', owner, log);
-    this.#inputBacklogBytes = options.inputBacklogBytes;
     this.argv = spec.argv;
     this.cwd = spec.cwd;
     const stdin = spec.stdio.stdin;
@@ -122,21 +118,15 @@ export class ProcessSession extends Session {
     return entry.stream;
   }
 
-  /** Resolves once the pipe took the bytes; false when (`writer`, `seq`) shows a retry of an applied write. */
+  /**
+   * Resolves once the pipe took the bytes; false when (`writer`, `seq`) shows a retry of an applied write.
+   * The provider bounds what waits for a program that does not read (LIMIT_EXCEEDED), as for a terminal.
+   */
   writeStdin(data: Buffer, writer: string | undefined, seq: number | undefined): Promise<boolean> {
     return this.writes.run(writer, seq, async () => {
-      const stdin = this.#stdinOrThrow();
-      const waiting = stdin.writableLength;
-      if (waiting > 0 && waiting + data.length > this.#inputBacklogBytes) {
-        throw new ServiceError(
-          'LIMIT_EXCEEDED',
-          `the process is not reading its stdin: ${waiting} bytes already wait (the limit is ${this.#inputBacklogBytes})`,
-        );
-      }
-      await new Promise<void>((resolve, reject) => {
-        stdin.write(data, (error) =>
-          error === null || error === undefined ? resolve() : reject(new ServiceError('PROCESS_EXITED', `stdin write failed: ${error.message}`)),
-        );
+      this.#stdinOrThrow();
+      await this.handle.writeStdin(data).catch((error: unknown) => {
+        throw error instanceof ProviderError ? error : new ServiceError('PROCESS_EXITED', `stdin write failed: ${(error as Error).message}`);
       });
     });
   }

@@ -17,8 +17,6 @@ import { TerminalSession } from './terminal-session.ts';
 
 export interface SessionLimits {
   readonly maxSessionsPerOwner: number;
-  /** Bytes a process's stdin pipe holds for a program that does not read, before writes are refused. */
-  readonly inputBacklogBytes: number;
   /** Collect-mode tails of every held process together, at most. */
   readonly collectBudgetBytes: number;
   readonly maxRetainedPerOwner: number;

@@ -8,43 +8,27 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
-import { lookupEnvironment } from '@execworld/sdk/seam';
 import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
-import type { ExecutionProvider } from '../../provider/api.ts';
+import type { ExecutionProvider, ShellDefaults } from '../../provider/api.ts';
 import type { TerminalSession } from './terminal-session.ts';
 import { terminalView } from './shell-terminal.ts';
 
 type ShellInfo = typeof schemas.ShellInfo._zod.output;
 type RunRecord = typeof schemas.ShellRunRecord._zod.output;
 
-/** The dialect of a shell created without one: PowerShell on Windows, bash elsewhere. */
-export function defaultShell(platform: NodeJS.Platform): 'bash' | 'pwsh' {
-  return platform === 'win32' ? 'pwsh' : 'bash';
-}
-
 /**
- * Where PowerShell is looked for, in order: on Windows PowerShell 7 on the PATH, then where its
- * installer puts it, then Windows PowerShell 5.1 as the last resort (it runs the dialect, without
- * every promise of 7); elsewhere `pwsh` on the PATH.
- */
-export function pwshCandidates(platform: NodeJS.Platform, env: Readonly<Record<string, string>> = {}): string[] {
-  if (platform !== 'win32') return ['pwsh'];
-  const programFiles = lookupEnvironment(env, 'ProgramFiles', true) ?? process.env.ProgramFiles ?? 'C:\\Program Files';
-  return ['pwsh', `${programFiles.replace(/\\+$/, '')}\\PowerShell\\7\\pwsh.exe`, 'powershell'];
-}
-
-/**
- * The first PowerShell `resolve` finds among {@link pwshCandidates}.
+ * The first PowerShell `resolve` finds among `shells`' candidates for `env` (on Windows 7 on
+ * the PATH, then where its installer puts it, then Windows PowerShell 5.1).
  * @throws the first candidate's failure when none is found.
  */
 export async function resolvePwsh(
   resolve: (command: string, env?: Readonly<Record<string, string>>) => Promise<string>,
-  platform: NodeJS.Platform,
+  shells: ShellDefaults,
   env?: Readonly<Record<string, string>>,
 ): Promise<string> {
   let first: unknown;
-  for (const candidate of pwshCandidates(platform, env)) {
+  for (const candidate of shells.pwshCandidates(env)) {
     try {
       return await resolve(candidate, env);
     } catch (error) {
@@ -136,7 +120,7 @@ function serviceError(error: unknown): unknown {
 
 /** What shells need of the session registry that holds their terminals (it is that registry; named here so neither module imports the other). */
 export interface ShellTerminals {
-  readonly runtime: Pick<ExecutionProvider, 'capabilities'>;
+  readonly runtime: Pick<ExecutionProvider, 'capabilities' | 'shells'>;
   resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string>;
   createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean, user?: string): Promise<TerminalSession>;
   /** Ends a session and forgets it. */
@@ -196,11 +180,7 @@ export class ShellRegistry {
     // (and on Windows where PowerShell is installed).
     const shellPath =
       spec.dialect === 'pwsh'
-        ? await resolvePwsh(
-            (command, env) => registry.resolveExecutable(owner, command, env, undefined, spec.user),
-            registry.runtime.capabilities.platform,
-            spec.env,
-          )
+        ? await resolvePwsh((command, env) => registry.resolveExecutable(owner, command, env, undefined, spec.user), registry.runtime.shells, spec.env)
         : undefined;
     try {
       entry.shell = await PersistentShell.start(runtime, {

@@ -7,7 +7,7 @@
  * whole, and the tree is gone only once the cell is empty.
  * @module
  */
-import type { ManagedTree, TreeControl } from './platform.ts';
+import type { ManagedTree, TreeControl } from '../platform/platform.ts';
 
 export interface ProcessGroupTreeOptions {
   /**

@@ -23,6 +23,7 @@ import { readdirSync } from 'node:fs';
 import { constants } from 'node:os';
 import { createRequire } from 'node:module';
 import type Koffi from 'koffi';
+import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
 
 interface Libc {
   fcntl(fd: number, command: number, ...rest: unknown[]): number;
@@ -52,24 +53,22 @@ let loaded: Libc | undefined;
 
 function libc(): Libc {
   if (loaded !== undefined) return loaded;
-  if (process.platform !== 'linux' && process.platform !== 'darwin') throw new Error(`libc calls are not used on ${process.platform}`);
+  const file = hostFacts.libc;
+  if (file === undefined) throw new Error(`libc calls are not used on ${HOST_PLATFORM}`);
   // koffi is loaded lazily: a daemon that never opens a terminal never maps it.
   const koffi = createRequire(import.meta.url)('koffi') as typeof Koffi;
-  const library = koffi.load(process.platform === 'darwin' ? 'libSystem.B.dylib' : 'libc.so.6');
+  const library = koffi.load(file);
   const fcntl = library.func('int fcntl(int fd, int cmd, ...)') as (fd: number, command: number, ...rest: unknown[]) => number;
-  const prctl =
-    process.platform === 'linux'
-      ? (library.func('int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)') as Libc['prctl'])
-      : undefined;
+  const prctl = hostFacts.linuxCalls
+    ? (library.func('int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)') as Libc['prctl'])
+    : undefined;
   const waitpid = library.func('int waitpid(int pid, _Out_ int *status, int options)') as Libc['waitpid'];
-  const renameat2 =
-    process.platform === 'linux'
-      ? (library.func('int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags)') as Libc['renameat2'])
-      : undefined;
-  const closeRange =
-    process.platform === 'linux'
-      ? (optionalFunction(library, 'int close_range(unsigned int first, unsigned int last, int flags)') as Libc['closeRange'])
-      : undefined;
+  const renameat2 = hostFacts.linuxCalls
+    ? (library.func('int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags)') as Libc['renameat2'])
+    : undefined;
+  const closeRange = hostFacts.linuxCalls
+    ? (optionalFunction(library, 'int close_range(unsigned int first, unsigned int last, int flags)') as Libc['closeRange'])
+    : undefined;
   loaded = {
     fcntl,
     waitpid,
@@ -129,7 +128,7 @@ export function closeInheritedDescriptorsOnExec(): void {
 
 /** The sweep: each descriptor from 3 up listed and marked; returns those it changed. */
 export function markEachDescriptorOnExec(): number[] {
-  const directory = process.platform === 'darwin' ? '/dev/fd' : '/proc/self/fd';
+  const directory = hostFacts.descriptorDirectory;
   const changed: number[] = [];
   for (const name of readdirSync(directory)) {
     const fd = Number(name);
@@ -148,7 +147,7 @@ export function markEachDescriptorOnExec(): number[] {
  * memory. Returns false where that is not possible.
  */
 export function makeNonDumpable(): boolean {
-  if (process.platform !== 'linux') return false;
+  if (!hostFacts.linuxCalls) return false;
   const prctl = libc().prctl;
   if (prctl === undefined) return false;
   return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) === 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) === 0;
@@ -160,7 +159,7 @@ export function makeNonDumpable(): boolean {
  * exit is this process's to collect. Returns false where that is not possible.
  */
 export function becomeChildSubreaper(): boolean {
-  if (process.platform !== 'linux') return false;
+  if (!hostFacts.linuxCalls) return false;
   const prctl = libc().prctl;
   return prctl !== undefined && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) === 0;
 }
@@ -187,7 +186,7 @@ const RENAME_NOREPLACE = 1;
  * any other failure.
  */
 export function renameNoReplace(from: string, to: string): 'renamed' | 'exists' | 'unsupported' {
-  if (process.platform !== 'linux') return 'unsupported';
+  if (!hostFacts.linuxCalls) return 'unsupported';
   const c = libc();
   if (c.renameat2 === undefined) return 'unsupported';
   if (c.renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) === 0) return 'renamed';

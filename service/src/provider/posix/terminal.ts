@@ -15,73 +15,21 @@ import { chownSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '@execworld/sdk/seam';
-import { MAX_TERMINAL_SIZE, retryableOnce, TERMINAL_SIGNALS } from '@execworld/sdk/seam';
-import type { SessionCell } from './containment/containment.ts';
-import { CleanupError, ProviderError } from './errors.ts';
-import type { ProcessInspector, ProcessRow, TerminalDevice } from './inspect/inspector.ts';
+import type { SubprocessOutcome, SubprocessTerminalSignal } from '@execworld/sdk/seam';
+import { retryableOnce } from '@execworld/sdk/seam';
+import type { SessionCell } from '../containment/containment.ts';
+import { CleanupError, ProviderError } from '../errors.ts';
+import { BaseTerminal, promised, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
+import type { ProcessInspector, ProcessRow, TerminalDevice } from '../inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
-import { QueryScanner } from './query-scanner.ts';
+import { QueryScanner } from '../query-scanner.ts';
 import { emptyCell, SessionMembers, survivorsError, union } from './terminal-members.ts';
-import { assertPositiveInteger } from './validate.ts';
-
-/** The seam's foreground facts, plus the identity of the input wait when there is one. */
-export interface TerminalForeground extends SubprocessTerminalForeground {
-  /**
-   * Present while `inputWaiting`: stays the same while the group stays blocked in
-   * the same wait and changes once it wakes and blocks again.
-   */
-  inputWaitToken?: string;
-  /** Present while `inputWaiting`: the command name of the program proven to wait, where the platform tells it. */
-  command?: string;
-}
-
-/** A terminal of this host, whatever the platform makes it of: what the runtime and the daemon use of it. */
-export interface HostTerminal extends SubprocessTerminalHandle {
-  /** Path of the terminal device (`/dev/pts/3`), or what names it where it has none. */
-  readonly device: string;
-  /** True once the top-level process has exited. */
-  readonly exited: boolean;
-  /** False once the terminal takes no more input. */
-  readonly inputOpen: boolean;
-  write(data: string): Promise<void>;
-  /** Changes the terminal's size. */
-  resize(cols: number, rows: number): void;
-  inspectForeground(): Promise<TerminalForeground | undefined>;
-  /** Synchronous last resort while the host exits: ends everything, awaits nothing. */
-  terminateForHostExit(): void;
-}
-
-/** The signals `signalForeground` accepts. */
-export { TERMINAL_SIGNALS };
-
-export { MAX_TERMINAL_SIZE };
 
 /** How long a signal sent as a terminal starts waits for its child to take the terminal, which it does before it execs. */
 const FIRST_FOREGROUND_WAIT_MS = 5000;
 
 /** Output buffered for a slow reader before the terminal is paused. */
 const OUTPUT_HIGH_WATER_BYTES = 64 * 1024;
-/** Input accepted for a program that does not read it, by default, before writes are refused. */
-export const DEFAULT_INPUT_BACKLOG_BYTES = 4 * 1024 * 1024;
-
-export interface TerminalOptions {
-  readonly file: string;
-  readonly args: readonly string[];
-  readonly cwd: string;
-  /** The user the child drops to (gid, then uid) before it execs `file`; the host's own when absent. */
-  readonly uid?: number | undefined;
-  readonly gid?: number | undefined;
-  readonly env: Readonly<Record<string, string>>;
-  readonly rows: number;
-  readonly cols: number;
-  readonly graceMs: number;
-  readonly inspector: ProcessInspector;
-  /** Input bytes waiting for the program to read them, at most. @default DEFAULT_INPUT_BACKLOG_BYTES */
-  readonly inputBacklogBytes?: number;
-  /** The containment cell the terminal is born into and owns from then on. */
-  readonly cell?: SessionCell | undefined;
-}
 
 function signalName(signal: number): NodeJS.Signals | null {
   if (signal === 0) return null;
@@ -89,7 +37,7 @@ function signalName(signal: number): NodeJS.Signals | null {
   return null;
 }
 
-export class LocalTerminal implements HostTerminal {
+export class LocalTerminal extends BaseTerminal {
   readonly pid: number;
   readonly output: Readable;
   readonly done: Promise<SubprocessOutcome>;
@@ -100,7 +48,6 @@ export class LocalTerminal implements HostTerminal {
   readonly #inspector: ProcessInspector;
   readonly #terminalDevice: TerminalDevice;
   readonly #graceMs: number;
-  readonly #inputBacklogBytes: number;
   /** The session's processes, fenced on identities. */
   readonly #members: SessionMembers;
   readonly #cell: SessionCell | undefined;
@@ -124,10 +71,12 @@ export class LocalTerminal implements HostTerminal {
   #resolveDone!: (outcome: SubprocessOutcome) => void;
   readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
+  protected readonly closedReason = "the terminal's program closed the terminal; it takes no more input";
+
   constructor(options: TerminalOptions) {
+    super(options);
     this.#inspector = options.inspector;
     this.#graceMs = options.graceMs;
-    this.#inputBacklogBytes = options.inputBacklogBytes ?? DEFAULT_INPUT_BACKLOG_BYTES;
     this.#cell = options.cell;
     // The reader's demand drives the terminal: a full buffer pauses it, a read resumes it.
     this.output = new Readable({ highWaterMark: OUTPUT_HIGH_WATER_BYTES, read: () => this.#pty.resume() });
@@ -179,29 +128,19 @@ export class LocalTerminal implements HostTerminal {
     return !this.#exited && this.#pty.open;
   }
 
-  write(data: string): Promise<void> {
-    if (typeof data !== 'string') return Promise.reject(new ProviderError('INVALID_ARGUMENT', 'terminal input must be a string'));
-    if (this.#exited) return Promise.reject(new ProviderError('TERMINAL_EXITED', 'the terminal has exited'));
-    const pending = this.#pty.pendingInputBytes;
-    if (pending > 0 && pending + Buffer.byteLength(data) > this.#inputBacklogBytes) {
-      return Promise.reject(
-        new ProviderError(
-          'LIMIT_EXCEEDED',
-          `the terminal's program is not reading its input: ${pending} bytes already wait (the limit is ${this.#inputBacklogBytes})`,
-        ),
-      );
-    }
+  protected get pendingInputBytes(): number {
+    return this.#pty.pendingInputBytes;
+  }
+
+  protected writeInput(data: string): Promise<void> {
     this.#queryUnanswered = false;
     return this.#pty.write(data).catch((error: unknown) => {
       throw this.#closedError(error) ?? error;
     });
   }
 
-  /** Changes the terminal's size; the foreground program gets SIGWINCH. */
-  resize(cols: number, rows: number): void {
-    assertPositiveInteger('cols', cols, MAX_TERMINAL_SIZE);
-    assertPositiveInteger('rows', rows, MAX_TERMINAL_SIZE);
-    if (this.#exited) throw new ProviderError('TERMINAL_EXITED', 'the terminal has exited');
+  /** The foreground program gets SIGWINCH. */
+  protected resizeTerminal(cols: number, rows: number): void {
     try {
       this.#pty.resize(cols, rows);
     } catch (error) {
@@ -222,21 +161,15 @@ export class LocalTerminal implements HostTerminal {
     return promised(() => this.#foreground());
   }
 
-  async signalForeground(signal: SubprocessTerminalSignal): Promise<number> {
-    if (!(TERMINAL_SIGNALS as readonly string[]).includes(signal)) {
-      throw new ProviderError('INVALID_ARGUMENT', `signal must be one of ${TERMINAL_SIGNALS.join(', ')}, got ${String(signal)}`);
-    }
-    // Only the group is needed: no process-table scan and no input-wait probe on the way to the signal.
-    const pgid = this.#exited ? undefined : (this.#inspector.foregroundGroup(this.pid) ?? (await this.#firstForeground()));
-    if (pgid === undefined) {
-      throw new ProviderError('NO_FOREGROUND_GROUP', "cannot resolve the terminal's foreground process group");
-    }
-    this.#hadForeground = true;
-    if (signal === 'SIGKILL' && pgid === this.pid) {
-      throw new ProviderError('SIGNAL_REFUSED', "refusing SIGKILL to the terminal's own shell group; terminate the terminal session instead");
-    }
-    this.#inspector.signalGroup(pgid, signal);
+  /** Only the group is needed: no process-table scan and no input-wait probe on the way to the signal. */
+  protected async foregroundGroup(): Promise<number | undefined> {
+    const pgid = this.#inspector.foregroundGroup(this.pid) ?? (await this.#firstForeground());
+    if (pgid !== undefined) this.#hadForeground = true;
     return pgid;
+  }
+
+  protected deliverSignal(pgid: number, signal: SubprocessTerminalSignal): void {
+    this.#inspector.signalGroup(pgid, signal);
   }
 
   /**
@@ -346,14 +279,5 @@ export class LocalTerminal implements HostTerminal {
     } finally {
       timeout.abort();
     }
-  }
-}
-
-/** The value of a synchronous call as a promise; a throw becomes the rejection. */
-export function promised<T>(call: () => T): Promise<T> {
-  try {
-    return Promise.resolve(call());
-  } catch (error) {
-    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
   }
 }

@@ -6,9 +6,10 @@
  * @module
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SessionCell } from './containment/containment.ts';
-import { CleanupError } from './errors.ts';
-import { ProcessIndex, type ProcessIdentity, type ProcessInspector, type ProcessRow } from './inspect/inspector.ts';
+import type { SessionCell } from '../containment/containment.ts';
+import { CleanupError } from '../errors.ts';
+import { cellEmptyWithin } from '../host-terminal.ts';
+import { ProcessIndex, type ProcessIdentity, type ProcessInspector, type ProcessRow } from '../inspect/inspector.ts';
 
 /** Poll interval while cleanup waits for processes to go. */
 const CLEANUP_POLL_MS = 5;
@@ -145,17 +146,6 @@ export async function emptyCell(cell: SessionCell, graceMs: number): Promise<voi
     }
   }
   cell.remove();
-}
-
-/** Whether `cell` is empty within `ms`, looked at every few milliseconds. */
-export async function cellEmptyWithin(cell: SessionCell, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (cell.isEmpty()) return true;
-    const remaining = deadline - Date.now();
-    if (remaining <= 0) return false;
-    await sleep(Math.min(CLEANUP_POLL_MS, remaining));
-  }
 }
 
 export function survivorsError(survivors: readonly ProcessIdentity[]): CleanupError {

@@ -6,6 +6,7 @@
 import { chmodSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { hostFacts } from '../platform/host.ts';
 
 export interface NativePty {
   fork(
@@ -32,7 +33,7 @@ export function nativePty(): { native: NativePty; helperPath: string } {
   const require = createRequire(import.meta.url);
   const root = dirname(require.resolve('node-pty/package.json'));
   const failures: string[] = [];
-  for (const dir of ['build/Release', 'build/Debug', `prebuilds/${process.platform}-${process.arch}`]) {
+  for (const dir of ['build/Release', 'build/Debug', `prebuilds/${hostFacts.ptyPrebuilds}`]) {
     const path = join(root, dir, 'pty.node');
     try {
       const native = require(path) as NativePty;
@@ -52,7 +53,7 @@ export function nativePty(): { native: NativePty; helperPath: string } {
  * every macOS spawn fail with `posix_spawnp failed`. Linux never runs it.
  */
 function ensureExecutable(path: string): void {
-  if (process.platform !== 'darwin') return;
+  if (!hostFacts.ptyHelperLacksExecBit) return;
   try {
     const mode = statSync(path).mode;
     if ((mode & 0o111) !== 0o111) chmodSync(path, mode | 0o755);
