@@ -9,6 +9,7 @@
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import type { ExecutionProvider, RunAs } from '../../provider/api.ts';
+import type { Principal } from '../auth.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { collectBytesOf, ProcessSession } from './process-session.ts';
 import { ShellRegistry } from './shells.ts';
@@ -66,23 +67,12 @@ export class SessionRegistry {
   #orphanSweep: NodeJS.Timeout | undefined;
   #shuttingDown: Promise<void> | undefined;
 
-  readonly #runAsOf: (owner: string) => RunAs | undefined;
   readonly #accounts: HostAccounts;
 
-  /**
-   * @param runAsOf - the OS user an owner's programs run as, if not the daemon's own.
-   * @param accounts - the host's users, for the creates that name one.
-   */
-  constructor(
-    runtime: ExecutionProvider,
-    limits: SessionLimits,
-    log: Logger,
-    runAsOf: (owner: string) => RunAs | undefined = () => undefined,
-    accounts: HostAccounts = NO_ACCOUNTS,
-  ) {
+  /** @param accounts - the host's users, for the creates that name one. */
+  constructor(runtime: ExecutionProvider, limits: SessionLimits, log: Logger, accounts: HostAccounts = NO_ACCOUNTS) {
     this.runtime = runtime;
     this.shells = new ShellRegistry(this, log, limits.maxSessionsPerOwner);
-    this.#runAsOf = runAsOf;
     this.#accounts = accounts;
     this.#limits = limits;
     this.#log = log;
@@ -110,10 +100,10 @@ export class SessionRegistry {
   }
 
   /**
-   * The OS user `owner`'s program runs as when its create names `user` (a
+   * The OS user `principal`'s program runs as when its create names `user` (a
    * user name or a numeric uid, as docker's `--user` takes), undefined for
    * the daemon's own. Without `user`, the owner's: the one its token file
-   * maps it to, else the daemon's. An owner mapped to an OS user may name only
+   * maps it to (the principal's), else the daemon's. An owner mapped to an OS user may name only
    * that user, by name or uid; it is compared before any lookup, so that a
    * refusal tells such an owner nothing of the host's other users. An owner
    * that is not mapped runs as the daemon's user, and may name another only
@@ -123,12 +113,12 @@ export class SessionRegistry {
    * @throws {ServiceError} USER_NOT_ALLOWED for a user the owner may not run as;
    *   INVALID_ARGUMENT for a user the host does not have.
    */
-  runAs(owner: string, user?: string): RunAs | undefined {
-    const mapped = this.#runAsOf(owner);
+  runAs(principal: Principal, user?: string): RunAs | undefined {
+    const mapped = principal.runAs;
     if (user === undefined) return mapped;
     if (mapped !== undefined) {
       if (user === mapped.name || (/^[0-9]+$/.test(user) && Number(user) === mapped.uid)) return mapped;
-      throw new ServiceError('USER_NOT_ALLOWED', `owner ${owner} runs as OS user ${mapped.name} (uid ${mapped.uid}) and may not name user ${user}`);
+      throw new ServiceError('USER_NOT_ALLOWED', `owner ${principal.owner} runs as OS user ${mapped.name} (uid ${mapped.uid}) and may not name user ${user}`);
     }
     const own = this.#accounts.uid;
     if (own === undefined) throw new ServiceError('USER_NOT_ALLOWED', `user ${user}: on this host the daemon runs programs as its own user only`);
@@ -141,21 +131,21 @@ export class SessionRegistry {
     return account;
   }
 
-  /** Where `command` is, as `owner`'s programs (as `user`, when named) would find it: as their OS user. */
-  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string> {
-    return this.runtime.resolveExecutable(command, env, signal, this.runAs(owner, user));
+  /** Where `command` is, as `principal`'s programs (as `user`, when named) would find it: as their OS user. */
+  resolveExecutable(principal: Principal, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string> {
+    return this.runtime.resolveExecutable(command, env, signal, this.runAs(principal, user));
   }
 
   /**
-   * Where what `owner` creates without a working directory runs: the home of
+   * Where what `principal` creates without a working directory runs: the home of
    * the OS user it runs as when that is not the daemon's (the user its token
    * file maps it to, or the one its create names: the directory its programs
    * would start in after a login), else the daemon's --default-cwd, else the
    * daemon's own working directory. Never a client's: a path on the client's
    * machine means nothing in the world.
    */
-  defaultCwd(owner: string, user?: string): string {
-    return this.runAs(owner, user)?.home ?? this.#limits.defaultCwd ?? process.cwd();
+  defaultCwd(principal: Principal, user?: string): string {
+    return this.runAs(principal, user)?.home ?? this.#limits.defaultCwd ?? process.cwd();
   }
 
   /** Bytes the sessions' rings hold now. */
@@ -170,9 +160,10 @@ export class SessionRegistry {
    * @param answerQueries - whether the daemon answers the program's terminal queries
    * @param user - the OS user it runs as, by name or uid (see {@link runAs})
    */
-  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries = true, user?: string): Promise<TerminalSession> {
+  createTerminal(principal: Principal, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries = true, user?: string): Promise<TerminalSession> {
+    const { owner } = principal;
     return this.#once(owner, requestId, 'terminal', async () => {
-      const runAs = this.runAs(owner, user);
+      const runAs = this.runAs(principal, user);
       // The slot is held from before the spawn's await until the session is registered:
       // creates pipelined on one connection cannot all pass the count.
       const release = this.#admit(owner);
@@ -205,9 +196,10 @@ export class SessionRegistry {
    * Starts a managed process tree; a retry with the same `requestId` gets the session the first made.
    * @param user - the OS user it runs as, by name or uid (see {@link runAs})
    */
-  createProcess(owner: string, spec: SubprocessSpawnSpec, requestId?: string, user?: string): Promise<ProcessSession> {
+  createProcess(principal: Principal, spec: SubprocessSpawnSpec, requestId?: string, user?: string): Promise<ProcessSession> {
+    const { owner } = principal;
     return this.#once(owner, requestId, 'process', async () => {
-      const runAs = this.runAs(owner, user);
+      const runAs = this.runAs(principal, user);
       const release = this.#admit(owner);
       const wanted = collectBytesOf(spec);
       const held = wanted > 0 ? this.#collectHeld() : 0;

@@ -12,6 +12,7 @@ import { lookupEnvironment } from '@execworld/sdk/seam';
 import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
 import type { ExecutionProvider } from '../../provider/api.ts';
+import type { Principal } from '../auth.ts';
 import type { TerminalSession } from './terminal-session.ts';
 import { terminalView } from './shell-terminal.ts';
 
@@ -137,8 +138,8 @@ function serviceError(error: unknown): unknown {
 /** What shells need of the session registry that holds their terminals (it is that registry; named here so neither module imports the other). */
 export interface ShellTerminals {
   readonly runtime: Pick<ExecutionProvider, 'capabilities'>;
-  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string>;
-  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean, user?: string): Promise<TerminalSession>;
+  resolveExecutable(principal: Principal, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string>;
+  createTerminal(principal: Principal, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean, user?: string): Promise<TerminalSession>;
   /** Ends a session and forgets it. */
   delete(owner: string, id: string, kind: 'terminal'): Promise<void>;
 }
@@ -159,12 +160,12 @@ export class ShellRegistry {
   }
 
   /** Starts a shell and answers once it is ready; a retry with the same `requestId` gets the same shell. */
-  create(owner: string, spec: ShellSpec, requestId?: string): Promise<DaemonShell> {
-    if (requestId === undefined) return this.#create(owner, spec);
-    const key = `${owner}\0${requestId}`;
+  create(principal: Principal, spec: ShellSpec, requestId?: string): Promise<DaemonShell> {
+    if (requestId === undefined) return this.#create(principal, spec);
+    const key = `${principal.owner}\0${requestId}`;
     const known = this.#requests.get(key);
     if (known !== undefined) return known;
-    const creation = this.#create(owner, spec);
+    const creation = this.#create(principal, spec);
     this.#requests.set(key, creation);
     creation.then(
       (entry) => this.#requestOf.set(entry.id, key),
@@ -173,20 +174,21 @@ export class ShellRegistry {
     return creation;
   }
 
-  async #create(owner: string, spec: ShellSpec): Promise<DaemonShell> {
+  async #create(principal: Principal, spec: ShellSpec): Promise<DaemonShell> {
+    const { owner } = principal;
     const held = this.list(owner).length;
     if (held >= this.#maxPerOwner) throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already holds ${held} shells (the limit is ${this.#maxPerOwner})`);
     const registry = this.#registry;
     if (!registry.runtime.capabilities.terminals) throw new ServiceError('UNSUPPORTED', 'shells run on terminals, and this host has none');
     const entry = new DaemonShell(owner, spec);
     const runtime: SubprocessRuntime = {
-      resolveExecutable: (command, env, signal) => registry.resolveExecutable(owner, command, env, signal, spec.user),
+      resolveExecutable: (command, env, signal) => registry.resolveExecutable(principal, command, env, signal, spec.user),
       spawn: () => {
         throw new ServiceError('UNSUPPORTED', 'a shell starts terminals only');
       },
       // The engine answers the queries of a shell that asks (pwsh), and tells the daemon not to.
       spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => {
-        const session = await registry.createTerminal(owner, terminalSpec, undefined, options?.answerQueries ?? true, spec.user);
+        const session = await registry.createTerminal(principal, terminalSpec, undefined, options?.answerQueries ?? true, spec.user);
         entry.terminalId = session.id;
         entry.terminalIds.push(session.id);
         return terminalView(session);
@@ -197,7 +199,7 @@ export class ShellRegistry {
     const shellPath =
       spec.dialect === 'pwsh'
         ? await resolvePwsh(
-            (command, env) => registry.resolveExecutable(owner, command, env, undefined, spec.user),
+            (command, env) => registry.resolveExecutable(principal, command, env, undefined, spec.user),
             registry.runtime.capabilities.platform,
             spec.env,
           )
