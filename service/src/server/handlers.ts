@@ -134,8 +134,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     path: await ctx.registry.resolveExecutable(ctx.principal, params.command, params.env, ctx.signal),
   }),
 
-  'terminal.create': async (ctx, params) =>
-    (await ctx.registry.createTerminal(ctx.principal, terminalSpec(ctx, params), params.requestId, params.answerQueries ?? true, params.user)).info(),
+  'terminal.create': async (ctx, params) => (await ctx.registry.createTerminal(ctx.principal, terminalSpec(ctx, params), params)).info(),
   'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.principal.owner, 'terminal').map((session) => session.info()) }),
   'terminal.get': (ctx, params) => ctx.registry.get(ctx.principal.owner, params.id, 'terminal').info(),
   'terminal.input': async (ctx, params) => {
@@ -173,7 +172,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return { ok: true };
   },
 
-  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.principal, processSpec(ctx, params), params.requestId, params.user)).info(),
+  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.principal, processSpec(ctx, params), params)).info(),
   'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.principal.owner, 'process').map((session) => session.info()) }),
   'process.get': (ctx, params) => ctx.registry.get(ctx.principal.owner, params.id, 'process').info(),
   'process.stdin': async (ctx, params) => {

@@ -12,6 +12,7 @@ import type { ExecutionProvider, RunAs } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { collectBytesOf, ProcessSession } from './process-session.ts';
+import { RequestLedger } from './request-ledger.ts';
 import { ShellRegistry } from './shells.ts';
 import type { StreamMeter } from '../streams.ts';
 import { TerminalSession } from './terminal-session.ts';
@@ -38,6 +39,19 @@ export interface SessionLimits {
 
 export type AnySession = TerminalSession | ProcessSession;
 
+/** How a create is made beyond its spec. */
+export interface CreateOptions {
+  /** Makes a retried create idempotent (see {@link RequestLedger}). */
+  readonly requestId?: string | undefined;
+  /** The OS user it runs as, by name or uid (see {@link SessionRegistry.runAs}); the principal's own when absent. */
+  readonly user?: string | undefined;
+}
+
+export interface TerminalCreateOptions extends CreateOptions {
+  /** Whether the daemon answers the program's terminal queries. @default true */
+  readonly answerQueries?: boolean | undefined;
+}
+
 /** The host's users, as the creates that name one (`user`) need them. */
 export interface HostAccounts {
   /** The user a name or a numeric uid stands for, or undefined when the host has none such. */
@@ -56,9 +70,12 @@ export class SessionRegistry {
   readonly #limits: SessionLimits;
   readonly #log: Logger;
   readonly #sessions = new Map<string, AnySession>();
-  /** `owner\0requestId` → the creation it started, so a retried create returns the same session. */
-  readonly #requests = new Map<string, Promise<AnySession>>();
-  readonly #requestOf = new Map<string, string>();
+  /**
+   * The creates made with a requestId, so a retried create returns the same session. Bounded by
+   * the sessions an owner may run and have retained, and as many creates under way again: an
+   * entry goes with its session, so under these limits none of a session still held is dropped.
+   */
+  readonly #ledger: RequestLedger<AnySession>;
   readonly #evictions = new Map<string, NodeJS.Timeout>();
   /** Collect-mode bytes (maxBytes) of the process creates under way, before their sessions count their own. */
   #collectPending = 0;
@@ -76,6 +93,7 @@ export class SessionRegistry {
     this.#accounts = accounts;
     this.#limits = limits;
     this.#log = log;
+    this.#ledger = new RequestLedger(2 * limits.maxSessionsPerOwner + limits.maxRetainedPerOwner);
     if (limits.orphanTimeoutMs > 0) {
       this.#orphanSweep = setInterval(() => this.#sweepOrphans(), Math.min(60_000, Math.max(100, limits.orphanTimeoutMs / 4)));
       this.#orphanSweep.unref();
@@ -155,14 +173,11 @@ export class SessionRegistry {
     return bytes;
   }
 
-  /**
-   * Starts a terminal; a retry with the same `requestId` gets the session the first made.
-   * @param answerQueries - whether the daemon answers the program's terminal queries
-   * @param user - the OS user it runs as, by name or uid (see {@link runAs})
-   */
-  createTerminal(principal: Principal, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries = true, user?: string): Promise<TerminalSession> {
+  /** Starts a terminal; a retry with the same `requestId` gets the session the first made. */
+  createTerminal(principal: Principal, spec: SubprocessTerminalSpawnSpec, options: TerminalCreateOptions = {}): Promise<TerminalSession> {
     const { owner } = principal;
-    return this.#once(owner, requestId, 'terminal', async () => {
+    const { user, answerQueries = true } = options;
+    return this.#ledger.once(principal, options.requestId, 'terminal', async () => {
       const runAs = this.runAs(principal, user);
       // The slot is held from before the spawn's await until the session is registered:
       // creates pipelined on one connection cannot all pass the count.
@@ -192,13 +207,11 @@ export class SessionRegistry {
     });
   }
 
-  /**
-   * Starts a managed process tree; a retry with the same `requestId` gets the session the first made.
-   * @param user - the OS user it runs as, by name or uid (see {@link runAs})
-   */
-  createProcess(principal: Principal, spec: SubprocessSpawnSpec, requestId?: string, user?: string): Promise<ProcessSession> {
+  /** Starts a managed process tree; a retry with the same `requestId` gets the session the first made. */
+  createProcess(principal: Principal, spec: SubprocessSpawnSpec, options: CreateOptions = {}): Promise<ProcessSession> {
     const { owner } = principal;
-    return this.#once(owner, requestId, 'process', async () => {
+    const { user } = options;
+    return this.#ledger.once(principal, options.requestId, 'process', async () => {
       const runAs = this.runAs(principal, user);
       const release = this.#admit(owner);
       const wanted = collectBytesOf(spec);
@@ -239,29 +252,6 @@ export class SessionRegistry {
     let bytes = this.#collectPending;
     for (const session of this.#sessions.values()) if (session.kind === 'process') bytes += session.collectHeld;
     return bytes;
-  }
-
-  /**
-   * Runs a create once per (owner, requestId): a retry, even one that arrives
-   * while the first is still running, gets the same session. A create that failed
-   * may be retried for real.
-   */
-  async #once<S extends AnySession>(owner: string, requestId: string | undefined, kind: S['kind'], create: () => Promise<S>): Promise<S> {
-    if (requestId === undefined) return create();
-    const key = `${owner}\0${requestId}`;
-    const known = this.#requests.get(key);
-    if (known !== undefined) {
-      const session = await known;
-      if (session.kind !== kind) throw new ServiceError('INVALID_ARGUMENT', `requestId ${requestId} already created a ${session.kind}`);
-      return session as S;
-    }
-    const creation = create();
-    this.#requests.set(key, creation);
-    creation.then(
-      (session) => this.#requestOf.set(session.id, key),
-      () => this.#requests.delete(key),
-    );
-    return creation;
   }
 
   /** The owner's session `id`; another owner's id is as unknown as a missing one. */
@@ -344,11 +334,7 @@ export class SessionRegistry {
     if (session === undefined) return;
     this.#sessions.delete(id);
     session.dispose();
-    const request = this.#requestOf.get(id);
-    if (request !== undefined) {
-      this.#requests.delete(request);
-      this.#requestOf.delete(id);
-    }
+    this.#ledger.forget(id);
   }
 
   #sweepOrphans(): void {

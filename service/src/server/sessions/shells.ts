@@ -13,6 +13,7 @@ import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@e
 import { ServiceError } from '../errors.ts';
 import type { ExecutionProvider } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
+import { RequestLedger } from './request-ledger.ts';
 import type { TerminalSession } from './terminal-session.ts';
 import { terminalView } from './shell-terminal.ts';
 
@@ -66,6 +67,7 @@ export interface ShellSpec {
 
 class DaemonShell {
   readonly id = `s_${randomBytes(12).toString('base64url')}`;
+  readonly kind = 'shell';
   readonly owner: string;
   readonly spec: ShellSpec;
   readonly createdAt = new Date();
@@ -139,7 +141,11 @@ function serviceError(error: unknown): unknown {
 export interface ShellTerminals {
   readonly runtime: Pick<ExecutionProvider, 'capabilities'>;
   resolveExecutable(principal: Principal, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string>;
-  createTerminal(principal: Principal, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean, user?: string): Promise<TerminalSession>;
+  createTerminal(
+    principal: Principal,
+    spec: SubprocessTerminalSpawnSpec,
+    options: { answerQueries?: boolean; user?: string | undefined },
+  ): Promise<TerminalSession>;
   /** Ends a session and forgets it. */
   delete(owner: string, id: string, kind: 'terminal'): Promise<void>;
 }
@@ -148,8 +154,8 @@ export class ShellRegistry {
   readonly #registry: ShellTerminals;
   readonly #log: Logger;
   readonly #shells = new Map<string, DaemonShell>();
-  readonly #requests = new Map<string, Promise<DaemonShell>>();
-  readonly #requestOf = new Map<string, string>();
+  /** The creates made with a requestId: as many as an owner may hold shells, and as many under way again. */
+  readonly #ledger: RequestLedger<DaemonShell>;
   readonly #maxPerOwner: number;
 
   /** @param maxPerOwner - shells one owner may hold (each also holds a terminal while its shell runs). */
@@ -157,21 +163,12 @@ export class ShellRegistry {
     this.#registry = registry;
     this.#log = log;
     this.#maxPerOwner = maxPerOwner;
+    this.#ledger = new RequestLedger(2 * maxPerOwner);
   }
 
   /** Starts a shell and answers once it is ready; a retry with the same `requestId` gets the same shell. */
   create(principal: Principal, spec: ShellSpec, requestId?: string): Promise<DaemonShell> {
-    if (requestId === undefined) return this.#create(principal, spec);
-    const key = `${principal.owner}\0${requestId}`;
-    const known = this.#requests.get(key);
-    if (known !== undefined) return known;
-    const creation = this.#create(principal, spec);
-    this.#requests.set(key, creation);
-    creation.then(
-      (entry) => this.#requestOf.set(entry.id, key),
-      () => this.#requests.delete(key),
-    );
-    return creation;
+    return this.#ledger.once(principal, requestId, 'shell', () => this.#create(principal, spec));
   }
 
   async #create(principal: Principal, spec: ShellSpec): Promise<DaemonShell> {
@@ -188,7 +185,7 @@ export class ShellRegistry {
       },
       // The engine answers the queries of a shell that asks (pwsh), and tells the daemon not to.
       spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => {
-        const session = await registry.createTerminal(principal, terminalSpec, undefined, options?.answerQueries ?? true, spec.user);
+        const session = await registry.createTerminal(principal, terminalSpec, { answerQueries: options?.answerQueries ?? true, user: spec.user });
         entry.terminalId = session.id;
         entry.terminalIds.push(session.id);
         return terminalView(session);
@@ -268,9 +265,7 @@ export class ShellRegistry {
     // Its terminals were the shell's way of running, not sessions of their own: they go with it, so that nothing
     // of a shell that was ended stays listed (one the owner deleted meanwhile is gone already).
     await Promise.all(entry.terminalIds.map((terminal) => this.#registry.delete(owner, terminal, 'terminal').catch(() => undefined)));
-    const request = this.#requestOf.get(id);
-    this.#requestOf.delete(id);
-    if (request !== undefined) this.#requests.delete(request);
+    this.#ledger.forget(id);
   }
 
   /** Ends every shell (their terminals are ended with the registry's sessions). */
