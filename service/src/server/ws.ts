@@ -77,7 +77,10 @@ function tokensOf(identity: ConnectionIdentity): string {
 const sameBudget = (a: ConnectionIdentity, b: ConnectionIdentity): boolean => a.owner === b.owner && a.access === b.access;
 
 class Connection {
-  /** Whose connection it is: every call on it is made as this principal. */
+  /**
+   * Whose connection it is: every call on it is made as this principal. A read
+   * token's calls of write operations are refused; its subscriptions and acks only read.
+   */
   readonly principal: Principal;
   readonly #socket: WebSocket;
   readonly #hub: WebSocketHub;

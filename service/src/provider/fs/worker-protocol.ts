@@ -20,8 +20,8 @@ type Root = string | undefined;
 
 /**
  * An argument as it crosses the channel. An abort signal cannot (it is an
- * object of the daemon's event loop), nor one inside an options object: the
- * daemon's side checks it before the call, and the worker's call runs to its end.
+ * object of the daemon's event loop), nor one inside an options object: a
+ * call, once sent, runs to its end in the worker.
  */
 type Crossing<T> = T extends AbortSignal ? undefined : T extends object ? ('signal' extends keyof T ? Omit<T, 'signal'> : T) : T;
 type Crossed<A extends readonly unknown[]> = { [I in keyof A]: Crossing<A[I]> };
