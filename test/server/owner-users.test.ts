@@ -58,11 +58,10 @@ describe('token files that name OS users', () => {
       { owner: 'carol', token: `${ALICE}x`, access: 'read' },
     ]);
     const table = new TokenTable(resolved, 'f');
-    expect(table.identify(READER)).toEqual({ owner: 'bob', access: 'read' });
-    expect(table.identify(BOB)).toEqual({ owner: 'bob', access: 'write' });
-    // The reader's calls are the owner's: they run as its user.
-    expect(table.runAsOf('bob')).toEqual(nobody);
-    expect(table.identify(`${ALICE}x`)).toEqual({ owner: 'carol', access: 'read' });
+    // The reader's calls are the owner's: its principal runs as the user of the owner's write line.
+    expect(table.identify(READER)).toStrictEqual({ owner: 'bob', access: 'read', runAs: nobody, root: undefined });
+    expect(table.identify(BOB)).toStrictEqual({ owner: 'bob', access: 'write', runAs: nobody, root: undefined });
+    expect(table.identify(`${ALICE}x`)).toStrictEqual({ owner: 'carol', access: 'read', runAs: undefined, root: undefined });
   });
 
   it('refuse a read line that names a user or a root, saying where they come from', () => {

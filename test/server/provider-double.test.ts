@@ -7,6 +7,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Principal } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG } from '../../service/src/server/config.ts';
 import { SessionRegistry, type SessionLimits } from '../../service/src/server/sessions/registry.ts';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
@@ -127,7 +128,8 @@ describe('the sweep of a terminal session whose cleanup fails', () => {
     const provider = new MemoryProvider();
     const { log, gaveUp } = registryLog();
     const registry = new SessionRegistry(provider, limits, log);
-    const session = await registry.createTerminal('alice', terminalSpec);
+    const alice: Principal = { owner: 'alice', access: 'write', runAs: undefined, root: undefined };
+    const session = await registry.createTerminal(alice, terminalSpec);
     const terminal = provider.terminals[0]!;
     terminal.failCleanups = 5;
     await terminal.write('exit 0\r');
@@ -135,7 +137,7 @@ describe('the sweep of a terminal session whose cleanup fails', () => {
     // One sweep and one retry per delay, then no more.
     expect(terminal.terminateCalls).toBe(3);
     expect(session.info()).toMatchObject({ status: 'exited', treeExited: false });
-    await expect(registry.createTerminal('alice', terminalSpec)).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED' });
+    await expect(registry.createTerminal(alice, terminalSpec)).rejects.toMatchObject({ code: 'LIMIT_EXCEEDED' });
 
     // Asked again, the cleanup is tried again and reported while it fails.
     await expect(session.terminate()).rejects.toMatchObject({ code: 'CLEANUP_FAILED' });
@@ -144,7 +146,7 @@ describe('the sweep of a terminal session whose cleanup fails', () => {
     expect(terminal.terminateCalls).toBe(6);
     expect(session.info().treeExited).toBe(true);
     // The slot is free again.
-    await registry.createTerminal('alice', terminalSpec);
+    await registry.createTerminal(alice, terminalSpec);
     await registry.shutdown();
     expect(provider.disposed).toBe(true);
   });

@@ -161,7 +161,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   async resolveExecutable(command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, runAs?: RunAs): Promise<string> {
     const worker = runAs === undefined ? undefined : this.#workerOf(runAs);
     if (worker === undefined) return resolveExecutable(command, this.#environmentFor(env, runAs), this.#platform, signal, this.#options.lookupCwd);
-    const answer = await worker.call<{ path: string } | { failure: WorkerFailure }>('resolveExecutable', command, this.#environmentFor(env, runAs));
+    const answer = await worker.call('resolveExecutable', command, this.#environmentFor(env, runAs));
     signal?.throwIfAborted();
     if ('failure' in answer) throw providerFailure(answer.failure);
     return answer.path;
@@ -324,9 +324,8 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   /** Throws what a spawn of `file` in `cwd` as `runAs` would fail with, asked as that user by its worker. */
   async #checkLaunch(runAs: RunAs, file: string, env: Record<string, string>, cwd: string): Promise<void> {
     const worker = this.#workerOf(runAs);
-    const failure =
-      worker === undefined ? launchFailure(file, env, cwd, this.#platform) : await worker.call<WorkerFailure | null>('launchCheck', file, env, cwd);
-    if (failure === undefined || failure === null) return;
+    const failure = worker === undefined ? launchFailure(file, env, cwd, this.#platform) : await worker.call('launchCheck', file, env, cwd);
+    if (failure === undefined) return;
     throw failure instanceof ProviderError ? failure : providerFailure(failure, ` (as user ${runAs.name})`);
   }
 

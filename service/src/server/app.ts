@@ -12,7 +12,7 @@ import Fastify, { LogController, type FastifyInstance, type FastifyRequest } fro
 import { pino, type Logger } from 'pino';
 import { ERROR_CATALOG, LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER, WS_SUBPROTOCOL, type Access, type ErrorCode } from '@execworld/sdk/protocol';
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
-import { bearerToken, headerToken, subprotocolToken, type TokenTable } from './auth.ts';
+import { bearerToken, headerToken, subprotocolToken, type Principal, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
 import type { BodyBudget } from './body-budget.ts';
 import type { Config } from './config.ts';
@@ -32,9 +32,8 @@ const NODE_HEADERS_TIMEOUT_MS = 60_000;
 
 declare module 'fastify' {
   interface FastifyRequest {
-    owner: string;
-    /** What the request's token may do. */
-    access: Access;
+    /** Who the request's token stands for; set before any route that needs a token (none other reads it). */
+    principal: Principal;
   }
   interface FastifyContextConfig {
     /** False for routes that need no token. */
@@ -141,11 +140,10 @@ export function buildApp(options: AppOptions): Daemon {
   });
   const { registry, hub, bodies, metrics, dispatcher } = parts;
 
-  app.decorateRequest('owner', '');
-  app.decorateRequest('access', 'read');
+  app.decorateRequest('principal');
   const scheme = https === null ? 'http' : 'https';
 
-  /** Sets the request's owner and access from its token, or says why it may not pass. */
+  /** Sets the request's principal from its token, or says why it may not pass. */
   const authenticate = (request: FastifyRequest): ServiceError | undefined => {
     if (request.routeOptions.config.auth === false) return undefined;
     const isUpgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
@@ -153,13 +151,12 @@ export function buildApp(options: AppOptions): Daemon {
       bearerToken(request.headers.authorization) ??
       headerToken(request.headers[TOKEN_HEADER]) ??
       (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
-    const identity = tokens.identify(token);
-    if (identity === undefined) {
+    const principal = tokens.identify(token);
+    if (principal === undefined) {
       metrics.authFailure();
       return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
     }
-    request.owner = identity.owner;
-    request.access = identity.access;
+    request.principal = principal;
     // Every line logged for a request on a session names the session.
     const session = (request.params as { id?: unknown } | undefined)?.id;
     if (typeof session === 'string') request.log = request.log.child({ session });
@@ -172,7 +169,7 @@ export function buildApp(options: AppOptions): Daemon {
       return new ServiceError('FORBIDDEN_ORIGIN', `origin ${origin} may not open a WebSocket here`);
     }
     // An unknown path stays NOT_FOUND for a reader, as for anyone with a token.
-    if (identity.access === 'read' && request.routeOptions.config.access !== 'read' && !request.is404) {
+    if (principal.access === 'read' && request.routeOptions.config.access !== 'read' && !request.is404) {
       return readOnlyRefusal(`${request.method} ${request.url.split('?')[0]}`);
     }
     return undefined;
@@ -244,7 +241,7 @@ export function buildApp(options: AppOptions): Daemon {
         done(new ServiceError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header'));
         return;
       }
-      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request) : upgradeRefusal(request));
+      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.principal) : upgradeRefusal(request));
       done(refusal);
     });
 
@@ -281,7 +278,7 @@ export function buildApp(options: AppOptions): Daemon {
       // A read token's connection is refused each call that acts (ws.ts), not the connection.
       config: { access: 'read' },
       wsHandler: (socket, request) => {
-        hub.accept(socket, { owner: request.owner, access: request.access }, request.log);
+        hub.accept(socket, request.principal, request.log);
       },
       // Without the upgrade headers the plugin's default would be an empty 404.
       handler: (_request, reply) => {

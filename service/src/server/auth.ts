@@ -29,36 +29,38 @@ export interface TokenEntry {
   readonly root?: string | undefined;
 }
 
-/** Who a token stands for, and what it may do. */
-export interface TokenIdentity {
+/**
+ * Who a token stands for, resolved once when the token is: its owner, what
+ * the token may do, and what is the owner's whichever of its tokens is
+ * presented (a read line names no user or root: its write lines do). Every
+ * call carries it (CallContext), so sessions, files and transfers of the
+ * owner are made as this says without asking the token table again.
+ */
+export interface Principal {
   readonly owner: string;
   readonly access: TokenAccess;
+  /** The OS user the owner's programs run and its files are served as; the daemon's own when undefined. */
+  readonly runAs: RunAs | undefined;
+  /** The directory the owner's filesystem calls are confined to; all of the world when undefined. */
+  readonly root: string | undefined;
 }
 
 export class TokenTable {
-  readonly #entries: { digest: Buffer; identity: TokenIdentity }[];
+  readonly #entries: { digest: Buffer; principal: Principal }[];
   readonly #users = new Map<string, RunAs>();
-  readonly #roots = new Map<string, string>();
   /** Where the tokens came from, for the log. */
   readonly source: string;
 
   constructor(entries: readonly TokenEntry[], source: string) {
-    this.#entries = entries.map((entry) => ({ digest: digest(entry.token), identity: { owner: entry.owner, access: entry.access ?? 'write' } }));
+    const roots = new Map<string, string>();
     for (const entry of entries) {
       if (entry.user !== undefined) this.#users.set(entry.owner, entry.user);
-      if (entry.root !== undefined) this.#roots.set(entry.owner, entry.root);
+      if (entry.root !== undefined) roots.set(entry.owner, entry.root);
     }
+    const principal = (entry: TokenEntry): Principal =>
+      Object.freeze({ owner: entry.owner, access: entry.access ?? 'write', runAs: this.#users.get(entry.owner), root: roots.get(entry.owner) });
+    this.#entries = entries.map((entry) => ({ digest: digest(entry.token), principal: principal(entry) }));
     this.source = source;
-  }
-
-  /** The OS user `owner`'s programs run as, when it is not the daemon's own. */
-  runAsOf(owner: string): RunAs | undefined {
-    return this.#users.get(owner);
-  }
-
-  /** The directory `owner`'s filesystem calls are confined to, if any. */
-  rootOf(owner: string): string | undefined {
-    return this.#roots.get(owner);
   }
 
   /** Owner to OS user name, for the log. */
@@ -72,18 +74,18 @@ export class TokenTable {
   }
 
   get owners(): string[] {
-    return [...new Set(this.#entries.map((entry) => entry.identity.owner))];
+    return [...new Set(this.#entries.map((entry) => entry.principal.owner))];
   }
 
-  /** The owner of `token` and what the token may do, or undefined. Takes the same time whichever token matches. */
-  identify(token: string | undefined): TokenIdentity | undefined {
+  /** The principal `token` stands for, or undefined. Takes the same time whichever token matches. */
+  identify(token: string | undefined): Principal | undefined {
     if (token === undefined || token.length === 0) return undefined;
     const presented = digest(token);
-    let identity: TokenIdentity | undefined;
+    let principal: Principal | undefined;
     for (const entry of this.#entries) {
-      if (timingSafeEqual(presented, entry.digest)) identity ??= entry.identity;
+      if (timingSafeEqual(presented, entry.digest)) principal ??= entry.principal;
     }
-    return identity;
+    return principal;
   }
 }
 

@@ -61,7 +61,7 @@ export async function wholeText(ctx: CallContext): Promise<string> {
 /** `GET /v1/files/content`: a file's bytes from an offset, to the end it had when opened. */
 export async function fileContent(ctx: CallContext, params: OperationParams<'files.content'>): Promise<ByteReply> {
   const { path, cwd, displayPath, offset, maxBytes, version: expected, digest } = params;
-  const files = ctx.files(ctx.owner);
+  const files = ctx.files();
   const resolved = await files.resolve(path, { cwd, signal: ctx.signal });
   const content = await files.openContent(displayPath === undefined ? resolved : { ...resolved, displayPath }, ctx.signal);
   const { size, version } = content.info;
@@ -105,12 +105,12 @@ export async function fileContent(ctx: CallContext, params: OperationParams<'fil
 
 /** `PUT /v1/files/uploads/{id}`: the body appended to the upload at its offset. */
 export function appendUpload(ctx: CallContext, params: OperationParams<'upload.bytes'>) {
-  return ctx.uploads.append(ctx.owner, params.id, params.offset, bodyOf(ctx), ctx.signal);
+  return ctx.uploads.append(ctx.principal.owner, params.id, params.offset, bodyOf(ctx), ctx.signal);
 }
 
 /** `GET /v1/files/archive`: a directory as a tar stream, with the special files it left out as a trailer. */
 export async function packArchive(ctx: CallContext, params: OperationParams<'archive.pack'>): Promise<ByteReply> {
-  const packed = await ctx.transfer(ctx.owner).pack(params.path, { cwd: params.cwd }, ctx.signal);
+  const packed = await ctx.transfer().pack(params.path, { cwd: params.cwd }, ctx.signal);
   const stream = await primed(packed.stream);
   // The special files left out are known once the last entry was packed: they come as a trailer (the answer is chunked).
   return new ByteReply(stream, { trailers: { [SKIPPED_TRAILER]: () => skippedTrailer(packed.skipped) }, onClose: () => stream.destroy() });
@@ -118,7 +118,7 @@ export async function packArchive(ctx: CallContext, params: OperationParams<'arc
 
 /** `PUT /v1/files/archive`: the body's tar stream unpacked into a directory. */
 export async function unpackArchive(ctx: CallContext, params: OperationParams<'archive.unpack'>): Promise<OperationResult<'archive.unpack'>> {
-  const unpacked = await ctx.transfer(ctx.owner).unpack(params.path, { cwd: params.cwd }, bodyOf(ctx), ctx.signal);
+  const unpacked = await ctx.transfer().unpack(params.path, { cwd: params.cwd }, bodyOf(ctx), ctx.signal);
   return { ...unpacked, warnings: [...unpacked.warnings] };
 }
 

@@ -5,20 +5,19 @@
  * @module
  */
 import type { Readable } from 'node:stream';
-import type { Access } from '@execworld/sdk/protocol';
 import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
+import type { Principal } from './auth.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { UploadRegistry } from './uploads.ts';
 
 export interface CallContext {
-  readonly owner: string;
-  /** What the caller's token may do; a write operation never gets here with `read`. */
-  readonly access: Access;
+  /** Who calls, as its token was resolved: its owner, what it may do (a write operation never gets here with `read`), its OS user and root. */
+  readonly principal: Principal;
   readonly registry: SessionRegistry;
-  /** The world's files as `owner` may see them. */
-  readonly files: (owner: string) => OwnerFiles;
-  /** The transfer calls (beyond the seam) as `owner` may make them. */
-  readonly transfer: (owner: string) => OwnerTransfer;
+  /** The world's files as the caller may see them: confined to its root, served as its OS user. */
+  readonly files: () => OwnerFiles;
+  /** The transfer calls (beyond the seam) as the caller may make them. */
+  readonly transfer: () => OwnerTransfer;
   readonly uploads: UploadRegistry;
   readonly version: string;
   /** Aborts when the caller went away. */

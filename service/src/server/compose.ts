@@ -6,7 +6,7 @@
  * @module
  */
 import type { Logger } from 'pino';
-import type { ExecutionProvider, FileProvider, OwnerFiles, OwnerTransfer } from '../provider/api.ts';
+import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import type { TokenTable } from './auth.ts';
 import { BodyBudget } from './body-budget.ts';
 import type { Config } from './config.ts';
@@ -39,9 +39,6 @@ export interface DaemonParts {
   readonly metrics: DaemonMetrics;
   readonly dispatcher: Dispatcher;
   readonly hub: WebSocketHub;
-  /** The file calls an owner may make, as its OS user where it has one. */
-  readonly filesOf: (owner: string) => OwnerFiles;
-  readonly transferOf: (owner: string) => OwnerTransfer;
   /** Ends what daemons that died left; runs before the first session starts. */
   recover(): Promise<void>;
   /** Ends every session and upload, then what the provider holds. */
@@ -53,14 +50,11 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess, tokens.uids) : undefined;
   const runtime = options.runtime ?? own!.runtime;
   const metrics = new DaemonMetrics();
-  const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, (owner) => tokens.runAsOf(owner), hostAccounts());
+  const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, hostAccounts());
   const files = options.files ?? own?.files ?? hostFiles(config);
-  // An owner that runs as another OS user has its calls made by that user (a worker process of theirs).
-  const filesOf = (owner: string): OwnerFiles => files.view({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
-  const transferOf = (owner: string): OwnerTransfer => files.transfer({ root: tokens.rootOf(owner), runAs: tokens.runAsOf(owner) });
   const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
   const bodies = new BodyBudget(config.bodyBudgetBytes);
-  const dispatcher = new Dispatcher({ registry, files: filesOf, transfer: transferOf, uploads, version }, metrics);
+  const dispatcher = new Dispatcher({ registry, files, uploads, version }, metrics);
   const hub = new WebSocketHub({
     registry,
     dispatcher,
@@ -84,8 +78,6 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
     metrics,
     dispatcher,
     hub,
-    filesOf,
-    transferOf,
     recover: async () => {
       await own?.recover();
     },

@@ -8,23 +8,26 @@
  * @module
  */
 import type { Readable } from 'node:stream';
-import type { Access } from '@execworld/sdk/protocol';
+import type { FileProvider } from '../provider/api.ts';
+import type { Principal } from './auth.ts';
 import type { CallContext } from './call-context.ts';
 import { BOUND_OPERATIONS, type BoundOperation } from './handlers.ts';
 import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
 import type { DaemonMetrics } from './metrics.ts';
 
 /** What every call reaches, the same for every transport. */
-export type DaemonServices = Pick<CallContext, 'registry' | 'files' | 'transfer' | 'uploads' | 'version'>;
+export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'version'> {
+  /** The world's files, whose view and transfer calls each call gets as its principal's. */
+  readonly files: FileProvider;
+}
 
 /** The transports calls arrive on, as metrics label them. */
 export type Transport = 'rest' | 'websocket';
 
 /** Who calls and how: what a transport knows of a call beyond its parameters. */
 export interface Caller {
-  readonly owner: string;
-  /** What the caller's token may do. */
-  readonly access: Access;
+  /** Who calls, as its token was resolved when it was authenticated. */
+  readonly principal: Principal;
   readonly transport: Transport;
   /** Aborts when the caller went away. */
   readonly signal: AbortSignal;
@@ -60,7 +63,8 @@ export class Dispatcher {
    */
   async call(operation: BoundOperation, caller: Caller, params: unknown): Promise<unknown> {
     const { spec } = operation;
-    if (spec.access === 'write' && caller.access === 'read') throw readOnlyRefusal(spec.name);
+    const { principal } = caller;
+    if (spec.access === 'write' && principal.access === 'read') throw readOnlyRefusal(spec.name);
     if (spec.bytes !== undefined && caller.transport !== 'rest') {
       throw new ServiceError('INVALID_ARGUMENT', `${spec.name} carries bytes: it is made over REST only, as ${spec.method} ${spec.path}`);
     }
@@ -69,12 +73,13 @@ export class Dispatcher {
     try {
       const validated = operation.schema.safeParse(params);
       if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, caller.where));
+      const { files } = this.#services;
       const ctx: CallContext = {
-        owner: caller.owner,
-        access: caller.access,
+        principal,
         registry: this.#services.registry,
-        files: this.#services.files,
-        transfer: this.#services.transfer,
+        // An owner that runs as another OS user has its calls made by that user (a worker process of theirs).
+        files: () => files.view({ root: principal.root, runAs: principal.runAs }),
+        transfer: () => files.transfer({ root: principal.root, runAs: principal.runAs }),
         uploads: this.#services.uploads,
         version: this.#services.version,
         signal: caller.signal,

@@ -32,7 +32,7 @@ function readStream(ctx: CallContext, stream: ByteStream, from: number | undefin
   const start = from ?? stream.start;
   if (start > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${start} is past the end of the stream (${stream.end})`);
   // A reader asking from an offset has everything before it.
-  if (readsFreeRoom(ctx.access)) stream.consumed(start);
+  if (readsFreeRoom(ctx.principal.access)) stream.consumed(start);
   const slice = stream.read(start, maxBytes ?? DEFAULT_READ_BYTES);
   return {
     from: slice.from,
@@ -51,7 +51,7 @@ async function longPollRead(
   const from = params.from ?? stream.start;
   if (from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${from} is past the end of the stream (${stream.end})`);
   // Acknowledge before waiting: a ring held full by these very bytes would otherwise keep its program paused.
-  if (readsFreeRoom(ctx.access)) stream.consumed(from);
+  if (readsFreeRoom(ctx.principal.access)) stream.consumed(from);
   await waitForBytes(stream, from, params.waitMs ?? 0, ctx.signal);
   return readStream(ctx, stream, from, params.maxBytes);
 }
@@ -79,7 +79,7 @@ async function within(promise: Promise<unknown>, ms: number | undefined, ctx: Ca
 /** A terminal create's wire fields in the seam's shape, what was left out filled in with the world's defaults. */
 function terminalSpec(ctx: CallContext, params: OperationParams<'terminal.create'>): SubprocessTerminalSpawnSpec {
   const { argv, cwd, env, rows, cols, graceMs } = params;
-  return terminalDefaults({ argv, cwd, rows, cols, graceMs, ...(env === undefined ? {} : { env }) }, () => ctx.registry.defaultCwd(ctx.owner, params.user));
+  return terminalDefaults({ argv, cwd, rows, cols, graceMs, ...(env === undefined ? {} : { env }) }, () => ctx.registry.defaultCwd(ctx.principal, params.user));
 }
 
 type WireOutput = NonNullable<NonNullable<OperationParams<'process.create'>['stdio']>['stdout']>;
@@ -102,7 +102,7 @@ function processSpec(ctx: CallContext, params: OperationParams<'process.create'>
       graceMs: params.graceMs,
       ...(params.env === undefined ? {} : { env: Object.fromEntries(Object.entries(params.env).map(([name, value]) => [name, value ?? undefined])) }),
     },
-    () => ctx.registry.defaultCwd(ctx.owner, params.user),
+    () => ctx.registry.defaultCwd(ctx.principal, params.user),
   );
 }
 
@@ -111,7 +111,7 @@ function processSpec(ctx: CallContext, params: OperationParams<'process.create'>
  * resolves to itself), with the display path the caller first asked with.
  */
 async function targetOf(ctx: CallContext, params: { path: string; cwd?: string | undefined; displayPath?: string | undefined }): Promise<FsTarget> {
-  const target = await ctx.files(ctx.owner).resolve(params.path, { cwd: params.cwd, signal: ctx.signal });
+  const target = await ctx.files().resolve(params.path, { cwd: params.cwd, signal: ctx.signal });
   return params.displayPath === undefined ? target : { targetKey: target.targetKey, displayPath: params.displayPath };
 }
 
@@ -128,72 +128,71 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     };
   },
 
-  'identity.get': (ctx) => ({ owner: ctx.owner, access: ctx.access }),
+  'identity.get': (ctx) => ({ owner: ctx.principal.owner, access: ctx.principal.access }),
 
   'executable.resolve': async (ctx, params) => ({
-    path: await ctx.registry.resolveExecutable(ctx.owner, params.command, params.env, ctx.signal),
+    path: await ctx.registry.resolveExecutable(ctx.principal, params.command, params.env, ctx.signal),
   }),
 
-  'terminal.create': async (ctx, params) =>
-    (await ctx.registry.createTerminal(ctx.owner, terminalSpec(ctx, params), params.requestId, params.answerQueries ?? true, params.user)).info(),
-  'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.owner, 'terminal').map((session) => session.info()) }),
-  'terminal.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').info(),
+  'terminal.create': async (ctx, params) => (await ctx.registry.createTerminal(ctx.principal, terminalSpec(ctx, params), params)).info(),
+  'terminal.list': (ctx) => ({ terminals: ctx.registry.list(ctx.principal.owner, 'terminal').map((session) => session.info()) }),
+  'terminal.get': (ctx, params) => ctx.registry.get(ctx.principal.owner, params.id, 'terminal').info(),
   'terminal.input': async (ctx, params) => {
-    const applied = await ctx.registry.get(ctx.owner, params.id, 'terminal').input(params.data, params.writer, params.seq);
+    const applied = await ctx.registry.get(ctx.principal.owner, params.id, 'terminal').input(params.data, params.writer, params.seq);
     return { applied, seq: params.seq ?? null };
   },
   'terminal.resize': (ctx, params) => {
-    const session = ctx.registry.get(ctx.owner, params.id, 'terminal');
+    const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
     session.resize(params.rows, params.cols);
     return session.info();
   },
   'terminal.foreground': async (ctx, params) => {
-    const session = ctx.registry.get(ctx.owner, params.id, 'terminal');
+    const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
     const facts = await session.handle.inspectForeground();
     // Read after the facts: a proven wait was reported only once the output before it reached the ring.
     return { foreground: facts ?? null, outputEnd: session.output.end };
   },
-  'terminal.screen': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'terminal').screen.snapshot(),
+  'terminal.screen': (ctx, params) => ctx.registry.get(ctx.principal.owner, params.id, 'terminal').screen.snapshot(),
   'terminal.signal': async (ctx, params) => ({
-    processGroupId: await ctx.registry.get(ctx.owner, params.id, 'terminal').handle.signalForeground(params.signal),
+    processGroupId: await ctx.registry.get(ctx.principal.owner, params.id, 'terminal').handle.signalForeground(params.signal),
   }),
-  'terminal.output': (ctx, params) => longPollRead(ctx, ctx.registry.get(ctx.owner, params.id, 'terminal').output, params),
+  'terminal.output': (ctx, params) => longPollRead(ctx, ctx.registry.get(ctx.principal.owner, params.id, 'terminal').output, params),
   'terminal.done': async (ctx, params) => {
-    const session = ctx.registry.get(ctx.owner, params.id, 'terminal');
+    const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
     const settled = await within(session.handle.done, params.timeoutMs, ctx);
     return { settled, exit: session.exit ?? null, error: null };
   },
   'terminal.terminate': async (ctx, params) => {
-    const session = ctx.registry.get(ctx.owner, params.id, 'terminal');
+    const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
     await session.terminate();
     return session.info();
   },
   'terminal.delete': async (ctx, params) => {
-    await ctx.registry.delete(ctx.owner, params.id, 'terminal');
+    await ctx.registry.delete(ctx.principal.owner, params.id, 'terminal');
     return { ok: true };
   },
 
-  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.owner, processSpec(ctx, params), params.requestId, params.user)).info(),
-  'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.owner, 'process').map((session) => session.info()) }),
-  'process.get': (ctx, params) => ctx.registry.get(ctx.owner, params.id, 'process').info(),
+  'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.principal, processSpec(ctx, params), params)).info(),
+  'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.principal.owner, 'process').map((session) => session.info()) }),
+  'process.get': (ctx, params) => ctx.registry.get(ctx.principal.owner, params.id, 'process').info(),
   'process.stdin': async (ctx, params) => {
-    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    const session = ctx.registry.get(ctx.principal.owner, params.id, 'process');
     const applied = await session.writeStdin(Buffer.from(params.data, params.encoding ?? 'utf8'), params.writer, params.seq);
     return { applied, seq: params.seq ?? null };
   },
   'process.closeStdin': (ctx, params) => {
-    ctx.registry.get(ctx.owner, params.id, 'process').closeStdin();
+    ctx.registry.get(ctx.principal.owner, params.id, 'process').closeStdin();
     return { ok: true };
   },
-  'process.output': (ctx, params) => longPollRead(ctx, ctx.registry.get(ctx.owner, params.id, 'process').stream(params.stream), params),
+  'process.output': (ctx, params) => longPollRead(ctx, ctx.registry.get(ctx.principal.owner, params.id, 'process').stream(params.stream), params),
   'process.collected': (ctx, params) => {
-    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    const session = ctx.registry.get(ctx.principal.owner, params.id, 'process');
     const reader = session.handle.collected[params.stream];
     if (reader === undefined) throw new ServiceError('STREAM_NOT_AVAILABLE', `${params.stream} was not spawned in collect mode`);
     return reader.readFrom(params.from);
   },
   'process.done': async (ctx, params) => {
-    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    const session = ctx.registry.get(ctx.principal.owner, params.id, 'process');
     // The session recorded the outcome in its own earlier callback on the same promise.
     const settled = await within(
       session.handle.done.catch(() => undefined),
@@ -203,71 +202,72 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     return { settled: settled && (session.exit !== undefined || session.failure !== undefined), exit: session.exit ?? null, error: session.failure ?? null };
   },
   'process.wait': async (ctx, params) => {
-    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    const session = ctx.registry.get(ctx.principal.owner, params.id, 'process');
     return { treeExited: await within(session.handle.waitForExit(), params.timeoutMs, ctx) };
   },
   'process.terminate': (ctx, params) => {
-    const session = ctx.registry.get(ctx.owner, params.id, 'process');
+    const session = ctx.registry.get(ctx.principal.owner, params.id, 'process');
     session.handle.terminate();
     return session.info();
   },
   'process.delete': async (ctx, params) => {
-    await ctx.registry.delete(ctx.owner, params.id, 'process');
+    await ctx.registry.delete(ctx.principal.owner, params.id, 'process');
     return { ok: true };
   },
 
-  'command.run': (ctx, params) => runCommandSession(ctx.registry, ctx.owner, params, ctx.signal),
+  'command.run': (ctx, params) => runCommandSession(ctx.registry, ctx.principal, params, ctx.signal),
 
   'shell.create': async (ctx, params) => {
     const { env, requestId, user } = params;
     // Refused here, before a shell starts, when the owner may not run as `user`.
-    ctx.registry.runAs(ctx.owner, user);
-    const cwd = params.cwd ?? ctx.registry.defaultCwd(ctx.owner, user);
+    ctx.registry.runAs(ctx.principal, user);
+    const cwd = params.cwd ?? ctx.registry.defaultCwd(ctx.principal, user);
     const dialect = params.dialect ?? ctx.registry.runtime.shells.dialect;
     const spec = { dialect, cwd, ...(env === undefined ? {} : { env }), ...(user === undefined ? {} : { user }) };
-    return (await ctx.registry.shells.create(ctx.owner, spec, requestId)).info();
+    return (await ctx.registry.shells.create(ctx.principal, spec, requestId)).info();
   },
-  'shell.list': (ctx) => ({ shells: ctx.registry.shells.list(ctx.owner).map((entry) => entry.info()) }),
-  'shell.get': (ctx, params) => ctx.registry.shells.get(ctx.owner, params.id).info(),
+  'shell.list': (ctx) => ({ shells: ctx.registry.shells.list(ctx.principal.owner).map((entry) => entry.info()) }),
+  'shell.get': (ctx, params) => ctx.registry.shells.get(ctx.principal.owner, params.id).info(),
   'shell.history': (ctx, params) => {
-    const entry = ctx.registry.shells.get(ctx.owner, params.id);
+    const entry = ctx.registry.shells.get(ctx.principal.owner, params.id);
     return { runs: entry.runs, dropped: entry.dropped };
   },
   'shell.run': (ctx, params) =>
-    ctx.registry.shells.call(ctx.owner, params.id, params.command, (shell) => shell.run(params.command, runOptions(params, ctx.signal))),
-  'shell.send': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, undefined, (shell) => shell.send(params.input, runOptions(params, ctx.signal))),
-  'shell.wait': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, undefined, (shell) => shell.wait(runOptions(params, ctx.signal))),
-  'shell.interrupt': (ctx, params) => ctx.registry.shells.call(ctx.owner, params.id, undefined, (shell) => shell.interrupt()),
+    ctx.registry.shells.call(ctx.principal.owner, params.id, params.command, (shell) => shell.run(params.command, runOptions(params, ctx.signal))),
+  'shell.send': (ctx, params) =>
+    ctx.registry.shells.call(ctx.principal.owner, params.id, undefined, (shell) => shell.send(params.input, runOptions(params, ctx.signal))),
+  'shell.wait': (ctx, params) => ctx.registry.shells.call(ctx.principal.owner, params.id, undefined, (shell) => shell.wait(runOptions(params, ctx.signal))),
+  'shell.interrupt': (ctx, params) => ctx.registry.shells.call(ctx.principal.owner, params.id, undefined, (shell) => shell.interrupt()),
   'shell.delete': async (ctx, params) => {
-    await ctx.registry.shells.delete(ctx.owner, params.id);
+    await ctx.registry.shells.delete(ctx.principal.owner, params.id);
     return { ok: true };
   },
 
   'fs.resolve': async (ctx, params) => {
-    const files = ctx.files(ctx.owner);
+    const files = ctx.files();
     const target = await files.resolve(params.path, { cwd: params.cwd, signal: ctx.signal });
     const { info, text } = await files.look(target, params.readTextMaxBytes, ctx.signal);
     return { target, info: info ?? null, text };
   },
-  'fs.stat': async (ctx, params) => ({ info: (await ctx.files(ctx.owner).stat(await targetOf(ctx, params), ctx.signal)) ?? null }),
-  'fs.lstat': async (ctx, params) => ({ info: (await ctx.files(ctx.owner).lstat(params.path, { cwd: params.cwd }, ctx.signal)) ?? null }),
-  'fs.readText': async (ctx, params) => ({ text: await ctx.files(ctx.owner).readText(await targetOf(ctx, params), ctx.signal) }),
-  'fs.listDir': async (ctx, params) => ({ entries: await ctx.files(ctx.owner).listDir(await targetOf(ctx, params), ctx.signal) }),
+  'fs.stat': async (ctx, params) => ({ info: (await ctx.files().stat(await targetOf(ctx, params), ctx.signal)) ?? null }),
+  'fs.lstat': async (ctx, params) => ({ info: (await ctx.files().lstat(params.path, { cwd: params.cwd }, ctx.signal)) ?? null }),
+  'fs.readText': async (ctx, params) => ({ text: await ctx.files().readText(await targetOf(ctx, params), ctx.signal) }),
+  'fs.listDir': async (ctx, params) => ({ entries: await ctx.files().listDir(await targetOf(ctx, params), ctx.signal) }),
   'fs.writeText': async (ctx, params) => {
     // The text written is the caller's own: it is not sent back.
-    const { after: _after, ...written } = await ctx.files(ctx.owner).writeText(await targetOf(ctx, params), params.content, params.expected, ctx.signal);
+    const { after: _after, ...written } = await ctx.files().writeText(await targetOf(ctx, params), params.content, params.expected, ctx.signal);
     return written;
   },
-  'fs.editText': async (ctx, params) => ctx.files(ctx.owner).editText(await targetOf(ctx, params), params.edit, params.expected, ctx.signal),
-  'fs.mkdir': (ctx, params) => ctx.transfer(ctx.owner).mkdir(params.path, params, ctx.signal),
-  'fs.remove': (ctx, params) => ctx.transfer(ctx.owner).remove(params.path, params, ctx.signal),
-  'fs.rename': (ctx, params) => ctx.transfer(ctx.owner).rename(params.from, params.to, params, ctx.signal),
-  'fs.digest': (ctx, params) => ctx.transfer(ctx.owner).digest(params.path, params, ctx.signal),
-  'upload.create': (ctx, params) => ctx.uploads.create(ctx.owner, ctx.transfer(ctx.owner), params),
-  'upload.get': (ctx, params) => ctx.uploads.get(ctx.owner, params.id),
-  'upload.complete': (ctx, params) => ctx.uploads.complete(ctx.owner, params.id, params),
+  'fs.editText': async (ctx, params) => ctx.files().editText(await targetOf(ctx, params), params.edit, params.expected, ctx.signal),
+  'fs.mkdir': (ctx, params) => ctx.transfer().mkdir(params.path, params, ctx.signal),
+  'fs.remove': (ctx, params) => ctx.transfer().remove(params.path, params, ctx.signal),
+  'fs.rename': (ctx, params) => ctx.transfer().rename(params.from, params.to, params, ctx.signal),
+  'fs.digest': (ctx, params) => ctx.transfer().digest(params.path, params, ctx.signal),
+  'upload.create': (ctx, params) => ctx.uploads.create(ctx.principal.owner, ctx.transfer(), params),
+  'upload.get': (ctx, params) => ctx.uploads.get(ctx.principal.owner, params.id),
+  'upload.complete': (ctx, params) => ctx.uploads.complete(ctx.principal.owner, params.id, params),
   'upload.delete': async (ctx, params) => {
-    await ctx.uploads.delete(ctx.owner, params.id);
+    await ctx.uploads.delete(ctx.principal.owner, params.id);
     return { ok: true as const };
   },
   'upload.bytes': appendUpload,
@@ -281,7 +281,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
         : params.ifVersion === undefined
           ? undefined
           : ({ kind: 'replaceIfVersion', version: params.ifVersion } as const);
-    const { after: _after, ...written } = await ctx.files(ctx.owner).writeText(await targetOf(ctx, params), text, expected, ctx.signal);
+    const { after: _after, ...written } = await ctx.files().writeText(await targetOf(ctx, params), text, expected, ctx.signal);
     return written;
   },
   'archive.pack': packArchive,

@@ -146,8 +146,7 @@ export function registerRestRoutes(scope: FastifyInstance, options: RestRoutesOp
           if (typeof input !== 'object' || input === null || Array.isArray(input))
             throw new ServiceError('INVALID_ARGUMENT', 'the request body must be a JSON object');
           const caller: Caller = {
-            owner: request.owner,
-            access: request.access,
+            principal: request.principal,
             transport: 'rest',
             signal: callerGone(reply),
             unbounded: false,

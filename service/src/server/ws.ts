@@ -18,6 +18,7 @@ import type { FastifyBaseLogger as Logger } from 'fastify';
 import { ClientMessage, type Access, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
 import type { z } from 'zod';
 import type { DaemonMetrics } from './metrics.ts';
+import type { Principal } from './auth.ts';
 import type { Caller, Dispatcher } from './dispatch.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
@@ -76,9 +77,11 @@ function tokensOf(identity: ConnectionIdentity): string {
 const sameBudget = (a: ConnectionIdentity, b: ConnectionIdentity): boolean => a.owner === b.owner && a.access === b.access;
 
 class Connection {
-  readonly owner: string;
-  /** Calls of write operations are refused to a read token; subscriptions and acks only read. */
-  readonly access: Access;
+  /**
+   * Whose connection it is: every call on it is made as this principal. A read
+   * token's calls of write operations are refused; its subscriptions and acks only read.
+   */
+  readonly principal: Principal;
   readonly #socket: WebSocket;
   readonly #hub: WebSocketHub;
   readonly #options: HubOptions;
@@ -102,10 +105,9 @@ class Connection {
   #readingPaused = false;
   readonly #heartbeat: NodeJS.Timeout;
 
-  constructor(socket: WebSocket, identity: ConnectionIdentity, hub: WebSocketHub, options: HubOptions, log: Logger) {
+  constructor(socket: WebSocket, principal: Principal, hub: WebSocketHub, options: HubOptions, log: Logger) {
     this.#socket = socket;
-    this.owner = identity.owner;
-    this.access = identity.access;
+    this.principal = principal;
     this.#hub = hub;
     this.#options = options;
     this.#log = log;
@@ -288,8 +290,7 @@ class Connection {
         this.#calls.add(controller);
       }
       const caller: Caller = {
-        owner: this.owner,
-        access: this.access,
+        principal: this.principal,
         transport: 'websocket',
         signal: controller?.signal ?? NEVER_ABORTED,
         unbounded: true,
@@ -312,14 +313,14 @@ class Connection {
         throw new ServiceError('LIMIT_EXCEEDED', `at most ${MAX_SUBSCRIPTIONS} subscriptions may be open on one connection`);
       }
       const limit = this.#options.maxSubscriptionsPerOwner;
-      if (this.#hub.subscriptionsOf(this) >= limit) {
-        throw new ServiceError('LIMIT_EXCEEDED', `${tokensOf(this)} already have ${limit} subscriptions open (the limit)`);
+      if (this.#hub.subscriptionsOf(this.principal) >= limit) {
+        throw new ServiceError('LIMIT_EXCEEDED', `${tokensOf(this.principal)} already have ${limit} subscriptions open (the limit)`);
       }
       const stream = this.#resolveStream(params.target);
       if (params.from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${params.from} is past the end of the stream (${stream.end})`);
       const sub = this.#nextSub++;
       const from = Math.max(params.from, stream.start);
-      const frees = readsFreeRoom(this.access);
+      const frees = readsFreeRoom(this.principal.access);
       if (frees) stream.consumed(params.from);
       const subscription = new Subscription(sub, this, stream, from, params.window ?? this.#options.windowBytes, frees);
       this.#subscriptions.set(sub, subscription);
@@ -335,10 +336,10 @@ class Connection {
     const registry = this.#options.registry;
     if (target.kind === 'terminal') {
       if (target.stream !== 'output') throw new ServiceError('INVALID_ARGUMENT', "a terminal has one stream, 'output'");
-      return registry.get(this.owner, target.id, 'terminal').output;
+      return registry.get(this.principal.owner, target.id, 'terminal').output;
     }
     if (target.stream === 'output') throw new ServiceError('INVALID_ARGUMENT', "a process has 'stdout' and 'stderr'");
-    return registry.get(this.owner, target.id, 'process').stream(target.stream);
+    return registry.get(this.principal.owner, target.id, 'process').stream(target.stream);
   }
 
   #dispose(): void {
@@ -379,14 +380,14 @@ export class WebSocketHub {
   /** Open connections of the owner's tokens of `identity`'s access. */
   connectionsOf(identity: ConnectionIdentity): number {
     let count = 0;
-    for (const connection of this.#connections) if (sameBudget(connection, identity)) count += 1;
+    for (const connection of this.#connections) if (sameBudget(connection.principal, identity)) count += 1;
     return count;
   }
 
   /** Open subscriptions of the owner's tokens of `identity`'s access, over all their connections. */
   subscriptionsOf(identity: ConnectionIdentity): number {
     let count = 0;
-    for (const connection of this.#connections) if (sameBudget(connection, identity)) count += connection.subscriptionCount;
+    for (const connection of this.#connections) if (sameBudget(connection.principal, identity)) count += connection.subscriptionCount;
     return count;
   }
 
@@ -398,14 +399,14 @@ export class WebSocketHub {
       : undefined;
   }
 
-  accept(socket: WebSocket, identity: ConnectionIdentity, log: Logger): void {
+  accept(socket: WebSocket, principal: Principal, log: Logger): void {
     // Checked again after the upgrade: upgrades of one owner may have raced past the check before it.
-    const refusal = this.refusal(identity);
+    const refusal = this.refusal(principal);
     if (refusal !== undefined) {
       socket.close(CLOSE_POLICY_VIOLATION, refusal.message.slice(0, 120));
       return;
     }
-    const connection = new Connection(socket, identity, this, this.#options, log);
+    const connection = new Connection(socket, principal, this, this.#options, log);
     this.#connections.add(connection);
     socket.on('close', () => this.#connections.delete(connection));
   }

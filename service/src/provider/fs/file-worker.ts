@@ -11,21 +11,31 @@
  * @module
  */
 import { PassThrough, Readable } from 'node:stream';
-import type { FsTarget, PackSkips } from '@execworld/sdk/fs';
+import type { PackSkips } from '@execworld/sdk/fs';
 import { ProviderError } from '../errors.ts';
 import { hostPlatform } from '../platform/index.ts';
 import { launchFailure, resolveExecutable } from '../resolve-executable.ts';
 import { FsFailure } from './fs-error.ts';
 import { HostFiles } from './host-files.ts';
 import type { OpenContent, UploadStage } from '../api.ts';
-import type { WorkerFailure, WorkerReply, WorkerRequest } from './worker-protocol.ts';
+import type {
+  SinkAnswer,
+  StreamChunk,
+  WorkerAnswer,
+  WorkerFailure,
+  WorkerMethod,
+  WorkerReply,
+  WorkerRequest,
+  WorkerRequestOf,
+  WorkerTable,
+} from './worker-protocol.ts';
 
 const files = new HostFiles(JSON.parse(process.env.EXECWORLD_FILE_WORKER_OPTIONS ?? '{}') as ConstructorParameters<typeof HostFiles>[0]);
 let nextId = 1;
 const contents = new Map<number, OpenContent>();
-const streams = new Map<number, AsyncIterator<unknown>>();
+const streams = new Map<number, AsyncIterator<StreamChunk>>();
 const stages = new Map<number, UploadStage>();
-const sinks = new Map<number, { readonly input: PassThrough; readonly result: Promise<unknown> }>();
+const sinks = new Map<number, { readonly input: PassThrough; readonly result: Promise<SinkAnswer> }>();
 /** The special files each pack stream left out, by its stream's number: asked for at its end, dropped with a stream closed early. */
 const packSkips = new Map<number, PackSkips>();
 
@@ -41,13 +51,13 @@ function held<T>(table: Map<number, T>, id: number): T {
   return value;
 }
 
-/** Pulls a stream a chunk per call. */
+/** Pulls a stream a chunk per call: bytes, or text from a stream of text. */
 function pulled(stream: Readable): number {
-  return keep(streams, (stream as AsyncIterable<unknown>)[Symbol.asyncIterator]());
+  return keep(streams, (stream as AsyncIterable<StreamChunk>)[Symbol.asyncIterator]());
 }
 
 /** A sink the daemon writes a chunk per call into, whose end answers what `consume` made of it. */
-function sink(consume: (input: Readable) => Promise<unknown>): number {
+function sink(consume: (input: Readable) => Promise<SinkAnswer>): number {
   const input = new PassThrough();
   const result = consume(input);
   // Read when the daemon ends the sink; never an unhandled rejection meanwhile.
@@ -61,76 +71,92 @@ function failure(error: ProviderError): WorkerFailure {
   return { code: error.code, message: error.message, ...(typeof errno === 'string' ? { errno } : {}) };
 }
 
+/** Drops to the user: no supplementary groups, then the gid, then the uid (after which none of it can be undone). */
+function become(uid: number, gid: number): void {
+  try {
+    if (process.setgroups === undefined || process.setgid === undefined || process.setuid === undefined) throw new Error('this platform cannot change users');
+    process.setgroups([]);
+    process.setgid(gid);
+    process.setuid(uid);
+  } catch (error) {
+    throw new FsFailure('FS_IO_ERROR', `cannot become the owner's user: ${(error as Error).message}`);
+  }
+}
+
 const view = (root: string | undefined) => files.view({ root });
 const transfer = (root: string | undefined) => files.transfer({ root });
 
-/** Every call the daemon may make: the owner's root first where a view is involved. */
-// The arguments are the daemon's own, checked by its callers: each method names their types.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-const METHODS: Record<string, (...args: any[]) => unknown> = {
-  resolve: (root: string | undefined, path: string, cwd: string | undefined) => view(root).resolve(path, { cwd }),
-  stat: (root: string | undefined, target: FsTarget) => view(root).stat(target),
-  lstat: (root: string | undefined, path: string, cwd: string | undefined) => view(root).lstat(path, { cwd }),
-  readText: (root: string | undefined, target: FsTarget) => view(root).readText(target),
-  listDir: (root: string | undefined, target: FsTarget) => view(root).listDir(target),
-  writeText: (root: string | undefined, target: FsTarget, content: string, expected: unknown) => view(root).writeText(target, content, expected as never),
-  editText: (root: string | undefined, target: FsTarget, edit: never, expected: never) => view(root).editText(target, edit, expected),
-  look: (root: string | undefined, target: FsTarget, textMaxBytes: number | undefined) => view(root).look(target, textMaxBytes),
-  openContent: async (root: string | undefined, target: FsTarget) => {
-    const content = await view(root).openContent(target);
+/**
+ * Every call the daemon may make, as worker-protocol.ts types it: a view or
+ * transfer call takes the owner's root first, then the arguments of the
+ * interface's method it serves.
+ */
+const METHODS: WorkerTable = {
+  become,
+  resolve: (root, ...args) => view(root).resolve(...args),
+  stat: (root, ...args) => view(root).stat(...args),
+  lstat: (root, ...args) => view(root).lstat(...args),
+  readText: (root, ...args) => view(root).readText(...args),
+  listDir: (root, ...args) => view(root).listDir(...args),
+  writeText: (root, ...args) => view(root).writeText(...args),
+  editText: (root, ...args) => view(root).editText(...args),
+  look: (root, ...args) => view(root).look(...args),
+  readBytes: (root, ...args) => view(root).readBytes(...args),
+  openContent: async (root, ...args) => {
+    const content = await view(root).openContent(...args);
     return { id: keep(contents, content), info: content.info };
   },
-  contentStream: (id: number, start: number, end: number | undefined) => pulled(held(contents, id).stream(start, end)),
-  contentClose: async (id: number) => {
+  contentStream: (id, start, end) => pulled(held(contents, id).stream(start, end)),
+  contentClose: async (id) => {
     await contents.get(id)?.close();
     contents.delete(id);
   },
-  next: async (id: number) => {
+  streamText: async (root, ...args) => pulled(Readable.from(await view(root).streamText(...args))),
+  next: async (id) => {
     const step = await held(streams, id).next();
-    if (step.done === true) streams.delete(id);
-    return step.done === true ? null : step.value;
+    if (step.done !== true) return step.value;
+    streams.delete(id);
+    return undefined;
   },
-  streamText: async (root: string | undefined, target: FsTarget) => pulled(Readable.from(await view(root).streamText(target))),
-  readBytes: (root: string | undefined, target: FsTarget, maxBytes: number) => view(root).readBytes(target, undefined, maxBytes),
-  streamClose: async (id: number) => {
+  streamClose: async (id) => {
     const stream = streams.get(id);
     streams.delete(id);
     // A stream that had not ended was cut off: nobody will ask what it skipped.
     if (stream !== undefined) packSkips.delete(id);
     await stream?.return?.();
   },
-  mkdir: (root: string | undefined, path: string, options: never) => transfer(root).mkdir(path, options),
-  remove: (root: string | undefined, path: string, options: never) => transfer(root).remove(path, options),
-  rename: (root: string | undefined, from: string, to: string, options: never) => transfer(root).rename(from, to, options),
-  digest: (root: string | undefined, path: string, options: never) => transfer(root).digest(path, options),
-  pack: async (root: string | undefined, path: string, options: never) => {
-    const packed = await transfer(root).pack(path, options);
+  mkdir: (root, ...args) => transfer(root).mkdir(...args),
+  remove: (root, ...args) => transfer(root).remove(...args),
+  rename: (root, ...args) => transfer(root).rename(...args),
+  digest: (root, ...args) => transfer(root).digest(...args),
+  pack: async (root, ...args) => {
+    const packed = await transfer(root).pack(...args);
     const id = pulled(packed.stream);
     packSkips.set(id, packed.skipped);
     return id;
   },
-  packSkipped: (id: number) => {
+  packSkipped: (id) => {
     const skipped = held(packSkips, id);
     packSkips.delete(id);
     return skipped;
   },
-  unpack: (root: string | undefined, path: string, options: never) => sink((input) => transfer(root).unpack(path, options, input)),
-  stageUpload: async (root: string | undefined, path: string, options: never) => {
-    const stage = await transfer(root).stageUpload(path, options);
+  unpack: (root, path, options) => sink((input) => transfer(root).unpack(path, options, input)),
+  stageUpload: async (root, ...args) => {
+    const stage = await transfer(root).stageUpload(...args);
     return { id: keep(stages, stage), path: stage.path, identity: stage.identity };
   },
-  stageOffset: (id: number) => held(stages, id).offset(),
-  stageAppend: (id: number, offset: number) => sink((input) => held(stages, id).append(offset, input, undefined)),
-  stageComplete: (id: number, expected: never) => held(stages, id).complete(expected),
-  stageDiscard: async (id: number) => {
+  stageOffset: (id) => held(stages, id).offset(),
+  stageAppend: (id, offset) => sink((input) => held(stages, id).append(offset, input, undefined)),
+  stageComplete: (id, expected) => held(stages, id).complete(expected),
+  stageDiscard: async (id) => {
     await stages.get(id)?.discard();
     stages.delete(id);
   },
-  launchCheck: (file: string, env: Record<string, string>, cwd: string) => {
+  launchCheck: (file, env, cwd) => {
     const found = launchFailure(file, env, cwd, hostPlatform);
-    return found === undefined ? null : failure(found);
+    return found === undefined ? undefined : failure(found);
   },
-  resolveExecutable: async (command: string, env: Record<string, string>) => {
+  resolveExecutable: async (command, env) => {
     try {
       return { path: await resolveExecutable(command, env, hostPlatform) };
     } catch (error) {
@@ -138,7 +164,7 @@ const METHODS: Record<string, (...args: any[]) => unknown> = {
       throw error;
     }
   },
-  sinkWrite: (id: number, chunk: Uint8Array) => {
+  sinkWrite: (id, chunk) => {
     const { input, result } = held(sinks, id);
     // A consumer that failed (an offset that is not the upload's, a directory that is not one) fails the write, which would wait for it forever.
     return Promise.race([
@@ -146,13 +172,13 @@ const METHODS: Record<string, (...args: any[]) => unknown> = {
       result.then(() => undefined),
     ]);
   },
-  sinkEnd: async (id: number) => {
+  sinkEnd: async (id) => {
     const { input, result } = held(sinks, id);
     sinks.delete(id);
     input.end();
     return await result;
   },
-  sinkAbort: async (id: number) => {
+  sinkAbort: async (id) => {
     const entry = sinks.get(id);
     sinks.delete(id);
     // Cut off, as a connection that closed: what arrived before is kept by whoever consumed it.
@@ -161,34 +187,23 @@ const METHODS: Record<string, (...args: any[]) => unknown> = {
   },
 };
 
+/** Runs one call; `M` ties the method it names to the arguments it carries. */
+function invoke<M extends WorkerMethod>(request: WorkerRequestOf<M>): WorkerAnswer<M> | Promise<WorkerAnswer<M>> {
+  const method: WorkerTable[M] = METHODS[request.method];
+  return method(...request.args);
+}
+
 function reply(message: WorkerReply): void {
   process.send!(message);
 }
 
-/** Drops to the user: no supplementary groups, then the gid, then the uid (after which none of it can be undone). */
-function become(uid: number, gid: number): void {
-  if (process.setgroups === undefined || process.setgid === undefined || process.setuid === undefined) throw new Error('this platform cannot change users');
-  process.setgroups([]);
-  process.setgid(gid);
-  process.setuid(uid);
-}
-
 process.on('message', (message: WorkerRequest) => {
-  if (message.method === 'become') {
-    try {
-      become(message.args[0] as number, message.args[1] as number);
-      reply({ id: message.id, ok: true, value: null });
-    } catch (error) {
-      reply({ id: message.id, ok: false, error: { code: 'FS_IO_ERROR', message: `cannot become the owner's user: ${(error as Error).message}` } });
-    }
-    return;
-  }
-  const method = METHODS[message.method];
   void (async () => {
     try {
-      if (method === undefined) throw new FsFailure('FS_IO_ERROR', `the file worker has no call ${message.method}`);
-      if (process.getuid?.() === 0) throw new FsFailure('FS_IO_ERROR', 'the file worker still runs as root');
-      reply({ id: message.id, ok: true, value: (await method(...message.args)) ?? null });
+      if (!Object.hasOwn(METHODS, message.method)) throw new FsFailure('FS_IO_ERROR', `the file worker has no call ${String(message.method)}`);
+      // Only the first call, which drops to the user, is taken as root.
+      if (message.method !== 'become' && process.getuid?.() === 0) throw new FsFailure('FS_IO_ERROR', 'the file worker still runs as root');
+      reply({ id: message.id, ok: true, value: await invoke(message) });
     } catch (error) {
       const failure = error instanceof FsFailure ? error : undefined;
       reply({

@@ -24,8 +24,8 @@ import type {
 import type { OwnerFiles } from '../api.ts';
 import { isWithin } from './anchor.ts';
 import { checkAborted, FsFailure, type TransferErrorCode } from './fs-error.ts';
-import type { FileDigest, OpenContent, OwnerTransfer, StageIdentity, Unpacked, UploadStage } from '../api.ts';
-import type { WorkerReply, WorkerRequest } from './worker-protocol.ts';
+import type { FileDigest, OpenContent, OwnerTransfer, Unpacked, UploadStage } from '../api.ts';
+import type { SinkAnswer, WorkerAnswer, WorkerArgs, WorkerMethod, WorkerReply, WorkerRequestOf } from './worker-protocol.ts';
 
 const ENTRY = fileURLToPath(new URL('../../../bin/file-worker.js', import.meta.url));
 
@@ -42,6 +42,7 @@ export class FileWorker {
   readonly #started: ((pid: number) => void) | undefined;
   #child: ChildProcess | undefined;
   #ready: Promise<void> | undefined;
+  /** The calls in flight, by number: each settles with the worker's answer, taken as its call's (see {@link FileWorker.call}). */
   readonly #pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   #nextId = 1;
   #closed = false;
@@ -53,10 +54,14 @@ export class FileWorker {
     this.#started = started;
   }
 
-  /** Calls `method` in the worker; its failures come back as the FsFailure they were. */
-  async call<T>(method: string, ...args: unknown[]): Promise<T> {
+  /**
+   * Calls `method` in the worker with the arguments worker-protocol.ts gives
+   * it, answered as it types the answer; its failures come back as the
+   * FsFailure they were.
+   */
+  async call<M extends WorkerMethod>(method: M, ...args: WorkerArgs<M>): Promise<WorkerAnswer<M>> {
     await this.#start();
-    return (await this.#send(method, args)) as T;
+    return await this.#send(method, args);
   }
 
   /** Ends the worker; calls in flight fail. */
@@ -91,7 +96,7 @@ export class FileWorker {
       const pending = this.#pending.get(message.id);
       if (pending === undefined) return;
       this.#pending.delete(message.id);
-      if (message.ok) pending.resolve(message.value ?? undefined);
+      if (message.ok) pending.resolve(message.value);
       else pending.reject(new FsFailure(message.error.code as TransferErrorCode, message.error.message, { errno: message.error.errno }));
     });
     const gone = (why: string): void => {
@@ -124,14 +129,16 @@ export class FileWorker {
     }
   }
 
-  #send(method: string, args: readonly unknown[]): Promise<unknown> {
+  #send<M extends WorkerMethod>(method: M, args: WorkerArgs<M>): Promise<WorkerAnswer<M>> {
     const child = this.#child;
     if (child === undefined || !child.connected)
       return Promise.reject(new FsFailure('FS_IO_ERROR', `the file worker of user ${this.user.name} is not running`));
     const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      const request: WorkerRequest = { id, method, args };
+    return new Promise<WorkerAnswer<M>>((resolve, reject) => {
+      // The worker answers with its table's implementation of `method`, which is checked against the same
+      // WorkerCalls (file-worker.ts): what comes off the channel is that call's answer.
+      this.#pending.set(id, { resolve: (value) => resolve(value as WorkerAnswer<M>), reject });
+      const request: WorkerRequestOf<M> = { id, method, args };
       child.send(request, (error) => {
         if (error === null || !this.#pending.has(id)) return;
         this.#pending.delete(id);
@@ -195,9 +202,9 @@ function pulledStream(worker: FileWorker, open: number | (() => Promise<number>)
       void (async () => {
         try {
           id ??= await (open as () => Promise<number>)();
-          const chunk = await worker.call<unknown>('next', id);
+          const chunk = await worker.call('next', id);
           if (chunk === undefined) await beforeEnd?.(id);
-          this.push(chunk === undefined ? null : chunk);
+          this.push(chunk ?? null);
         } catch (error) {
           this.destroy(error as Error);
         }
@@ -214,19 +221,22 @@ function pulledStream(worker: FileWorker, open: number | (() => Promise<number>)
   });
 }
 
-/** Writes `body` into one of the worker's sinks a chunk at a time, and answers what its end made of it; a body cut off aborts the sink. */
-async function intoSink<T>(worker: FileWorker, sinkId: number, body: Readable): Promise<T> {
+/**
+ * Writes `body` into one of the worker's sinks a chunk at a time, and answers
+ * what its end made of it; a body cut off aborts the sink and answers nothing.
+ */
+async function intoSink(worker: FileWorker, sinkId: number, body: Readable): Promise<SinkAnswer | undefined> {
   try {
     for await (const chunk of body as AsyncIterable<Buffer>) await worker.call('sinkWrite', sinkId, chunk);
   } catch (error) {
     await worker.call('sinkAbort', sinkId).catch(() => undefined);
     // As the worker answers a cut: what arrived is kept, and the caller learns the rest from the offset.
     if ((error as { code?: unknown }).code === 'ECONNRESET' || (error as { code?: unknown }).code === 'ERR_STREAM_PREMATURE_CLOSE') {
-      return undefined as T;
+      return undefined;
     }
     throw error;
   }
-  return await worker.call<T>('sinkEnd', sinkId);
+  return await worker.call('sinkEnd', sinkId);
 }
 
 /** One owner's view of the world's files, served by the worker of the user the owner runs as. */
@@ -241,7 +251,7 @@ export class WorkerView implements OwnerFiles {
 
   resolve(path: string, options?: FsResolveOptions): Promise<FsTarget> {
     checkAborted(options?.signal, 'resolve');
-    return this.#worker.call('resolve', this.root, path, options?.cwd);
+    return this.#worker.call('resolve', this.root, path, { cwd: options?.cwd });
   }
 
   processPath(target: FsTarget): string {
@@ -261,7 +271,7 @@ export class WorkerView implements OwnerFiles {
   }
 
   lstat(path: string, options?: { cwd?: string | undefined }): Promise<FsPathInfo | undefined> {
-    return this.#worker.call('lstat', this.root, path, options?.cwd);
+    return this.#worker.call('lstat', this.root, path, { cwd: options?.cwd });
   }
 
   readText(target: FsTarget): Promise<string> {
@@ -273,7 +283,7 @@ export class WorkerView implements OwnerFiles {
   }
 
   readBytes(target: FsTarget, _signal: AbortSignal | undefined, maxBytes: number): Promise<Uint8Array> {
-    return this.#worker.call('readBytes', this.root, target, maxBytes);
+    return this.#worker.call('readBytes', this.root, target, undefined, maxBytes);
   }
 
   listDir(target: FsTarget): Promise<FsDirEntry[]> {
@@ -293,12 +303,12 @@ export class WorkerView implements OwnerFiles {
   }
 
   async openContent(target: FsTarget): Promise<OpenContent> {
-    const { id, info } = await this.#worker.call<{ id: number; info: OpenContent['info'] }>('openContent', this.root, target);
+    const { id, info } = await this.#worker.call('openContent', this.root, target);
     let closed: Promise<void> | undefined;
     return {
       info,
       stream: (start, end) => pulledStream(this.#worker, () => this.#worker.call('contentStream', id, start, end)),
-      close: () => (closed ??= this.#worker.call<void>('contentClose', id).catch(() => undefined)),
+      close: () => (closed ??= this.#worker.call('contentClose', id).catch(() => undefined)),
     };
   }
 }
@@ -331,15 +341,16 @@ export class WorkerTransfer implements OwnerTransfer {
 
   async stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<UploadStage> {
     const worker = this.#worker;
-    const staged = await worker.call<{ id: number; path: string; identity: StageIdentity }>('stageUpload', this.#root, path, options);
+    const staged = await worker.call('stageUpload', this.#root, path, options);
     return {
       path: staged.path,
       identity: staged.identity,
       offset: () => worker.call('stageOffset', staged.id),
       append: async (offset, body) => {
-        const sink = await worker.call<number>('stageAppend', staged.id, offset);
+        const sink = await worker.call('stageAppend', staged.id, offset);
         // The append answers the offset it left; a body cut off answers nothing, and the offset is asked for.
-        return (await intoSink<number | undefined>(worker, sink, body)) ?? worker.call('stageOffset', staged.id);
+        const left = await intoSink(worker, sink, body);
+        return typeof left === 'number' ? left : worker.call('stageOffset', staged.id);
       },
       complete: (expected) => worker.call('stageComplete', staged.id, expected),
       discard: () => worker.call('stageDiscard', staged.id),
@@ -348,11 +359,11 @@ export class WorkerTransfer implements OwnerTransfer {
 
   async pack(path: string, options: { cwd?: string | undefined }): Promise<PackedArchive> {
     const worker = this.#worker;
-    const id = await worker.call<number>('pack', this.#root, path, options);
+    const id = await worker.call('pack', this.#root, path, options);
     const skipped: PackSkips = { count: 0, entries: [] };
     // What the worker's pack left out is complete at its end: asked for then, before this stream ends.
     const stream = pulledStream(worker, id, false, async () => {
-      const answer = await worker.call<PackSkips>('packSkipped', id);
+      const answer = await worker.call('packSkipped', id);
       skipped.count = answer.count;
       skipped.entries.push(...answer.entries);
     });
@@ -360,7 +371,10 @@ export class WorkerTransfer implements OwnerTransfer {
   }
 
   async unpack(path: string, options: { cwd?: string | undefined }, body: Readable): Promise<Unpacked> {
-    const sink = await this.#worker.call<number>('unpack', this.#root, path, options);
-    return intoSink<Unpacked>(this.#worker, sink, body);
+    const sink = await this.#worker.call('unpack', this.#root, path, options);
+    const unpacked = await intoSink(this.#worker, sink, body);
+    // A body cut off unpacked what arrived: a failure, as the daemon's own unpack of a cut body is.
+    if (unpacked === undefined || typeof unpacked === 'number') throw new FsFailure('FS_IO_ERROR', `cannot unpack into "${path}": the body was cut off`);
+    return unpacked;
   }
 }

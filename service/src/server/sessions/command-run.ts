@@ -9,6 +9,7 @@
  */
 import type { OperationParams, OperationResult } from '@execworld/sdk/protocol';
 import { commandArgv, finishRun, MAX_WAIT_MS, spawnDefaults, type InvalidArgument, type RunningProcess } from '@execworld/sdk/seam';
+import type { Principal } from '../auth.ts';
 import { ServiceError } from '../errors.ts';
 import { waitForBytes } from '../streams.ts';
 import type { ProcessSession } from './process-session.ts';
@@ -44,13 +45,13 @@ function runningSession(session: ProcessSession): RunningProcess {
 }
 
 /**
- * Runs the command of `params` for `owner` and answers how it ended. A caller
+ * Runs the command of `params` for `principal` and answers how it ended. A caller
  * that goes away (`signal`) ends its process tree, and the session is
  * forgotten once the run is answered or abandoned.
  */
 export async function runCommandSession(
   registry: SessionRegistry,
-  owner: string,
+  principal: Principal,
   params: OperationParams<'command.run'>,
   signal: AbortSignal,
 ): Promise<OperationResult<'command.run'>> {
@@ -65,9 +66,9 @@ export async function runCommandSession(
       ...(env === undefined ? {} : { env: Object.fromEntries(Object.entries(env).map(([name, value]) => [name, value ?? undefined])) }),
       stdio: { stdin: stdin === undefined ? 'ignore' : { data: stdin }, stdout: 'pipe', stderr: 'pipe' },
     },
-    () => registry.defaultCwd(owner, user),
+    () => registry.defaultCwd(principal, user),
   );
-  const session = await registry.createProcess(owner, spec, undefined, user);
+  const session = await registry.createProcess(principal, spec, { user });
   // The caller went away: the command ends (TERM, KILL after the grace), and the answer goes to nobody.
   const onAbort = (): void => session.handle.terminate();
   signal.addEventListener('abort', onAbort, { once: true });
@@ -76,6 +77,6 @@ export async function runCommandSession(
     return await finishRun(runningSession(session), { timeoutMs, maxOutputBytes, graceMs: spec.graceMs }, startedAt);
   } finally {
     signal.removeEventListener('abort', onAbort);
-    await registry.delete(owner, session.id, 'process').catch(() => undefined);
+    await registry.delete(principal.owner, session.id, 'process').catch(() => undefined);
   }
 }

@@ -9,8 +9,10 @@
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import type { ExecutionProvider, RunAs } from '../../provider/api.ts';
+import type { Principal } from '../auth.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { collectBytesOf, ProcessSession } from './process-session.ts';
+import { RequestLedger } from './request-ledger.ts';
 import { ShellRegistry } from './shells.ts';
 import type { StreamMeter } from '../streams.ts';
 import { TerminalSession } from './terminal-session.ts';
@@ -35,6 +37,19 @@ export interface SessionLimits {
 
 export type AnySession = TerminalSession | ProcessSession;
 
+/** How a create is made beyond its spec. */
+export interface CreateOptions {
+  /** Makes a retried create idempotent (see {@link RequestLedger}). */
+  readonly requestId?: string | undefined;
+  /** The OS user it runs as, by name or uid (see {@link SessionRegistry.runAs}); the principal's own when absent. */
+  readonly user?: string | undefined;
+}
+
+export interface TerminalCreateOptions extends CreateOptions {
+  /** Whether the daemon answers the program's terminal queries. @default true */
+  readonly answerQueries?: boolean | undefined;
+}
+
 /** The host's users, as the creates that name one (`user`) need them. */
 export interface HostAccounts {
   /** The user a name or a numeric uid stands for, or undefined when the host has none such. */
@@ -53,9 +68,12 @@ export class SessionRegistry {
   readonly #limits: SessionLimits;
   readonly #log: Logger;
   readonly #sessions = new Map<string, AnySession>();
-  /** `owner\0requestId` → the creation it started, so a retried create returns the same session. */
-  readonly #requests = new Map<string, Promise<AnySession>>();
-  readonly #requestOf = new Map<string, string>();
+  /**
+   * The creates made with a requestId, so a retried create returns the same session. Bounded by
+   * the sessions an owner may run and have retained, and as many creates under way again: an
+   * entry goes with its session, so under these limits none of a session still held is dropped.
+   */
+  readonly #ledger: RequestLedger<AnySession>;
   readonly #evictions = new Map<string, NodeJS.Timeout>();
   /** Collect-mode bytes (maxBytes) of the process creates under way, before their sessions count their own. */
   #collectPending = 0;
@@ -64,26 +82,16 @@ export class SessionRegistry {
   #orphanSweep: NodeJS.Timeout | undefined;
   #shuttingDown: Promise<void> | undefined;
 
-  readonly #runAsOf: (owner: string) => RunAs | undefined;
   readonly #accounts: HostAccounts;
 
-  /**
-   * @param runAsOf - the OS user an owner's programs run as, if not the daemon's own.
-   * @param accounts - the host's users, for the creates that name one.
-   */
-  constructor(
-    runtime: ExecutionProvider,
-    limits: SessionLimits,
-    log: Logger,
-    runAsOf: (owner: string) => RunAs | undefined = () => undefined,
-    accounts: HostAccounts = NO_ACCOUNTS,
-  ) {
+  /** @param accounts - the host's users, for the creates that name one. */
+  constructor(runtime: ExecutionProvider, limits: SessionLimits, log: Logger, accounts: HostAccounts = NO_ACCOUNTS) {
     this.runtime = runtime;
     this.shells = new ShellRegistry(this, log, limits.maxSessionsPerOwner);
-    this.#runAsOf = runAsOf;
     this.#accounts = accounts;
     this.#limits = limits;
     this.#log = log;
+    this.#ledger = new RequestLedger(2 * limits.maxSessionsPerOwner + limits.maxRetainedPerOwner);
     if (limits.orphanTimeoutMs > 0) {
       this.#orphanSweep = setInterval(() => this.#sweepOrphans(), Math.min(60_000, Math.max(100, limits.orphanTimeoutMs / 4)));
       this.#orphanSweep.unref();
@@ -108,10 +116,10 @@ export class SessionRegistry {
   }
 
   /**
-   * The OS user `owner`'s program runs as when its create names `user` (a
+   * The OS user `principal`'s program runs as when its create names `user` (a
    * user name or a numeric uid, as docker's `--user` takes), undefined for
    * the daemon's own. Without `user`, the owner's: the one its token file
-   * maps it to, else the daemon's. An owner mapped to an OS user may name only
+   * maps it to (the principal's), else the daemon's. An owner mapped to an OS user may name only
    * that user, by name or uid; it is compared before any lookup, so that a
    * refusal tells such an owner nothing of the host's other users. An owner
    * that is not mapped runs as the daemon's user, and may name another only
@@ -121,12 +129,12 @@ export class SessionRegistry {
    * @throws {ServiceError} USER_NOT_ALLOWED for a user the owner may not run as;
    *   INVALID_ARGUMENT for a user the host does not have.
    */
-  runAs(owner: string, user?: string): RunAs | undefined {
-    const mapped = this.#runAsOf(owner);
+  runAs(principal: Principal, user?: string): RunAs | undefined {
+    const mapped = principal.runAs;
     if (user === undefined) return mapped;
     if (mapped !== undefined) {
       if (user === mapped.name || (/^[0-9]+$/.test(user) && Number(user) === mapped.uid)) return mapped;
-      throw new ServiceError('USER_NOT_ALLOWED', `owner ${owner} runs as OS user ${mapped.name} (uid ${mapped.uid}) and may not name user ${user}`);
+      throw new ServiceError('USER_NOT_ALLOWED', `owner ${principal.owner} runs as OS user ${mapped.name} (uid ${mapped.uid}) and may not name user ${user}`);
     }
     const own = this.#accounts.uid;
     if (own === undefined) throw new ServiceError('USER_NOT_ALLOWED', `user ${user}: on this host the daemon runs programs as its own user only`);
@@ -139,21 +147,21 @@ export class SessionRegistry {
     return account;
   }
 
-  /** Where `command` is, as `owner`'s programs (as `user`, when named) would find it: as their OS user. */
-  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string> {
-    return this.runtime.resolveExecutable(command, env, signal, this.runAs(owner, user));
+  /** Where `command` is, as `principal`'s programs (as `user`, when named) would find it: as their OS user. */
+  resolveExecutable(principal: Principal, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string> {
+    return this.runtime.resolveExecutable(command, env, signal, this.runAs(principal, user));
   }
 
   /**
-   * Where what `owner` creates without a working directory runs: the home of
+   * Where what `principal` creates without a working directory runs: the home of
    * the OS user it runs as when that is not the daemon's (the user its token
    * file maps it to, or the one its create names: the directory its programs
    * would start in after a login), else the daemon's --default-cwd, else the
    * daemon's own working directory. Never a client's: a path on the client's
    * machine means nothing in the world.
    */
-  defaultCwd(owner: string, user?: string): string {
-    return this.runAs(owner, user)?.home ?? this.#limits.defaultCwd ?? process.cwd();
+  defaultCwd(principal: Principal, user?: string): string {
+    return this.runAs(principal, user)?.home ?? this.#limits.defaultCwd ?? process.cwd();
   }
 
   /** Bytes the sessions' rings hold now. */
@@ -163,14 +171,12 @@ export class SessionRegistry {
     return bytes;
   }
 
-  /**
-   * Starts a terminal; a retry with the same `requestId` gets the session the first made.
-   * @param answerQueries - whether the daemon answers the program's terminal queries
-   * @param user - the OS user it runs as, by name or uid (see {@link runAs})
-   */
-  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries = true, user?: string): Promise<TerminalSession> {
-    return this.#once(owner, requestId, 'terminal', async () => {
-      const runAs = this.runAs(owner, user);
+  /** Starts a terminal; a retry with the same `requestId` gets the session the first made. */
+  createTerminal(principal: Principal, spec: SubprocessTerminalSpawnSpec, options: TerminalCreateOptions = {}): Promise<TerminalSession> {
+    const { owner } = principal;
+    const { user, answerQueries = true } = options;
+    return this.#ledger.once(principal, options.requestId, 'terminal', async () => {
+      const runAs = this.runAs(principal, user);
       // The slot is held from before the spawn's await until the session is registered:
       // creates pipelined on one connection cannot all pass the count.
       const release = this.#admit(owner);
@@ -199,13 +205,12 @@ export class SessionRegistry {
     });
   }
 
-  /**
-   * Starts a managed process tree; a retry with the same `requestId` gets the session the first made.
-   * @param user - the OS user it runs as, by name or uid (see {@link runAs})
-   */
-  createProcess(owner: string, spec: SubprocessSpawnSpec, requestId?: string, user?: string): Promise<ProcessSession> {
-    return this.#once(owner, requestId, 'process', async () => {
-      const runAs = this.runAs(owner, user);
+  /** Starts a managed process tree; a retry with the same `requestId` gets the session the first made. */
+  createProcess(principal: Principal, spec: SubprocessSpawnSpec, options: CreateOptions = {}): Promise<ProcessSession> {
+    const { owner } = principal;
+    const { user } = options;
+    return this.#ledger.once(principal, options.requestId, 'process', async () => {
+      const runAs = this.runAs(principal, user);
       const release = this.#admit(owner);
       const wanted = collectBytesOf(spec);
       const held = wanted > 0 ? this.#collectHeld() : 0;
@@ -245,29 +250,6 @@ export class SessionRegistry {
     let bytes = this.#collectPending;
     for (const session of this.#sessions.values()) if (session.kind === 'process') bytes += session.collectHeld;
     return bytes;
-  }
-
-  /**
-   * Runs a create once per (owner, requestId): a retry, even one that arrives
-   * while the first is still running, gets the same session. A create that failed
-   * may be retried for real.
-   */
-  async #once<S extends AnySession>(owner: string, requestId: string | undefined, kind: S['kind'], create: () => Promise<S>): Promise<S> {
-    if (requestId === undefined) return create();
-    const key = `${owner}\0${requestId}`;
-    const known = this.#requests.get(key);
-    if (known !== undefined) {
-      const session = await known;
-      if (session.kind !== kind) throw new ServiceError('INVALID_ARGUMENT', `requestId ${requestId} already created a ${session.kind}`);
-      return session as S;
-    }
-    const creation = create();
-    this.#requests.set(key, creation);
-    creation.then(
-      (session) => this.#requestOf.set(session.id, key),
-      () => this.#requests.delete(key),
-    );
-    return creation;
   }
 
   /** The owner's session `id`; another owner's id is as unknown as a missing one. */
@@ -350,11 +332,7 @@ export class SessionRegistry {
     if (session === undefined) return;
     this.#sessions.delete(id);
     session.dispose();
-    const request = this.#requestOf.get(id);
-    if (request !== undefined) {
-      this.#requests.delete(request);
-      this.#requestOf.delete(id);
-    }
+    this.#ledger.forget(id);
   }
 
   #sweepOrphans(): void {

@@ -11,6 +11,8 @@ import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/
 import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
 import type { ExecutionProvider, ShellDefaults } from '../../provider/api.ts';
+import type { Principal } from '../auth.ts';
+import { RequestLedger } from './request-ledger.ts';
 import type { TerminalSession } from './terminal-session.ts';
 import { terminalView } from './shell-terminal.ts';
 
@@ -49,6 +51,7 @@ export interface ShellSpec {
 
 class DaemonShell {
   readonly id = `s_${randomBytes(12).toString('base64url')}`;
+  readonly kind = 'shell';
   readonly owner: string;
   readonly spec: ShellSpec;
   readonly createdAt = new Date();
@@ -121,8 +124,12 @@ function serviceError(error: unknown): unknown {
 /** What shells need of the session registry that holds their terminals (it is that registry; named here so neither module imports the other). */
 export interface ShellTerminals {
   readonly runtime: Pick<ExecutionProvider, 'capabilities' | 'shells'>;
-  resolveExecutable(owner: string, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string>;
-  createTerminal(owner: string, spec: SubprocessTerminalSpawnSpec, requestId?: string, answerQueries?: boolean, user?: string): Promise<TerminalSession>;
+  resolveExecutable(principal: Principal, command: string, env?: Readonly<Record<string, string>>, signal?: AbortSignal, user?: string): Promise<string>;
+  createTerminal(
+    principal: Principal,
+    spec: SubprocessTerminalSpawnSpec,
+    options: { answerQueries?: boolean; user?: string | undefined },
+  ): Promise<TerminalSession>;
   /** Ends a session and forgets it. */
   delete(owner: string, id: string, kind: 'terminal'): Promise<void>;
 }
@@ -131,8 +138,8 @@ export class ShellRegistry {
   readonly #registry: ShellTerminals;
   readonly #log: Logger;
   readonly #shells = new Map<string, DaemonShell>();
-  readonly #requests = new Map<string, Promise<DaemonShell>>();
-  readonly #requestOf = new Map<string, string>();
+  /** The creates made with a requestId: as many as an owner may hold shells, and as many under way again. */
+  readonly #ledger: RequestLedger<DaemonShell>;
   readonly #maxPerOwner: number;
 
   /** @param maxPerOwner - shells one owner may hold (each also holds a terminal while its shell runs). */
@@ -140,37 +147,29 @@ export class ShellRegistry {
     this.#registry = registry;
     this.#log = log;
     this.#maxPerOwner = maxPerOwner;
+    this.#ledger = new RequestLedger(2 * maxPerOwner);
   }
 
   /** Starts a shell and answers once it is ready; a retry with the same `requestId` gets the same shell. */
-  create(owner: string, spec: ShellSpec, requestId?: string): Promise<DaemonShell> {
-    if (requestId === undefined) return this.#create(owner, spec);
-    const key = `${owner}\0${requestId}`;
-    const known = this.#requests.get(key);
-    if (known !== undefined) return known;
-    const creation = this.#create(owner, spec);
-    this.#requests.set(key, creation);
-    creation.then(
-      (entry) => this.#requestOf.set(entry.id, key),
-      () => this.#requests.delete(key),
-    );
-    return creation;
+  create(principal: Principal, spec: ShellSpec, requestId?: string): Promise<DaemonShell> {
+    return this.#ledger.once(principal, requestId, 'shell', () => this.#create(principal, spec));
   }
 
-  async #create(owner: string, spec: ShellSpec): Promise<DaemonShell> {
+  async #create(principal: Principal, spec: ShellSpec): Promise<DaemonShell> {
+    const { owner } = principal;
     const held = this.list(owner).length;
     if (held >= this.#maxPerOwner) throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already holds ${held} shells (the limit is ${this.#maxPerOwner})`);
     const registry = this.#registry;
     if (!registry.runtime.capabilities.terminals) throw new ServiceError('UNSUPPORTED', 'shells run on terminals, and this host has none');
     const entry = new DaemonShell(owner, spec);
     const runtime: SubprocessRuntime = {
-      resolveExecutable: (command, env, signal) => registry.resolveExecutable(owner, command, env, signal, spec.user),
+      resolveExecutable: (command, env, signal) => registry.resolveExecutable(principal, command, env, signal, spec.user),
       spawn: () => {
         throw new ServiceError('UNSUPPORTED', 'a shell starts terminals only');
       },
       // The engine answers the queries of a shell that asks (pwsh), and tells the daemon not to.
       spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => {
-        const session = await registry.createTerminal(owner, terminalSpec, undefined, options?.answerQueries ?? true, spec.user);
+        const session = await registry.createTerminal(principal, terminalSpec, { answerQueries: options?.answerQueries ?? true, user: spec.user });
         entry.terminalId = session.id;
         entry.terminalIds.push(session.id);
         return terminalView(session);
@@ -180,7 +179,7 @@ export class ShellRegistry {
     // (and on Windows where PowerShell is installed).
     const shellPath =
       spec.dialect === 'pwsh'
-        ? await resolvePwsh((command, env) => registry.resolveExecutable(owner, command, env, undefined, spec.user), registry.runtime.shells, spec.env)
+        ? await resolvePwsh((command, env) => registry.resolveExecutable(principal, command, env, undefined, spec.user), registry.runtime.shells, spec.env)
         : undefined;
     try {
       entry.shell = await PersistentShell.start(runtime, {
@@ -246,9 +245,7 @@ export class ShellRegistry {
     // Its terminals were the shell's way of running, not sessions of their own: they go with it, so that nothing
     // of a shell that was ended stays listed (one the owner deleted meanwhile is gone already).
     await Promise.all(entry.terminalIds.map((terminal) => this.#registry.delete(owner, terminal, 'terminal').catch(() => undefined)));
-    const request = this.#requestOf.get(id);
-    this.#requestOf.delete(id);
-    if (request !== undefined) this.#requests.delete(request);
+    this.#ledger.forget(id);
   }
 
   /** Ends every shell (their terminals are ended with the registry's sessions). */
