@@ -37,7 +37,7 @@ export interface BrowserDialOptions {
 }
 
 /** The WebSocket URL of the daemon at `base`: its /v1/connect, ws: for http:, wss: for https:. */
-export function connectUrl(base: string): string {
+function connectUrl(base: string): string {
   const url = new URL('/v1/connect', base);
   url.protocol = url.protocol === 'https:' || url.protocol === 'wss:' ? 'wss:' : 'ws:';
   return url.href;

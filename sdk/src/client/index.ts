@@ -6,14 +6,13 @@
  * @module @execworld/sdk/client
  */
 export type { Channel, ChannelCloseReason, ChannelState } from './channel.ts';
-export { MAX_CALLS_OWED, MAX_CLIENT_SUBSCRIPTIONS, ProtocolClient } from './protocol-client.ts';
+export { ProtocolClient } from './protocol-client.ts';
 export type { Logger, ProtocolClientOptions } from './protocol-client.ts';
-export { Subscription } from './subscription.ts';
-export type { StreamHandlers } from './subscription.ts';
+export type { StreamHandlers, Subscription } from './subscription.ts';
 export { Redialer } from './redial.ts';
 export type { RedialEvents, RedialOptions } from './redial.ts';
-export { BrowserChannel, connectUrl, dialBrowser } from './browser.ts';
-export type { BrowserDialOptions, DomWebSocket, DomWebSocketConstructor } from './browser.ts';
+export { dialBrowser } from './browser.ts';
+export type { BrowserChannel, BrowserDialOptions, DomWebSocket, DomWebSocketConstructor } from './browser.ts';
 export { MemoryChannel } from './memory.ts';
-export { ConnectionError, ExecworldError, isExecworldError, RemoteError } from '../errors.ts';
-export type { ClientErrorCode } from '../errors.ts';
+export { ConnectionError, isExecworldError, RemoteError } from '../errors.ts';
+export type { ClientErrorCode, ExecworldError } from '../errors.ts';
