@@ -32,6 +32,34 @@ export default defineConfig(
     },
   },
   {
+    // The protocol client runs wherever the protocol does, a browser page among them: its channels
+    // come from the transports (remote/ws-channel.ts for Node), never from here.
+    files: ['sdk/src/client/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: ['node-pty', 'ws', '@execworld/service'], patterns: ['node:*', '**/service/src/**', '**/scripts/**', '../remote/**', '../dsh/**'] },
+      ],
+    },
+  },
+  {
+    // The browser view takes the SDK through its package's exports (@execworld/sdk/client, /protocol),
+    // as any consumer does, so the bundle holds only what those entries reach: nothing of Node.
+    files: ['service/ui/page/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: ['ws', 'node-pty', '@execworld/sdk'],
+          patterns: [
+            { group: ['**/sdk/src/**'], message: 'the page imports the SDK through its package exports: @execworld/sdk/client, @execworld/sdk/protocol.' },
+            { group: ['node:*'], message: 'the page runs in a browser: nothing of Node.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // The seam's rules that the wire protocol reads are as runtime-neutral as the protocol.
     files: ['sdk/src/seam/limits.ts', 'sdk/src/seam/validate.ts'],
     rules: {

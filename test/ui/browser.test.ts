@@ -630,6 +630,88 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     4 * DEADLINE,
   );
 
+  /** Keeps every text the view's status line shows, in the page: a later one (the next poll's) soon replaces it. */
+  async function recordStatuses(page: Page): Promise<() => Promise<string[]>> {
+    await page.evaluate(`(() => {
+      const line = document.getElementById('view-status');
+      window.__statuses = [];
+      new MutationObserver(() => window.__statuses.push(line.textContent)).observe(line, { childList: true, characterData: true, subtree: true });
+    })()`);
+    return () => page.evaluate<string[]>('window.__statuses');
+  }
+
+  it(
+    'sends a create in flight when the connection drops again with its request id, and opens the one session it made',
+    async () => {
+      const listed = async (): Promise<string[]> =>
+        ((await daemon.request('GET', '/v1/terminals')).body.terminals as { id: string }[]).map((terminal) => terminal.id);
+      const { context, page, problems } = await open(ALICE);
+      await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).toBe('open');
+      const statuses = await recordStatuses(page);
+      const before = new Set(await listed());
+      const creates = await callCount('terminal.create');
+      await page.locator('#command').fill('echo resent-$((6+6)); exec sleep 600');
+      // Sent into a stalled network, then the connection is cut: the daemon never sees this sending.
+      proxy.stall();
+      await page.locator('#new-terminal').click();
+      proxy.cut();
+      await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).not.toBe('open');
+      proxy.resume();
+      let made: string[] = [];
+      await waitFor(
+        'the page to open a new terminal, or to say it could not',
+        async () => {
+          made = (await listed()).filter((id) => !before.has(id));
+          const title = (await page.locator('#view-title').textContent()) ?? '';
+          return (made.length > 0 && title.includes(made[0]!)) || (await statuses()).some((text) => text.startsWith('could not'));
+        },
+        DEADLINE,
+      );
+      expect((await statuses()).filter((text) => text.startsWith('could not'))).toEqual([]);
+      // One terminal, made by the one create that reached the daemon: the sending after the reconnect.
+      expect(made).toHaveLength(1);
+      expect(await callCount('terminal.create')).toBe(creates + 1);
+      await waitFor('the new terminal to run its line', async () => (await outputText(made[0]!)).includes('resent-12\r\n'), DEADLINE);
+      expect(problems).toEqual([]);
+      await context.close();
+      expect(await daemon.request('POST', `/v1/terminals/${made[0]!}/terminate`)).toMatchObject({ status: 200 });
+    },
+    4 * DEADLINE,
+  );
+
+  it(
+    "never sends again an interrupt in flight when the connection drops, and says its outcome is unknown with the SDK's OUTCOME_UNKNOWN",
+    async () => {
+      const created = await daemon.request('POST', '/v1/shells', { body: { cwd: tmpdir() } });
+      expect(created.status).toBe(201);
+      const shellId = created.body.id as string;
+      expect((await daemon.request('POST', `/v1/shells/${shellId}/run`, { body: { command: 'read x' } })).body).toMatchObject({ reason: 'waiting_for_input' });
+      const { context, page, problems } = await open(ALICE);
+      await choose(page, 'shells', shellId);
+      await expect.poll(() => page.locator('#runs > li .outcome').first().textContent(), { timeout: DEADLINE }).toBe('waiting for input: bash');
+      const statuses = await recordStatuses(page);
+      const interrupts = await callCount('shell.interrupt');
+      proxy.stall();
+      await page.locator('#interrupt').click();
+      proxy.cut();
+      await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).not.toBe('open');
+      proxy.resume();
+      await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).toBe('open');
+      await expect.poll(async () => (await statuses()).filter((text) => text.startsWith('interrupt')), { timeout: DEADLINE }).toHaveLength(1);
+      const said = (await statuses()).find((text) => text.startsWith('interrupt'))!;
+      console.log(`the page said: ${said}`);
+      expect(said).toMatch(/^interrupt failed: OUTCOME_UNKNOWN: the connection broke before the daemon answered shell\.interrupt/);
+      // Not sent again: the daemon never got it, and the run still waits for its input.
+      expect(await callCount('shell.interrupt')).toBe(interrupts);
+      const history = (await daemon.request('GET', `/v1/shells/${shellId}/history`)).body;
+      expect(history.runs.map((run: { state: string }) => run.state)).toEqual(['waiting_for_input']);
+      expect(problems).toEqual([]);
+      await context.close();
+      expect(await daemon.request('DELETE', `/v1/shells/${shellId}`)).toMatchObject({ status: 200 });
+    },
+    4 * DEADLINE,
+  );
+
   it("lists none of another owner's sessions", async () => {
     const { context, page, problems } = await open(BOB);
     await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner bob · may write');

@@ -9,7 +9,7 @@ import { Readable, Writable } from 'node:stream';
 import { ByteTail } from '../seam/byte-tail.ts';
 import type { SubprocessOutputRead, SubprocessOutputReader } from '../seam/types.ts';
 import type { Connection } from './connection.ts';
-import type { StreamHandlers, Subscription } from './subscription.ts';
+import type { StreamHandlers, Subscription } from '../client/subscription.ts';
 import type { StreamRef } from '../protocol/frames.ts';
 import type { ExecworldError } from '../errors.ts';
 

@@ -1,21 +1,15 @@
 /**
- * The page's one WebSocket to the daemon: calls by operation name, stream
- * subscriptions with acknowledgements, and a reconnect that keeps trying
- * while the page is open. What a view had open it opens again from
- * `onOpen`, at the offset it had reached.
+ * The page's connection to the daemon: the SDK's protocol client (calls with
+ * the operation table's resend, subscriptions that resume where they were,
+ * acknowledgements) over a channel on the DOM's WebSocket, dialled again
+ * after each loss for as long as the page is open. A call in flight when
+ * the link drops is sent again when the table says that is safe and fails
+ * with OUTCOME_UNKNOWN otherwise; a call made while it is down waits for it.
  */
-import { base64url, decodeDataFrame, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX } from '../../../sdk/src/protocol/codec.ts';
-import type { OperationInput, OperationName, OperationResult } from '../../../sdk/src/protocol/operations.ts';
+import { dialBrowser, ProtocolClient, Redialer, type StreamHandlers, type Subscription } from '@execworld/sdk/client';
+import type { CallName, OperationInput, OperationResult } from '@execworld/sdk/protocol';
 
-/** An error the daemon answered, with its catalog code; `LINK_LOST` when the connection went before the answer. */
-export class CallError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export type { StreamHandlers, Subscription };
 
 export interface StreamTarget {
   readonly kind: 'terminal' | 'process';
@@ -23,39 +17,19 @@ export interface StreamTarget {
   readonly stream: 'output' | 'stdout' | 'stderr';
 }
 
-export interface StreamListener {
-  /** Bytes from `offset`; call `done` once they are shown, which acknowledges them. */
-  data(offset: number, bytes: Uint8Array, done: () => void): void;
-  /** Bytes [from, to) were dropped by the daemon before this subscription could send them. */
-  gap(from: number, to: number): void;
-  end(offset: number): void;
-}
-
-export interface Subscribed {
-  readonly sub: number;
-  /** Where delivery starts: the offset asked for, or the oldest byte the daemon still holds. */
-  readonly from: number;
-  readonly gap: { from: number; to: number } | null;
-}
-
 type LinkState = 'connecting' | 'open' | 'closed';
 
-interface Pending {
-  resolve(value: unknown): void;
-  reject(error: Error): void;
-}
-
-/** Delay before the next dial after a loss, doubling up to the last. */
-const RETRY_MS = [100, 250, 500, 1000, 2000, 4000];
+/** The first delay before a dial after a loss; it doubles after each dial that fails, up to the longest. */
+const FIRST_RETRY_MS = 100;
+const LONGEST_RETRY_MS = 4000;
+/** Longest wait for the answer to a call that is not a long wait (the SDK's default). */
+const REQUEST_TIMEOUT_MS = 30_000;
+/** Bytes of a stream the daemon may send beyond what the page has shown (the SDK's default). */
+const WINDOW_BYTES = 256 * 1024;
 
 export class Link {
-  readonly #token: string;
-  #socket: WebSocket | undefined;
-  #nextId = 1;
-  #attempt = 0;
-  readonly #pending = new Map<number, Pending>();
-  readonly #streams = new Map<number, StreamListener>();
-  #stopped = false;
+  readonly #client: ProtocolClient;
+  readonly #redialer: Redialer;
   /** Called after every successful (re)connect. */
   onOpen: () => void = () => undefined;
   /** Called when a dial ends before the connection opened (the daemon is away, or refused the token). */
@@ -63,123 +37,53 @@ export class Link {
   onState: (state: LinkState, detail: string) => void = () => undefined;
 
   constructor(token: string) {
-    this.#token = token;
+    this.#client = new ProtocolClient({ requestTimeoutMs: REQUEST_TIMEOUT_MS, windowBytes: WINDOW_BYTES });
+    const retrying = (delayMs: number | undefined): void => this.onState('closed', `connection lost; reconnecting in ${delayMs} ms`);
+    this.#redialer = new Redialer(
+      this.#client,
+      () => dialBrowser({ url: location.href, token }),
+      { target: location.origin, initialDelayMs: FIRST_RETRY_MS, maxDelayMs: LONGEST_RETRY_MS, deadlineMs: Infinity },
+      {
+        onDialing: () => this.onState('connecting', 'connecting…'),
+        onOpen: () => {
+          this.onState('open', 'live');
+          this.onOpen();
+        },
+        onLost: (_reason, delayMs) => retrying(delayMs),
+        onDialFailed: (_error, delayMs) => {
+          this.onDialFailed();
+          retrying(delayMs);
+        },
+      },
+    );
   }
 
   get open(): boolean {
-    return this.#socket?.readyState === WebSocket.OPEN;
+    return this.#client.connected;
   }
 
   start(): void {
-    this.#dial();
+    this.#redialer.start();
   }
 
   /** Closes the connection and dials no more. */
   stop(): void {
-    this.#stopped = true;
-    this.#socket?.close();
+    this.#redialer.stop();
+    this.#client.close();
   }
 
-  #dial(): void {
-    const url = new URL('/v1/connect', location.href);
-    url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    this.onState('connecting', 'connecting…');
-    const socket = new WebSocket(url, [WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX + base64url(this.#token)]);
-    socket.binaryType = 'arraybuffer';
-    this.#socket = socket;
-    let opened = false;
-    socket.onopen = () => {
-      opened = true;
-      this.#attempt = 0;
-      this.onState('open', 'live');
-      this.onOpen();
-    };
-    socket.onmessage = (event: MessageEvent<string | ArrayBuffer>) => {
-      if (typeof event.data === 'string') this.#message(JSON.parse(event.data) as ServerText);
-      else this.#frame(new Uint8Array(event.data));
-    };
-    socket.onclose = () => {
-      if (this.#socket !== socket) return;
-      this.#socket = undefined;
-      for (const pending of this.#pending.values()) pending.reject(new CallError('LINK_LOST', 'the connection to the daemon was lost'));
-      this.#pending.clear();
-      this.#streams.clear();
-      if (this.#stopped) return;
-      if (!opened) this.onDialFailed();
-      const delay = RETRY_MS[Math.min(this.#attempt, RETRY_MS.length - 1)]!;
-      this.#attempt += 1;
-      this.onState('closed', `connection lost; reconnecting in ${delay} ms`);
-      setTimeout(() => {
-        if (!this.#stopped) this.#dial();
-      }, delay);
-    };
+  call<N extends CallName>(op: N, params: OperationInput<N>): Promise<OperationResult<N>> {
+    return this.#client.call(op, params);
   }
 
-  #message(message: ServerText): void {
-    switch (message.t) {
-      case 'result':
-      case 'error': {
-        if (message.id === null) return;
-        const pending = this.#pending.get(message.id);
-        if (pending === undefined) return;
-        this.#pending.delete(message.id);
-        if (message.t === 'result') pending.resolve(message.result);
-        else pending.reject(new CallError(message.error.code, message.error.message));
-        return;
-      }
-      case 'gap':
-        this.#streams.get(message.sub)?.gap(message.from, message.to);
-        return;
-      case 'end': {
-        const listener = this.#streams.get(message.sub);
-        this.#streams.delete(message.sub);
-        listener?.end(message.offset);
-        return;
-      }
-    }
-  }
-
-  #frame(bytes: Uint8Array): void {
-    const { sub, offset, payload } = decodeDataFrame(bytes);
-    const listener = this.#streams.get(sub);
-    if (listener === undefined) return;
-    const next = offset + payload.length;
-    listener.data(offset, payload, () => this.#send({ t: 'ack', sub, offset: next }));
-  }
-
-  #send(message: object): void {
-    if (this.open) this.#socket!.send(JSON.stringify(message));
-  }
-
-  #request(message: Record<string, unknown>): Promise<unknown> {
-    if (!this.open) return Promise.reject(new CallError('LINK_LOST', 'not connected to the daemon'));
-    const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      this.#send({ ...message, id });
-    });
-  }
-
-  call<N extends OperationName>(op: N, params: OperationInput<N>): Promise<OperationResult<N>> {
-    return this.#request({ t: 'call', op, params }) as Promise<OperationResult<N>>;
-  }
-
-  /** Subscribes `listener` to `target` from `from`; it hears nothing until this resolves, and nothing after `unsubscribe`. */
-  async subscribe(target: StreamTarget, from: number, listener: StreamListener): Promise<Subscribed> {
-    const result = (await this.#request({ t: 'subscribe', params: { target, from } })) as Subscribed;
-    // Frames follow the answer on the socket, so the listener is in place before the first of them.
-    this.#streams.set(result.sub, listener);
-    return result;
-  }
-
-  unsubscribe(sub: number): void {
-    if (!this.#streams.delete(sub)) return;
-    this.#request({ t: 'unsubscribe', sub }).catch(() => undefined);
+  /** Subscribes to `target` from `from`; the subscription resumes by itself after a reconnect, until it ends or is closed. */
+  subscribe(target: StreamTarget, from: number, handlers: StreamHandlers): Subscription {
+    return this.#client.subscribe(target, from, handlers);
   }
 }
 
-type ServerText =
-  | { t: 'result'; id: number; result: unknown }
-  | { t: 'error'; id: number | null; error: { code: string; message: string } }
-  | { t: 'end'; sub: number; offset: number }
-  | { t: 'gap'; sub: number; from: number; to: number };
+/** A fresh id for a writer or a create's request id: `getRandomValues` is there in any context, `randomUUID` in secure ones only. */
+export function randomId(prefix: string): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  return `${prefix}-${Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+}

@@ -6,9 +6,9 @@
  * shell, and ends sessions. Everything goes through the daemon's own API with
  * that token.
  */
-import type { OperationResult } from '../../../sdk/src/protocol/operations.ts';
-import { CallError, Link } from './link.ts';
-import { outcomeText, ProcessView, ShellView, TerminalView, type ProcessInfo, type ShellInfo, type TerminalInfo } from './views.ts';
+import type { OperationResult } from '@execworld/sdk/protocol';
+import { Link, randomId } from './link.ts';
+import { message, outcomeText, ProcessView, ShellView, TerminalView, type ProcessInfo, type ShellInfo, type TerminalInfo } from './views.ts';
 
 type Identity = OperationResult<'identity.get'>;
 
@@ -158,7 +158,7 @@ class Page {
         () => undefined,
       );
       void this.#refresh();
-      this.#view?.attach().catch((error: unknown) => this.#viewStatus(`could not attach: ${String(error)}`));
+      this.#view?.resumed();
     };
     $('start').hidden = !this.#writable;
     if (this.#writable) {
@@ -185,14 +185,16 @@ class Page {
   }
 
   #failed(what: string, error: unknown): void {
-    this.#viewStatus(`could not ${what}: ${error instanceof CallError ? `${error.code}: ${error.message}` : String(error)}`);
+    this.#viewStatus(`could not ${what}: ${message(error)}`);
   }
 
   async #newTerminal(): Promise<void> {
     const line = $<HTMLInputElement>('command').value.trim();
     const argv = line === '' ? [...this.#defaults.shell] : this.#defaults.line(line);
     try {
-      const info = await this.#link.call('terminal.create', { argv, ...NEW_TERMINAL_SIZE, graceMs: NEW_GRACE_MS });
+      // With a request id the create is sent again when the link drops before its answer: the daemon answers the
+      // terminal the first sending made, or makes it if that sending never came.
+      const info = await this.#link.call('terminal.create', { argv, ...NEW_TERMINAL_SIZE, graceMs: NEW_GRACE_MS, requestId: randomId('ui') });
       $<HTMLInputElement>('command').value = '';
       await this.#open({ kind: 'terminal', id: info.id }, true);
     } catch (error) {
@@ -202,7 +204,7 @@ class Page {
 
   async #newShell(): Promise<void> {
     try {
-      const info = await this.#link.call('shell.create', {});
+      const info = await this.#link.call('shell.create', { requestId: randomId('ui') });
       await this.#open({ kind: 'shell', id: info.id });
       $('run-command').focus();
     } catch (error) {
@@ -243,7 +245,7 @@ class Page {
         ]);
         this.#render(terminals.terminals, processes.processes, shells.shells);
       } catch (error) {
-        if (!(error instanceof CallError && error.code === 'LINK_LOST')) this.#viewStatus(`could not list sessions: ${String(error)}`);
+        this.#viewStatus(`could not list sessions: ${message(error)}`);
       }
     }
     this.#poll = setTimeout(() => void this.#refresh(), POLL_MS);

@@ -1,13 +1,14 @@
 /**
- * What the page shows of one session: a terminal drawn by xterm.js, or a
- * process's two output streams. Each view knows the offset it has shown up
- * to, so after a reconnect it goes on from there; a terminal whose missed
- * bytes the daemon no longer holds is redrawn from its screen snapshot.
+ * What the page shows of one session: a terminal drawn by xterm.js, a
+ * process's two output streams, or a shell's runs. A view subscribes once;
+ * the link's client resumes its subscriptions after a reconnect from the
+ * byte after the last one shown, and a terminal whose missed bytes the
+ * daemon no longer holds is redrawn from its screen snapshot.
  */
 import { Terminal } from '@xterm/xterm';
-import type { OperationResult } from '../../../sdk/src/protocol/operations.ts';
-import { MAX_TERMINAL_SIZE } from '../../../sdk/src/seam/limits.ts';
-import { CallError, type Link, type StreamListener, type StreamTarget } from './link.ts';
+import { isExecworldError, RemoteError } from '@execworld/sdk/client';
+import { schemas, type OperationResult } from '@execworld/sdk/protocol';
+import { randomId, type Link, type StreamHandlers, type StreamTarget, type Subscription } from './link.ts';
 
 type Screen = OperationResult<'terminal.screen'>;
 export type TerminalInfo = OperationResult<'terminal.get'>;
@@ -25,8 +26,10 @@ export function outcomeText(exit: Outcome | null): string {
 }
 
 export interface View<Info> {
-  /** (Re)subscribes after the link opened; a first attach and a resume both come here. */
+  /** Shows the session from where it stands, and subscribes to what it prints. */
   attach(): Promise<void>;
+  /** The link is open again (its client has resumed the view's subscriptions): what waited for it goes out. */
+  resumed(): void;
   /** The session's latest facts, from the lists the page polls. */
   update(info: Info): void;
   dispose(): void;
@@ -35,13 +38,14 @@ export interface View<Info> {
 /** Text the page keeps of one process stream; older text is cut, the offsets say how much. */
 const MAX_STREAM_CHARS = 256 * 1024;
 
-function randomWriter(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(8));
-  return `ui-${Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+/** An error for a person: its code (the catalog's for the daemon's answers, the SDK's for the connection's own) and message. */
+export function message(error: unknown): string {
+  return isExecworldError(error) ? `${error.code}: ${error.message}` : String(error);
 }
 
-function message(error: unknown): string {
-  return error instanceof CallError ? `${error.code}: ${error.message}` : String(error);
+/** An action that did not succeed, for a person: refused by the daemon, or failed on the way (its outcome unknown, say). */
+export function failed(action: string, error: unknown): string {
+  return `${action} ${error instanceof RemoteError ? 'refused' : 'failed'}: ${message(error)}`;
 }
 
 /**
@@ -73,14 +77,19 @@ export class TerminalView implements View<TerminalInfo> {
   readonly #target: StreamTarget;
   /** The offset of the next byte the emulator will be given. */
   #offset = 0;
-  #sub: number | undefined;
+  #subscription: Subscription | undefined;
+  /**
+   * From a screen snapshot until the subscription made at its offset delivers or the link reconnects: a gap
+   * meanwhile is the ring having moved on between the two calls, taken as it is rather than redrawn again.
+   */
+  #fresh = false;
   #ended = false;
   #disposed = false;
   /** Keystrokes not yet sent; sent one write at a time so that they arrive in order, each with the next sequence number. */
   #typed = '';
   #inFlight: { data: string; seq: number } | undefined;
   #seq = 0;
-  readonly #writer = randomWriter();
+  readonly #writer = randomId('ui');
   readonly #host: HTMLElement;
   readonly #writable: boolean;
   readonly #showControl: (text: string) => void;
@@ -180,8 +189,7 @@ export class TerminalView implements View<TerminalInfo> {
       },
       (error: unknown) => {
         this.#resizing = false;
-        if (error instanceof CallError && error.code === 'LINK_LOST') return;
-        this.#status(`resize refused: ${message(error)}`);
+        this.#status(failed('resize', error));
       },
     );
   }
@@ -197,40 +205,38 @@ export class TerminalView implements View<TerminalInfo> {
   }
 
   async attach(): Promise<void> {
-    this.#sub = undefined;
-    if (this.#offset > 0 || this.#ended) {
-      // A resume: the emulator already shows every byte before #offset.
-      const resumed = await this.#subscribe(this.#offset);
-      if (resumed.gap !== null) {
-        this.#link.unsubscribe(resumed.sub);
-        await this.#redraw();
-      }
-    } else {
-      await this.#redraw();
-    }
-    // Input typed while the link was down goes out now; the write in flight when it dropped goes again with its
-    // sequence number, which the daemon does not apply twice.
-    if (this.#inFlight !== undefined) this.#send();
-    else this.#flush();
+    await this.#redraw();
+    this.#flush();
+  }
+
+  resumed(): void {
+    this.#fresh = false;
+    // Input typed while the link was down goes out now. The write in flight when it dropped the client sends
+    // again itself, with its sequence number, which the daemon does not apply twice.
+    this.#flush();
   }
 
   /** Draws the screen snapshot and reads on from the offset it reflects; without one, from the oldest byte the daemon holds. */
   async #redraw(): Promise<void> {
+    this.#subscription?.close();
+    this.#subscription = undefined;
     let from = 0;
     let screen: Screen | undefined;
     try {
       screen = await this.#link.call('terminal.screen', { id: this.#id });
     } catch (error) {
-      if (error instanceof CallError && error.code === 'LINK_LOST') throw error;
+      // A daemon that keeps no screen for it: the terminal is drawn from its oldest byte held.
+      if (!(error instanceof RemoteError)) throw error;
     }
+    if (this.#disposed) return;
     this.#term.reset();
     if (screen !== undefined) {
       this.#draw(screen);
       from = screen.offset;
     }
-    const subscribed = await this.#subscribe(from);
-    this.#offset = subscribed.from;
-    this.#sub = subscribed.sub;
+    this.#offset = from;
+    this.#fresh = true;
+    this.#subscription = this.#subscribe(from);
     this.#report();
     // The snapshot drew the terminal at its remote size; the page in control gives it its pane's again.
     this.#fit();
@@ -244,37 +250,44 @@ export class TerminalView implements View<TerminalInfo> {
     this.#term.write(text);
   }
 
-  async #subscribe(from: number): Promise<{ sub: number; gap: { from: number; to: number } | null; from: number }> {
-    let subscription = 0;
-    const listener: StreamListener = {
-      data: (offset, bytes, done) => {
-        if (this.#sub !== subscription || offset !== this.#offset) return;
-        this.#offset = offset + bytes.length;
-        this.#term.write(bytes.slice(), () => {
-          done();
+  #subscribe(from: number): Subscription {
+    const current = (): boolean => this.#subscription === subscription;
+    const handlers: StreamHandlers = {
+      onData: (chunk, offset) => {
+        if (!current()) return;
+        this.#fresh = false;
+        const next = offset + chunk.length;
+        this.#offset = next;
+        // Acknowledged once drawn: the daemon sends no more than a window ahead of what the page has shown.
+        this.#term.write(chunk.slice(), () => {
+          subscription.ack(next);
           this.#report();
         });
       },
-      gap: () => {
+      onGap: (_from, to) => {
+        if (!current()) return;
+        if (this.#fresh) {
+          this.#offset = to;
+          this.#report();
+          return;
+        }
         // The daemon dropped bytes this view had not shown: start again from the screen.
-        if (this.#sub !== subscription) return;
-        this.#link.unsubscribe(subscription);
-        this.#sub = undefined;
         this.#redraw().catch((error: unknown) => this.#status(message(error)));
       },
-      end: (offset) => {
-        if (this.#sub !== subscription) return;
+      onEnd: (offset) => {
+        if (!current()) return;
         this.#ended = true;
         this.#inControl = false;
         this.#offset = offset;
         this.#report();
         this.#reportControl();
       },
+      onError: (error) => {
+        if (current()) this.#status(`the terminal's output stopped: ${message(error)}`);
+      },
     };
-    const subscribed = await this.#link.subscribe(this.#target, from, listener);
-    subscription = subscribed.sub;
-    if (subscribed.gap === null) this.#sub = subscription;
-    return subscribed;
+    const subscription = this.#link.subscribe(this.#target, from, handlers);
+    return subscription;
   }
 
   #report(): void {
@@ -291,16 +304,15 @@ export class TerminalView implements View<TerminalInfo> {
 
   #send(): void {
     const write = this.#inFlight!;
+    // With its writer and sequence number the write is idempotent: the client sends it again after a reconnect.
     this.#link.call('terminal.input', { id: this.#id, data: write.data, writer: this.#writer, seq: write.seq }).then(
       () => {
         this.#inFlight = undefined;
         this.#flush();
       },
       (error: unknown) => {
-        // A lost link keeps the write in flight: attach() sends it again with its sequence number.
-        if (error instanceof CallError && error.code === 'LINK_LOST') return;
         this.#inFlight = undefined;
-        this.#status(`input refused: ${message(error)}`);
+        this.#status(failed('input', error));
       },
     );
   }
@@ -323,7 +335,8 @@ export class TerminalView implements View<TerminalInfo> {
     this.#disposed = true;
     clearTimeout(this.#resizeTimer);
     removeEventListener('resize', this.#onWindowResize);
-    if (this.#sub !== undefined) this.#link.unsubscribe(this.#sub);
+    this.#subscription?.close();
+    this.#subscription = undefined;
     this.#term.dispose();
   }
 }
@@ -348,8 +361,8 @@ function paneCells(term: Terminal, pane: HTMLElement): { rows: number; cols: num
   const width = pane.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - SCROLLBAR_PX;
   const height = pane.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
   return {
-    cols: Math.min(MAX_TERMINAL_SIZE, Math.max(2, Math.floor(width / cell.width))),
-    rows: Math.min(MAX_TERMINAL_SIZE, Math.max(1, Math.floor(height / cell.height))),
+    cols: Math.min(schemas.MAX_TERMINAL_SIZE, Math.max(2, Math.floor(width / cell.width))),
+    rows: Math.min(schemas.MAX_TERMINAL_SIZE, Math.max(1, Math.floor(height / cell.height))),
   };
 }
 
@@ -358,12 +371,17 @@ class StreamPane {
   readonly #pre: HTMLElement;
   readonly #decoder = new TextDecoder();
   offset = 0;
-  sub: number | undefined;
+  subscription: Subscription | undefined;
   ended = false;
 
   constructor(pre: HTMLElement) {
     this.#pre = pre;
     pre.textContent = '';
+  }
+
+  /** Says that bytes [from, to) are gone: the daemon no longer held them when this pane asked. */
+  gap(from: number, to: number): void {
+    this.append(`${this.#pre.textContent === '' ? '' : '\n'}[… ${to - from} bytes no longer held by the daemon …]\n`);
   }
 
   append(text: string): void {
@@ -390,50 +408,40 @@ export class ProcessView implements View<ProcessInfo> {
     this.#status = status;
   }
 
-  async attach(): Promise<void> {
-    await Promise.all((['stdout', 'stderr'] as const).map((stream) => this.#attachStream(stream)));
+  attach(): Promise<void> {
+    for (const stream of ['stdout', 'stderr'] as const) this.#attachStream(stream);
+    return Promise.resolve();
   }
 
-  async #attachStream(stream: 'stdout' | 'stderr'): Promise<void> {
+  resumed(): void {}
+
+  #attachStream(stream: 'stdout' | 'stderr'): void {
     const pane = this.#panes[stream];
     if (pane.ended) return;
-    pane.sub = undefined;
-    let subscription = 0;
-    const listener: StreamListener = {
-      data: (offset, bytes, done) => {
-        if (pane.sub !== subscription || offset !== pane.offset) return;
-        pane.offset = offset + bytes.length;
-        pane.append(pane.decode(bytes));
-        done();
+    const subscription = this.#link.subscribe({ kind: 'process', id: this.#id, stream }, pane.offset, {
+      onData: (chunk, offset) => {
+        pane.offset = offset + chunk.length;
+        pane.append(pane.decode(chunk));
+        subscription.ack(pane.offset);
         this.#report();
       },
-      gap: (from, to) => {
-        if (pane.sub !== subscription) return;
-        pane.append(`\n[… ${to - from} bytes no longer held by the daemon …]\n`);
+      onGap: (from, to) => {
+        pane.gap(from, to);
         pane.offset = to;
       },
-      end: (offset) => {
-        if (pane.sub !== subscription) return;
+      onEnd: (offset) => {
         pane.ended = true;
         pane.offset = offset;
         pane.append(pane.decode(new Uint8Array()));
         this.#report();
       },
-    };
-    try {
-      const subscribed = await this.#link.subscribe({ kind: 'process', id: this.#id, stream }, pane.offset, listener);
-      subscription = subscribed.sub;
-      pane.sub = subscription;
-      if (subscribed.gap !== null) pane.append(`[… ${subscribed.gap.to - subscribed.gap.from} bytes no longer held by the daemon …]\n`);
-      pane.offset = subscribed.from;
-    } catch (error) {
-      if (error instanceof CallError && error.code === 'STREAM_NOT_AVAILABLE') {
+      onError: (error) => {
         pane.ended = true;
-        pane.append('(not captured)');
-        return;
-      }
-      throw error;
-    }
+        if (error.code === 'STREAM_NOT_AVAILABLE') pane.append('(not captured)');
+        else this.#status(`${stream} stopped: ${message(error)}`);
+      },
+    });
+    pane.subscription = subscription;
   }
 
   #report(): void {
@@ -450,7 +458,7 @@ export class ProcessView implements View<ProcessInfo> {
   }
 
   dispose(): void {
-    for (const pane of Object.values(this.#panes)) if (pane.sub !== undefined) this.#link.unsubscribe(pane.sub);
+    for (const pane of Object.values(this.#panes)) pane.subscription?.close();
   }
 }
 
@@ -514,6 +522,9 @@ export class ShellView implements View<ShellInfo> {
     await this.#load();
   }
 
+  /** Its poll goes on by itself: a listing asked for while the link was down was held for it. */
+  resumed(): void {}
+
   async #load(): Promise<void> {
     clearTimeout(this.#timer);
     if (this.#disposed) return;
@@ -523,8 +534,8 @@ export class ShellView implements View<ShellInfo> {
       this.#render(history);
     } catch (error) {
       if (this.#disposed) return;
-      if (!(error instanceof CallError && error.code === 'LINK_LOST')) this.#status(`could not list the runs: ${message(error)}`);
-      if (error instanceof CallError && error.code === 'NOT_FOUND') return;
+      this.#status(`could not list the runs: ${message(error)}`);
+      if (isExecworldError(error) && error.code === 'NOT_FOUND') return;
     }
     this.#timer = setTimeout(() => void this.#load(), HISTORY_POLL_MS);
   }
@@ -581,7 +592,7 @@ export class ShellView implements View<ShellInfo> {
           : await this.#link.call('shell.wait', { id: this.#id, idleTimeoutMs: DRIVE_IDLE_MS });
       }
     } catch (error) {
-      this.#status(`the shell refused: ${message(error)}`);
+      this.#status(failed('the command', error));
     } finally {
       this.#driving = false;
       this.#interruptAsked = false;
@@ -603,7 +614,7 @@ export class ShellView implements View<ShellInfo> {
         await this.#link.call('shell.interrupt', { id: this.#id });
       }
     } catch (error) {
-      this.#status(`interrupt refused: ${message(error)}`);
+      this.#status(failed('interrupt', error));
     }
     void this.#load();
   }

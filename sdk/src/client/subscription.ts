@@ -1,13 +1,13 @@
 /**
- * One stream subscription of the SDK's connection: where it stands (the bytes
- * received and acknowledged) and who gets its bytes. It survives reconnects:
- * the connection subscribes it again from `received`.
+ * One stream subscription of the protocol client: where it stands (the bytes
+ * received and acknowledged) and who gets its bytes. It survives the loss of
+ * a channel: the client subscribes it again on the next from `received`.
  * @module
  */
 import type { StreamRef } from '../protocol/frames.ts';
 import type { ExecworldError } from '../errors.ts';
 
-/** What a subscription asks of its connection. */
+/** What a subscription asks of its client. */
 export interface SubscriptionHost {
   sendAck(subscription: Subscription): void;
   dropSubscription(subscription: Subscription): void;
@@ -24,7 +24,7 @@ export interface StreamHandlers {
   onError(error: ExecworldError): void;
 }
 
-/** One stream subscription; it survives reconnects. */
+/** One stream subscription; it survives reconnects. `ack` is the credit flow: it opens the daemon's window again. */
 export class Subscription {
   readonly target: StreamRef;
   readonly window: number;
@@ -35,10 +35,10 @@ export class Subscription {
   serverSub: number | undefined;
   closed = false;
   readonly handlers: StreamHandlers;
-  readonly #connection: SubscriptionHost;
+  readonly #host: SubscriptionHost;
 
-  constructor(connection: SubscriptionHost, target: StreamRef, from: number, window: number, handlers: StreamHandlers) {
-    this.#connection = connection;
+  constructor(host: SubscriptionHost, target: StreamRef, from: number, window: number, handlers: StreamHandlers) {
+    this.#host = host;
     this.target = target;
     this.received = from;
     this.acked = from;
@@ -51,12 +51,12 @@ export class Subscription {
     const next = Math.min(offset, this.received);
     if (next <= this.acked) return;
     this.acked = next;
-    this.#connection.sendAck(this);
+    this.#host.sendAck(this);
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.#connection.dropSubscription(this);
+    this.#host.dropSubscription(this);
   }
 }
