@@ -3,7 +3,7 @@
  * look it up, check the caller's access, validate its parameters, build the
  * call context, run the handler, time it and count it, and map what it threw
  * to the catalog. The transports (REST routes in app.ts, the WebSocket in
- * ws.ts) only turn their own framing into a call and its answer or error back
+ * ws.ts, MCP's tools in mcp/) only turn their own framing into a call and its answer or error back
  * into theirs.
  * @module
  */
@@ -18,7 +18,7 @@ import type { DaemonMetrics } from './metrics.ts';
 export type DaemonServices = Pick<CallContext, 'registry' | 'files' | 'transfer' | 'uploads' | 'version'>;
 
 /** The transports calls arrive on, as metrics label them. */
-export type Transport = 'rest' | 'websocket';
+export type Transport = 'rest' | 'websocket' | 'mcp';
 
 /** Who calls and how: what a transport knows of a call beyond its parameters. */
 export interface Caller {
