@@ -99,6 +99,12 @@ describe('MCP over Streamable HTTP', () => {
     // The server still answers.
     expect(await mcp.tools()).toContain('session_list');
   });
+
+  it("counts its calls in the daemon's metrics as the mcp transport", async () => {
+    await mcp.ok('session_list');
+    const metrics = await daemon.request('GET', '/metrics');
+    expect(metrics.body).toMatch(/execworld_\w+_count\{[^}]*operation="shell\.list"[^}]*transport="mcp"[^}]*outcome="ok"/);
+  });
 });
 
 describe('a scripted agent loop', () => {
