@@ -6,10 +6,11 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALICE, ALICE_READER, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { PWSH } from '../conformance/shell-pwsh-contract.ts';
 import { McpTestClient } from './helpers.ts';
 
 const READ_TOOLS = ['output_read', 'terminal_screen', 'file_read', 'file_list', 'session_list'];
@@ -203,5 +204,16 @@ describe('a scripted agent loop', () => {
     expect(after.shells).toEqual([]);
     expect(after.terminals.map((entry: { id: string }) => entry.id)).not.toContain(terminal);
     expect(await mcp.call('shell_run', { shell, command: 'true' })).toMatchObject({ isError: true, code: 'NOT_FOUND' });
+  });
+});
+
+describe('a PowerShell shell', () => {
+  it.skipIf(PWSH.skip)(`runs pwsh where it is found, with the same answers${PWSH.note}`, { timeout: 120_000 }, async () => {
+    const pwsh = PWSH.require();
+    const env = { PATH: `${dirname(pwsh)}:/usr/bin:/bin` };
+    const answer = await mcp.ok('shell_run', { dialect: 'pwsh', env, command: 'Write-Output "from pwsh"; exit 9' });
+    expect(answer).toMatchObject({ status: 'exited', exitCode: 9 });
+    expect(answer.output).toContain('from pwsh');
+    await mcp.ok('session_end', { id: answer.handle.shell });
   });
 });

@@ -178,6 +178,7 @@ const shellRun: Tool = {
     shell: shellArg.optional(),
     dialect: s.ShellCreate.shape.dialect,
     cwd: s.ShellCreate.shape.cwd,
+    env: s.ShellCreate.shape.env.meta({ description: "The new shell's environment beside the daemon's allowlisted one (PATH where pwsh is found, say)." }),
     ...waitArgs,
     maxOutputBytes: s.ShellRun.shape.maxOutputBytes.meta({ description: `Output one answer holds at most (default ${DEFAULT_OUTPUT_BYTES}).` }),
   }),
@@ -187,9 +188,9 @@ const shellRun: Tool = {
     const defaults = { waitMs: DEFAULT_WAIT_MS, maxOutputBytes: DEFAULT_OUTPUT_BYTES };
     if (args.shell !== undefined)
       return runAnswer(args.shell as string, (await call('shell.run', { ...defaults, ...without(args, 'shell'), id: args.shell })) as WireRun);
-    const { id } = (await call('shell.create', pick(args, 'dialect', 'cwd'))) as { id: string };
+    const { id } = (await call('shell.create', pick(args, 'dialect', 'cwd', 'env'))) as { id: string };
     try {
-      return runAnswer(id, (await call('shell.run', { ...defaults, ...without(args, 'dialect', 'cwd'), id })) as WireRun);
+      return runAnswer(id, (await call('shell.run', { ...defaults, ...without(args, 'dialect', 'cwd', 'env'), id })) as WireRun);
     } catch (error) {
       // A run refused (bad arguments) leaves no shell started for it behind.
       await call('shell.delete', { id }).catch(() => undefined);
