@@ -3,8 +3,8 @@
  * look it up, check the caller's access, validate its parameters, build the
  * call context, run the handler, time it and count it, and map what it threw
  * to the catalog. The transports (REST routes in app.ts, the WebSocket in
- * ws.ts, MCP's tools in mcp/) only turn their own framing into a call and its answer or error back
- * into theirs.
+ * ws.ts, the MCP tools in mcp/) only turn their own framing into a call and
+ * its answer or error back into theirs.
  * @module
  */
 import type { Readable } from 'node:stream';
