@@ -12,7 +12,7 @@ export const ERROR_CATALOG = {
       'A request field is missing, of the wrong type or out of range (the message names it), or the request is not valid HTTP or not a valid WebSocket handshake (an upgrade of any path but /v1/connect among them).',
   },
   UNAUTHORIZED: { status: 401, description: 'The bearer token is missing or wrong.' },
-  FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade came from an origin that is not allowed.' },
+  FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade, or a request to /mcp, came from an origin that is not allowed.' },
   NOT_FOUND: { status: 404, description: 'No such route or operation, or no terminal or process of this owner by that id, whatever its shape.' },
   TERMINAL_EXITED: { status: 409, description: 'The terminal has exited; it takes no input, resize or signal.' },
   TERMINAL_CLOSED: {

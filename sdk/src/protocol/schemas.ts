@@ -512,7 +512,7 @@ export const ShellInfo = z
     terminalId: SessionId.nullable().meta({ description: 'The terminal the shell runs on now (a new one after the shell exited); null between shells.' }),
     state: z.enum(['idle', 'running', 'open', 'closed']).meta({
       description:
-        'idle: ready for a run; running: a call is in progress; open: the last run answered waiting_for_input or idle_timeout and awaits send, wait or interrupt; closed.',
+        'idle: ready for a run; running: a call is in progress; open: the last run answered waiting_for_input, idle_timeout or wait_limit and awaits send, wait or interrupt; closed.',
     }),
     createdAt: z.string(),
   })
@@ -529,6 +529,12 @@ const RunLimits = {
     .max(MAX_TIMER_DELAY_MS)
     .optional()
     .meta({ description: 'Answer idle_timeout after this much silence, leaving the command running.' }),
+  waitMs: z
+    .int()
+    .min(1)
+    .max(MAX_TIMER_DELAY_MS)
+    .optional()
+    .meta({ description: 'Answer wait_limit after this long, whatever the output, leaving the command running.' }),
   maxOutputBytes: z
     .int()
     .min(2)
@@ -556,7 +562,7 @@ export const RunResult = z
     output: z.string().meta({ description: 'Output since the previous answer of this run, as text: escape sequences removed, line ends as \n.' }),
     exitCode: z.int().nullable(),
     signal: z.string().nullable(),
-    reason: z.enum(['completed', 'waiting_for_input', 'idle_timeout', 'timeout', 'canceled', 'shell_exited']),
+    reason: z.enum(['completed', 'waiting_for_input', 'idle_timeout', 'wait_limit', 'timeout', 'canceled', 'shell_exited']),
     durationMs: z.number(),
     truncated: z.boolean(),
     waitingFor: z.object({ processGroupId: z.int(), command: z.string().optional() }).nullable(),
@@ -577,10 +583,10 @@ export const SHELL_RUN_COMMAND_CHARS = 4 * 1024;
 export const ShellRunRecord = z
   .object({
     command: z.string().meta({ description: `The command as run, cut to its first ${SHELL_RUN_COMMAND_CHARS} characters.` }),
-    state: z.enum(['running', 'completed', 'waiting_for_input', 'idle_timeout', 'timeout', 'canceled', 'shell_exited']).meta({
+    state: z.enum(['running', 'completed', 'waiting_for_input', 'idle_timeout', 'wait_limit', 'timeout', 'canceled', 'shell_exited']).meta({
       description:
         "running: a call on the run is in progress; otherwise the reason of the run's last answer (see RunResult): completed, " +
-        'waiting_for_input and idle_timeout (the run is open), timeout and canceled (interrupted), shell_exited.',
+        'waiting_for_input, idle_timeout and wait_limit (the run is open), timeout and canceled (interrupted), shell_exited.',
     }),
     exitCode: z.int().nullable(),
     signal: z.string().nullable(),

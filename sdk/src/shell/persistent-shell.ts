@@ -193,7 +193,7 @@ export class PersistentShell {
     return this.#ensureSession().then((session) => session.terminal);
   }
 
-  /** Whether a run waits to be answered (after `waiting_for_input` or `idle_timeout`). */
+  /** Whether a run waits to be answered (after `waiting_for_input`, `idle_timeout` or `wait_limit`). */
   get pending(): boolean {
     return this.#run !== undefined;
   }
@@ -397,6 +397,7 @@ export class PersistentShell {
         clearTimeout(probeTimer);
         clearTimeout(idleTimer);
         clearTimeout(deadline);
+        clearTimeout(waitLimit);
         options.signal?.removeEventListener('abort', onAbort);
         session.onOutput = undefined;
         resolve({ reason, ...(waitingFor === undefined ? {} : { waitingFor }) });
@@ -437,6 +438,7 @@ export class PersistentShell {
       };
       const onAbort = (): void => finish('canceled');
       const deadline = options.timeoutMs === undefined ? undefined : setTimeout(() => finish('timeout'), options.timeoutMs);
+      const waitLimit = options.waitMs === undefined ? undefined : setTimeout(() => finish('wait_limit'), options.waitMs);
       if (options.signal?.aborted === true) {
         finish('canceled');
         return;
@@ -489,7 +491,7 @@ export class PersistentShell {
 
   #result(run: Run, startedAt: number, reason: RunReason, waitingFor?: RunResult['waitingFor']): RunResult {
     const { session, capture } = run;
-    const open = reason === 'waiting_for_input' || reason === 'idle_timeout';
+    const open = reason === 'waiting_for_input' || reason === 'idle_timeout' || reason === 'wait_limit';
     const exited = capture.lineEnd === undefined && session.exit !== undefined;
     const taken = capture.take(open || exited || session.broken);
     let exitCode: number | null = null;

@@ -10,19 +10,23 @@
  *   terminal (a prompt, a pager, an editor); the run stays open: answer with
  *   `send()`, stop it with `interrupt()`, or `wait()` on;
  * - `idle_timeout`: no output for `idleTimeoutMs`; the run stays open, as above;
+ * - `wait_limit`: the call waited `waitMs` and the command still runs; the run
+ *   stays open, as above (a caller's own bound on one answer, whatever the output);
  * - `timeout`: `timeoutMs` passed; the command was interrupted (SIGINT), and the
  *   shell was started anew if it did not come back;
  * - `canceled`: the caller's signal aborted; interrupted like a timeout;
  * - `shell_exited`: the shell itself ended (`exit 3`, `exec`, `set -e`); the
  *   next run starts a fresh shell.
  */
-export type RunReason = 'completed' | 'waiting_for_input' | 'idle_timeout' | 'timeout' | 'canceled' | 'shell_exited';
+export type RunReason = 'completed' | 'waiting_for_input' | 'idle_timeout' | 'wait_limit' | 'timeout' | 'canceled' | 'shell_exited';
 
 export interface RunOptions {
   /** Longest the command may run from this call on; then it is interrupted. @default no limit */
   readonly timeoutMs?: number | undefined;
   /** Longest silence (no output) before the call answers `idle_timeout`, leaving the command running. @default no limit */
   readonly idleTimeoutMs?: number | undefined;
+  /** Longest this call waits before it answers `wait_limit`, leaving the command running. @default no limit */
+  readonly waitMs?: number | undefined;
   /** Aborting it interrupts the command and answers `canceled`. */
   readonly signal?: AbortSignal | undefined;
   /**

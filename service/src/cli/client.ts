@@ -40,11 +40,21 @@ export function clientHelp(): string {
 
 const nonEmpty = (value: string | undefined): string | undefined => (value === undefined || value === '' ? undefined : value);
 
+/** The daemon the options and the environment name, and how to reach it. */
+export interface DaemonTarget {
+  readonly url: string;
+  readonly token: string;
+  /** The agent-sandbox router's sandbox id, when the daemon is reached through the router at `url`. */
+  readonly sandbox: string | undefined;
+  /** PEM certificates to trust instead of the system's. */
+  readonly ca: Buffer | undefined;
+}
+
 /**
- * Connects to the daemon the options and the environment name.
- * @throws {CliError} when no token is given and no local daemon wrote one; the SDK's errors when the daemon cannot be reached or refuses the token.
+ * The daemon the options and the environment name: flags, then the environment, then a local daemon's defaults.
+ * @throws {CliError} when no token is given and no local daemon wrote one, or the --ca file cannot be read.
  */
-export async function openRuntime(values: OptionValues<typeof CLIENT_OPTIONS>, env: NodeJS.ProcessEnv = process.env): Promise<RemoteRuntime> {
+export function daemonTarget(values: OptionValues<typeof CLIENT_OPTIONS>, env: NodeJS.ProcessEnv = process.env): DaemonTarget {
   const url = values.url ?? nonEmpty(env.EXECWORLD_URL) ?? DEFAULT_URL;
   let token = values.token ?? nonEmpty(env.EXECWORLD_TOKEN);
   if (token === undefined) {
@@ -52,10 +62,19 @@ export async function openRuntime(values: OptionValues<typeof CLIENT_OPTIONS>, e
     if ('missing' in local) throw new CliError(`no token: pass --token or set EXECWORLD_TOKEN (${local.missing}, the file a daemon on this machine writes)`);
     token = local.token;
   }
-  // A CLI that cannot reach its daemon says so soon; a session it follows survives a daemon restart within the SDK's reconnect deadline.
   const sandbox = values.sandbox ?? nonEmpty(env.EXECWORLD_SANDBOX);
   const caFile = values.ca ?? nonEmpty(env.EXECWORLD_CA);
   const ca = caFile === undefined ? undefined : readOptionFile(caFile, 'ca');
+  return { url, token, sandbox, ca };
+}
+
+/**
+ * Connects to the daemon the options and the environment name.
+ * @throws {CliError} when no token is given and no local daemon wrote one; the SDK's errors when the daemon cannot be reached or refuses the token.
+ */
+export async function openRuntime(values: OptionValues<typeof CLIENT_OPTIONS>, env: NodeJS.ProcessEnv = process.env): Promise<RemoteRuntime> {
+  const { url, token, sandbox, ca } = daemonTarget(values, env);
+  // A CLI that cannot reach its daemon says so soon; a session it follows survives a daemon restart within the SDK's reconnect deadline.
   try {
     return await connect(url, { token, ...(ca === undefined ? {} : { ca }), ...(sandbox === undefined ? {} : sandboxRouter(sandbox)) });
   } catch (error) {

@@ -23,6 +23,7 @@ import { composeDaemon } from './compose.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { WebSocketHub } from './ws.ts';
 import { registerRestRoutes } from './rest-routes.ts';
+import { registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
 import { registerUi } from './ui.ts';
 
@@ -44,6 +45,8 @@ declare module 'fastify' {
      * say is closed to readers rather than open.
      */
     access?: Access;
+    /** A browser's Origin must be allowed, as for a WebSocket upgrade (/mcp). */
+    checkOrigin?: boolean;
   }
 }
 
@@ -163,10 +166,15 @@ export function buildApp(options: AppOptions): Daemon {
     const origin = request.headers.origin;
     // The daemon's own origin, as this request addressed it, is allowed too: a page it serves (/ui) opens its
     // WebSocket from there. That admits no ambient authority: tokens are bearer-only, never cookies, so a page
-    // (even one on a name rebound to this address) gets in only with a token its user gave it.
+    // (even one on a name rebound to this address) gets in only with a token its user gave it. The same check
+    // holds for /mcp, which the MCP transport asks of a server (a browser page may post to it as to any URL).
     const own = request.headers.host !== undefined && origin === `${scheme}://${request.headers.host}`;
-    if (isUpgrade && origin !== undefined && !own && !config.allowedOrigins.includes(origin)) {
-      return new ServiceError('FORBIDDEN_ORIGIN', `origin ${origin} may not open a WebSocket here`);
+    const checked = isUpgrade || request.routeOptions.config.checkOrigin === true;
+    if (checked && origin !== undefined && !own && !config.allowedOrigins.includes(origin)) {
+      return new ServiceError(
+        'FORBIDDEN_ORIGIN',
+        `origin ${origin} may not ${isUpgrade ? 'open a WebSocket' : `reach ${request.routeOptions.url ?? 'this path'}`} here`,
+      );
     }
     // An unknown path stays NOT_FOUND for a reader, as for anyone with a token.
     if (principal.access === 'read' && request.routeOptions.config.access !== 'read' && !request.is404) {
@@ -269,6 +277,7 @@ export function buildApp(options: AppOptions): Daemon {
     });
 
     registerRestRoutes(scope, { dispatcher, bodies, maxBodyBytes: config.maxBodyBytes });
+    registerMcp(scope, { dispatcher, bodies, maxBodyBytes: config.maxBodyBytes, version, log: logger });
 
     if (config.ui === 'on') registerUi(scope);
 

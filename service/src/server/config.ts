@@ -93,7 +93,7 @@ export const SETTINGS = {
     env: 'EXECWORLD_ALLOWED_ORIGINS',
     schema: z.array(z.string().min(1)),
     default: [] as string[],
-    help: "browser origin allowed to open WebSockets (repeatable; env: comma-separated); none by default but the daemon's own (its scheme and the request's Host)",
+    help: "browser origin allowed to open WebSockets and reach /mcp (repeatable; env: comma-separated); none by default but the daemon's own (its scheme and the request's Host)",
   },
   passEnv: {
     flag: 'pass-env',

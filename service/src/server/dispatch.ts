@@ -3,8 +3,8 @@
  * look it up, check the caller's access, validate its parameters, build the
  * call context, run the handler, time it and count it, and map what it threw
  * to the catalog. The transports (REST routes in app.ts, the WebSocket in
- * ws.ts) only turn their own framing into a call and its answer or error back
- * into theirs.
+ * ws.ts, the MCP tools in mcp/) only turn their own framing into a call and
+ * its answer or error back into theirs.
  * @module
  */
 import type { Readable } from 'node:stream';
@@ -22,7 +22,7 @@ export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads'
 }
 
 /** The transports calls arrive on, as metrics label them. */
-export type Transport = 'rest' | 'websocket';
+export type Transport = 'rest' | 'websocket' | 'mcp';
 
 /** Who calls and how: what a transport knows of a call beyond its parameters. */
 export interface Caller {

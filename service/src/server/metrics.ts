@@ -6,6 +6,7 @@
  * @module
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Transport } from './dispatch.ts';
 import type { StreamMeter } from './streams.ts';
 
 /** The operations that start a program: their failures are spawn failures, counted by code. */
@@ -59,7 +60,7 @@ export class DaemonMetrics {
     });
     this.#calls = new Histogram({
       name: 'execworld_call_duration_seconds',
-      help: 'Time to answer an operation, by operation, transport (rest, websocket) and outcome (ok or the error code).',
+      help: 'Time to answer an operation, by operation, transport (rest, websocket, mcp) and outcome (ok or the error code).',
       labelNames: ['operation', 'transport', 'outcome'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
@@ -96,7 +97,7 @@ export class DaemonMetrics {
   }
 
   /** One operation answered: its time, and what it says of spawns and input. */
-  observeCall(operation: string, transport: 'rest' | 'websocket', seconds: number, outcome: string, params?: unknown): void {
+  observeCall(operation: string, transport: Transport, seconds: number, outcome: string, params?: unknown): void {
     this.#calls.observe({ operation, transport, outcome }, seconds);
     if (outcome !== 'ok' && SPAWNING.has(operation)) this.#spawnFailures.inc({ code: outcome });
     if (outcome === 'ok' && INPUT.has(operation)) {

@@ -468,6 +468,7 @@ export function runOutcome(run: Pick<RunRecord, 'state' | 'exitCode' | 'signal' 
   switch (run.state) {
     case 'running':
     case 'idle_timeout':
+    case 'wait_limit':
       return 'running';
     case 'waiting_for_input':
       return `waiting for input: ${run.waitingFor?.command ?? 'a program'}`;

@@ -258,8 +258,8 @@ export class ShellRegistry {
 
 /** The run options of a wire call, with the caller's going away as the abort. */
 export function runOptions(
-  params: { timeoutMs?: number | undefined; idleTimeoutMs?: number | undefined; maxOutputBytes?: number | undefined },
+  params: { timeoutMs?: number | undefined; idleTimeoutMs?: number | undefined; waitMs?: number | undefined; maxOutputBytes?: number | undefined },
   signal: AbortSignal,
 ): RunOptions {
-  return { timeoutMs: params.timeoutMs, idleTimeoutMs: params.idleTimeoutMs, maxOutputBytes: params.maxOutputBytes, signal };
+  return { timeoutMs: params.timeoutMs, idleTimeoutMs: params.idleTimeoutMs, waitMs: params.waitMs, maxOutputBytes: params.maxOutputBytes, signal };
 }

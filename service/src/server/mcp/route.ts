@@ -1,0 +1,130 @@
+/**
+ * The MCP adapter of the dispatcher: the daemon serves the Model Context
+ * Protocol over Streamable HTTP at `/mcp`, with the token of any other
+ * request (Authorization: Bearer, or X-Execworld-Token) and its Origin
+ * checked as a WebSocket upgrade's is (app.ts). Each tool call becomes calls
+ * of the operation table made through the one dispatcher (tools.ts).
+ *
+ * Stateless: each POST is answered by a server made for it, and no MCP
+ * session is kept between requests. Everything an agent continues with lives
+ * in the daemon already (a shell, a terminal, an output offset) and its id is
+ * in the tool's answer, so an MCP session would only be a second thing to
+ * bound and expire, and a client that reconnects (or an `execworld mcp`
+ * bridge that restarts) would lose it. What bounds a request is what bounds
+ * any other: the JSON body limit and the budget of all bodies; a call waits at
+ * most the wait the caller asked for (shell tools: 30 s unless told).
+ * @module
+ */
+import type { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool as ToolDescriptor } from '@modelcontextprotocol/sdk/types.js';
+import type { Access } from '@execworld/sdk/protocol';
+import type { BodyBudget } from '../body-budget.ts';
+import type { Caller, Dispatcher } from '../dispatch.ts';
+import { readOnlyRefusal, ServiceError, toServiceError } from '../errors.ts';
+import { accessOf, jsonSchema, TOOLS, TOOLS_BY_NAME, type OperationCall } from './tools.ts';
+
+export const MCP_PATH = '/mcp';
+
+export interface McpOptions {
+  readonly dispatcher: Dispatcher;
+  readonly bodies: BodyBudget;
+  /** The daemon's --max-body-bytes, which caps an MCP request's body as any other. */
+  readonly maxBodyBytes: number;
+  readonly version: string;
+  readonly log: Logger;
+}
+
+const INSTRUCTIONS =
+  'execworld runs commands, terminals and files in an execution world. shell_run answers with proof: exited (exit code), ' +
+  'waiting_for_input (which program waits, and its prompt), running (at your wait limit) or timed_out, with a handle; continue with ' +
+  'shell_send, shell_wait, shell_interrupt or output_read instead of running a command again. Edit files with the version file_read gives.';
+
+/** The tools a token of each access sees: a read-only token only the tools that read. */
+const LISTS: Record<Access, ToolDescriptor[]> = { read: [], write: [] };
+for (const tool of TOOLS) {
+  const descriptor = {
+    name: tool.name,
+    title: tool.title,
+    description: tool.description,
+    inputSchema: jsonSchema(tool.input, 'input') as ToolDescriptor['inputSchema'],
+    outputSchema: jsonSchema(tool.output, 'output') as ToolDescriptor['outputSchema'],
+    annotations: { readOnlyHint: accessOf(tool) === 'read', openWorldHint: false },
+  };
+  LISTS.write.push(descriptor);
+  if (accessOf(tool) === 'read') LISTS.read.push(descriptor);
+}
+
+/** A refusal as MCP says a tool failed: a tool error (isError) whose text and metadata carry the catalog's code. */
+function toolError(error: ServiceError): CallToolResult {
+  return {
+    isError: true,
+    content: [{ type: 'text', text: `${error.code}: ${error.message}` }],
+    _meta: { 'execworld/error': error.body() },
+  };
+}
+
+/** Aborts when the caller went away: the response closed before it was sent. */
+function callerGone(reply: FastifyReply): AbortSignal {
+  const aborted = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableEnded) aborted.abort();
+  });
+  return aborted.signal;
+}
+
+/** The MCP server that answers one request of `owner`'s token. */
+function serverFor(options: McpOptions, owner: string, access: Access, gone: AbortSignal): Server {
+  const { dispatcher } = options;
+  const server = new Server({ name: 'execworld', version: options.version }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: LISTS[access] }));
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+    const { name, arguments: args } = request.params;
+    const tool = TOOLS_BY_NAME.get(name);
+    if (tool === undefined) return toolError(new ServiceError('NOT_FOUND', `no tool ${name}: tools/list names them`));
+    // Refused before any of its calls, so that a write tool of several calls does none of them for a reader.
+    if (access === 'read' && accessOf(tool) === 'write') return toolError(readOnlyRefusal(`the tool ${name}`));
+    const caller: Caller = { owner, access, transport: 'mcp', signal: AbortSignal.any([gone, extra.signal]), unbounded: false, where: 'arguments' };
+    const call: OperationCall = (operation, params) => dispatcher.call(dispatcher.operation(operation), caller, params);
+    try {
+      const result = await tool.run(call, args ?? {});
+      return { content: [{ type: 'text', text: result.text }], structuredContent: result.structured };
+    } catch (error) {
+      const refusal = toServiceError(error);
+      if (refusal.code === 'INTERNAL') options.log.error({ err: refusal.cause ?? error, tool: name }, 'MCP tool failed');
+      return toolError(refusal);
+    }
+  });
+  return server;
+}
+
+/** Registers `/mcp` in `scope` (where every request is authenticated). */
+export function registerMcp(scope: FastifyInstance, options: McpOptions): void {
+  scope.route({
+    // POST carries the calls; GET (a stream of the server's own requests) and DELETE (a session's end) are
+    // answered 405 by the transport, as a stateless server answers them.
+    method: ['POST', 'GET', 'DELETE'],
+    url: MCP_PATH,
+    // A read token's requests pass: its tools are the read tools, and the dispatcher refuses it any write.
+    config: { access: 'read', checkOrigin: true },
+    bodyLimit: options.maxBodyBytes,
+    preParsing: (request: FastifyRequest, reply: FastifyReply, payload: Readable, done: (error: null, payload: Readable) => void) =>
+      done(null, options.bodies.meter(request, reply, payload)),
+    handler: async (request, reply) => {
+      const gone = callerGone(reply);
+      const server = serverFor(options, request.owner, request.access, gone);
+      // No session: a server and its transport answer this request and are closed with its response.
+      const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
+      reply.raw.once('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      reply.hijack();
+      await transport.handleRequest(request.raw, reply.raw, request.body);
+    },
+  });
+}
