@@ -10,6 +10,9 @@ import type { Principal } from './auth.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { UploadRegistry } from './uploads.ts';
 
+/** The transports calls arrive on, as metrics label them. */
+export type Transport = 'rest' | 'websocket' | 'mcp';
+
 export interface CallContext {
   /** Who calls, as its token was resolved: its owner, what it may do (a write operation never gets here with `read`), its OS user and root. */
   readonly principal: Principal;

@@ -10,7 +10,7 @@
 import type { Readable } from 'node:stream';
 import type { FileProvider } from '../provider/api.ts';
 import type { Principal } from './auth.ts';
-import type { CallContext } from './call-context.ts';
+import type { CallContext, Transport } from './call-context.ts';
 import { BOUND_OPERATIONS, type BoundOperation } from './handlers.ts';
 import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
 import type { DaemonMetrics } from './metrics.ts';
@@ -21,8 +21,7 @@ export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads'
   readonly files: FileProvider;
 }
 
-/** The transports calls arrive on, as metrics label them. */
-export type Transport = 'rest' | 'websocket' | 'mcp';
+export type { Transport } from './call-context.ts';
 
 /** Who calls and how: what a transport knows of a call beyond its parameters. */
 export interface Caller {

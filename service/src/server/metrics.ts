@@ -6,7 +6,7 @@
  * @module
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Transport } from './dispatch.ts';
+import type { Transport } from './call-context.ts';
 import type { StreamMeter } from './streams.ts';
 
 /** The operations that start a program: their failures are spawn failures, counted by code. */

@@ -22,6 +22,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool as ToolDescriptor } from '@modelcontextprotocol/sdk/types.js';
 import type { Access } from '@execworld/sdk/protocol';
+import type { Principal } from '../auth.ts';
 import type { BodyBudget } from '../body-budget.ts';
 import type { Caller, Dispatcher } from '../dispatch.ts';
 import { readOnlyRefusal, ServiceError, toServiceError } from '../errors.ts';
@@ -77,8 +78,9 @@ function callerGone(reply: FastifyReply): AbortSignal {
 }
 
 /** The MCP server that answers one request of `owner`'s token. */
-function serverFor(options: McpOptions, owner: string, access: Access, gone: AbortSignal): Server {
+function serverFor(options: McpOptions, principal: Principal, gone: AbortSignal): Server {
   const { dispatcher } = options;
+  const { access } = principal;
   const server = new Server({ name: 'execworld', version: options.version }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: LISTS[access] }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
@@ -87,7 +89,7 @@ function serverFor(options: McpOptions, owner: string, access: Access, gone: Abo
     if (tool === undefined) return toolError(new ServiceError('NOT_FOUND', `no tool ${name}: tools/list names them`));
     // Refused before any of its calls, so that a write tool of several calls does none of them for a reader.
     if (access === 'read' && accessOf(tool) === 'write') return toolError(readOnlyRefusal(`the tool ${name}`));
-    const caller: Caller = { owner, access, transport: 'mcp', signal: AbortSignal.any([gone, extra.signal]), unbounded: false, where: 'arguments' };
+    const caller: Caller = { principal, transport: 'mcp', signal: AbortSignal.any([gone, extra.signal]), unbounded: false, where: 'arguments' };
     const call: OperationCall = (operation, params) => dispatcher.call(dispatcher.operation(operation), caller, params);
     try {
       const result = await tool.run(call, args ?? {});
@@ -115,7 +117,7 @@ export function registerMcp(scope: FastifyInstance, options: McpOptions): void {
       done(null, options.bodies.meter(request, reply, payload)),
     handler: async (request, reply) => {
       const gone = callerGone(reply);
-      const server = serverFor(options, request.owner, request.access, gone);
+      const server = serverFor(options, request.principal, gone);
       // No session: a server and its transport answer this request and are closed with its response.
       const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
       reply.raw.once('close', () => {
