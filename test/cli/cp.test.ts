@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { cliEnv, runCli, Tmux, tmuxUnavailable } from '../helpers/cli.ts';
 
 const skipTerminal = tmuxUnavailable !== undefined && process.env.CI === undefined;
@@ -25,7 +25,7 @@ mkdirSync(world);
 let daemon: TestDaemon;
 let env: NodeJS.ProcessEnv;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   env = cliEnv(daemon.url, ALICE);
 });
 afterAll(async () => {

@@ -8,7 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { cliEnv, Tmux, tmuxUnavailable } from '../helpers/cli.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -21,7 +21,7 @@ let env: NodeJS.ProcessEnv;
 beforeAll(async () => {
   if (skip) return;
   if (tmuxUnavailable !== undefined) throw new Error(`cannot run the terminal tests on this CI host: ${tmuxUnavailable}`);
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   tmux = new Tmux();
   env = cliEnv(daemon.url, ALICE);
 });

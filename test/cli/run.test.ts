@@ -2,7 +2,7 @@
  * `execworld run` and `execworld screen` against a daemon, as a person uses them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { cliEnv, runCli, startCli } from '../helpers/cli.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -10,7 +10,7 @@ let daemon: TestDaemon;
 let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   env = cliEnv(daemon.url, ALICE);
 });
 afterAll(() => daemon.close());

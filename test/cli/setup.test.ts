@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { serveFrom, DAEMON_NODE_FLAGS } from '../helpers/daemon-process.ts';
 import { BIN, cliEnv, runCli } from '../helpers/cli.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
@@ -25,7 +25,7 @@ describe('a daemon with its own certificate', () => {
   beforeAll(async () => {
     const pair = selfSignedCertificate();
     cert = pair.cert;
-    daemon = await startDaemon({ tlsCert: pair.cert, tlsKey: pair.key });
+    daemon = await startInProcessDaemon({ tlsCert: pair.cert, tlsKey: pair.key });
     env = cliEnv(daemon.url, ALICE);
     delete env.NODE_EXTRA_CA_CERTS;
     delete env.EXECWORLD_CA;

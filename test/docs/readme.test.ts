@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { codeBlocks, docFiles, readDoc, ROOT } from '../helpers/docs.ts';
 
 /** The address the examples name. */
@@ -28,7 +28,7 @@ let home: string;
 let scratch: string;
 
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   home = mkdtempSync(join(tmpdir(), 'execworld-readme-home-'));
   mkdirSync(join(home, '.config', 'execworld'), { recursive: true });
   writeFileSync(join(home, '.config', 'execworld', 'token'), `${ALICE}\n`, { mode: 0o600 });

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { Context } from '@deepseek-ai/cordis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RemoteWorld } from '@execworld/sdk/dsh';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { composeWithFiles, type FilesHarness } from '../helpers/dsh-harness.ts';
 
 let daemon: TestDaemon;
@@ -19,7 +19,7 @@ let harness: FilesHarness;
 const dir = mkdtempSync(join(tmpdir(), 'dsh-files-'));
 
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   harness = await composeWithFiles((root: Context) => root.plugin(RemoteWorld, { url: daemon.url, token: ALICE }), dir);
 });
 afterAll(async () => {

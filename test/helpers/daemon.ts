@@ -24,7 +24,7 @@ export interface TestDaemon {
   close(): Promise<void>;
 }
 
-export async function startDaemon(
+export async function startInProcessDaemon(
   overrides: Partial<Config> = {},
   options: { runtime?: ExecutionProvider; /** Owners beside alice and bob. */ owners?: readonly TokenEntry[] } = {},
 ): Promise<TestDaemon> {

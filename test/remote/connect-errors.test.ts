@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { connect, ConnectionError, ExecworldError } from '@execworld/sdk';
 import { selfSignedCertificate } from '../helpers/tls.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 /** A port nothing listens on: one the kernel just handed out and was given back. */
 async function closedPort(): Promise<number> {
@@ -50,7 +50,7 @@ describe('a daemon with its own certificate', () => {
     const certificate = selfSignedCertificate();
     cert = certificate.cert;
     const key = certificate.key;
-    secure = await startDaemon({ tlsCert: cert, tlsKey: key });
+    secure = await startInProcessDaemon({ tlsCert: cert, tlsKey: key });
   });
   afterAll(() => secure.close());
 
@@ -75,7 +75,7 @@ describe('a daemon with its own certificate', () => {
   });
 
   it('says there is no TLS where an https URL meets a plain daemon', async () => {
-    const plain = await startDaemon();
+    const plain = await startInProcessDaemon();
     const error = await connect(plain.url.replace('http:', 'https:'), { token: ALICE }).catch((failure: unknown) => failure);
     expect((error as Error).message).toMatch(/^no TLS at 127\.0\.0\.1:\d+ \(EPROTO\): if the daemon serves plain HTTP, use an http:\/\/ URL$/);
     await plain.close();

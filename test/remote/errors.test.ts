@@ -17,11 +17,11 @@ import {
   SpawnError,
   StateError,
 } from '@execworld/sdk';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
 });
 afterAll(() => daemon.close());
 

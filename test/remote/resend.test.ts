@@ -10,14 +10,14 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 
 let daemon: TestDaemon;
 let proxy: FaultProxy;
 let runtime: RemoteRuntime;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
   runtime = await connect(proxy.url, { token: ALICE, reconnectInitialDelayMs: 5, reconnectMaxDelayMs: 50 });
 });

@@ -5,14 +5,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { collect, waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 let first: RemoteRuntime;
 let second: RemoteRuntime;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   first = await connect(daemon.url, { token: ALICE });
   second = await connect(daemon.url, { token: ALICE });
 });

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SKIPPED_TRAILER } from '@execworld/sdk/fs';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const ERIN = 'erin-token-0123456789abcdefgh';
@@ -46,7 +46,7 @@ beforeAll(async () => {
   execFileSync('mkfifo', [join(tree, 'f05.fifo'), join(tree, 'sub', 'pipe')]);
   socketServer = createServer();
   await new Promise<void>((resolve) => socketServer.listen(join(tree, 'f10.sock'), resolve));
-  daemon = await startDaemon(
+  daemon = await startInProcessDaemon(
     {},
     { owners: [{ owner: 'erin', token: ERIN, user: { name: USER, uid, gid, home: '/nonexistent', shell: '/usr/sbin/nologin' } }] },
   );

@@ -5,11 +5,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIVE_PATH, OPERATION_LIST, READY_PATH, TOKEN_HEADER } from '@execworld/sdk/protocol';
-import { ALICE, BOB, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, BOB, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
 });
 afterAll(() => daemon.close());
 
@@ -61,7 +61,7 @@ describe('auth', () => {
   it('answers the probes without a token: live while the loop runs, ready until shutdown', async () => {
     expect(await daemon.request('GET', LIVE_PATH, { token: null })).toMatchObject({ status: 200, body: { status: 'live' } });
     expect(await daemon.request('GET', READY_PATH, { token: null })).toMatchObject({ status: 200, body: { status: 'ready' } });
-    const closing = await startDaemon();
+    const closing = await startInProcessDaemon();
     const shutdown = closing.daemon.registry.shutdown();
     expect(await closing.request('GET', READY_PATH, { token: null })).toMatchObject({ status: 503, body: { error: { code: 'SHUTTING_DOWN' } } });
     expect(await closing.request('GET', LIVE_PATH, { token: null })).toMatchObject({ status: 200 });
@@ -111,7 +111,7 @@ describe('auth', () => {
   });
 
   it('admits an origin the configuration allows', async () => {
-    const allowing = await startDaemon({ allowedOrigins: ['http://ide.example'] });
+    const allowing = await startInProcessDaemon({ allowedOrigins: ['http://ide.example'] });
     const socket = await TestSocket.open(allowing.wsUrl, { token: ALICE, headers: { origin: 'http://ide.example' } });
     socket.close();
     await expect(TestSocket.open(allowing.wsUrl, { token: ALICE, headers: { origin: 'http://other.example' } })).rejects.toMatchObject({ status: 403 });

@@ -5,11 +5,11 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, OPERATION_LIST } from '@execworld/sdk/protocol';
-import { startDaemon, TestSocket, ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { startInProcessDaemon, TestSocket, ALICE, type TestDaemon } from '../helpers/daemon.ts';
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon({ maxBodyBytes: 64 * 1024 });
+  daemon = await startInProcessDaemon({ maxBodyBytes: 64 * 1024 });
 });
 afterAll(() => daemon.close());
 

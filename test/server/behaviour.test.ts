@@ -11,12 +11,12 @@ import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
 import { MAX_SUBSCRIPTIONS } from '../../service/src/server/ws.ts';
 import { selfSignedCertificate } from '../helpers/tls.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { sleep, waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
 });
 afterAll(() => daemon.close());
 
@@ -172,7 +172,7 @@ describe('terminals over REST', () => {
 
 describe('limits and retention', () => {
   it('answers 429 past the per-owner limit, and counts only running sessions', async () => {
-    const limited = await startDaemon({ maxSessionsPerOwner: 2 });
+    const limited = await startInProcessDaemon({ maxSessionsPerOwner: 2 });
     const spec = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
     const a = await limited.request('POST', '/v1/terminals', { body: spec });
     await limited.request('POST', '/v1/terminals', { body: spec });
@@ -191,7 +191,7 @@ describe('limits and retention', () => {
     await daemon.request('GET', `/v1/terminals/${kept.body.id}/done`);
     await waitFor('the session to be closed', async () => (await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.treeExited === true);
     expect((await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.exit).toEqual({ exitCode: 9, signal: null });
-    const short = await startDaemon({ retentionMs: 300 });
+    const short = await startInProcessDaemon({ retentionMs: 300 });
     const created = await short.request('POST', '/v1/terminals', {
       body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 },
     });
@@ -235,7 +235,7 @@ describe('connection limits', () => {
 
 describe('heartbeats', () => {
   it('drops a peer that stops answering pings', async () => {
-    const quick = await startDaemon({ heartbeatMs: 100 });
+    const quick = await startInProcessDaemon({ heartbeatMs: 100 });
     const socket = await TestSocket.open(quick.wsUrl, { token: ALICE });
     // Stop reading: pings go unanswered.
     (socket.socket as unknown as { _socket: { pause(): void } })._socket.pause();
@@ -247,7 +247,7 @@ describe('heartbeats', () => {
 describe('TLS', () => {
   it('serves HTTPS with a given certificate and key', async () => {
     const { cert, key } = selfSignedCertificate();
-    const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
+    const secure = await startInProcessDaemon({ tlsCert: cert, tlsKey: key });
     expect(secure.url).toMatch(/^https:/);
     const body = await new Promise<string>((resolve, reject) => {
       const request = httpsRequest(`${secure.url}/v1/health`, { ca: readFileSync(cert) }, (response) => {
@@ -264,7 +264,7 @@ describe('TLS', () => {
 
   it('admits a browser upgrade from its own https origin, and not from the http one of the same host', async () => {
     const { cert, key } = selfSignedCertificate();
-    const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
+    const secure = await startInProcessDaemon({ tlsCert: cert, tlsKey: key });
     const { host } = new URL(secure.url);
     /** The status an upgrade from `origin` gets: 101 when it opens. */
     const upgrade = (origin: string): Promise<number> =>

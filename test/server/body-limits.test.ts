@@ -8,8 +8,8 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { request } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startDaemon as startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const MiB = 1024 * 1024;
@@ -41,7 +41,7 @@ const stdinBody = (bytes: number): Buffer => Buffer.from(`{"data":"${'x'.repeat(
 describe("a body past its operation's limit", () => {
   let daemon: TestDaemon;
   it('is refused with 413 naming the limit as soon as its Content-Length says so, before any of it is sent', async () => {
-    daemon = await startDaemon();
+    daemon = await startInProcessDaemon();
     started.push(daemon);
     // 1 MiB is far below the daemon's --max-body-bytes (32 MiB), and far above what a resize carries.
     const { socket, answer } = await rawRequest(daemon.url, '/v1/terminals/t_unknown0000/resize', Buffer.alloc(MiB, 32), 0);
@@ -74,7 +74,7 @@ describe("a body past its operation's limit", () => {
 
 describe('the bodies of all requests together', () => {
   it('are held within --body-budget-bytes: past it a request is refused with 429 naming the bound, until bodies are done', async () => {
-    const daemon = await startDaemon({ maxBodyBytes: MiB, bodyBudgetBytes: MiB });
+    const daemon = await startInProcessDaemon({ maxBodyBytes: MiB, bodyBudgetBytes: MiB });
     started.push(daemon);
     const bodies = (): number => daemon.daemon.bodies.held;
     // One request has sent 800 KB of its body and holds them.

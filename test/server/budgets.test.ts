@@ -11,12 +11,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@execworld/sdk';
 import { decodeDataFrame, WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
-import { ALICE, ALICE_READER, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon({
+  daemon = await startInProcessDaemon({
     maxSessionsPerOwner: 5,
     maxConnectionsPerOwner: 4,
     maxSubscriptionsPerOwner: 3,
@@ -65,7 +65,7 @@ describe('one connection with many subscriptions of one busy stream', () => {
   it("sends them no more unacknowledged output together than the connection's budget, and health answers through the flood", async () => {
     const budget = 1024 * 1024;
     const subscriptions = 200;
-    const flood = await startDaemon({ connectionBufferBytes: budget, ringBytes: budget, maxSubscriptionsPerOwner: 4096 });
+    const flood = await startInProcessDaemon({ connectionBufferBytes: budget, ringBytes: budget, maxSubscriptionsPerOwner: 4096 });
     const socket = new WebSocket(flood.wsUrl, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${ALICE}` } });
     await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
     const answers = new Map<number, { t: string; result?: any }>();
@@ -270,7 +270,7 @@ describe('an authenticated request body that never ends (--request-timeout-ms)',
   let short: TestDaemon;
   const scratch = mkdtempSync(join(tmpdir(), 'endless-body-'));
   beforeAll(async () => {
-    short = await startDaemon({ requestTimeoutMs: TIMEOUT_MS });
+    short = await startInProcessDaemon({ requestTimeoutMs: TIMEOUT_MS });
   });
   afterAll(async () => {
     await short.close();

@@ -4,7 +4,7 @@
  * agent socket) does not reach them unless a setting passes it.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 const LEAKY = {
   DATABASE_URL: 'postgres://app:pw@db/app',
@@ -44,7 +44,7 @@ afterEach(() => {
 describe("children's environment", () => {
   it('is the allowlist plus the request by default', async () => {
     for (const [name, value] of Object.entries({ ...LEAKY, LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8' })) vi.stubEnv(name, value);
-    const daemon = await startDaemon();
+    const daemon = await startInProcessDaemon();
     try {
       const seen = await childSees(daemon);
       for (const name of Object.keys(LEAKY)) expect(seen[name], name).toBe('<unset>');
@@ -56,8 +56,8 @@ describe("children's environment", () => {
 
   it('gets more names from passEnv, and with * everything but credential-shaped names', async () => {
     for (const [name, value] of Object.entries(LEAKY)) vi.stubEnv(name, value);
-    const named = await startDaemon({ passEnv: ['PATH', 'DATABASE_URL', 'SSH_*'] });
-    const all = await startDaemon({ passEnv: ['*'] });
+    const named = await startInProcessDaemon({ passEnv: ['PATH', 'DATABASE_URL', 'SSH_*'] });
+    const all = await startInProcessDaemon({ passEnv: ['*'] });
     try {
       expect(await childSees(named)).toMatchObject({ DATABASE_URL: LEAKY.DATABASE_URL, SSH_AUTH_SOCK: LEAKY.SSH_AUTH_SOCK, GITHUB_PAT: '<unset>' });
       expect(await childSees(all)).toMatchObject({ DATABASE_URL: LEAKY.DATABASE_URL, GITHUB_PAT: LEAKY.GITHUB_PAT, SERVICE_TOKEN: '<unset>' });

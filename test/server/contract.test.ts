@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_LIST, type OperationSpec } from '@execworld/sdk/protocol';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 
 let daemon: TestDaemon;
 let socket: TestSocket;
@@ -20,7 +20,7 @@ writeFileSync(file, 'alpha\n');
 writeFileSync(join(dir, 'moved.txt'), 'moved\n');
 
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
 });
 afterAll(async () => {

@@ -16,7 +16,7 @@ import { connect } from '@execworld/sdk';
 import { DEFAULT_GRACE_MS } from '@execworld/sdk/seam';
 import { loadConfig } from '../../service/src/server/config.ts';
 import { BIN, cliEnv } from '../helpers/cli.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { canMakeUsers, makeUser } from '../helpers/os-users.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -27,7 +27,7 @@ let carol: ReturnType<typeof makeUser> | undefined;
 
 beforeAll(async () => {
   carol = canMakeUsers ? makeUser() : undefined;
-  daemon = await startDaemon({}, { owners: carol === undefined ? [] : [{ owner: 'carol', token: CAROL, user: carol }] });
+  daemon = await startInProcessDaemon({}, { owners: carol === undefined ? [] : [{ owner: 'carol', token: CAROL, user: carol }] });
 });
 afterAll(async () => {
   await daemon.close();
@@ -76,7 +76,7 @@ describe('creates without a working directory, stdio or grace', () => {
 
   it('REST: --default-cwd sets the directory of an unmapped owner', async () => {
     const directory = realpathSync(mkdtempSync(join(tmpdir(), 'ew-default-cwd-')));
-    const other = await startDaemon({ defaultCwd: directory });
+    const other = await startInProcessDaemon({ defaultCwd: directory });
     try {
       const created = await other.request('POST', '/v1/processes', { body: { argv: ['/bin/pwd'] } });
       expect(created.status, JSON.stringify(created.body)).toBe(201);
@@ -139,7 +139,7 @@ describe('creates without a working directory, stdio or grace', () => {
   describe.skipIf(!canMakeUsers)('the CLI, run in a directory that exists only on the client', () => {
     it("exec and run leave the working directory to the world: the daemon's default", async () => {
       const directory = realpathSync(mkdtempSync(join(tmpdir(), 'ew-default-cwd-')));
-      const other = await startDaemon({ defaultCwd: directory });
+      const other = await startInProcessDaemon({ defaultCwd: directory });
       const mountpoint = mkdtempSync(join(tmpdir(), 'ew-client-only-'));
       mkdirSync(mountpoint, { recursive: true });
       try {

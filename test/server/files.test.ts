@@ -15,7 +15,7 @@ import { OPERATIONS, type ErrorCode } from '@execworld/sdk/protocol';
 import { parseTokenFile, resolveUsers } from '../../service/src/server/auth.ts';
 import { ConfigError } from '../../service/src/server/config.ts';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
-import { ALICE, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, BOB, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const CAROL = 'carol-token-0123456789abcdefg';
@@ -33,7 +33,7 @@ symlinkSync(join(outside, 'secret.txt'), join(root, 'secret-link.txt'));
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon(
+  daemon = await startInProcessDaemon(
     {},
     {
       owners: [
@@ -314,7 +314,7 @@ describe('an owner that runs as another OS user', () => {
       expect((await as('read-text', { path: join(own, 'made.txt') })).body).toEqual({ text: 'mine\n' });
       expect(worker().length).toBe(1);
       // A daemon of its own ends its worker with it.
-      const other = await startDaemon(
+      const other = await startInProcessDaemon(
         {},
         {
           owners: [

@@ -9,12 +9,12 @@ import { connect as connectTcp } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CATALOG, ERROR_CODES, OPERATION_LIST } from '@execworld/sdk/protocol';
 import { clientError } from '../../service/src/server/http-errors.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 
 let daemon: TestDaemon;
 let port: number;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   port = Number(new URL(daemon.url).port);
 });
 afterAll(() => daemon.close());

@@ -6,12 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon({ ringBytes: 64 * 1024 });
+  daemon = await startInProcessDaemon({ ringBytes: 64 * 1024 });
 });
 afterAll(() => daemon.close());
 
@@ -94,7 +94,7 @@ describe('GET /metrics', () => {
   });
 
   it('answers without a token with --metrics-auth none', async () => {
-    const open = await startDaemon({ metricsAuth: 'none' });
+    const open = await startInProcessDaemon({ metricsAuth: 'none' });
     try {
       const answer = await open.request('GET', METRICS_PATH, { token: null });
       expect(answer.status).toBe(200);

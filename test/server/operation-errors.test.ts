@@ -16,7 +16,7 @@ import { LocalRuntime } from '@execworld/service';
 import { CONNECT_ERRORS } from '../../scripts/openapi.ts';
 import { InspectionUnsupportedError, type ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { ALICE, ALICE_READER, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** Codes no test can bring about, with the reason. */
@@ -126,9 +126,9 @@ async function pastBacklog(name: string, id: string, body: Record<string, unknow
 }
 
 beforeAll(async () => {
-  daemon = await startDaemon({ maxBodyBytes: 256 * 1024 }, { owners });
+  daemon = await startInProcessDaemon({ maxBodyBytes: 256 * 1024 }, { owners });
   inspector = new SwitchableInspector();
-  limited = await startDaemon({}, { runtime: new LocalRuntime({ inspector }) });
+  limited = await startInProcessDaemon({}, { runtime: new LocalRuntime({ inspector }) });
   const exited = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
   ids.exitedTerminal = exited.body.id;
   await daemon.request('GET', `/v1/terminals/${ids.exitedTerminal}/done?timeoutMs=20000`);
@@ -151,7 +151,7 @@ beforeAll(async () => {
     await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' } } })
   ).body.id;
   // 50,000 bytes of a body of 60,000 sent and held, of a budget of 64 KiB: a body of 20,000 bytes more does not fit.
-  budgeted = await startDaemon({ maxBodyBytes: 64 * 1024, bodyBudgetBytes: 64 * 1024 });
+  budgeted = await startInProcessDaemon({ maxBodyBytes: 64 * 1024, bodyBudgetBytes: 64 * 1024 });
   const { hostname, port } = new URL(budgeted.url);
   slowBody = netConnect(Number(port), hostname);
   await new Promise((resolve) => slowBody.once('connect', resolve));
@@ -246,7 +246,7 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
 
 /** A daemon that holds one running session of `kind` and allows no more. */
 async function fullDaemon(kind: 'terminal' | 'process'): Promise<TestDaemon> {
-  const full = await startDaemon({ maxSessionsPerOwner: 1 });
+  const full = await startInProcessDaemon({ maxSessionsPerOwner: 1 });
   const created =
     kind === 'terminal' ? await full.request('POST', '/v1/terminals', { body: TERMINAL }) : await full.request('POST', '/v1/processes', { body: PROCESS });
   expect(created.status).toBe(201);
@@ -267,7 +267,7 @@ async function against(
 }
 
 async function shuttingDown(): Promise<TestDaemon> {
-  const target = await startDaemon();
+  const target = await startInProcessDaemon();
   await target.daemon.registry.shutdown();
   return target;
 }
@@ -292,7 +292,7 @@ async function completing(path: string, meanwhile: () => void, expected: Record<
 }
 
 /** A daemon whose filesystem bounds are tiny. */
-const tinyBounds = () => startDaemon({ maxReadTextBytes: 4, maxListEntries: 1 });
+const tinyBounds = () => startInProcessDaemon({ maxReadTextBytes: 4, maxListEntries: 1 });
 
 /** What each operation's own work can answer. */
 const OWN: Record<string, Scenario[]> = {
@@ -409,7 +409,7 @@ const OWN: Record<string, Scenario[]> = {
       code: 'LIMIT_EXCEEDED',
       send: () =>
         against(
-          () => startDaemon({ maxUploadsPerOwner: 1 }),
+          () => startInProcessDaemon({ maxUploadsPerOwner: 1 }),
           async (full) => {
             expect((await full.request('POST', '/v1/files/uploads', { body: { path: join(files, 'first') } })).status).toBe(201);
             return send(full, op('upload.create'), '', { body: { path: join(files, 'second') } });
@@ -471,7 +471,7 @@ const OWN: Record<string, Scenario[]> = {
       code: 'UNSUPPORTED',
       send: () =>
         against(
-          () => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
+          () => startInProcessDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
           (windows) => send(windows, op('terminal.create'), ''),
         ),
     },
@@ -509,7 +509,7 @@ const OWN: Record<string, Scenario[]> = {
       code: 'LIMIT_EXCEEDED',
       send: () =>
         against(
-          () => startDaemon({ screenMaxCells: TERMINAL.rows * TERMINAL.cols - 1 }),
+          () => startInProcessDaemon({ screenMaxCells: TERMINAL.rows * TERMINAL.cols - 1 }),
           async (small) => send(small, op('terminal.screen'), (await small.request('POST', '/v1/terminals', { body: TERMINAL })).body.id),
         ),
     },
@@ -659,7 +659,7 @@ Object.assign(OWN, {
       code: 'UNSUPPORTED',
       send: () =>
         against(
-          () => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
+          () => startInProcessDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
           (windows) => send(windows, op('shell.create'), ''),
         ),
     },
@@ -701,7 +701,7 @@ Object.assign(OWN, {
       code: 'LIMIT_EXCEEDED',
       send: () =>
         against(
-          () => startDaemon({ maxSessionsPerOwner: 2 }),
+          () => startInProcessDaemon({ maxSessionsPerOwner: 2 }),
           (full) =>
             restartFails(
               async (id) => {

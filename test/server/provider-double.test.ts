@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG } from '../../service/src/server/config.ts';
 import { SessionRegistry, type SessionLimits } from '../../service/src/server/sessions/registry.ts';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { MemoryProvider } from '../helpers/memory-provider.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -33,7 +33,10 @@ async function readAll(path: string, until: (text: string) => boolean): Promise<
 
 describe('the daemon over the in-memory provider', () => {
   it('reports the provider’s platform and capabilities on /v1/health', async () => {
-    daemon = await startDaemon({}, { runtime: new MemoryProvider({ platform: 'win32', terminals: false, exactInputWait: false, containment: 'none' }) });
+    daemon = await startInProcessDaemon(
+      {},
+      { runtime: new MemoryProvider({ platform: 'win32', terminals: false, exactInputWait: false, containment: 'none' }) },
+    );
     const health = await daemon.request('GET', '/v1/health', { token: null });
     expect(health.body).toMatchObject({ platform: 'win32', capabilities: { terminals: false, exactInputWait: false, containment: 'none', processes: true } });
     const refused = await daemon.request('POST', '/v1/terminals', { body: terminalSpec });
@@ -43,7 +46,7 @@ describe('the daemon over the in-memory provider', () => {
 
   it('runs a terminal: input, output, foreground, resize, signal and exit code', async () => {
     const provider = new MemoryProvider();
-    daemon = await startDaemon({}, { runtime: provider });
+    daemon = await startInProcessDaemon({}, { runtime: provider });
     const created = await daemon.request('POST', '/v1/terminals', { body: terminalSpec });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
@@ -70,7 +73,7 @@ describe('the daemon over the in-memory provider', () => {
 
   it('runs a process: the seam spec it gets, stdin, stdout and exit', async () => {
     const provider = new MemoryProvider();
-    daemon = await startDaemon({}, { runtime: provider });
+    daemon = await startInProcessDaemon({}, { runtime: provider });
     const created = await daemon.request('POST', '/v1/processes', {
       body: {
         argv: ['memcat'],

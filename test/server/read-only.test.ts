@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
-import { ALICE, ALICE_READER, BOB, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
@@ -20,7 +20,7 @@ const READ_ONLY = { status: 403, body: { error: { code: 'READ_ONLY', message: ex
 let daemon: TestDaemon;
 const scratch = mkdtempSync(join(tmpdir(), 'read-only-'));
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
 });
 afterAll(async () => {
   await daemon.close();
@@ -179,7 +179,7 @@ describe('a read-only token', () => {
 
   it("does not keep an upload of alice's alive by asking for its offset: it is discarded once idle, read or not", async () => {
     const idleMs = 1500;
-    const short = await startDaemon({ uploadIdleMs: idleMs });
+    const short = await startInProcessDaemon({ uploadIdleMs: idleMs });
     try {
       const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'idle.bin') } });
       expect(created.status).toBe(201);
@@ -207,7 +207,7 @@ describe('a read-only token', () => {
   });
 
   it("never frees ring room: a program its owner's readers hold paused stays paused while a reader takes every byte", async () => {
-    const small = await startDaemon({ ringBytes: 64 * 1024 });
+    const small = await startInProcessDaemon({ ringBytes: 64 * 1024 });
     const created = await small.request('POST', '/v1/processes', {
       body: { ...PROCESS, argv: ['/bin/sh', '-c', 'head -c 1000000 /dev/zero'], stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } },
     });

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@execworld/sdk';
 import { DEFAULT_RUN_OUTPUT_BYTES } from '@execworld/sdk/seam';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { canMakeUsers, makeUser } from '../helpers/os-users.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -22,7 +22,7 @@ const scratch = mkdtempSync(join(tmpdir(), 'ew-run-rest-'));
 
 beforeAll(async () => {
   carol = canMakeUsers ? makeUser() : undefined;
-  daemon = await startDaemon({}, { owners: carol === undefined ? [] : [{ owner: 'carol', token: CAROL, user: carol }] });
+  daemon = await startInProcessDaemon({}, { owners: carol === undefined ? [] : [{ owner: 'carol', token: CAROL, user: carol }] });
 });
 afterAll(async () => {
   await daemon.close();

@@ -13,13 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
 import { QueryScanner } from '../../service/src/provider/query-scanner.ts';
 import { RingStream } from '../../service/src/server/streams.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 let workDir: string;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   workDir = mkdtempSync(join(tmpdir(), 'execworld-screens-'));
 });
 afterAll(async () => {
@@ -359,7 +359,7 @@ describe('GET /v1/terminals/{id}/screen', () => {
   });
 
   it('says complete: false when the emulator starts after the ring dropped the first bytes', async () => {
-    const small = await startDaemon({ ringBytes: 4096 });
+    const small = await startInProcessDaemon({ ringBytes: 4096 });
     try {
       const { id } = await createTerminal(small, String.raw`for i in $(seq 1 2000); do printf 'row %d\n' $i; done; exec sleep 60`, { rows: 5, cols: 20 });
       // A reader that has every byte lets the ring drop the oldest.

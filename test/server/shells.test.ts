@@ -7,7 +7,7 @@ import { dirname } from 'node:path';
 import { schemas } from '@execworld/sdk/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { PWSH } from '../conformance/shell-pwsh-contract.ts';
 
@@ -15,7 +15,7 @@ let daemon: TestDaemon;
 let runtime: RemoteRuntime;
 
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   runtime = await connect(daemon.url, { token: ALICE });
 });
 afterAll(async () => {

@@ -12,7 +12,7 @@ import { connect, SpawnError, type RemoteRuntime } from '@execworld/sdk';
 import { LocalRuntime } from '@execworld/service';
 import { InspectionUnsupportedError } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 
 const PROCESS = { argv: ['/bin/true'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: { maxBytes: 100 } }, graceMs: 500 };
 /** One argument past the kernel's MAX_ARG_STRLEN (128 KiB with its NUL), which the schema still admits. */
@@ -22,7 +22,7 @@ let daemon: TestDaemon;
 let runtime: RemoteRuntime;
 let notExecutable: string;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   runtime = await connect(daemon.url, { token: ALICE });
   notExecutable = join(mkdtempSync(join(tmpdir(), 'execworld-noexec-')), 'script');
   writeFileSync(notExecutable, '#!/bin/sh\necho hi\n');
@@ -63,7 +63,7 @@ describe('process.create refuses a spawn the operating system refused', () => {
   });
 
   it('takes no session slot and leaves no session for a refused spawn', async () => {
-    const tight = await startDaemon({ maxSessionsPerOwner: 1 });
+    const tight = await startInProcessDaemon({ maxSessionsPerOwner: 1 });
     for (let attempt = 0; attempt < 3; attempt += 1) {
       expect((await tight.request('POST', '/v1/processes', { body: { ...PROCESS, argv: ['/definitely/missing/program'] } })).status).toBe(422);
     }
@@ -117,7 +117,7 @@ describe('an inspection this host cannot do', () => {
 
   it('answers terminal.foreground with 501 UNSUPPORTED', async () => {
     const local = new LocalRuntime({ inspector: new NoInputWaitInspector() });
-    const limited = await startDaemon({}, { runtime: local });
+    const limited = await startInProcessDaemon({}, { runtime: local });
     const terminal = await limited.request('POST', '/v1/terminals', { body: { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
     expect(terminal.status).toBe(201);
     const foreground = await limited.request('GET', `/v1/terminals/${terminal.body.id}/foreground`);

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RingStream } from '../../service/src/server/streams.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 
 describe('RingStream', () => {
   const bytes = (text: string): Buffer => Buffer.from(text);
@@ -99,7 +99,7 @@ describe('RingStream', () => {
 describe('WebSocket streams', () => {
   let daemon: TestDaemon;
   beforeAll(async () => {
-    daemon = await startDaemon({ ringBytes: 8 * 1024 * 1024 });
+    daemon = await startInProcessDaemon({ ringBytes: 8 * 1024 * 1024 });
   });
   afterAll(() => daemon.close());
 
@@ -185,7 +185,7 @@ describe('WebSocket streams', () => {
   });
 
   it('replays a terminal from any retained offset over REST, with an explicit gap before the ring', async () => {
-    const small = await startDaemon({ ringBytes: 4096 });
+    const small = await startInProcessDaemon({ ringBytes: 4096 });
     const created = await small.request('POST', '/v1/terminals', {
       body: { argv: ['/bin/sh', '-c', 'seq 1 5000'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 },
     });

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATIONS, type ErrorCode } from '@execworld/sdk/protocol';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
-import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 const CAROL = 'carol-token-0123456789abcdefg';
 const scratch = mkdtempSync(join(tmpdir(), 'transfer-routes-'));
@@ -26,7 +26,7 @@ symlinkSync(outside, join(root, 'door'));
 
 let daemon: TestDaemon;
 beforeAll(async () => {
-  daemon = await startDaemon(
+  daemon = await startInProcessDaemon(
     {},
     {
       owners: [{ owner: 'carol', token: CAROL, root }],
@@ -118,7 +118,7 @@ describe('PUT /v1/files/uploads/{id}', () => {
     await bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'abc' });
     expect((await daemon.request('DELETE', `/v1/files/uploads/${id}`)).status).toBe(200);
     expect((await daemon.request('GET', `/v1/files/uploads/${id}`)).status).toBe(404);
-    const other = await startDaemon();
+    const other = await startInProcessDaemon();
     const created = await other.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'shutdown.bin') } });
     expect(created.status).toBe(201);
     await other.close();

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { defaultShell, pwshCandidates, resolvePwsh } from '../../service/src/server/sessions/shells.ts';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { fakeWindowsRuntime, type FakeConPty } from '../helpers/fake-kernel32.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -18,7 +18,7 @@ afterEach(async () => {
 
 async function serveWindows(): Promise<{ daemon: TestDaemon; ptys: FakeConPty[] }> {
   const { runtime, ptys } = fakeWindowsRuntime({ cursorRequest: true, banner: 'PS C:\\> ' });
-  daemon = await startDaemon({}, { runtime });
+  daemon = await startInProcessDaemon({}, { runtime });
   return { daemon, ptys };
 }
 
@@ -63,7 +63,7 @@ describe('a Windows world, as the daemon reports and shells it', () => {
       platform: 'win32',
       capabilities: { terminals: true, exactInputWait: false, signals: false, defaultShell: 'pwsh' },
     });
-    const linux = await startDaemon();
+    const linux = await startInProcessDaemon();
     try {
       expect((await linux.request('GET', '/v1/health', { token: null })).body.capabilities).toMatchObject({ signals: true, defaultShell: 'bash' });
     } finally {
