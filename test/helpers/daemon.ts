@@ -24,10 +24,15 @@ export interface TestDaemon {
   close(): Promise<void>;
 }
 
-export async function startInProcessDaemon(
-  overrides: Partial<Config> = {},
-  options: { runtime?: ExecutionProvider; /** Owners beside alice and bob. */ owners?: readonly TokenEntry[] } = {},
-): Promise<TestDaemon> {
+export interface InProcessDaemonOptions {
+  /** The provider, instead of the host's. */
+  readonly runtime?: ExecutionProvider;
+  /** Owners beside alice and bob. */
+  readonly owners?: readonly TokenEntry[];
+}
+
+/** A daemon built with buildApp in this process, listening on a free port of 127.0.0.1; tests get one through daemon-test.ts's fixtures. */
+export async function startInProcessDaemon(overrides: Partial<Config> = {}, options: InProcessDaemonOptions = {}): Promise<TestDaemon> {
   const config = { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides } as Config;
   const tokens = new TokenTable(
     [{ owner: 'alice', token: ALICE }, { owner: 'alice', token: ALICE_READER, access: 'read' }, { owner: 'bob', token: BOB }, ...(options.owners ?? [])],
