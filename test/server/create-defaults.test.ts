@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@execworld/sdk';
 import { DEFAULT_GRACE_MS } from '@execworld/sdk/seam';
-import { loadConfig } from '../../service/src/server/config.ts';
+import { serveConfig } from '../../service/src/cli/serve.ts';
 import { BIN, cliEnv } from '../helpers/cli.ts';
 import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { canMakeUsers, makeUser } from '../helpers/os-users.ts';
@@ -87,8 +87,8 @@ describe('creates without a working directory, stdio or grace', () => {
   });
 
   it('--default-cwd must be a directory', () => {
-    expect(() => loadConfig(['--default-cwd', '/definitely/missing'])).toThrow(/--default-cwd: \/definitely\/missing is not a directory/);
-    expect(loadConfig(['--default-cwd', tmpdir()]).config.defaultCwd).toBe(tmpdir());
+    expect(() => serveConfig(['--default-cwd', '/definitely/missing'])).toThrow(/--default-cwd: \/definitely\/missing is not a directory/);
+    expect(serveConfig(['--default-cwd', tmpdir()]).config.defaultCwd).toBe(tmpdir());
   });
 
   it(`SDK: a spawn with only argv runs with pipes and a grace of ${DEFAULT_GRACE_MS} ms in the daemon's working directory`, async () => {
