@@ -10,7 +10,7 @@
  * backing off) and never while output flows.
  *
  * The class is one state machine (start, type, settle a run, interrupt,
- * reset), about 500 lines: its transitions share the run's fields, and split
+ * reset): its transitions share the run's fields, and split
  * across files they would have to pass them around. The dialects, the output
  * capture and the query answers are modules of their own.
  * @module
