@@ -6,6 +6,7 @@
  * test file starts or stops a daemon by hand.
  *
  *   const test = daemonTest({ maxSessionsPerOwner: 4 });
+ *   const test = daemonTest(() => [{}, { owners: [carol] }]); // read when the daemon starts, after the file's setup
  *   test('lists', async ({ daemon }) => { ... });
  *   test('refuses', async ({ startDaemon }) => { const tight = await startDaemon({ maxSessionsPerOwner: 1 }); ... });
  */
@@ -27,13 +28,16 @@ export interface DaemonFixtures {
   };
 }
 
-/** `test` with the fixtures {@link DaemonFixtures}; the file's daemon has `overrides` and `options`. */
-export function daemonTest(overrides: Partial<Config> = {}, options: InProcessDaemonOptions = {}) {
+/** `test` with the fixtures {@link DaemonFixtures}; the file's daemon is started with `settings`. */
+export function daemonTest(...settings: Parameters<StartDaemon> | [() => Parameters<StartDaemon>]) {
   return test.extend<DaemonFixtures>({
     daemon: [
       // eslint-disable-next-line no-empty-pattern -- vitest reads what a fixture needs from its first parameter's pattern: nothing
       async ({}, use) => {
-        const daemon = await startInProcessDaemon(overrides, options);
+        const [first, ...rest] = settings;
+        const daemon = await (typeof first === 'function'
+          ? startInProcessDaemon(...first())
+          : startInProcessDaemon(first, ...(rest as [InProcessDaemonOptions?])));
         try {
           await use(daemon);
         } finally {

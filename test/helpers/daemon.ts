@@ -40,6 +40,7 @@ export async function startInProcessDaemon(overrides: Partial<Config> = {}, opti
   );
   const daemon = buildApp({ config, tokens, logger: pino({ level: 'silent' }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }) });
   const address = await daemon.app.listen({ host: '127.0.0.1', port: 0 });
+  let closing: Promise<void> | undefined;
   return {
     url: address,
     wsUrl: `${address.replace(/^http/, 'ws')}/v1/connect`,
@@ -63,7 +64,8 @@ export async function startInProcessDaemon(overrides: Partial<Config> = {}, opti
       }
       return { status: response.status, body: parsed as any };
     },
-    close: () => daemon.app.close(),
+    // Closing twice is closing once: a test may close its daemon itself, and its fixture closes it again.
+    close: () => (closing ??= daemon.app.close()),
   };
 }
 

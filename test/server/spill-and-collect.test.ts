@@ -6,9 +6,12 @@
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { describe, expect } from 'vitest';
+import { type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
+
+const test = daemonTest();
 
 const spilling = (script: string, maxBytes = 1024) => ({
   argv: ['/bin/sh', '-c', script],
@@ -30,9 +33,9 @@ async function spilled(daemon: TestDaemon): Promise<{ id: string; path: string }
 }
 
 describe('spill files', () => {
-  it('are removed when the session is deleted, when its retention ends, and at shutdown', async () => {
+  test('are removed when the session is deleted, when its retention ends, and at shutdown', async ({ startDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'ew-state-'));
-    const daemon = await startInProcessDaemon({ stateDir, retentionMs: 300 });
+    const daemon = await startDaemon({ stateDir, retentionMs: 300 });
     const deleted = await spilled(daemon);
     await daemon.request('DELETE', `/v1/processes/${deleted.id}`);
     expect(existsSync(deleted.path)).toBe(false);
@@ -40,14 +43,14 @@ describe('spill files', () => {
     const retained = await spilled(daemon);
     await waitFor('retention to end', () => !existsSync(retained.path));
 
-    const longer = await startInProcessDaemon({ stateDir });
+    const longer = await startDaemon({ stateDir });
     const atShutdown = await spilled(longer);
     await longer.close();
     expect(existsSync(atShutdown.path)).toBe(false);
     await daemon.close();
   });
 
-  it("that a dead daemon left behind are removed by the next one, and a live one's are kept", async () => {
+  test("that a dead daemon left behind are removed by the next one, and a live one's are kept", async ({ startDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'ew-state-'));
     // A pid above pid_max is never alive.
     const dead = join(stateDir, 'spill', 'execworld-99999999-AbC123');
@@ -56,7 +59,7 @@ describe('spill files', () => {
       mkdirSync(directory, { recursive: true });
       writeFileSync(join(directory, 'execworld-1-1-000000000000-stdout.log'), 'left behind');
     }
-    const daemon = await startInProcessDaemon({ stateDir });
+    const daemon = await startDaemon({ stateDir });
     expect(existsSync(dead)).toBe(false);
     expect(existsSync(live)).toBe(true);
     await daemon.close();
@@ -64,8 +67,8 @@ describe('spill files', () => {
 });
 
 describe('the collect budget', () => {
-  it('refuses a process whose collected tails would pass it, with 429, while a running one holds its maxBytes', async () => {
-    const daemon = await startInProcessDaemon({ collectBudgetBytes: 3 * 1024 * 1024 });
+  test('refuses a process whose collected tails would pass it, with 429, while a running one holds its maxBytes', async ({ startDaemon }) => {
+    const daemon = await startDaemon({ collectBudgetBytes: 3 * 1024 * 1024 });
     const first = await daemon.request('POST', '/v1/processes', { body: spilling('sleep 300', 2 * 1024 * 1024) });
     expect(first.status).toBe(201);
     const second = await daemon.request('POST', '/v1/processes', { body: spilling('true', 2 * 1024 * 1024) });
@@ -79,9 +82,9 @@ describe('the collect budget', () => {
     await daemon.close();
   });
 
-  it('gets back what an ended process did not collect, while its retained tail stays readable and keeps its bytes', async () => {
+  test('gets back what an ended process did not collect, while its retained tail stays readable and keeps its bytes', async ({ startDaemon }) => {
     const MiB = 1024 * 1024;
-    const daemon = await startInProcessDaemon({ collectBudgetBytes: 3 * MiB });
+    const daemon = await startDaemon({ collectBudgetBytes: 3 * MiB });
     /** Runs `script` collecting up to 2 MiB of its stdout, and waits until its collected streams ended. */
     const ended = async (script: string): Promise<string> => {
       const created = await daemon.request('POST', '/v1/processes', { body: spilling(script, 2 * MiB) });
