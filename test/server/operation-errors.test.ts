@@ -10,13 +10,14 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { ERROR_CATALOG, OPERATION_LIST, type ErrorCode, type OperationSpec } from '@execworld/sdk/protocol';
 import { LocalRuntime } from '@execworld/service';
 import { CONNECT_ERRORS } from '../../scripts/openapi.ts';
 import { InspectionUnsupportedError, type ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
 import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** Codes no test can bring about, with the reason. */
@@ -125,8 +126,10 @@ async function pastBacklog(name: string, id: string, body: Record<string, unknow
   return answers.find((answer) => answer.status !== 200)!;
 }
 
-beforeAll(async () => {
-  daemon = await startInProcessDaemon({ maxBodyBytes: 256 * 1024 }, { owners });
+const test = daemonTest(() => [{ maxBodyBytes: 256 * 1024 }, { owners }]);
+
+test.beforeAll(async ({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   inspector = new SwitchableInspector();
   limited = await startInProcessDaemon({}, { runtime: new LocalRuntime({ inspector }) });
   const exited = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
@@ -161,13 +164,12 @@ beforeAll(async () => {
   slowBody.write(`{"data":"${'x'.repeat(50_000 - 9)}`);
   await waitFor('the slow body to be held', () => budgeted.daemon.bodies.held >= 50_000);
 });
-afterAll(async () => {
+test.afterAll(async () => {
   inspector.stubborn = false;
   inspector.unsupported = false;
   slowBody.destroy();
   await budgeted.close();
   await limited.close();
-  await daemon.close();
 });
 
 interface Scenario {
@@ -752,7 +754,7 @@ async function stubbornly(spec: OperationSpec): Promise<{ status: number; body: 
 describe('documented errors', () => {
   // The calls that carry bytes have their codes brought about with bodies of bytes, in files.test.ts and transfer-routes.test.ts.
   const calls = OPERATION_LIST.filter((spec) => spec.bytes === undefined);
-  it.each(calls.map((spec) => [spec.name, spec] as const))('%s answers only codes it documents, and each of them', async (_name, spec) => {
+  test.each(calls.map((spec) => [spec.name, spec] as const))('%s answers only codes it documents, and each of them', async (_name, spec) => {
     const driven = new Set<ErrorCode>();
     for (const scenario of [...shapeScenarios(spec), ...(OWN[spec.name] ?? [])]) {
       const answer = await scenario.send();
@@ -770,7 +772,7 @@ describe('documented errors', () => {
     expect(claimedOnly, `${spec.name} documents codes no scenario brings about`).toEqual([]);
   });
 
-  it('documents GET /v1/connect with the codes it answers', () => {
+  test('documents GET /v1/connect with the codes it answers', () => {
     expect(CONNECT_ERRORS).toEqual(expect.arrayContaining(['UNAUTHORIZED', 'FORBIDDEN_ORIGIN', 'UPGRADE_REQUIRED', 'INVALID_ARGUMENT']));
   });
 });

@@ -8,9 +8,10 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
 import { ALICE, ALICE_READER, BOB, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
@@ -19,11 +20,12 @@ const READ_ONLY = { status: 403, body: { error: { code: 'READ_ONLY', message: ex
 
 let daemon: TestDaemon;
 const scratch = mkdtempSync(join(tmpdir(), 'read-only-'));
-beforeAll(async () => {
-  daemon = await startInProcessDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(async () => {
-  await daemon.close();
+test.afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -34,7 +36,7 @@ async function outputOf(id: string): Promise<string> {
 }
 
 describe('identity.get', () => {
-  it('answers the owner and access of each token, over REST and the WebSocket', async () => {
+  test('answers the owner and access of each token, over REST and the WebSocket', async () => {
     for (const [token, identity] of [
       [ALICE, { owner: 'alice', access: 'write' }],
       [ALICE_READER, { owner: 'alice', access: 'read' }],
@@ -50,7 +52,7 @@ describe('identity.get', () => {
 });
 
 describe('a read-only token', () => {
-  it("lists, inspects and follows alice's terminal over REST and the WebSocket", async () => {
+  test("lists, inspects and follows alice's terminal over REST and the WebSocket", async () => {
     const created = await daemon.request('POST', '/v1/terminals', { body: TERMINAL });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
@@ -76,7 +78,7 @@ describe('a read-only token', () => {
     }
   });
 
-  it('may not create, type, signal, resize or end anything, over REST or the WebSocket, and nothing changes', async () => {
+  test('may not create, type, signal, resize or end anything, over REST or the WebSocket, and nothing changes', async () => {
     const id = (await daemon.request('POST', '/v1/terminals', { body: TERMINAL })).body.id as string;
     const process = (await daemon.request('POST', '/v1/processes', { body: PROCESS })).body.id as string;
     try {
@@ -126,7 +128,7 @@ describe('a read-only token', () => {
     }
   });
 
-  it('reads files and downloads, and may not write, upload or unpack', async () => {
+  test('reads files and downloads, and may not write, upload or unpack', async () => {
     const file = join(scratch, 'notes.txt');
     writeFileSync(file, 'alpha\n');
     expect(await daemon.request('POST', '/v1/fs/read-text', { token: ALICE_READER, body: { path: file } })).toMatchObject({
@@ -177,7 +179,7 @@ describe('a read-only token', () => {
     await daemon.request('DELETE', `/v1/files/uploads/${upload}`);
   });
 
-  it("does not keep an upload of alice's alive by asking for its offset: it is discarded once idle, read or not", async () => {
+  test("does not keep an upload of alice's alive by asking for its offset: it is discarded once idle, read or not", async () => {
     const idleMs = 1500;
     const short = await startInProcessDaemon({ uploadIdleMs: idleMs });
     try {
@@ -206,7 +208,7 @@ describe('a read-only token', () => {
     }
   });
 
-  it("never frees ring room: a program its owner's readers hold paused stays paused while a reader takes every byte", async () => {
+  test("never frees ring room: a program its owner's readers hold paused stays paused while a reader takes every byte", async () => {
     const small = await startInProcessDaemon({ ringBytes: 64 * 1024 });
     const created = await small.request('POST', '/v1/processes', {
       body: { ...PROCESS, argv: ['/bin/sh', '-c', 'head -c 1000000 /dev/zero'], stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } },
@@ -247,7 +249,7 @@ describe('a read-only token', () => {
     }
   });
 
-  it("sees nothing of bob's", async () => {
+  test("sees nothing of bob's", async () => {
     const id = (await daemon.request('POST', '/v1/terminals', { token: BOB, body: TERMINAL })).body.id as string;
     try {
       expect((await daemon.request('GET', '/v1/terminals', { token: ALICE_READER })).body.terminals.map((t: { id: string }) => t.id)).not.toContain(id);
@@ -263,7 +265,7 @@ describe('a read-only token', () => {
     }
   });
 
-  it('reads the metrics, and an unknown path is as unknown to it as to any token', async () => {
+  test('reads the metrics, and an unknown path is as unknown to it as to any token', async () => {
     expect((await daemon.request('GET', METRICS_PATH, { token: ALICE_READER })).status).toBe(200);
     expect(await daemon.request('POST', '/v1/nothing-here', { token: ALICE_READER, body: {} })).toMatchObject({
       status: 404,
