@@ -5,7 +5,7 @@
  */
 import { describe, expect } from 'vitest';
 import { LIVE_PATH, OPERATION_LIST, READY_PATH, TOKEN_HEADER } from '@execworld/sdk/protocol';
-import { ALICE, BOB, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, BOB, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 
 let daemon: TestDaemon;
@@ -63,15 +63,14 @@ describe('auth', () => {
     socket.close();
   });
 
-  test('answers the probes without a token: live while the loop runs, ready until shutdown', async () => {
+  test('answers the probes without a token: live while the loop runs, ready until shutdown', async ({ startDaemon }) => {
     expect(await daemon.request('GET', LIVE_PATH, { token: null })).toMatchObject({ status: 200, body: { status: 'live' } });
     expect(await daemon.request('GET', READY_PATH, { token: null })).toMatchObject({ status: 200, body: { status: 'ready' } });
-    const closing = await startInProcessDaemon();
+    const closing = await startDaemon();
     const shutdown = closing.daemon.registry.shutdown();
     expect(await closing.request('GET', READY_PATH, { token: null })).toMatchObject({ status: 503, body: { error: { code: 'SHUTTING_DOWN' } } });
     expect(await closing.request('GET', LIVE_PATH, { token: null })).toMatchObject({ status: 200 });
     await shutdown;
-    await closing.close();
   });
 
   test('tells a stranger nothing about unknown paths', async () => {
@@ -115,12 +114,11 @@ describe('auth', () => {
     named.close();
   });
 
-  test('admits an origin the configuration allows', async () => {
-    const allowing = await startInProcessDaemon({ allowedOrigins: ['http://ide.example'] });
+  test('admits an origin the configuration allows', async ({ startDaemon }) => {
+    const allowing = await startDaemon({ allowedOrigins: ['http://ide.example'] });
     const socket = await TestSocket.open(allowing.wsUrl, { token: ALICE, headers: { origin: 'http://ide.example' } });
     socket.close();
     await expect(TestSocket.open(allowing.wsUrl, { token: ALICE, headers: { origin: 'http://other.example' } })).rejects.toMatchObject({ status: 403 });
-    await allowing.close();
   });
 });
 

@@ -11,7 +11,7 @@ import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
 import { MAX_SUBSCRIPTIONS } from '../../service/src/server/ws.ts';
 import { selfSignedCertificate } from '../helpers/tls.ts';
-import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { sleep, waitFor } from '../helpers/wait.ts';
 
@@ -173,8 +173,8 @@ describe('terminals over REST', () => {
 });
 
 describe('limits and retention', () => {
-  test('answers 429 past the per-owner limit, and counts only running sessions', async () => {
-    const limited = await startInProcessDaemon({ maxSessionsPerOwner: 2 });
+  test('answers 429 past the per-owner limit, and counts only running sessions', async ({ startDaemon }) => {
+    const limited = await startDaemon({ maxSessionsPerOwner: 2 });
     const spec = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
     const a = await limited.request('POST', '/v1/terminals', { body: spec });
     await limited.request('POST', '/v1/terminals', { body: spec });
@@ -183,23 +183,21 @@ describe('limits and retention', () => {
     expect(third.body.error.code).toBe('LIMIT_EXCEEDED');
     await limited.request('POST', `/v1/terminals/${a.body.id}/terminate`);
     expect((await limited.request('POST', '/v1/terminals', { body: spec })).status).toBe(201);
-    await limited.close();
   });
 
-  test('keeps exit facts for the retention period, then forgets the session', async () => {
+  test('keeps exit facts for the retention period, then forgets the session', async ({ startDaemon }) => {
     // Two daemons, so that no step depends on how fast the test runs: the shared
     // one keeps ended sessions for ten minutes, the short one for 300 ms.
     const kept = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
     await daemon.request('GET', `/v1/terminals/${kept.body.id}/done`);
     await waitFor('the session to be closed', async () => (await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.treeExited === true);
     expect((await daemon.request('GET', `/v1/terminals/${kept.body.id}`)).body.exit).toEqual({ exitCode: 9, signal: null });
-    const short = await startInProcessDaemon({ retentionMs: 300 });
+    const short = await startDaemon({ retentionMs: 300 });
     const created = await short.request('POST', '/v1/terminals', {
       body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 },
     });
     await short.request('GET', `/v1/terminals/${created.body.id}/done`);
     await waitFor('the session to be forgotten', async () => (await short.request('GET', `/v1/terminals/${created.body.id}`)).status === 404, 20_000);
-    await short.close();
   });
 
   test('keeps a session running after its client disconnects', async () => {
@@ -236,20 +234,19 @@ describe('connection limits', () => {
 });
 
 describe('heartbeats', () => {
-  test('drops a peer that stops answering pings', async () => {
-    const quick = await startInProcessDaemon({ heartbeatMs: 100 });
+  test('drops a peer that stops answering pings', async ({ startDaemon }) => {
+    const quick = await startDaemon({ heartbeatMs: 100 });
     const socket = await TestSocket.open(quick.wsUrl, { token: ALICE });
     // Stop reading: pings go unanswered.
     (socket.socket as unknown as { _socket: { pause(): void } })._socket.pause();
     await waitFor('the daemon to drop the connection', () => quick.daemon.hub.connections === 0, 20_000);
-    await quick.close();
   });
 });
 
 describe('TLS', () => {
-  test('serves HTTPS with a given certificate and key', async () => {
+  test('serves HTTPS with a given certificate and key', async ({ startDaemon }) => {
     const { cert, key } = selfSignedCertificate();
-    const secure = await startInProcessDaemon({ tlsCert: cert, tlsKey: key });
+    const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
     expect(secure.url).toMatch(/^https:/);
     const body = await new Promise<string>((resolve, reject) => {
       const request = httpsRequest(`${secure.url}/v1/health`, { ca: readFileSync(cert) }, (response) => {
@@ -261,12 +258,11 @@ describe('TLS', () => {
       request.end();
     });
     expect(JSON.parse(body)).toMatchObject({ status: 'ok' });
-    await secure.close();
   });
 
-  test('admits a browser upgrade from its own https origin, and not from the http one of the same host', async () => {
+  test('admits a browser upgrade from its own https origin, and not from the http one of the same host', async ({ startDaemon }) => {
     const { cert, key } = selfSignedCertificate();
-    const secure = await startInProcessDaemon({ tlsCert: cert, tlsKey: key });
+    const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
     const { host } = new URL(secure.url);
     /** The status an upgrade from `origin` gets: 101 when it opens. */
     const upgrade = (origin: string): Promise<number> =>
@@ -282,11 +278,7 @@ describe('TLS', () => {
         });
         socket.once('error', reject);
       });
-    try {
-      expect(await upgrade(`https://${host}`)).toBe(101);
-      expect(await upgrade(`http://${host}`)).toBe(403);
-    } finally {
-      await secure.close();
-    }
+    expect(await upgrade(`https://${host}`)).toBe(101);
+    expect(await upgrade(`http://${host}`)).toBe(403);
   });
 });

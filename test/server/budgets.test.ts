@@ -64,10 +64,10 @@ describe('a WebSocket client that sends calls and never reads', () => {
 });
 
 describe('one connection with many subscriptions of one busy stream', () => {
-  test("sends them no more unacknowledged output together than the connection's budget, and health answers through the flood", async () => {
+  test("sends them no more unacknowledged output together than the connection's budget, and health answers through the flood", async ({ startDaemon }) => {
     const budget = 1024 * 1024;
     const subscriptions = 200;
-    const flood = await startInProcessDaemon({ connectionBufferBytes: budget, ringBytes: budget, maxSubscriptionsPerOwner: 4096 });
+    const flood = await startDaemon({ connectionBufferBytes: budget, ringBytes: budget, maxSubscriptionsPerOwner: 4096 });
     const socket = new WebSocket(flood.wsUrl, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${ALICE}` } });
     await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
     const answers = new Map<number, { t: string; result?: any }>();

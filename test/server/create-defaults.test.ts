@@ -16,7 +16,7 @@ import { connect } from '@execworld/sdk';
 import { DEFAULT_GRACE_MS } from '@execworld/sdk/seam';
 import { serveConfig } from '../../service/src/cli/serve.ts';
 import { BIN, cliEnv } from '../helpers/cli.ts';
-import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { canMakeUsers, makeUser } from '../helpers/os-users.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -78,16 +78,12 @@ describe('creates without a working directory, stdio or grace', () => {
     await daemon.request('DELETE', `/v1/shells/${created.body.id}`);
   });
 
-  test('REST: --default-cwd sets the directory of an unmapped owner', async () => {
+  test('REST: --default-cwd sets the directory of an unmapped owner', async ({ startDaemon }) => {
     const directory = realpathSync(mkdtempSync(join(tmpdir(), 'ew-default-cwd-')));
-    const other = await startInProcessDaemon({ defaultCwd: directory });
-    try {
-      const created = await other.request('POST', '/v1/processes', { body: { argv: ['/bin/pwd'] } });
-      expect(created.status, JSON.stringify(created.body)).toBe(201);
-      expect(await stdoutOf(other, created.body.id)).toBe(`${directory}\n`);
-    } finally {
-      await other.close();
-    }
+    const other = await startDaemon({ defaultCwd: directory });
+    const created = await other.request('POST', '/v1/processes', { body: { argv: ['/bin/pwd'] } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(await stdoutOf(other, created.body.id)).toBe(`${directory}\n`);
   });
 
   test('--default-cwd must be a directory', () => {
@@ -141,27 +137,23 @@ describe('creates without a working directory, stdio or grace', () => {
 
   // A directory only the client has: a tmpfs mounted in a mount namespace of the CLI's own, which the daemon's world never sees.
   describe.skipIf(!canMakeUsers)('the CLI, run in a directory that exists only on the client', () => {
-    test("exec and run leave the working directory to the world: the daemon's default", async () => {
+    test("exec and run leave the working directory to the world: the daemon's default", async ({ startDaemon }) => {
       const directory = realpathSync(mkdtempSync(join(tmpdir(), 'ew-default-cwd-')));
-      const other = await startInProcessDaemon({ defaultCwd: directory });
+      const other = await startDaemon({ defaultCwd: directory });
       const mountpoint = mkdtempSync(join(tmpdir(), 'ew-client-only-'));
       mkdirSync(mountpoint, { recursive: true });
-      try {
-        const env = cliEnv(other.url, ALICE);
-        // Asynchronously: the daemon answers from this process.
-        const client = async (args: string[]): Promise<string> =>
-          (
-            await promisify(execFile)(
-              'unshare',
-              ['--mount', '/bin/sh', '-c', `mount -t tmpfs none "$0" && mkdir "$0/only-here" && cd "$0/only-here" && exec "$@"`, mountpoint, BIN, ...args],
-              { env, encoding: 'utf8', timeout: 60_000 },
-            )
-          ).stdout;
-        expect(await client(['exec', '--', '/bin/pwd'])).toBe(`${directory}\n`);
-        expect(await client(['run', 'pwd'])).toBe(`${directory}\n`);
-      } finally {
-        await other.close();
-      }
+      const env = cliEnv(other.url, ALICE);
+      // Asynchronously: the daemon answers from this process.
+      const client = async (args: string[]): Promise<string> =>
+        (
+          await promisify(execFile)(
+            'unshare',
+            ['--mount', '/bin/sh', '-c', `mount -t tmpfs none "$0" && mkdir "$0/only-here" && cd "$0/only-here" && exec "$@"`, mountpoint, BIN, ...args],
+            { env, encoding: 'utf8', timeout: 60_000 },
+          )
+        ).stdout;
+      expect(await client(['exec', '--', '/bin/pwd'])).toBe(`${directory}\n`);
+      expect(await client(['run', 'pwd'])).toBe(`${directory}\n`);
     });
   });
 });

@@ -15,7 +15,7 @@ import { OPERATIONS, type ErrorCode } from '@execworld/sdk/protocol';
 import { parseTokenFile, resolveUsers } from '../../service/src/server/auth.ts';
 import { ConfigError } from '../../service/src/server/config.ts';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
-import { ALICE, BOB, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -259,7 +259,7 @@ describe('the token file root option', () => {
 });
 
 describe('an owner that runs as another OS user', () => {
-  test('has its calls checked by the kernel as that user, by a worker that ends with the daemon', async () => {
+  test('has its calls checked by the kernel as that user, by a worker that ends with the daemon', async ({ startDaemon }) => {
     // A directory everyone may traverse, with a file only root may read and one directory nobody owns.
     const place = mkdtempSync(join(tmpdir(), 'files-run-as-'));
     chmodSync(place, 0o755);
@@ -316,7 +316,7 @@ describe('an owner that runs as another OS user', () => {
       expect((await as('read-text', { path: join(own, 'made.txt') })).body).toEqual({ text: 'mine\n' });
       expect(worker().length).toBe(1);
       // A daemon of its own ends its worker with it.
-      const other = await startInProcessDaemon(
+      const other = await startDaemon(
         {},
         {
           owners: [

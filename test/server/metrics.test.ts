@@ -6,7 +6,7 @@
  */
 import { describe, expect } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
-import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -95,14 +95,10 @@ describe('GET /metrics', () => {
     await daemon.request('DELETE', `/v1/processes/${flood.body.id}`);
   });
 
-  test('answers without a token with --metrics-auth none', async () => {
-    const open = await startInProcessDaemon({ metricsAuth: 'none' });
-    try {
-      const answer = await open.request('GET', METRICS_PATH, { token: null });
-      expect(answer.status).toBe(200);
-      expect(answer.body).toContain('# TYPE execworld_sessions gauge');
-    } finally {
-      await open.close();
-    }
+  test('answers without a token with --metrics-auth none', async ({ startDaemon }) => {
+    const open = await startDaemon({ metricsAuth: 'none' });
+    const answer = await open.request('GET', METRICS_PATH, { token: null });
+    expect(answer.status).toBe(200);
+    expect(answer.body).toContain('# TYPE execworld_sessions gauge');
   });
 });

@@ -12,7 +12,7 @@ import { connect, SpawnError, type RemoteRuntime } from '@execworld/sdk';
 import { LocalRuntime } from '@execworld/service';
 import { InspectionUnsupportedError } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 
 const PROCESS = { argv: ['/bin/true'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: { maxBytes: 100 } }, graceMs: 500 };
@@ -64,8 +64,8 @@ describe('process.create refuses a spawn the operating system refused', () => {
     socket.close();
   });
 
-  test('takes no session slot and leaves no session for a refused spawn', async () => {
-    const tight = await startInProcessDaemon({ maxSessionsPerOwner: 1 });
+  test('takes no session slot and leaves no session for a refused spawn', async ({ startDaemon }) => {
+    const tight = await startDaemon({ maxSessionsPerOwner: 1 });
     for (let attempt = 0; attempt < 3; attempt += 1) {
       expect((await tight.request('POST', '/v1/processes', { body: { ...PROCESS, argv: ['/definitely/missing/program'] } })).status).toBe(422);
     }
@@ -75,7 +75,6 @@ describe('process.create refuses a spawn the operating system refused', () => {
     expect(running.body.status).toBe('running');
     expect((await tight.request('POST', '/v1/processes', { body: PROCESS })).body.error.code).toBe('LIMIT_EXCEEDED');
     await tight.request('DELETE', `/v1/processes/${running.body.id}`);
-    await tight.close();
   });
 
   test('keeps a retried create with the same requestId free to succeed after a refusal', async () => {
@@ -117,14 +116,13 @@ describe('an inspection this host cannot do', () => {
     }
   }
 
-  test('answers terminal.foreground with 501 UNSUPPORTED', async () => {
+  test('answers terminal.foreground with 501 UNSUPPORTED', async ({ startDaemon }) => {
     const local = new LocalRuntime({ inspector: new NoInputWaitInspector() });
-    const limited = await startInProcessDaemon({}, { runtime: local });
+    const limited = await startDaemon({}, { runtime: local });
     const terminal = await limited.request('POST', '/v1/terminals', { body: { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
     expect(terminal.status).toBe(201);
     const foreground = await limited.request('GET', `/v1/terminals/${terminal.body.id}/foreground`);
     expect(foreground.status).toBe(501);
     expect(foreground.body).toEqual({ error: { code: 'UNSUPPORTED', message: 'input-wait inspection is unsupported here' } });
-    await limited.close();
   });
 });
