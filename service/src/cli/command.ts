@@ -62,8 +62,8 @@ export type OptionTable = Readonly<Record<string, OptionRow>>;
 /** The option every command takes. */
 export const HELP_OPTION = { help: { type: 'boolean', short: 'h', help: 'show this help' } } as const satisfies OptionTable;
 
-/** Where --help starts an option's text: past the widest usual `-x, --name <value>`. */
-const HELP_COLUMN = 23;
+/** The furthest --help starts the options' text: a longer `-x, --name <value>` has its text on the next line. */
+const MAX_HELP_COLUMN = 40;
 /** The width --help fills. */
 const HELP_WIDTH = 80;
 
@@ -87,13 +87,17 @@ function wrap(text: string, first: string, indent: number): string[] {
 
 /** The --help lines of `table`'s options, in its order: `-x, --name <value>` and what it does. */
 export function optionLines(table: OptionTable): string {
+  const rows = Object.entries(table).map(
+    ([name, row]) =>
+      [`  ${row.short === undefined ? '' : `-${row.short}, `}--${name}${row.type === 'string' ? ` ${row.value ?? '<value>'}` : ''}`, row] as const,
+  );
+  // The text starts two columns past the widest option, as far as MAX_HELP_COLUMN.
+  const column = Math.min(Math.max(...rows.map(([left]) => left.length)) + 2, MAX_HELP_COLUMN);
+  const pad = ' '.repeat(column);
   const lines: string[] = [];
-  for (const [name, row] of Object.entries(table)) {
-    const left = `  ${row.short === undefined ? '' : `-${row.short}, `}--${name}${row.type === 'string' ? ` ${row.value ?? '<value>'}` : ''}`;
-    const pad = ' '.repeat(HELP_COLUMN);
-    // A long name leaves the column to its text, which starts on the next line.
-    if (left.length >= HELP_COLUMN) lines.push(left, ...wrap(row.help, pad, HELP_COLUMN));
-    else lines.push(...wrap(row.help, left.padEnd(HELP_COLUMN), HELP_COLUMN));
+  for (const [left, row] of rows) {
+    if (left.length > column - 2) lines.push(left, ...wrap(row.help, pad, column));
+    else lines.push(...wrap(row.help, left.padEnd(column), column));
     if (row.env !== undefined) lines.push(`${pad}env ${row.env}`);
   }
   return lines.join('\n');
