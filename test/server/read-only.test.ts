@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
-import { ALICE, ALICE_READER, BOB, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -179,37 +179,33 @@ describe('a read-only token', () => {
     await daemon.request('DELETE', `/v1/files/uploads/${upload}`);
   });
 
-  test("does not keep an upload of alice's alive by asking for its offset: it is discarded once idle, read or not", async () => {
+  test("does not keep an upload of alice's alive by asking for its offset: it is discarded once idle, read or not", async ({ startDaemon }) => {
     const idleMs = 1500;
-    const short = await startInProcessDaemon({ uploadIdleMs: idleMs });
-    try {
-      const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'idle.bin') } });
-      expect(created.status).toBe(201);
-      const id = created.body.id as string;
-      // The reader asks far more often than the idle time; only alice's writes count as use.
-      let asked = 0;
-      await waitFor(
-        'the idle upload to be discarded while a reader asks for it',
-        async () => {
-          const got = await short.request('GET', `/v1/files/uploads/${id}`, { token: ALICE_READER });
-          asked += 1;
-          if (got.status === 200) {
-            await new Promise((resolve) => setTimeout(resolve, idleMs / 10));
-            return false;
-          }
-          expect(got).toMatchObject({ status: 404, body: { error: { code: 'NOT_FOUND' } } });
-          return true;
-        },
-        20_000,
-      );
-      expect(asked).toBeGreaterThan(1);
-    } finally {
-      await short.close();
-    }
+    const short = await startDaemon({ uploadIdleMs: idleMs });
+    const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'idle.bin') } });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    // The reader asks far more often than the idle time; only alice's writes count as use.
+    let asked = 0;
+    await waitFor(
+      'the idle upload to be discarded while a reader asks for it',
+      async () => {
+        const got = await short.request('GET', `/v1/files/uploads/${id}`, { token: ALICE_READER });
+        asked += 1;
+        if (got.status === 200) {
+          await new Promise((resolve) => setTimeout(resolve, idleMs / 10));
+          return false;
+        }
+        expect(got).toMatchObject({ status: 404, body: { error: { code: 'NOT_FOUND' } } });
+        return true;
+      },
+      20_000,
+    );
+    expect(asked).toBeGreaterThan(1);
   });
 
-  test("never frees ring room: a program its owner's readers hold paused stays paused while a reader takes every byte", async () => {
-    const small = await startInProcessDaemon({ ringBytes: 64 * 1024 });
+  test("never frees ring room: a program its owner's readers hold paused stays paused while a reader takes every byte", async ({ startDaemon }) => {
+    const small = await startDaemon({ ringBytes: 64 * 1024 });
     const created = await small.request('POST', '/v1/processes', {
       body: { ...PROCESS, argv: ['/bin/sh', '-c', 'head -c 1000000 /dev/zero'], stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } },
     });

@@ -13,7 +13,7 @@ import { describe, expect } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
 import { QueryScanner } from '../../service/src/provider/query-scanner.ts';
 import { RingStream } from '../../service/src/server/streams.ts';
-import { ALICE, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -360,28 +360,24 @@ describe('GET /v1/terminals/{id}/screen', () => {
     }
   });
 
-  test('says complete: false when the emulator starts after the ring dropped the first bytes', async () => {
-    const small = await startInProcessDaemon({ ringBytes: 4096 });
-    try {
-      const { id } = await createTerminal(small, String.raw`for i in $(seq 1 2000); do printf 'row %d\n' $i; done; exec sleep 60`, { rows: 5, cols: 20 });
-      // A reader that has every byte lets the ring drop the oldest.
-      let from = 0;
-      let tail = '';
-      await waitFor('the whole output read', async () => {
-        const read = await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=200`);
-        from = read.body.next as number;
-        tail = (tail + Buffer.from(read.body.data as string, 'base64').toString('latin1')).slice(-64);
-        return tail.includes('row 2000');
-      });
-      // The last read may have taken all of it at once: reading on from its end tells the ring every byte was had.
-      await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=0`);
-      const screen = await screenOf(id, small);
-      expect(screen.complete).toBe(false);
-      expect(screen.offset).toBe(from);
-      expect(screen.lines.slice(0, 4)).toEqual(['row 1997', 'row 1998', 'row 1999', 'row 2000']);
-    } finally {
-      await small.close();
-    }
+  test('says complete: false when the emulator starts after the ring dropped the first bytes', async ({ startDaemon }) => {
+    const small = await startDaemon({ ringBytes: 4096 });
+    const { id } = await createTerminal(small, String.raw`for i in $(seq 1 2000); do printf 'row %d\n' $i; done; exec sleep 60`, { rows: 5, cols: 20 });
+    // A reader that has every byte lets the ring drop the oldest.
+    let from = 0;
+    let tail = '';
+    await waitFor('the whole output read', async () => {
+      const read = await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=200`);
+      from = read.body.next as number;
+      tail = (tail + Buffer.from(read.body.data as string, 'base64').toString('latin1')).slice(-64);
+      return tail.includes('row 2000');
+    });
+    // The last read may have taken all of it at once: reading on from its end tells the ring every byte was had.
+    await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=0`);
+    const screen = await screenOf(id, small);
+    expect(screen.complete).toBe(false);
+    expect(screen.offset).toBe(from);
+    expect(screen.lines.slice(0, 4)).toEqual(['row 1997', 'row 1998', 'row 1999', 'row 2000']);
   });
 
   test('answers 404 NOT_FOUND for an unknown id and 400 INVALID_ARGUMENT for bad input, over REST and the WebSocket', async () => {

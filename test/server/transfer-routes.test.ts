@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { OPERATIONS, type ErrorCode } from '@execworld/sdk/protocol';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
-import { ALICE, ALICE_READER, BOB, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 
 const CAROL = 'carol-token-0123456789abcdefg';
@@ -115,12 +115,12 @@ describe('PUT /v1/files/uploads/{id}', () => {
     await expectDocumentedCodes(scenarios, OPERATIONS['upload.bytes'].errors, ['FS_IO_ERROR', 'CLIENT_TIMEOUT', 'INTERNAL']);
   });
 
-  test('discards an upload that is deleted, and one of a daemon that shuts down', async () => {
+  test('discards an upload that is deleted, and one of a daemon that shuts down', async ({ startDaemon }) => {
     const id = await begin(join(scratch, 'deleted.bin'));
     await bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'abc' });
     expect((await daemon.request('DELETE', `/v1/files/uploads/${id}`)).status).toBe(200);
     expect((await daemon.request('GET', `/v1/files/uploads/${id}`)).status).toBe(404);
-    const other = await startInProcessDaemon();
+    const other = await startDaemon();
     const created = await other.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'shutdown.bin') } });
     expect(created.status).toBe(201);
     await other.close();
