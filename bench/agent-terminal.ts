@@ -26,7 +26,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startDaemon } from './lib/daemon.ts';
+import { startDaemonProcess } from './lib/daemon.ts';
 import { fmt, median, printTable } from './lib/stats.ts';
 
 const { values: args } = parseArgs({
@@ -250,7 +250,7 @@ function bytesLost(testCase: Case, verdict: Verdict): number {
   return Math.max(0, missingBytes - counted);
 }
 
-const daemon = await startDaemon();
+const daemon = await startDaemonProcess();
 process.on('exit', () => {
   try {
     process.kill(daemon.pid, 'SIGTERM');

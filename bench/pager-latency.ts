@@ -11,7 +11,7 @@ import { connect } from '@execworld/sdk';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
 import { LocalRuntime } from '@execworld/service';
 import { openBash, waitForForeground } from '../test/helpers/terminal.ts';
-import { startDaemon } from './lib/daemon.ts';
+import { startDaemonProcess } from './lib/daemon.ts';
 import { fmt, median, percentile } from './lib/stats.ts';
 
 const { values: args } = parseArgs({ options: { runs: { type: 'string', default: '20' } } });
@@ -49,7 +49,7 @@ try {
   await local.dispose();
 }
 
-const daemon = await startDaemon();
+const daemon = await startDaemonProcess();
 try {
   const remote = await connect(daemon.url, { token: daemon.token });
   try {

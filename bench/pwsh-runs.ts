@@ -8,7 +8,7 @@ import { connect } from '@execworld/sdk';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
 import { PersistentShell, pwsh } from '@execworld/sdk/shell';
 import { LocalRuntime } from '@execworld/service';
-import { startDaemon } from './lib/daemon.ts';
+import { startDaemonProcess } from './lib/daemon.ts';
 import { findPwsh } from './lib/dsh-pwsh.ts';
 import { fmt, percentile, printTable } from './lib/stats.ts';
 
@@ -40,7 +40,7 @@ async function measure(shell: PersistentShell): Promise<{ ms: number[]; bytes: n
   return { ms, bytes };
 }
 
-const daemon = await startDaemon();
+const daemon = await startDaemonProcess();
 const rows: string[][] = [];
 try {
   for (const kind of ['local', 'remote'] as const) {

@@ -16,7 +16,7 @@
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { startDaemon } from './lib/daemon.ts';
+import { startDaemonProcess } from './lib/daemon.ts';
 import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFigures } from './lib/daemon-workloads.ts';
 import { collectFlood, inputFlood, nonReadingClient } from './lib/budget-workloads.ts';
 import { chunkCounts, dshBulkMs, type BulkProvider } from './lib/dsh-bulk.ts';
@@ -53,7 +53,7 @@ const PROMPT_RUNS = quick ? 3 : 10;
 const ECHO_MEASURED = quick ? 500 : 2000;
 const CLOSE_RUNS = 2;
 
-const daemon = await startDaemon();
+const daemon = await startDaemonProcess();
 const relay = await startRelay();
 const sshd = await startSshd();
 // The servers go down with the run, even when a workload throws: SIGTERM makes the daemon close its sessions.
@@ -658,7 +658,7 @@ if (enabled('isolation')) {
 
 if (enabled('idle')) {
   // A fresh daemon: the heap of one that just streamed gigabytes says nothing about idle terminals.
-  const fresh = await startDaemon();
+  const fresh = await startDaemonProcess();
   const figures = await idleTerminals(fresh, 100);
   await fresh.stop();
   printTable(

@@ -45,7 +45,10 @@ export function errorsPage(): string {
     '',
     "The SDK's own failures, on the client's side of the wire, have codes of",
     'their own (`ClientErrorCode` in `sdk/src/errors.ts`: `CONNECTION_FAILED`,',
-    '`CONNECTION_LOST`, `OUTCOME_UNKNOWN` and the like) and no status.',
+    '`CONNECTION_LOST`, `OUTCOME_UNKNOWN` and the like) and no status. An',
+    'argument the SDK refuses before sending anything (a spec, an option) is',
+    "what the daemon's refusal of it would be: an InvalidRequestError of code",
+    '`INVALID_ARGUMENT`, with no status.',
     '',
   ].join('\n');
 }

@@ -6,7 +6,7 @@
  */
 import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
-import { startDaemon, type DaemonProcess } from './daemon.ts';
+import { startDaemonProcess, type DaemonProcess } from './daemon.ts';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -48,7 +48,7 @@ async function openSocket(daemon: DaemonProcess): Promise<WebSocket> {
 
 /** A client sends `terminal.list` calls (about 1 KiB answers) for up to `seconds` and never reads. */
 export async function nonReadingClient(seconds: number): Promise<FloodFigures> {
-  const daemon = await startDaemon();
+  const daemon = await startDaemonProcess();
   try {
     for (let index = 0; index < 3; index += 1)
       await request(daemon, 'POST', '/v1/terminals', { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
@@ -82,7 +82,7 @@ export async function nonReadingClient(seconds: number): Promise<FloodFigures> {
 
 /** `writes` concurrent 1 MiB inputs to a terminal whose program never reads. */
 export async function inputFlood(writes: number): Promise<FloodFigures> {
-  const daemon = await startDaemon();
+  const daemon = await startDaemonProcess();
   try {
     const terminal = await request(daemon, 'POST', '/v1/terminals', {
       argv: ['/bin/sh', '-c', 'stty raw -echo; exec sleep 300'],
@@ -116,7 +116,7 @@ export async function inputFlood(writes: number): Promise<FloodFigures> {
 
 /** Collect-mode processes, each printing 300 MB and keeping a 256 MiB tail, until one is refused. */
 export async function collectFlood(): Promise<FloodFigures> {
-  const daemon = await startDaemon();
+  const daemon = await startDaemonProcess();
   try {
     const beforeMiB = daemon.rssKiB() / 1024;
     const rss = sampler(daemon);

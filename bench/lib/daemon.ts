@@ -1,2 +1,2 @@
 /** The daemon in a child process, for the benchmarks. */
-export { startDaemon, type DaemonProcess } from '../../test/helpers/daemon-process.ts';
+export { startDaemonProcess, type DaemonProcess } from '../../test/helpers/daemon-process.ts';

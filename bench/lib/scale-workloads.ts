@@ -6,7 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startDaemon } from './daemon.ts';
+import { startDaemonProcess } from './daemon.ts';
 import { percentile } from './stats.ts';
 
 export interface ScaleFigures {
@@ -33,7 +33,7 @@ export const TERMINATE_IN_FLIGHT = 64;
 const HEALTH_EVERY_MS = 25;
 
 export async function scale(count: number): Promise<ScaleFigures> {
-  const daemon = await startDaemon(['--max-sessions', String(Math.max(count, 256))]);
+  const daemon = await startDaemonProcess(['--max-sessions', String(Math.max(count, 256))]);
   const headers = { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' };
   const call = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
     const response = await fetch(`${daemon.url}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });

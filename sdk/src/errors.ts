@@ -23,8 +23,6 @@ export type ClientErrorCode =
   | 'PROTOCOL_MISMATCH'
   /** The runtime was closed. */
   | 'CLOSED'
-  /** A spec given to the SDK is not valid; the message names the field. */
-  | 'INVALID_ARGUMENT'
   /** The caller's signal aborted the call. */
   | 'ABORTED';
 
@@ -154,6 +152,16 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   READ_ONLY: AuthError,
   USER_NOT_ALLOWED: AuthError,
 };
+
+/**
+ * The error of an argument the SDK refuses before anything is sent: the class
+ * the catalog's INVALID_ARGUMENT maps to, so a call refused here and one the
+ * daemon refuses raise the same class and code. `status` is undefined: no
+ * daemon answered.
+ */
+export function invalidArgument(message: string, options?: ErrorOptions): RemoteError {
+  return new REMOTE_ERROR_CLASSES.INVALID_ARGUMENT('INVALID_ARGUMENT', message, undefined, options);
+}
 
 /** The error for a daemon answer `{ code, message, errno? }`. */
 export function remoteError(error: { code: string; message: string; errno?: string | undefined }, status?: number): RemoteError {

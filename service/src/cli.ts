@@ -1,16 +1,9 @@
 /**
  * The `execworld` command: a dispatcher over its subcommands, one module each
- * in `cli/` (each exports a {@link Command}; see `cli/command.ts`). A module is
- * loaded only when its command runs, so the client commands never load the
- * daemon.
- *
- *   execworld serve [options]        run the daemon
- *   execworld exec [options] -- argv run one program, exit with its status
- *   execworld shell | attach <id>    an interactive terminal; Ctrl-P Ctrl-Q detaches
- *   execworld ps | logs <id> | kill <id>
- *   execworld send <shell-id> <text> | interrupt <shell-id>
- *   execworld token-file             print where a local daemon keeps its token
- *   execworld --version              print the version
+ * in `cli/` (each exports a {@link Command}; see `cli/command.ts`), listed in
+ * {@link COMMANDS}, one row each, in the order `execworld --help` shows them.
+ * A module is loaded only when its command runs, so the client commands never
+ * load the daemon.
  *
  * Exit status: exec, shell and attach give their program's; every command
  * exits 1 when execworld or the daemon failed (one line on stderr, naming the
@@ -19,8 +12,8 @@
  * @module
  */
 import { isExecworldError } from '@execworld/sdk';
-import { CLIENT_OPTIONS, clientHelp, describeFailure } from './cli/client.ts';
-import { CliError, FAILURE_STATUS, USAGE_STATUS, UsageError, type Command } from './cli/command.ts';
+import { CLIENT_OPTIONS, describeFailure } from './cli/client.ts';
+import { CliError, FAILURE_STATUS, optionLines, USAGE_STATUS, UsageError, type Command } from './cli/command.ts';
 import { packageVersion } from './version.ts';
 
 interface CommandEntry {
@@ -30,7 +23,7 @@ interface CommandEntry {
 }
 
 /** Every command, in the order the help lists them. */
-const COMMANDS: readonly CommandEntry[] = [
+export const COMMANDS: readonly CommandEntry[] = [
   { name: 'serve', summary: 'run the daemon (execworld serve --help for its options)', load: async () => (await import('./cli/serve.ts')).command },
   { name: 'run', summary: 'run a command in a persistent shell and exit with its status', load: async () => (await import('./cli/run.ts')).command },
   { name: 'exec', summary: "run a program on the daemon's host and exit with its status", load: async () => (await import('./cli/exec.ts')).command },
@@ -60,7 +53,7 @@ ${COMMANDS.map((entry) => `  ${entry.name.padEnd(width)} ${entry.summary}`).join
 
 The commands but serve and token-file talk to a daemon, named by these options
 (before the command or among its own):
-${clientHelp()}
+${optionLines(CLIENT_OPTIONS)}
 
 Options:
   --version            print the version

@@ -10,8 +10,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { describe, expect } from 'vitest';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { cliEnv, runCli, Tmux, tmuxUnavailable } from '../helpers/cli.ts';
 
 const skipTerminal = tmuxUnavailable !== undefined && process.env.CI === undefined;
@@ -24,19 +25,20 @@ mkdirSync(world);
 
 let daemon: TestDaemon;
 let env: NodeJS.ProcessEnv;
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   env = cliEnv(daemon.url, ALICE);
 });
-afterAll(async () => {
-  await daemon.close();
+test.afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
 const cp = (...args: string[]) => runCli(['cp', ...args], { env, cwd: here });
 
 describe('execworld cp', () => {
-  it('copies a file up into a directory and back, keeping its mode', async () => {
+  test('copies a file up into a directory and back, keeping its mode', async () => {
     writeFileSync(join(here, 'script.sh'), '#!/bin/sh\necho hi\n', { mode: 0o750 });
     const up = await cp('script.sh', `:${world}`);
     expect(up, up.stderr).toMatchObject({ code: 0 });
@@ -49,7 +51,7 @@ describe('execworld cp', () => {
     expect(up.stderr + down.stderr).toBe('');
   });
 
-  it('copies a directory with -r both ways, and refuses one without', async () => {
+  test('copies a directory with -r both ways, and refuses one without', async () => {
     const tree = join(here, 'tree');
     mkdirSync(join(tree, 'empty'), { recursive: true });
     writeFileSync(join(tree, 'a.txt'), 'a\n');
@@ -63,7 +65,7 @@ describe('execworld cp', () => {
     expect(readdirSync(join(here, 'tree-back')).sort()).toEqual(['a.txt', 'empty', 'link']);
   });
 
-  it('leaves special files out of a directory either way, naming each on stderr, and copies the rest', async () => {
+  test('leaves special files out of a directory either way, naming each on stderr, and copies the rest', async () => {
     const tree = join(here, 'specials');
     mkdirSync(tree);
     writeFileSync(join(tree, 'kept.txt'), 'kept\n');
@@ -85,7 +87,7 @@ describe('execworld cp', () => {
     }
   });
 
-  it("resolves ID:path against the session's working directory", async () => {
+  test("resolves ID:path against the session's working directory", async () => {
     const session = join(world, 'session-cwd');
     mkdirSync(session);
     const created = await daemon.request('POST', '/v1/processes', {
@@ -101,7 +103,7 @@ describe('execworld cp', () => {
     }
   });
 
-  it('says what failed in one line, and tells usage errors apart', async () => {
+  test('says what failed in one line, and tells usage errors apart', async () => {
     const missing = await cp(`:${join(world, 'missing.txt')}`, 'x');
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('no such file or directory in the world');
@@ -116,7 +118,7 @@ describe('execworld cp', () => {
     }
   });
 
-  it.skipIf(skipTerminal)(`draws a progress bar on a terminal${skipTerminal ? ` (skipped: ${tmuxUnavailable})` : ''}`, async () => {
+  test.skipIf(skipTerminal)(`draws a progress bar on a terminal${skipTerminal ? ` (skipped: ${tmuxUnavailable})` : ''}`, async () => {
     if (tmuxUnavailable !== undefined) throw new Error(`cannot run the terminal test on this CI host: ${tmuxUnavailable}`);
     const big = join(here, 'big.bin');
     writeFileSync(big, Buffer.alloc(24 * 1024 * 1024, 7));

@@ -7,19 +7,21 @@
 import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { describe, expect } from 'vitest';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { cliEnv, runCli, startCli } from '../helpers/cli.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 let env: NodeJS.ProcessEnv;
 
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   env = cliEnv(daemon.url, ALICE);
 });
-afterAll(() => daemon.close());
 
 /** The owner's processes the daemon still lists. */
 async function processes(): Promise<{ id: string; status: string; argv: string[] }[]> {
@@ -27,7 +29,7 @@ async function processes(): Promise<{ id: string; status: string; argv: string[]
 }
 
 describe('execworld exec', () => {
-  it.each([
+  test.each([
     ['exits 0', ['true'], 0],
     ['exits 3', ['sh', '-c', 'exit 3'], 3],
     ['is killed by SIGKILL', ['sh', '-c', 'kill -9 $$'], 128 + 9],
@@ -37,20 +39,20 @@ describe('execworld exec', () => {
     expect(result.code).toBe(status);
   });
 
-  it("writes the program's stdout and stderr to its own, apart, and forgets the process once it ended", async () => {
+  test("writes the program's stdout and stderr to its own, apart, and forgets the process once it ended", async () => {
     const result = await runCli(['exec', 'sh', '-c', 'echo to-out; echo to-err >&2; echo more-out'], { env });
     expect(result).toMatchObject({ code: 0, stdout: 'to-out\nmore-out\n', stderr: 'to-err\n' });
     expect(await processes()).toEqual([]);
   });
 
-  it("passes its stdin on to the program's, and closes it at its end", async () => {
+  test("passes its stdin on to the program's, and closes it at its end", async () => {
     const lines = Array.from({ length: 2000 }, (_unused, index) => `line ${index}`).join('\n') + '\n';
     const result = await runCli(['exec', '--', 'cat'], { env, stdin: lines });
     expect(result.code).toBe(0);
     expect(result.stdout).toBe(lines);
   });
 
-  it('sets --env entries and runs in --cwd; options after the program are its own', async () => {
+  test('sets --env entries and runs in --cwd; options after the program are its own', async () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), 'execworld-exec-cwd-')));
     const result = await runCli(
       ['exec', '--env', 'GREETING=hello world', '-e', 'EMPTY=', '--cwd', dir, 'sh', '-c', 'echo "$GREETING|${EMPTY-unset}|$(pwd)"', '--env'],
@@ -61,13 +63,13 @@ describe('execworld exec', () => {
     expect(result).toMatchObject({ code: 0, stdout: `hello world||${dir}\n` });
   });
 
-  it("runs in the world's directory by default, never this command's (the daemon's own here)", async () => {
+  test("runs in the world's directory by default, never this command's (the daemon's own here)", async () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), 'execworld-exec-here-')));
     const result = await runCli(['exec', '--', 'pwd'], { env, cwd: dir });
     expect(result.stdout).toBe(`${process.cwd()}\n`);
   });
 
-  it('ends the program when it is interrupted, and exits with the status of how it ended', async () => {
+  test('ends the program when it is interrupted, and exits with the status of how it ended', async () => {
     const cli = startCli(['exec', '--', 'sleep', '300'], { env, stdin: { open: true } });
     await waitFor('sleep to run on the daemon', async () => (await processes()).some((each) => each.status === 'running' && each.argv[0] === 'sleep'), 30_000);
     cli.child.kill('SIGINT');
@@ -77,7 +79,7 @@ describe('execworld exec', () => {
     expect(await processes()).toEqual([]);
   });
 
-  it('runs without a terminal, saying so, when --tty is asked for but stdin is not a terminal (as kubectl does)', async () => {
+  test('runs without a terminal, saying so, when --tty is asked for but stdin is not a terminal (as kubectl does)', async () => {
     const cli = startCli(['exec', '--tty', 'cat'], { env, stdin: 'abc\n' });
     // On a terminal cat would wait for a Ctrl-D that a pipe never sends.
     const deadline = setTimeout(() => cli.child.kill('SIGKILL'), 30_000);
@@ -90,7 +92,7 @@ describe('execworld exec', () => {
     expect(await processes()).toEqual([]);
   });
 
-  it("takes docker's habits: -it, -w/--workdir, --env-file and -e", async () => {
+  test("takes docker's habits: -it, -w/--workdir, --env-file and -e", async () => {
     const dir = realpathSync(mkdtempSync(join(tmpdir(), 'execworld-exec-habits-')));
     const envFile = join(dir, 'vars.env');
     // EXECWORLD_TOKEN is the program's: the command itself still uses the token file's token.
@@ -117,7 +119,7 @@ describe('execworld exec', () => {
     expect((await runCli(['exec', '--cwd', dir, '-w', dir, 'true'], { env })).code).toBe(2);
   });
 
-  it('starts the program with -d, prints its id and returns while it runs on; its output is kept for logs', async () => {
+  test('starts the program with -d, prints its id and returns while it runs on; its output is kept for logs', async () => {
     const result = await runCli(['exec', '-d', 'sh', '-c', 'echo started; exec sleep 300'], { env });
     expect(result).toMatchObject({ code: 0, stderr: '' });
     const id = result.stdout.trim();
@@ -138,7 +140,7 @@ describe('execworld exec', () => {
     await daemon.request('DELETE', `/v1/terminals/${shellId}`);
   });
 
-  it('says in one line why the program did not start, with exit status 1', async () => {
+  test('says in one line why the program did not start, with exit status 1', async () => {
     const missing = await runCli(['exec', '--', 'no-such-program-here'], { env });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/^execworld: EXECUTABLE_NOT_FOUND: .*no-such-program-here.*\n$/);
@@ -147,7 +149,7 @@ describe('execworld exec', () => {
     expect(nowhere.stderr).toMatch(/^execworld: CWD_NOT_FOUND: .*\/no\/such\/dir.*\n$/);
   });
 
-  it('refuses a command line without a program, or with a bad option or --env, with exit status 2', async () => {
+  test('refuses a command line without a program, or with a bad option or --env, with exit status 2', async () => {
     for (const [args, message] of [
       [['exec'], 'missing the program to run'],
       [['exec', '--tty'], 'missing the program to run'],

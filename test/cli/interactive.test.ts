@@ -7,8 +7,9 @@
  * these tests; elsewhere they are skipped, with the reason in their title.
  */
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { describe, expect } from 'vitest';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { cliEnv, Tmux, tmuxUnavailable } from '../helpers/cli.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -18,18 +19,7 @@ let daemon: TestDaemon;
 let tmux: Tmux;
 let env: NodeJS.ProcessEnv;
 
-beforeAll(async () => {
-  if (skip) return;
-  if (tmuxUnavailable !== undefined) throw new Error(`cannot run the terminal tests on this CI host: ${tmuxUnavailable}`);
-  daemon = await startDaemon();
-  tmux = new Tmux();
-  env = cliEnv(daemon.url, ALICE);
-});
-afterAll(async () => {
-  if (skip) return;
-  await tmux?.close();
-  await daemon?.close();
-});
+const test = daemonTest();
 
 /** The owner's terminals the daemon lists. */
 async function terminals(): Promise<{ id: string; status: string; rows: number; cols: number }[]> {
@@ -46,7 +36,18 @@ async function terminalOutput(id: string): Promise<string> {
 const lines = (screen: string): string[] => screen.split('\n').filter((line) => line.trim() !== '');
 
 describe.skipIf(skip)(`in a terminal${skip ? ` (skipped: ${tmuxUnavailable})` : ''}`, () => {
-  it('shell: type and see, the window size follows, Ctrl-P Ctrl-Q detaches, attach resumes with what came meanwhile, exit gives the status', async () => {
+  // Inside the suite tmux runs: where it is skipped, no daemon is started.
+  test.beforeAll(({ daemon: fileDaemon }) => {
+    if (tmuxUnavailable !== undefined) throw new Error(`cannot run the terminal tests on this CI host: ${tmuxUnavailable}`);
+    daemon = fileDaemon;
+    tmux = new Tmux();
+    env = cliEnv(daemon.url, ALICE);
+  });
+  test.afterAll(async () => {
+    await tmux?.close();
+  });
+
+  test('shell: type and see, the window size follows, Ctrl-P Ctrl-Q detaches, attach resumes with what came meanwhile, exit gives the status', async () => {
     // History stays out of the user's ~/.bash_history.
     await tmux.start('shell', ['shell', '--env', 'HISTFILE=/dev/null'], env, { cols: 100, rows: 30 });
     // The prompt shows once the command is connected, with this terminal in raw mode.
@@ -92,7 +93,7 @@ describe.skipIf(skip)(`in a terminal${skip ? ` (skipped: ${tmuxUnavailable})` : 
     expect((await terminals())[0]).toMatchObject({ status: 'exited' });
   }, 120_000);
 
-  it('shell: closing the window (SIGHUP) detaches, and the shell runs on', async () => {
+  test('shell: closing the window (SIGHUP) detaches, and the shell runs on', async () => {
     const before = new Set((await terminals()).map((each) => each.id));
     await tmux.start('closed', ['shell', '--env', 'HISTFILE=/dev/null'], env, { cols: 80, rows: 24 });
     await tmux.waitForScreen('closed', 'the prompt', (screen) => screen.trim() !== '');
@@ -110,7 +111,7 @@ describe.skipIf(skip)(`in a terminal${skip ? ` (skipped: ${tmuxUnavailable})` : 
     await daemon.request('DELETE', `/v1/terminals/${terminal!.id}`);
   }, 120_000);
 
-  it('exec --tty: the program sees a terminal of the window size, keys reach it raw, and its status is the exit status', async () => {
+  test('exec --tty: the program sees a terminal of the window size, keys reach it raw, and its status is the exit status', async () => {
     const before = new Set((await terminals()).map((each) => each.id));
     await tmux.start('sized', ['exec', '--tty', '--', 'sh', '-c', 'stty size; test -t 0 && echo on-a-tty; exit 3'], env, { cols: 90, rows: 25 });
     expect(await tmux.exitStatus('sized')).toBe(3);

@@ -1,28 +1,30 @@
 /**
  * `execworld run` and `execworld screen` against a daemon, as a person uses them.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { describe, expect } from 'vitest';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { cliEnv, runCli, startCli } from '../helpers/cli.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 let env: NodeJS.ProcessEnv;
 
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   env = cliEnv(daemon.url, ALICE);
 });
-afterAll(() => daemon.close());
 
 describe('execworld run', () => {
-  it('prints the output and exits with the status, ending its shell', async () => {
+  test('prints the output and exits with the status, ending its shell', async () => {
     const result = await runCli(['run', '--cwd', '/tmp', 'echo "in $PWD"; exit_with() { return $1; }; exit_with 3'], { env });
     expect(result).toMatchObject({ code: 3, stdout: 'in /tmp\n', stderr: '' });
     expect((await daemon.request('GET', '/v1/shells')).body.shells).toEqual([]);
   });
 
-  it('keeps a shell with --keep and runs in it with --shell', async () => {
+  test('keeps a shell with --keep and runs in it with --shell', async () => {
     const first = await runCli(['run', '--keep', '--env', 'GREETING=hello', 'cd / && export KEPT=yes'], { env, cwd: '/tmp' });
     expect(first.code).toBe(0);
     const id = /shell (s_\S+)/.exec(first.stderr)?.[1];
@@ -32,7 +34,7 @@ describe('execworld run', () => {
     expect((await daemon.request('DELETE', `/v1/shells/${id}`)).status).toBe(200);
   });
 
-  it('says when the command waits for input, and keeps the shell for it', async () => {
+  test('says when the command waits for input, and keeps the shell for it', async () => {
     const result = await runCli(['run', 'printf "name? "; read answer'], { env });
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('name? ');
@@ -47,7 +49,7 @@ describe('execworld run', () => {
   /** The owner's shells on the daemon. */
   const shells = async (): Promise<{ id: string; state: string }[]> => (await daemon.request('GET', '/v1/shells')).body.shells;
 
-  it('prints the output as it comes; Ctrl-C interrupts the command, prints what arrived, exits 130 and ends the shell', async () => {
+  test('prints the output as it comes; Ctrl-C interrupts the command, prints what arrived, exits 130 and ends the shell', async () => {
     const cli = startCli(['run', 'echo start; sleep 100; echo never'], { env });
     await waitFor('start to be printed', () => cli.stdout().includes('start'), 30_000);
     // Printed while the command still runs: the shell's run is under way.
@@ -61,7 +63,7 @@ describe('execworld run', () => {
     expect(await shells()).toEqual([]);
   });
 
-  it('keeps the shell at Ctrl-C with --keep, ready for the next command', async () => {
+  test('keeps the shell at Ctrl-C with --keep, ready for the next command', async () => {
     const cli = startCli(['run', '--keep', 'echo start; sleep 100'], { env });
     await waitFor('start to be printed', () => cli.stdout().includes('start'), 30_000);
     cli.child.kill('SIGINT');
@@ -73,7 +75,7 @@ describe('execworld run', () => {
     await daemon.request('DELETE', `/v1/shells/${id}`);
   });
 
-  it('streams long output in order, past the size one answer holds, and says what the daemon dropped', async () => {
+  test('streams long output in order, past the size one answer holds, and says what the daemon dropped', async () => {
     // 2 MiB of numbered lines: an answer keeps 1 MiB (its head and tail), the stream all of it. On a machine too busy
     // for this reader the daemon's ring may move on before it reads: then stderr says how many bytes, and the lines
     // around the hole are still whole and in order.
@@ -97,13 +99,13 @@ describe('execworld run', () => {
     );
   });
 
-  it('interrupts at --timeout and exits 130', async () => {
+  test('interrupts at --timeout and exits 130', async () => {
     const result = await runCli(['run', '--timeout', '300', 'echo begun; sleep 30'], { env });
     expect(result).toMatchObject({ code: 130, stdout: 'begun\n' });
     expect(result.stderr).toContain('TIMEOUT');
   });
 
-  it('refuses bad usage with status 2 and an unknown shell with 1', async () => {
+  test('refuses bad usage with status 2 and an unknown shell with 1', async () => {
     expect((await runCli(['run'], { env })).code).toBe(2);
     expect((await runCli(['run', '--timeout', 'soon', 'true'], { env })).code).toBe(2);
     expect((await runCli(['run', '--shell', 's_x', '--pwsh', 'true'], { env })).code).toBe(2);
@@ -114,7 +116,7 @@ describe('execworld run', () => {
 });
 
 describe('execworld screen', () => {
-  it('prints what the terminal shows', async () => {
+  test('prints what the terminal shows', async () => {
     const created = await daemon.request('POST', '/v1/terminals', {
       body: { argv: ['/bin/sh', '-c', 'printf "top line\\n  indented\\n"; sleep 30'], cwd: '/tmp', rows: 10, cols: 40, graceMs: 500 },
     });

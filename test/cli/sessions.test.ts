@@ -5,19 +5,21 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { afterEach, describe, expect } from 'vitest';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { cliEnv, runCli, startCli } from '../helpers/cli.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 let env: NodeJS.ProcessEnv;
 
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   env = cliEnv(daemon.url, ALICE);
 });
-afterAll(() => daemon.close());
 afterEach(async () => {
   // Each test starts with no session of the owner.
   for (const kind of ['terminals', 'processes'] as const) {
@@ -57,7 +59,7 @@ async function processEnded(id: string): Promise<void> {
 const row = (...cells: string[]): RegExp => new RegExp(`^${cells.map((cell) => cell.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join(' +')}$`);
 
 describe('execworld ps', () => {
-  it('lists terminals and processes oldest first: id, pid, status, exit and argv', async () => {
+  test('lists terminals and processes oldest first: id, pid, status, exit and argv', async () => {
     const terminal = await createTerminal();
     const failed = await createProcess(['sh', '-c', 'exit 4']);
     await processEnded(failed.id);
@@ -83,7 +85,7 @@ describe('kept shells', () => {
 
   const shellState = async (id: string): Promise<string> => (await daemon.request('GET', `/v1/shells/${id}`)).body.state;
 
-  it("ps lists a shell as one row, with its state and its terminal's pid and argv", async () => {
+  test("ps lists a shell as one row, with its state and its terminal's pid and argv", async () => {
     const idle = (await daemon.request('POST', '/v1/shells', { body: { cwd: '/tmp' } })).body as { id: string; terminalId: string };
     const pid = (await daemon.request('GET', `/v1/terminals/${idle.terminalId}`)).body.pid as number;
     const open = await waitingShell();
@@ -96,7 +98,7 @@ describe('kept shells', () => {
     ]);
   });
 
-  it('send answers a command waiting for input and prints what it printed then, with its status', async () => {
+  test('send answers a command waiting for input and prints what it printed then, with its status', async () => {
     const id = await waitingShell();
     expect(await runCli(['send', id, 'world'], { env })).toMatchObject({ code: 0, stdout: 'hello world\n', stderr: '' });
     expect(await shellState(id)).toBe('idle');
@@ -109,7 +111,7 @@ describe('kept shells', () => {
     expect(await runCli(['send', id, '--', '-three'], { env })).toMatchObject({ code: 0, stdout: 'one-two-three\n' });
   });
 
-  it('send: Ctrl-C interrupts the command it follows, which prints what arrived and exits 130; the shell is kept', async () => {
+  test('send: Ctrl-C interrupts the command it follows, which prints what arrived and exits 130; the shell is kept', async () => {
     const waiting = await runCli(['run', '--keep', 'read answer; echo "got $answer"; sleep 100'], { env });
     expect(waiting.code, waiting.stderr).toBe(1);
     const id = /shell (s_\S+)/.exec(waiting.stderr)![1]!;
@@ -121,7 +123,7 @@ describe('kept shells', () => {
     expect(await runCli(['run', '--shell', id, 'echo next'], { env })).toMatchObject({ code: 0, stdout: 'next\n' });
   });
 
-  it('a busy shell names the CLI commands that answer, interrupt or end it; interrupt and kill do', async () => {
+  test('a busy shell names the CLI commands that answer, interrupt or end it; interrupt and kill do', async () => {
     const id = await waitingShell();
     const busy = await runCli(['run', '--shell', id, 'echo next'], { env });
     expect(busy).toMatchObject({
@@ -137,7 +139,7 @@ describe('kept shells', () => {
     expect((await daemon.request('GET', `/v1/shells/${id}`)).status).toBe(404);
   });
 
-  it('interrupt reaches a command another run waits for, and that run prints how it ended', async () => {
+  test('interrupt reaches a command another run waits for, and that run prints how it ended', async () => {
     const id = await waitingShell();
     await runCli(['interrupt', id], { env });
     const run = startCli(['run', '--shell', id, 'echo begun; sleep 100'], { env });
@@ -149,7 +151,7 @@ describe('kept shells', () => {
 });
 
 describe('execworld kill', () => {
-  it('ends a process tree and returns once it is gone; the process stays listed with how it ended', async () => {
+  test('ends a process tree and returns once it is gone; the process stays listed with how it ended', async () => {
     const sleeper = await createProcess(['sh', '-c', 'sleep 300 & wait']);
     const result = await runCli(['kill', sleeper.id], { env });
     expect(result).toMatchObject({ code: 0, stdout: '', stderr: '' });
@@ -157,7 +159,7 @@ describe('execworld kill', () => {
     expect(info).toMatchObject({ status: 'exited', exit: { exitCode: null, signal: 'SIGTERM' }, treeExited: true });
   });
 
-  it('ends a terminal and returns once nothing of it runs; --delete forgets it', async () => {
+  test('ends a terminal and returns once nothing of it runs; --delete forgets it', async () => {
     const terminal = await createTerminal();
     expect((await runCli(['kill', terminal.id], { env })).code).toBe(0);
     expect((await daemon.request('GET', `/v1/terminals/${terminal.id}`)).body).toMatchObject({ status: 'exited', treeExited: true });
@@ -168,14 +170,14 @@ describe('execworld kill', () => {
 });
 
 describe('execworld logs', () => {
-  it("prints a process's stdout and stderr apart, from the start", async () => {
+  test("prints a process's stdout and stderr apart, from the start", async () => {
     const printer = await createProcess(['sh', '-c', 'echo out-1; echo err-1 >&2; echo out-2']);
     await processEnded(printer.id);
     const result = await runCli(['logs', printer.id], { env });
     expect(result).toMatchObject({ code: 0, stdout: 'out-1\nout-2\n', stderr: 'err-1\n' });
   });
 
-  it("prints a terminal's output so far, and with -f follows it until the program exits", async () => {
+  test("prints a terminal's output so far, and with -f follows it until the program exits", async () => {
     const terminal = await createTerminal();
     await daemon.request('POST', `/v1/terminals/${terminal.id}/input`, { body: { data: 'echo first-$((1+1))\r' } });
     await waitFor('the first echo', async () => {
@@ -198,7 +200,7 @@ describe('execworld logs', () => {
 });
 
 describe('errors', () => {
-  it('say an unknown id in one line naming the code, with exit status 1', async () => {
+  test('say an unknown id in one line naming the code, with exit status 1', async () => {
     const attach = await runCli(['attach', 't_nosuchterminal'], { env });
     expect(attach).toMatchObject({ code: 1, stdout: '', stderr: 'execworld: NOT_FOUND: no terminal t_nosuchterminal\n' });
     for (const command of ['kill', 'logs']) {
@@ -207,7 +209,7 @@ describe('errors', () => {
     }
   });
 
-  it('say a refused token in one line; --token beats EXECWORLD_TOKEN, which beats the token file', async () => {
+  test('say a refused token in one line; --token beats EXECWORLD_TOKEN, which beats the token file', async () => {
     const bad = await runCli(['ps', '--token', 'not-the-token-0123456789'], { env });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/^execworld: UNAUTHORIZED: .+\n$/);
@@ -216,7 +218,7 @@ describe('errors', () => {
     expect(await runCli(['ps', '--token', ALICE], { env: badEnv })).toMatchObject({ code: 0, stderr: '' });
   });
 
-  it('say that there is no token, or no daemon at the URL, with exit status 1', async () => {
+  test('say that there is no token, or no daemon at the URL, with exit status 1', async () => {
     const noToken = await runCli(['ps'], { env: { ...env, XDG_CONFIG_HOME: mkdtempSync(join(tmpdir(), 'execworld-empty-')) } });
     expect(noToken.code).toBe(1);
     expect(noToken.stderr).toMatch(/^execworld: no token: pass --token or set EXECWORLD_TOKEN \(there is no .*execworld\/token.*\)\n$/);
@@ -233,7 +235,7 @@ describe('errors', () => {
 describe('help', () => {
   const COMMANDS = ['serve', 'exec', 'shell', 'attach', 'ps', 'logs', 'kill', 'send', 'interrupt', 'token-file'];
 
-  it('lists every command, and each command answers --help', async () => {
+  test('lists every command, and each command answers --help', async () => {
     const top = await runCli(['--help'], { env });
     expect(top.code).toBe(0);
     for (const command of COMMANDS) expect(top.stdout).toMatch(new RegExp(`^ {2}${command} +\\S`, 'm'));
@@ -244,7 +246,7 @@ describe('help', () => {
     });
   });
 
-  it('refuses a missing or extra argument with exit status 2', async () => {
+  test('refuses a missing or extra argument with exit status 2', async () => {
     expect(await runCli(['attach'], { env })).toMatchObject({
       code: 2,
       stderr: "execworld: missing <terminal-id>\nRun 'execworld attach --help' for the usage.\n",

@@ -8,8 +8,9 @@ import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { serveFrom, DAEMON_NODE_FLAGS } from '../helpers/daemon-process.ts';
 import { BIN, cliEnv, runCli } from '../helpers/cli.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
@@ -17,22 +18,26 @@ import { selfSignedCertificate } from '../helpers/tls.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
+let cert: string;
+// The file's daemon serves TLS with a certificate of its own, made when it starts.
+const test = daemonTest(() => {
+  const pair = selfSignedCertificate();
+  cert = pair.cert;
+  return [{ tlsCert: pair.cert, tlsKey: pair.key }];
+});
+
 describe('a daemon with its own certificate', () => {
   let daemon: TestDaemon;
-  let cert: string;
   let env: NodeJS.ProcessEnv;
 
-  beforeAll(async () => {
-    const pair = selfSignedCertificate();
-    cert = pair.cert;
-    daemon = await startDaemon({ tlsCert: pair.cert, tlsKey: pair.key });
+  test.beforeAll(({ daemon: fileDaemon }) => {
+    daemon = fileDaemon;
     env = cliEnv(daemon.url, ALICE);
     delete env.NODE_EXTRA_CA_CERTS;
     delete env.EXECWORLD_CA;
   });
-  afterAll(() => daemon.close());
 
-  it('is refused in one line that says to pass --ca', async () => {
+  test('is refused in one line that says to pass --ca', async () => {
     expect(daemon.url).toMatch(/^https:/);
     const result = await runCli(['ps'], { env });
     expect(result.code).toBe(1);
@@ -41,7 +46,7 @@ describe('a daemon with its own certificate', () => {
     );
   });
 
-  it('is reached with --ca <file>, before the command or among its options, or $EXECWORLD_CA', async () => {
+  test('is reached with --ca <file>, before the command or among its options, or $EXECWORLD_CA', async () => {
     expect(await runCli(['exec', '--ca', cert, 'echo', 'over TLS'], { env })).toMatchObject({ code: 0, stdout: 'over TLS\n', stderr: '' });
     expect(await runCli(['--ca', cert, 'run', 'echo "in a shell"'], { env })).toMatchObject({ code: 0, stdout: 'in a shell\n' });
     expect(await runCli(['ps'], { env: { ...env, EXECWORLD_CA: cert } })).toMatchObject({ code: 0, stderr: '' });
@@ -49,7 +54,7 @@ describe('a daemon with its own certificate', () => {
     expect(await runCli(['ps', '--ca', missing], { env })).toMatchObject({ code: 1, stderr: `execworld: cannot read --ca ${missing} (ENOENT)\n` });
   });
 
-  it('is reached with NODE_EXTRA_CA_CERTS, which adds to the system certificates', async () => {
+  test('is reached with NODE_EXTRA_CA_CERTS, which adds to the system certificates', async () => {
     expect(await runCli(['exec', 'echo', 'trusted'], { env: { ...env, NODE_EXTRA_CA_CERTS: cert } })).toMatchObject({ code: 0, stdout: 'trusted\n' });
   });
 });

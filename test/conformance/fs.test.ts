@@ -11,7 +11,7 @@ import { RemoteFiles } from '@execworld/sdk/fs';
 import { connect } from '@execworld/sdk';
 import { WorldFiles } from '../../service/src/provider/fs/world-files.ts';
 import { MutationLocks } from '../../service/src/provider/fs/mutation-locks.ts';
-import { ALICE, startDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon } from '../helpers/daemon.ts';
 import { fsContract } from './fs-contract.ts';
 
 async function reference(dir: string): Promise<FsProvider> {
@@ -41,7 +41,7 @@ fsContract(
 fsContract(
   'RemoteFiles (over a daemon)',
   async (dir) => {
-    const daemon = await startDaemon();
+    const daemon = await startInProcessDaemon();
     const first = await connect(daemon.url, { token: ALICE });
     const second = await connect(daemon.url, { token: ALICE });
     return {

@@ -1,11 +1,11 @@
 import { connect, type RemoteProcess, type RemoteTerminal } from '@execworld/sdk';
-import { ALICE, startDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon } from '../helpers/daemon.ts';
 import { definePagerContract } from './pager-contract.ts';
 import { defineProcessContract, LINUX_WORLD } from './process-contract.ts';
 import { defineRuntimeContract } from './runtime-contract.ts';
 
 defineRuntimeContract('RemoteRuntime over a daemon on 127.0.0.1', async () => {
-  const daemon = await startDaemon();
+  const daemon = await startInProcessDaemon();
   const runtime = await connect(daemon.url, { token: ALICE });
   return {
     runtime,
@@ -21,7 +21,7 @@ defineRuntimeContract('RemoteRuntime over a daemon on 127.0.0.1', async () => {
 defineProcessContract(
   'RemoteRuntime over a daemon on 127.0.0.1',
   async () => {
-    const daemon = await startDaemon();
+    const daemon = await startInProcessDaemon();
     const runtime = await connect(daemon.url, { token: ALICE });
     return {
       runtime,
@@ -36,7 +36,7 @@ defineProcessContract(
 );
 
 definePagerContract('RemoteRuntime over a daemon on 127.0.0.1', async () => {
-  const daemon = await startDaemon();
+  const daemon = await startInProcessDaemon();
   const runtime = await connect(daemon.url, { token: ALICE });
   return { runtime, close: () => runtime.dispose().then(() => daemon.close()) };
 });

@@ -14,7 +14,7 @@ import { chmodSync, chownSync, lchownSync, mkdirSync, mkdtempSync, renameSync, r
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { daemonArgv, startDaemon } from '../helpers/daemon-process.ts';
+import { daemonArgv, startDaemonProcess } from '../helpers/daemon-process.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
 
 const users = osUsers(afterAll);
@@ -98,7 +98,7 @@ describe.runIf(canMakeUsers)('the token file of a Kubernetes Secret volume', () 
     const user = users.make();
     const volume = secretVolume(user.gid, TOKEN);
     const firstReal = volume.current();
-    const daemon = await startDaemon(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid });
+    const daemon = await startDaemonProcess(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid });
     try {
       expect(daemon.token).toBe(TOKEN);
       const call = async (token: string, path: string, body?: unknown): Promise<{ status: number; body: any }> => {
@@ -136,7 +136,7 @@ describe.runIf(canMakeUsers)('the token file of a Kubernetes Secret volume', () 
   it('stays out of the files API after a rotation when it is an item in a folder of the volume (items: path: execworld/token)', async () => {
     const user = users.make();
     const volume = secretVolume(user.gid, TOKEN, 'execworld');
-    const daemon = await startDaemon(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid });
+    const daemon = await startDaemonProcess(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid });
     try {
       expect(daemon.token).toBe(TOKEN);
       const read = async (path: string): Promise<{ path: string; status: number; code: unknown }> => {
@@ -163,7 +163,7 @@ describe.runIf(canMakeUsers)('the token file of a Kubernetes Secret volume', () 
     const user = users.make();
     const pod = users.make();
     const volume = secretVolume(pod.gid, TOKEN);
-    const daemon = await startDaemon(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid, groups: [pod.gid] });
+    const daemon = await startDaemonProcess(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid, groups: [pod.gid] });
     try {
       const response = await fetch(`${daemon.url}/v1/identity`, { headers: { authorization: `Bearer ${TOKEN}` } });
       expect(response.status).toBe(200);

@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { REMOTE_ERROR_CLASSES } from '@execworld/sdk';
 import { ERROR_CATALOG, ERROR_CODES } from '@execworld/sdk/protocol';
 import { generatedDocs } from '../../scripts/docs-documents.ts';
-import { DEFAULT_CONFIG, serveHelp } from '../../service/src/server/config.ts';
+import { command as serveCommand } from '../../service/src/cli/serve.ts';
+import { DEFAULT_CONFIG } from '../../service/src/server/config.ts';
 import { readDoc } from '../helpers/docs.ts';
 
 describe('generated pages', () => {
@@ -41,7 +42,7 @@ describe('docs/errors.md', () => {
 describe('docs/settings.md', () => {
   it('lists every flag and variable of execworld serve --help with its default', () => {
     const page = readDoc('docs/settings.md');
-    const help = serveHelp();
+    const help = serveCommand.help;
     const flags = [...help.matchAll(/^ {2}--([a-z-]+) /gm)].map((match) => match[1]!).filter((flag) => flag !== 'config' && flag !== 'help');
     const envs = [...help.matchAll(/ env (EXECWORLD_[A-Z_]+)$/gm)].map((match) => match[1]!).filter((name) => name !== 'EXECWORLD_CONFIG');
     expect(flags).toHaveLength(Object.keys(DEFAULT_CONFIG).length);

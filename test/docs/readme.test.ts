@@ -10,8 +10,9 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { describe, expect } from 'vitest';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { codeBlocks, docFiles, readDoc, ROOT } from '../helpers/docs.ts';
 
 /** The address the examples name. */
@@ -27,16 +28,17 @@ let home: string;
 /** Inside the workspace, so that the examples' imports resolve to its packages; under node_modules, so no linter ever sees it. */
 let scratch: string;
 
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   home = mkdtempSync(join(tmpdir(), 'execworld-readme-home-'));
   mkdirSync(join(home, '.config', 'execworld'), { recursive: true });
   writeFileSync(join(home, '.config', 'execworld', 'token'), `${ALICE}\n`, { mode: 0o600 });
   scratch = mkdtempSync(join(ROOT, 'node_modules', '.readme-examples-'));
 });
-afterAll(async () => {
+test.afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
-  await daemon.close();
 });
 
 /** The environment of a user whose home is `home`: the pages' paths under ~ lead there. */
@@ -66,12 +68,12 @@ async function running(): Promise<unknown[]> {
 }
 
 describe('the pages this test reads', () => {
-  it('are the README, CONTRIBUTING and every page of docs/, listed from the directory', () => {
+  test('are the README, CONTRIBUTING and every page of docs/, listed from the directory', () => {
     expect(FILES.slice(0, 2)).toEqual(['README.md', 'CONTRIBUTING.md']);
     for (const page of ['docs/api.md', 'docs/cli.md', 'docs/files.md', 'docs/sdk.md', 'docs/shells.md', 'docs/platforms.md']) expect(FILES).toContain(page);
   });
 
-  it('hold the examples this test runs', () => {
+  test('hold the examples this test runs', () => {
     const where = (list: typeof blocks) => new Set(list.map((block) => block.file));
     // The README's tour has an SDK and a REST example; the reference pages have theirs.
     expect(where(tsBlocks)).toContain('README.md');
@@ -85,7 +87,7 @@ describe('the pages this test reads', () => {
 });
 
 describe('examples', () => {
-  it.each(
+  test.each(
     tsBlocks.map((block) => [`${block.file}:${block.line}`, block.code.split('\n').find((line) => line.includes('@execworld')) ?? '', block.code] as const),
   )(
     'the ts block at %s (%s) runs, exits 0 and leaves nothing running',
@@ -102,7 +104,7 @@ describe('examples', () => {
     120_000,
   );
 
-  it.each(curlBlocks.map((block) => [`${block.file}:${block.line}`, block.code] as const))(
+  test.each(curlBlocks.map((block) => [`${block.file}:${block.line}`, block.code] as const))(
     'the curl block at %s exits 0, answers each call without an error and leaves nothing running',
     async (where, code) => {
       const { host } = new URL(daemon.url);
@@ -128,7 +130,7 @@ describe('examples', () => {
 describe('the README', () => {
   const readme = readDoc('README.md');
 
-  it('is a front door: about 250 lines, its contents first, each of its sections listed there', () => {
+  test('is a front door: about 250 lines, its contents first, each of its sections listed there', () => {
     const lines = readme.split('\n').length;
     console.log(`README.md: ${lines} lines`);
     expect(lines).toBeLessThanOrEqual(300);
@@ -139,11 +141,11 @@ describe('the README', () => {
     for (const title of sections) expect(contents![1], title).toContain(`[${title}](#`);
   });
 
-  it('links every page of docs/', () => {
+  test('links every page of docs/', () => {
     for (const page of FILES.filter((file) => file.startsWith('docs/'))) expect(readme).toContain(`](${page})`);
   });
 
-  it('keeps the two set-up commands: one starts the daemon, one runs the tests', () => {
+  test('keeps the two set-up commands: one starts the daemon, one runs the tests', () => {
     expect(readme).toContain('npm ci && npm start      # installs, then runs the daemon on 127.0.0.1:7878\n');
     expect(readme).toContain('npm ci && npm test       # installs, then runs lint, type-check and the main suite\n');
     const scripts = (JSON.parse(readDoc('package.json')) as { scripts: Record<string, string> }).scripts;

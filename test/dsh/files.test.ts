@@ -9,22 +9,24 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Context } from '@deepseek-ai/cordis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { RemoteWorld } from '@execworld/sdk/dsh';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { composeWithFiles, type FilesHarness } from '../helpers/dsh-harness.ts';
 
 let daemon: TestDaemon;
 let harness: FilesHarness;
 const dir = mkdtempSync(join(tmpdir(), 'dsh-files-'));
 
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(async ({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   harness = await composeWithFiles((root: Context) => root.plugin(RemoteWorld, { url: daemon.url, token: ALICE }), dir);
 });
-afterAll(async () => {
+test.afterAll(async () => {
   await harness.close();
-  await daemon.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -32,20 +34,20 @@ const exec = () => ({ agent: harness.owner, signal: AbortSignal.timeout(30_000) 
 const bash = (command: string): Promise<string> => harness.bash.execute({ command }, exec());
 
 describe('the file tools and the bash tool over one remote world', () => {
-  it('the write tool creates a file the bash tool sees', async () => {
+  test('the write tool creates a file the bash tool sees', async () => {
     const outcome = await harness.write.execute({ file_path: 'made-by-tool.txt', content: 'from the write tool\n' }, exec());
     expect(outcome).toMatchObject({ operation: 'create', before: null, after: 'from the write tool\n' });
     expect(await bash(`cat ${join(dir, 'made-by-tool.txt')}`)).toBe('from the write tool');
   });
 
-  it('the read tool reads what the shell wrote', async () => {
+  test('the read tool reads what the shell wrote', async () => {
     await bash(`cd ${dir} && printf 'first\\nsecond\\n' > made-by-shell.txt`);
     const read = await harness.read.execute({ file_path: 'made-by-shell.txt' }, exec());
     expect(read).toMatchObject({ path: join(dir, 'made-by-shell.txt'), totalLines: 2 });
     expect((read.lines as { text: string }[]).map((line) => line.text)).toEqual(['first', 'second']);
   });
 
-  it('refuses an edit after the shell changed the file it read, and applies one after a fresh read', async () => {
+  test('refuses an edit after the shell changed the file it read, and applies one after a fresh read', async () => {
     await bash(`printf 'alpha\\nbeta\\n' > ${join(dir, 'guarded.txt')}`);
     await harness.read.execute({ file_path: 'guarded.txt' }, exec());
     await bash(`printf 'alpha\\nBETA\\n' > ${join(dir, 'guarded.txt')}`);
@@ -59,7 +61,7 @@ describe('the file tools and the bash tool over one remote world', () => {
     expect(await bash(`cat ${join(dir, 'guarded.txt')}`)).toBe('ALPHA\nBETA');
   });
 
-  it('refuses to overwrite a file the agent never read', async () => {
+  test('refuses to overwrite a file the agent never read', async () => {
     await bash(`echo precious > ${join(dir, 'unread.txt')}`);
     const refused = await harness.write.execute({ file_path: 'unread.txt', content: 'clobbered' }, exec()).catch((error: unknown) => error);
     expect(refused).toMatchObject({ name: 'FsError', code: 'FS_NOT_OBSERVED' });

@@ -7,19 +7,21 @@
  */
 import '../helpers/with-resolvers.ts';
 import type { Context } from '@deepseek-ai/cordis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { RemoteSubprocess } from '@execworld/sdk/dsh';
 import { LocalSubprocess } from '@execworld/service/dsh';
 import { sessionPids } from '../helpers/proc.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { compose, type Harness } from '../helpers/dsh-harness.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(() => daemon.close());
 
 const providers = [
   ['local', (root: Context) => root.plugin(LocalSubprocess, {})],
@@ -35,7 +37,7 @@ describe.each(providers)('the harness over the %s plugin', (_name, subprocess) =
 
   const run = (command: string): Promise<string> => harness.bash.execute({ command }, { agent: harness.owner, signal: AbortSignal.timeout(30_000) });
 
-  it('settles echo hi and cat as stdin_read, interrupts with a real SIGINT, and closes without leftovers', async () => {
+  test('settles echo hi and cat as stdin_read, interrupts with a real SIGINT, and closes without leftovers', async () => {
     const snapshot = await harness.terminals.spawn(harness.owner as never, { type: 'shell' });
     expect(snapshot.motd).toContain('dsh> ');
     const echo = await harness.terminals.startSend(harness.owner as never, snapshot.sessionId, { text: 'echo hi', submit: true }).done;
@@ -55,7 +57,7 @@ describe.each(providers)('the harness over the %s plugin', (_name, subprocess) =
     expect(sessionPids(pid)).toEqual([]);
   });
 
-  it('runs the persistent bash tool with exact output, exit codes and shell state', async () => {
+  test('runs the persistent bash tool with exact output, exit codes and shell state', async () => {
     expect(await run('echo hello')).toBe('hello');
     expect(await run('(exit 42)')).toBe('[exit code: 42]');
     expect(await run('false')).toBe('[exit code: 1]');
@@ -65,7 +67,7 @@ describe.each(providers)('the harness over the %s plugin', (_name, subprocess) =
     expect(await run('printf "a%.0s" $(seq 1 3); echo')).toBe('aaa');
   });
 
-  it('returns the partial output of an interactive child waiting for input, and keeps the shell', async () => {
+  test('returns the partial output of an interactive child waiting for input, and keeps the shell', async () => {
     // cat runs in a group of its own, so the input wait is new evidence at once.
     const partial = await run('echo before; cat');
     expect(partial).toContain('before');
@@ -80,7 +82,7 @@ describe.each(providers)('the harness over the %s plugin', (_name, subprocess) =
     expect(await run('echo after')).toBe('after');
   });
 
-  it('resets the shell when it exits, with the exit reported', async () => {
+  test('resets the shell when it exits, with the exit reported', async () => {
     const exited = await run('exit 9');
     expect(exited).toContain('[shell exited: code 9]');
     expect(await run('echo back')).toBe('back');

@@ -45,7 +45,7 @@ import { RemoteSubprocess } from '@execworld/sdk/dsh';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
 import { LocalSubprocess } from '@execworld/service/dsh';
 import { DEFAULT_PASS_ENV } from '../../service/src/server/child-env.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { composePwsh, type PwshHarness } from '../helpers/dsh-harness.ts';
 import { asleepInForeground, sessionPids, sessionProcesses } from '../helpers/proc.ts';
 import { requiredTool } from '../helpers/tools.ts';
@@ -71,7 +71,7 @@ describe.skipIf(pwsh.skip)(`the DeepSeek pwsh stack${pwsh.note}`, () => {
   beforeAll(async () => {
     pwshPath = pwsh.require();
     // The daemon passes the test's variables on, so that the secret meets the seam's scrub there too, not only the daemon's allowlist.
-    daemon = await startDaemon({ passEnv: [...DEFAULT_PASS_ENV, 'XDG_DATA_HOME', 'EW_PWSH_*'] });
+    daemon = await startInProcessDaemon({ passEnv: [...DEFAULT_PASS_ENV, 'XDG_DATA_HOME', 'EW_PWSH_*'] });
   });
   afterAll(async () => {
     await daemon?.close();

@@ -52,7 +52,7 @@ export interface DaemonProcess {
  * and no supplementary group but `groups`), every privilege of this process
  * dropped.
  */
-export async function startDaemon(
+export async function startDaemonProcess(
   args: string[] = [],
   nodeArgs: string[] = [],
   options: { uid?: number; gid?: number; groups?: readonly number[] } = {},

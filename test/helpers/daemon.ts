@@ -24,10 +24,15 @@ export interface TestDaemon {
   close(): Promise<void>;
 }
 
-export async function startDaemon(
-  overrides: Partial<Config> = {},
-  options: { runtime?: ExecutionProvider; /** Owners beside alice and bob. */ owners?: readonly TokenEntry[] } = {},
-): Promise<TestDaemon> {
+export interface InProcessDaemonOptions {
+  /** The provider, instead of the host's. */
+  readonly runtime?: ExecutionProvider;
+  /** Owners beside alice and bob. */
+  readonly owners?: readonly TokenEntry[];
+}
+
+/** A daemon built with buildApp in this process, listening on a free port of 127.0.0.1; tests get one through daemon-test.ts's fixtures. */
+export async function startInProcessDaemon(overrides: Partial<Config> = {}, options: InProcessDaemonOptions = {}): Promise<TestDaemon> {
   const config = { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides } as Config;
   const tokens = new TokenTable(
     [{ owner: 'alice', token: ALICE }, { owner: 'alice', token: ALICE_READER, access: 'read' }, { owner: 'bob', token: BOB }, ...(options.owners ?? [])],
@@ -35,6 +40,7 @@ export async function startDaemon(
   );
   const daemon = buildApp({ config, tokens, logger: pino({ level: 'silent' }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }) });
   const address = await daemon.app.listen({ host: '127.0.0.1', port: 0 });
+  let closing: Promise<void> | undefined;
   return {
     url: address,
     wsUrl: `${address.replace(/^http/, 'ws')}/v1/connect`,
@@ -58,7 +64,8 @@ export async function startDaemon(
       }
       return { status: response.status, body: parsed as any };
     },
-    close: () => daemon.app.close(),
+    // Closing twice is closing once: a test may close its daemon itself, and its fixture closes it again.
+    close: () => (closing ??= daemon.app.close()),
   };
 }
 

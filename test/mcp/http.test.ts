@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, ALICE_READER, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { PWSH } from '../conformance/shell-pwsh-contract.ts';
 import { McpTestClient } from './helpers.ts';
@@ -32,7 +32,7 @@ let mcp: McpTestClient;
 let dir: string;
 
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   mcp = await McpTestClient.http(daemon.url, ALICE);
   dir = mkdtempSync(join(tmpdir(), 'execworld-mcp-'));
 });

@@ -8,14 +8,14 @@ import { dirname } from 'node:path';
 import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, ALICE_READER, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 const INSPECTOR = createRequire(import.meta.url).resolve('@modelcontextprotocol/inspector-cli/build/index.js');
 
 let daemon: TestDaemon;
 
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
 });
 afterAll(() => daemon.close());
 

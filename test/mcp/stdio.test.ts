@@ -5,14 +5,14 @@
  */
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, ALICE_READER, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { BIN, cliEnv, runCli } from '../helpers/cli.ts';
 import { McpTestClient } from './helpers.ts';
 
 let daemon: TestDaemon;
 
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
 });
 afterAll(() => daemon.close());
 

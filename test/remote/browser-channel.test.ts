@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { dialBrowser, ProtocolClient, Redialer, type DomWebSocketConstructor } from '@execworld/sdk/client';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -20,7 +20,7 @@ const DomWebSocket = WebSocket as unknown as DomWebSocketConstructor;
 let daemon: TestDaemon;
 let proxy: FaultProxy;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startInProcessDaemon();
   proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
 });
 afterAll(async () => {

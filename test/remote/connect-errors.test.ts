@@ -7,10 +7,11 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { connect, ConnectionError, ExecworldError } from '@execworld/sdk';
 import { selfSignedCertificate } from '../helpers/tls.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 
 /** A port nothing listens on: one the kernel just handed out and was given back. */
 async function closedPort(): Promise<number> {
@@ -43,25 +44,28 @@ describe('connect names why the daemon cannot be reached', () => {
   });
 });
 
+let cert: string;
+// The daemon of the suite of a certificate of its own: the certificate is made when the daemon starts, at the first test that needs it.
+const tlsTest = daemonTest(() => {
+  const certificate = selfSignedCertificate();
+  cert = certificate.cert;
+  return [{ tlsCert: cert, tlsKey: certificate.key }];
+});
+
 describe('a daemon with its own certificate', () => {
   let secure: TestDaemon;
-  let cert: string;
-  beforeAll(async () => {
-    const certificate = selfSignedCertificate();
-    cert = certificate.cert;
-    const key = certificate.key;
-    secure = await startDaemon({ tlsCert: cert, tlsKey: key });
+  tlsTest.beforeAll(({ daemon }) => {
+    secure = daemon;
   });
-  afterAll(() => secure.close());
 
-  it('says the certificate is not trusted and how to pass a CA', async () => {
+  tlsTest('says the certificate is not trusted and how to pass a CA', async () => {
     const error = await connect(secure.url, { token: ALICE }).catch((failure: unknown) => failure);
     expect(error).toBeInstanceOf(ConnectionError);
     expect((error as Error).message).toMatch(/^the daemon's TLS certificate is not trusted by this client \(DEPTH_ZERO_SELF_SIGNED_CERT: /);
     expect((error as Error).message).toContain("connect(url, { ca: readFileSync('ca.pem') })");
   });
 
-  it('connects with the certificate given as ca, over HTTPS and WSS', async () => {
+  tlsTest('connects with the certificate given as ca, over HTTPS and WSS', async () => {
     const runtime = await connect(secure.url, { token: ALICE, ca: readFileSync(cert) });
     const handle = runtime.spawn({
       argv: ['/bin/echo', 'over tls'],
@@ -74,10 +78,9 @@ describe('a daemon with its own certificate', () => {
     await runtime.dispose();
   });
 
-  it('says there is no TLS where an https URL meets a plain daemon', async () => {
+  tlsTest('says there is no TLS where an https URL meets a plain daemon', async ({ startDaemon }) => {
     const plain = await startDaemon();
     const error = await connect(plain.url.replace('http:', 'https:'), { token: ALICE }).catch((failure: unknown) => failure);
     expect((error as Error).message).toMatch(/^no TLS at 127\.0\.0\.1:\d+ \(EPROTO\): if the daemon serves plain HTTP, use an http:\/\/ URL$/);
-    await plain.close();
   });
 });

@@ -3,7 +3,7 @@
  * including a token refused while connecting, and the SDK's own shortcuts
  * throw what the daemon would have answered.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { ERROR_CATALOG, ERROR_CODES } from '@execworld/sdk/protocol';
 import {
   AuthError,
@@ -17,16 +17,18 @@ import {
   SpawnError,
   StateError,
 } from '@execworld/sdk';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
+
+const test = daemonTest();
 
 let daemon: TestDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon();
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(() => daemon.close());
 
 describe('SDK error classes', () => {
-  it('maps every catalog code to the class of its status', () => {
+  test('maps every catalog code to the class of its status', () => {
     const classOf = (code: string, status: number): unknown => (code.startsWith('FS_') ? FileSystemError : classOfStatus(status));
     const classOfStatus = (status: number): unknown => {
       if (status === 401 || status === 403) return AuthError;
@@ -40,13 +42,13 @@ describe('SDK error classes', () => {
     for (const code of ERROR_CODES) expect(REMOTE_ERROR_CLASSES[code], code).toBe(classOf(code, ERROR_CATALOG[code].status));
   });
 
-  it('rejects connect with an AuthError when the daemon refuses the token', async () => {
+  test('rejects connect with an AuthError when the daemon refuses the token', async () => {
     const error = await connect(daemon.url, { token: 'not-the-token-at-all-xxxx' }).catch((failure: unknown) => failure);
     expect(error).toBeInstanceOf(AuthError);
     expect(error).toMatchObject({ code: 'UNAUTHORIZED', status: 401, message: 'the bearer token is not valid' });
   });
 
-  it('rejects a write to an exited terminal with a StateError, as the daemon would', async () => {
+  test('rejects a write to an exited terminal with a StateError, as the daemon would', async () => {
     const runtime = await connect(daemon.url, { token: ALICE });
     const terminal = await runtime.spawnTerminal({ argv: ['/bin/sh', '-c', 'exit 0'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
     await terminal.done;

@@ -9,14 +9,14 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { cutRandomly, FaultProxy } from '../helpers/proxy.ts';
 import { sleep, waitFor } from '../helpers/wait.ts';
 
 let daemon: DaemonProcess;
 let proxy: FaultProxy;
 beforeAll(async () => {
-  daemon = await startDaemon(['--ring-bytes', String(4 * 1024 * 1024)]);
+  daemon = await startDaemonProcess(['--ring-bytes', String(4 * 1024 * 1024)]);
   proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
 });
 afterAll(async () => {

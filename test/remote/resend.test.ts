@@ -7,27 +7,29 @@
  * reaches it was sent again.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 
 let daemon: TestDaemon;
 let proxy: FaultProxy;
 let runtime: RemoteRuntime;
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(async ({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
   runtime = await connect(proxy.url, { token: ALICE, reconnectInitialDelayMs: 5, reconnectMaxDelayMs: 50 });
 });
 afterEach(() => {
   vi.restoreAllMocks();
 });
-afterAll(async () => {
+test.afterAll(async () => {
   await runtime.dispose();
   await proxy.close();
-  await daemon.close();
 });
 
 /** Records every call message sent on any WebSocket of this process (the daemon's own sends are answers, never calls). */
@@ -59,7 +61,7 @@ const processSpec = (marker: string) => ({
 });
 
 describe('a call in flight when the connection drops', () => {
-  it('is sent again when idempotent, and fails with OUTCOME_UNKNOWN without being sent again when not', async () => {
+  test('is sent again when idempotent, and fails with OUTCOME_UNKNOWN without being sent again when not', async () => {
     const terminal = await runtime.spawnTerminal({ argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
     const calls = recordCalls();
     const lost = `lost-${randomUUID()}`;

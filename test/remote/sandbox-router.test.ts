@@ -10,7 +10,7 @@ import { WebSocket } from 'ws';
 import { connect, sandboxRouter } from '@execworld/sdk';
 import { TOKEN_HEADER, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX } from '@execworld/sdk/protocol';
 import { runCli } from '../helpers/cli.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { cutRandomly } from '../helpers/proxy.ts';
 import { SandboxRouter } from '../helpers/sandbox-router.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -19,7 +19,7 @@ let one: TestDaemon;
 let two: TestDaemon;
 let router: SandboxRouter;
 beforeAll(async () => {
-  [one, two] = await Promise.all([startDaemon(), startDaemon()]);
+  [one, two] = await Promise.all([startInProcessDaemon(), startInProcessDaemon()]);
   router = await SandboxRouter.start({ one: Number(new URL(one.url).port), two: Number(new URL(two.url).port) });
 });
 afterAll(async () => {

@@ -27,7 +27,7 @@ import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
 import { RemoteTransfer, type TransferProgress } from '@execworld/sdk/fs';
-import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 
 const MiB = 1024 * 1024;
@@ -36,7 +36,7 @@ let daemon: DaemonProcess;
 let proxy: FaultProxy;
 let runtime: RemoteRuntime;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startDaemonProcess();
   proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
   runtime = await connect(proxy.url, { token: daemon.token, reconnectInitialDelayMs: 5, reconnectMaxDelayMs: 50, heartbeatMs: 500 });
 });

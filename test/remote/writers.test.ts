@@ -3,27 +3,27 @@
  * another one wrote to it has its own sequence numbers, so none of its writes
  * is mistaken for a retry and dropped.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { collect, waitFor } from '../helpers/wait.ts';
 
-let daemon: TestDaemon;
+const test = daemonTest();
+
 let first: RemoteRuntime;
 let second: RemoteRuntime;
-beforeAll(async () => {
-  daemon = await startDaemon();
+test.beforeAll(async ({ daemon }) => {
   first = await connect(daemon.url, { token: ALICE });
   second = await connect(daemon.url, { token: ALICE });
 });
-afterAll(async () => {
+test.afterAll(async () => {
   await first.dispose();
   await second.dispose();
-  await daemon.close();
 });
 
 describe('two clients writing to one terminal', () => {
-  it('applies every write of the client that attached later', async () => {
+  test('applies every write of the client that attached later', async () => {
     const terminal = await first.spawnTerminal({ argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
     const output = collect(terminal.output);
     for (let index = 1; index <= 5; index += 1) await terminal.write(`first-${index}\n`);

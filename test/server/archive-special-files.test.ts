@@ -12,9 +12,10 @@ import { request, type IncomingMessage } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { SKIPPED_TRAILER } from '@execworld/sdk/fs';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const ERIN = 'erin-token-0123456789abcdefgh';
@@ -29,11 +30,17 @@ const plain = join(scratch, 'plain');
 let socketServer: Server;
 let daemon: TestDaemon;
 let uid: number;
+let gid: number;
 
-beforeAll(async () => {
+const test = daemonTest(() => [
+  {},
+  { owners: [{ owner: 'erin', token: ERIN, user: { name: USER, uid, gid, home: '/nonexistent', shell: '/usr/sbin/nologin' } }] },
+]);
+
+test.beforeAll(async () => {
   execFileSync('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', USER]);
   uid = Number(execFileSync('id', ['-u', USER], { encoding: 'utf8' }).trim());
-  const gid = Number(execFileSync('id', ['-g', USER], { encoding: 'utf8' }).trim());
+  gid = Number(execFileSync('id', ['-g', USER], { encoding: 'utf8' }).trim());
   // Files of 1 to 3 MiB around the special files: the pack reads ahead of what it sends.
   chmodSync(scratch, 0o755);
   mkdirSync(join(tree, 'sub'), { recursive: true, mode: 0o755 });
@@ -46,12 +53,12 @@ beforeAll(async () => {
   execFileSync('mkfifo', [join(tree, 'f05.fifo'), join(tree, 'sub', 'pipe')]);
   socketServer = createServer();
   await new Promise<void>((resolve) => socketServer.listen(join(tree, 'f10.sock'), resolve));
-  daemon = await startDaemon(
-    {},
-    { owners: [{ owner: 'erin', token: ERIN, user: { name: USER, uid, gid, home: '/nonexistent', shell: '/usr/sbin/nologin' } }] },
-  );
 });
-afterAll(async () => {
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
+});
+test.afterAll(async () => {
+  // The daemon ends first: its file worker for erin runs as the user, which userdel refuses to remove while it runs.
   await daemon.close();
   socketServer.close();
   rmSync(scratch, { recursive: true, force: true });
@@ -123,7 +130,7 @@ describe.each([
   ["the daemon's own user", ALICE],
   ['an OS user, through its file worker', ERIN],
 ])('an archive download, for an owner served by %s', (_who, token) => {
-  it('ends, holds every file whole, and leaves the socket and FIFOs out, naming them in its trailer', async () => {
+  test('ends, holds every file whole, and leaves the socket and FIFOs out, naming them in its trailer', async () => {
     const { status, archive, trailers } = await wholeArchive(token, tree);
     expect(status).toBe(200);
     const names = execFileSync('tar', ['-t'], { input: archive, maxBuffer: 128 * MiB, encoding: 'utf8' })
@@ -145,7 +152,7 @@ describe.each([
     });
   }, 120_000);
 
-  it('releases every descriptor it held when the client goes away midway', async () => {
+  test('releases every descriptor it held when the client goes away midway', async () => {
     // A whole download first: whatever is made once (the worker) is there before the count.
     expect((await wholeArchive(token, plain)).status).toBe(200);
     const held = (): number => descriptors('self').length + workers().reduce((sum, pid) => sum + descriptors(pid).length, 0);

@@ -3,20 +3,22 @@
  * plus the WebSocket endpoint, refuses a missing or wrong token. A new route
  * cannot forget auth, because this test walks the table.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { LIVE_PATH, OPERATION_LIST, READY_PATH, TOKEN_HEADER } from '@execworld/sdk/protocol';
-import { ALICE, BOB, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, BOB, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 
 let daemon: TestDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(() => daemon.close());
 
 const concrete = (path: string): string => path.replace('{id}', 't_doesnotexist000').replace('{stream}', 'stdout');
 
 describe('auth', () => {
-  it('covers every route of the table', () => {
+  test('covers every route of the table', () => {
     const routes = daemon.daemon.app.printRoutes({ commonPrefix: false });
     for (const spec of OPERATION_LIST)
       expect(routes).toContain(
@@ -27,18 +29,21 @@ describe('auth', () => {
       );
   });
 
-  it.each(OPERATION_LIST.filter((spec) => spec.auth).map((spec) => [spec.name, spec] as const))('%s refuses a missing or wrong token', async (_name, spec) => {
-    const body = spec.method === 'POST' ? {} : undefined;
-    const missing = await daemon.request(spec.method, concrete(spec.path), { token: null, body });
-    expect(missing.status).toBe(401);
-    expect(missing.body).toEqual({ error: { code: 'UNAUTHORIZED', message: expect.any(String) } });
-    const wrong = await daemon.request(spec.method, concrete(spec.path), { token: 'not-the-token-at-all', body });
-    expect(wrong.status).toBe(401);
-    const malformed = await daemon.request(spec.method, concrete(spec.path), { token: null, body, headers: { authorization: `Basic ${ALICE}` } });
-    expect(malformed.status).toBe(401);
-  });
+  test.each(OPERATION_LIST.filter((spec) => spec.auth).map((spec) => [spec.name, spec] as const))(
+    '%s refuses a missing or wrong token',
+    async (_name, spec) => {
+      const body = spec.method === 'POST' ? {} : undefined;
+      const missing = await daemon.request(spec.method, concrete(spec.path), { token: null, body });
+      expect(missing.status).toBe(401);
+      expect(missing.body).toEqual({ error: { code: 'UNAUTHORIZED', message: expect.any(String) } });
+      const wrong = await daemon.request(spec.method, concrete(spec.path), { token: 'not-the-token-at-all', body });
+      expect(wrong.status).toBe(401);
+      const malformed = await daemon.request(spec.method, concrete(spec.path), { token: null, body, headers: { authorization: `Basic ${ALICE}` } });
+      expect(malformed.status).toBe(401);
+    },
+  );
 
-  it('serves health without a token, and only health', async () => {
+  test('serves health without a token, and only health', async () => {
     const open = OPERATION_LIST.filter((spec) => !spec.auth).map((spec) => spec.name);
     expect(open).toEqual(['health.get']);
     const health = await daemon.request('GET', '/v1/health', { token: null });
@@ -46,7 +51,7 @@ describe('auth', () => {
     expect(health.body).toMatchObject({ status: 'ok', protocolVersion: 1, capabilities: { terminals: true, exactInputWait: true } });
   });
 
-  it('accepts the token in X-Execworld-Token, for a proxy that strips Authorization, on routes and upgrades', async () => {
+  test('accepts the token in X-Execworld-Token, for a proxy that strips Authorization, on routes and upgrades', async () => {
     const listed = await daemon.request('GET', '/v1/terminals', { token: null, headers: { [TOKEN_HEADER]: BOB } });
     expect(listed).toMatchObject({ status: 200, body: { terminals: [] } });
     const wrong = await daemon.request('GET', '/v1/terminals', { token: null, headers: { [TOKEN_HEADER]: 'not-the-token-at-all' } });
@@ -58,7 +63,7 @@ describe('auth', () => {
     socket.close();
   });
 
-  it('answers the probes without a token: live while the loop runs, ready until shutdown', async () => {
+  test('answers the probes without a token: live while the loop runs, ready until shutdown', async ({ startDaemon }) => {
     expect(await daemon.request('GET', LIVE_PATH, { token: null })).toMatchObject({ status: 200, body: { status: 'live' } });
     expect(await daemon.request('GET', READY_PATH, { token: null })).toMatchObject({ status: 200, body: { status: 'ready' } });
     const closing = await startDaemon();
@@ -66,17 +71,16 @@ describe('auth', () => {
     expect(await closing.request('GET', READY_PATH, { token: null })).toMatchObject({ status: 503, body: { error: { code: 'SHUTTING_DOWN' } } });
     expect(await closing.request('GET', LIVE_PATH, { token: null })).toMatchObject({ status: 200 });
     await shutdown;
-    await closing.close();
   });
 
-  it('tells a stranger nothing about unknown paths', async () => {
+  test('tells a stranger nothing about unknown paths', async () => {
     expect((await daemon.request('GET', '/v1/nothing-here', { token: null })).status).toBe(401);
     const known = await daemon.request('GET', '/v1/nothing-here');
     expect(known.status).toBe(404);
     expect(known.body.error.code).toBe('NOT_FOUND');
   });
 
-  it('refuses a WebSocket upgrade without a valid token', async () => {
+  test('refuses a WebSocket upgrade without a valid token', async () => {
     await expect(TestSocket.open(daemon.wsUrl)).rejects.toMatchObject({ status: 401 });
     await expect(TestSocket.open(daemon.wsUrl, { token: 'wrong-token-xxxxxxxxxxxx' })).rejects.toMatchObject({ status: 401 });
     const socket = await TestSocket.open(daemon.wsUrl, { token: BOB });
@@ -84,7 +88,7 @@ describe('auth', () => {
     socket.close();
   });
 
-  it('accepts the token as a Kubernetes-style subprotocol, and never echoes it', async () => {
+  test('accepts the token as a Kubernetes-style subprotocol, and never echoes it', async () => {
     const encoded = Buffer.from(ALICE).toString('base64url');
     const socket = await TestSocket.open(daemon.wsUrl, { protocols: ['execworld.v1', `base64url.bearer.authorization.k8s.io.${encoded}`] });
     expect(socket.socket.protocol).toBe('execworld.v1');
@@ -92,11 +96,11 @@ describe('auth', () => {
     socket.close();
   });
 
-  it('refuses a cross-origin browser upgrade even with a valid token', async () => {
+  test('refuses a cross-origin browser upgrade even with a valid token', async () => {
     await expect(TestSocket.open(daemon.wsUrl, { token: ALICE, headers: { origin: 'http://evil.example' } })).rejects.toMatchObject({ status: 403 });
   });
 
-  it("admits a browser upgrade from the daemon's own origin, as the request addressed it, and no other", async () => {
+  test("admits a browser upgrade from the daemon's own origin, as the request addressed it, and no other", async () => {
     const { host, port } = new URL(daemon.url);
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE, headers: { origin: `http://${host}` } });
     await expect(socket.call('identity.get')).resolves.toEqual({ owner: 'alice', access: 'write' });
@@ -110,17 +114,16 @@ describe('auth', () => {
     named.close();
   });
 
-  it('admits an origin the configuration allows', async () => {
+  test('admits an origin the configuration allows', async ({ startDaemon }) => {
     const allowing = await startDaemon({ allowedOrigins: ['http://ide.example'] });
     const socket = await TestSocket.open(allowing.wsUrl, { token: ALICE, headers: { origin: 'http://ide.example' } });
     socket.close();
     await expect(TestSocket.open(allowing.wsUrl, { token: ALICE, headers: { origin: 'http://other.example' } })).rejects.toMatchObject({ status: 403 });
-    await allowing.close();
   });
 });
 
 describe('owners', () => {
-  it("answers 404 for another owner's terminal and process, and lists only one's own", async () => {
+  test("answers 404 for another owner's terminal and process, and lists only one's own", async () => {
     const terminal = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 } });
     expect(terminal.status).toBe(201);
     const process = await daemon.request('POST', '/v1/processes', {

@@ -3,15 +3,17 @@
  * random bodies and queries for every operation, and hand-picked nasties.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, OPERATION_LIST } from '@execworld/sdk/protocol';
-import { startDaemon, TestSocket, ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { TestSocket, ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 
 let daemon: TestDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon({ maxBodyBytes: 64 * 1024 });
+const test = daemonTest({ maxBodyBytes: 64 * 1024 });
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(() => daemon.close());
 
 const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
 const PROCESS = { argv: ['/bin/true'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: { maxBytes: 100 } }, graceMs: 500 };
@@ -22,7 +24,7 @@ async function expectAlive(): Promise<void> {
 }
 
 describe('bad input: properties', () => {
-  it('answers every operation with random bodies and queries with a 2xx or 4xx, never a 5xx', async () => {
+  test('answers every operation with random bodies and queries with a 2xx or 4xx, never a 5xx', async () => {
     // Ended sessions, so that a valid long poll (done without a timeout) answers at once.
     const terminal = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'echo x'] } });
     const process = await daemon.request('POST', '/v1/processes', { body: PROCESS });
@@ -53,7 +55,7 @@ describe('bad input: properties', () => {
     await expectAlive();
   });
 
-  it('answers a create body with one field replaced by anything with a 2xx or 4xx', async () => {
+  test('answers a create body with one field replaced by anything with a 2xx or 4xx', async () => {
     const fields = ['argv', 'cwd', 'env', 'rows', 'cols', 'graceMs'] as const;
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...fields), fc.jsonValue(), async (field, value) => {
@@ -97,13 +99,13 @@ describe('bad input: nasties', () => {
     expect(response.body.error).toEqual({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(message) });
   });
 
-  it("refuses 'inherit' for a remote process, saying why", async () => {
+  test("refuses 'inherit' for a remote process, saying why", async () => {
     const response = await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, stdio: { stdin: 'ignore', stdout: 'inherit', stderr: 'pipe' } } });
     expect(response.status).toBe(400);
     expect(response.body.error.message).toMatch(/inherit/);
   });
 
-  it('answers a missing cwd, also through .., and a missing program with 422', async () => {
+  test('answers a missing cwd, also through .., and a missing program with 422', async () => {
     const cwd = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, cwd: '/tmp/../definitely/missing' } });
     expect(cwd.status).toBe(422);
     expect(cwd.body.error.code).toBe('CWD_NOT_FOUND');
@@ -112,14 +114,14 @@ describe('bad input: nasties', () => {
     expect(program.body.error.code).toBe('EXECUTABLE_NOT_FOUND');
   });
 
-  it('answers ids with .. like unknown ids, with 404', async () => {
+  test('answers ids with .. like unknown ids, with 404', async () => {
     expect((await daemon.request('GET', '/v1/terminals/..%2F..%2Fetc')).body.error.code).toBe('NOT_FOUND');
     expect((await daemon.request('GET', '/v1/terminals/../processes')).status).toBeLessThan(500);
     const unknown = await daemon.request('GET', '/v1/terminals/t_unknown0000');
     expect(unknown.status).toBe(404);
   });
 
-  it('answers a body over the limit with 413, a non-JSON body with 415 or 400', async () => {
+  test('answers a body over the limit with 413, a non-JSON body with 415 or 400', async () => {
     const huge = await daemon.request('POST', '/v1/terminals', {
       raw: JSON.stringify({ ...TERMINAL, env: { BIG: 'x'.repeat(100 * 1024) } }),
       headers: { 'content-type': 'application/json' },
@@ -136,7 +138,7 @@ describe('bad input: nasties', () => {
     }
   });
 
-  it('refuses bad queries, unknown signals, and acts on an exited terminal with 409', async () => {
+  test('refuses bad queries, unknown signals, and acts on an exited terminal with 409', async () => {
     const created = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
     const id = created.body.id as string;
     await daemon.request('GET', `/v1/terminals/${id}/done?timeoutMs=5000`);
@@ -154,7 +156,7 @@ describe('bad input: nasties', () => {
     expect((await daemon.request('POST', `/v1/terminals/${id}/resize`, { body: { rows: 10, cols: 10 } })).status).toBe(409);
   });
 
-  it('refuses SIGKILL to a shell and stdin writes to a process without a stdin pipe', async () => {
+  test('refuses SIGKILL to a shell and stdin writes to a process without a stdin pipe', async () => {
     const shell = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh'] } });
     const refused = await daemon.request('POST', `/v1/terminals/${shell.body.id}/signal`, { body: { signal: 'SIGKILL' } });
     expect(refused.status).toBe(409);
@@ -168,7 +170,7 @@ describe('bad input: nasties', () => {
     await daemon.request('DELETE', `/v1/processes/${process.body.id}`);
   });
 
-  it('keeps a WebSocket open through garbage, answering each message with an error', async () => {
+  test('keeps a WebSocket open through garbage, answering each message with an error', async () => {
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
     socket.socket.send('not json');
     socket.socket.send(Buffer.from([1, 2, 3]));

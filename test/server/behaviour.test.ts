@@ -6,24 +6,26 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request as httpsRequest } from 'node:https';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
 import { MAX_SUBSCRIPTIONS } from '../../service/src/server/ws.ts';
 import { selfSignedCertificate } from '../helpers/tls.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { sleep, waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(() => daemon.close());
 
 const decode = (read: { data: string }): string => Buffer.from(read.data, 'base64').toString('utf8');
 
 describe('processes over REST', () => {
-  it('runs a pipe-mode process: stdin writes and close, stdout from offsets, done, the whole tree', async () => {
+  test('runs a pipe-mode process: stdin writes and close, stdout from offsets, done, the whole tree', async () => {
     const created = await daemon.request('POST', '/v1/processes', {
       body: {
         argv: ['/bin/sh', '-c', 'tr a-z A-Z; echo done >&2; exit 5'],
@@ -61,7 +63,7 @@ describe('processes over REST', () => {
     expect((await daemon.request('POST', `/v1/processes/${id}/stdin`, { body: { data: 'late' } })).body.error.code).toBe('PROCESS_EXITED');
   });
 
-  it("serves the seam's collected reads with tail, spill path and the lossy flag", async () => {
+  test("serves the seam's collected reads with tail, spill path and the lossy flag", async () => {
     const created = await daemon.request('POST', '/v1/processes', {
       body: {
         argv: ['/bin/sh', '-c', 'i=1; while [ $i -le 200 ]; do printf "line-%04d\\n" $i; i=$((i+1)); done'],
@@ -88,7 +90,7 @@ describe('processes over REST', () => {
     });
   });
 
-  it('applies env entries and null tombstones over the scrubbed daemon environment', async () => {
+  test('applies env entries and null tombstones over the scrubbed daemon environment', async () => {
     vi.stubEnv('EXECWORLD_TEST_AMBIENT', 'ambient');
     vi.stubEnv('EXECWORLD_TEST_SECRET', 'hidden');
     const created = await daemon.request('POST', '/v1/processes', {
@@ -104,7 +106,7 @@ describe('processes over REST', () => {
     expect((await daemon.request('GET', `/v1/processes/${created.body.id}/collected/stdout?from=0`)).body.text).toBe('gone scrubbed set\n');
   });
 
-  it('resolves executables in the execution world', async () => {
+  test('resolves executables in the execution world', async () => {
     expect((await daemon.request('POST', '/v1/executables/resolve', { body: { command: 'sh' } })).body.path).toMatch(/\/sh$/);
     const missing = await daemon.request('POST', '/v1/executables/resolve', { body: { command: 'definitely-missing' } });
     expect(missing.status).toBe(422);
@@ -112,7 +114,7 @@ describe('processes over REST', () => {
     expect((await daemon.request('POST', '/v1/executables/resolve', { body: { command: './relative' } })).status).toBe(400);
   });
 
-  it("says nothing of the daemon's own working directory: a relative PATH entry is taken from /", async () => {
+  test("says nothing of the daemon's own working directory: a relative PATH entry is taken from /", async () => {
     const own = mkdtempSync(join(tmpdir(), 'ew-daemon-cwd-'));
     writeFileSync(join(own, 'only-in-daemon-cwd'), '#!/bin/sh\n', { mode: 0o755 });
     const before = process.cwd();
@@ -128,7 +130,7 @@ describe('processes over REST', () => {
 });
 
 describe('terminals over REST', () => {
-  it('applies input once per seq, resizes, and reports its foreground', async () => {
+  test('applies input once per seq, resizes, and reports its foreground', async () => {
     const created = await daemon.request('POST', '/v1/terminals', {
       body: { argv: ['/bin/bash', '--noprofile', '--norc', '-i'], cwd: '/tmp', env: { PS1: '$ ' }, rows: 24, cols: 80, graceMs: 1000 },
     });
@@ -153,7 +155,7 @@ describe('terminals over REST', () => {
     expect(terminated.body).toMatchObject({ status: 'exited', treeExited: true, exit: { signal: 'SIGHUP' } });
   });
 
-  it('long-polls output until bytes arrive', async () => {
+  test('long-polls output until bytes arrive', async () => {
     // The program prints only after input the test sends while the poll is open, however slow its start.
     const created = await daemon.request('POST', '/v1/terminals', {
       body: { argv: ['/bin/sh', '-c', 'stty -echo; read line; echo late'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 },
@@ -171,7 +173,7 @@ describe('terminals over REST', () => {
 });
 
 describe('limits and retention', () => {
-  it('answers 429 past the per-owner limit, and counts only running sessions', async () => {
+  test('answers 429 past the per-owner limit, and counts only running sessions', async ({ startDaemon }) => {
     const limited = await startDaemon({ maxSessionsPerOwner: 2 });
     const spec = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
     const a = await limited.request('POST', '/v1/terminals', { body: spec });
@@ -181,10 +183,9 @@ describe('limits and retention', () => {
     expect(third.body.error.code).toBe('LIMIT_EXCEEDED');
     await limited.request('POST', `/v1/terminals/${a.body.id}/terminate`);
     expect((await limited.request('POST', '/v1/terminals', { body: spec })).status).toBe(201);
-    await limited.close();
   });
 
-  it('keeps exit facts for the retention period, then forgets the session', async () => {
+  test('keeps exit facts for the retention period, then forgets the session', async ({ startDaemon }) => {
     // Two daemons, so that no step depends on how fast the test runs: the shared
     // one keeps ended sessions for ten minutes, the short one for 300 ms.
     const kept = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'exit 9'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
@@ -197,10 +198,9 @@ describe('limits and retention', () => {
     });
     await short.request('GET', `/v1/terminals/${created.body.id}/done`);
     await waitFor('the session to be forgotten', async () => (await short.request('GET', `/v1/terminals/${created.body.id}`)).status === 404, 20_000);
-    await short.close();
   });
 
-  it('keeps a session running after its client disconnects', async () => {
+  test('keeps a session running after its client disconnects', async () => {
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
     const connected = daemon.daemon.hub.connections;
     // The program ends only on input sent after the daemon has seen the client go.
@@ -221,7 +221,7 @@ describe('limits and retention', () => {
 });
 
 describe('connection limits', () => {
-  it('refuses subscriptions beyond the per-connection limit, and keeps the connection', async () => {
+  test('refuses subscriptions beyond the per-connection limit, and keeps the connection', async () => {
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
     const info = await socket.call('terminal.create', { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
     const target = { kind: 'terminal', id: info.id, stream: 'output' };
@@ -234,18 +234,17 @@ describe('connection limits', () => {
 });
 
 describe('heartbeats', () => {
-  it('drops a peer that stops answering pings', async () => {
+  test('drops a peer that stops answering pings', async ({ startDaemon }) => {
     const quick = await startDaemon({ heartbeatMs: 100 });
     const socket = await TestSocket.open(quick.wsUrl, { token: ALICE });
     // Stop reading: pings go unanswered.
     (socket.socket as unknown as { _socket: { pause(): void } })._socket.pause();
     await waitFor('the daemon to drop the connection', () => quick.daemon.hub.connections === 0, 20_000);
-    await quick.close();
   });
 });
 
 describe('TLS', () => {
-  it('serves HTTPS with a given certificate and key', async () => {
+  test('serves HTTPS with a given certificate and key', async ({ startDaemon }) => {
     const { cert, key } = selfSignedCertificate();
     const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
     expect(secure.url).toMatch(/^https:/);
@@ -259,10 +258,9 @@ describe('TLS', () => {
       request.end();
     });
     expect(JSON.parse(body)).toMatchObject({ status: 'ok' });
-    await secure.close();
   });
 
-  it('admits a browser upgrade from its own https origin, and not from the http one of the same host', async () => {
+  test('admits a browser upgrade from its own https origin, and not from the http one of the same host', async ({ startDaemon }) => {
     const { cert, key } = selfSignedCertificate();
     const secure = await startDaemon({ tlsCert: cert, tlsKey: key });
     const { host } = new URL(secure.url);
@@ -280,11 +278,7 @@ describe('TLS', () => {
         });
         socket.once('error', reject);
       });
-    try {
-      expect(await upgrade(`https://${host}`)).toBe(101);
-      expect(await upgrade(`http://${host}`)).toBe(403);
-    } finally {
-      await secure.close();
-    }
+    expect(await upgrade(`https://${host}`)).toBe(101);
+    expect(await upgrade(`http://${host}`)).toBe(403);
   });
 });

@@ -7,14 +7,18 @@
  */
 import { connect as netConnect, type Socket } from 'node:net';
 import { request } from 'node:http';
-import { afterAll, describe, expect, it } from 'vitest';
-import { startDaemon as startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { afterAll, describe, expect } from 'vitest';
+import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { ALICE } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const MiB = 1024 * 1024;
 const STDIN = '/v1/processes/p_unknown0000/stdin';
 
+const test = daemonTest();
+
+/** Daemon processes the tests started, stopped after the file. */
 const started: { close(): Promise<unknown> }[] = [];
 afterAll(async () => {
   for (const daemon of started) await daemon.close();
@@ -39,10 +43,7 @@ async function rawRequest(url: string, path: string, body: Buffer, sent: number)
 const stdinBody = (bytes: number): Buffer => Buffer.from(`{"data":"${'x'.repeat(bytes - 11)}"}`);
 
 describe("a body past its operation's limit", () => {
-  let daemon: TestDaemon;
-  it('is refused with 413 naming the limit as soon as its Content-Length says so, before any of it is sent', async () => {
-    daemon = await startDaemon();
-    started.push(daemon);
+  test('is refused with 413 naming the limit as soon as its Content-Length says so, before any of it is sent', async ({ daemon }) => {
     // 1 MiB is far below the daemon's --max-body-bytes (32 MiB), and far above what a resize carries.
     const { socket, answer } = await rawRequest(daemon.url, '/v1/terminals/t_unknown0000/resize', Buffer.alloc(MiB, 32), 0);
     await waitFor('the answer to a body that was never sent', () => answer().includes('}'));
@@ -58,7 +59,7 @@ describe("a body past its operation's limit", () => {
     expect(resize).toMatchObject({ status: 413, body: { error: { code: 'PAYLOAD_TOO_LARGE' } } });
   });
 
-  it("is each operation's own: input takes up to 8 MiB, data up to the daemon's --max-body-bytes", async () => {
+  test("is each operation's own: input takes up to 8 MiB, data up to the daemon's --max-body-bytes", async ({ daemon }) => {
     // Read and validated: the unknown session answers, not the size.
     const input = await daemon.request('POST', '/v1/terminals/t_unknown0000/input', { body: { data: 'x'.repeat(MiB) } });
     expect(input).toMatchObject({ status: 404, body: { error: { code: 'NOT_FOUND' } } });
@@ -73,9 +74,8 @@ describe("a body past its operation's limit", () => {
 });
 
 describe('the bodies of all requests together', () => {
-  it('are held within --body-budget-bytes: past it a request is refused with 429 naming the bound, until bodies are done', async () => {
+  test('are held within --body-budget-bytes: past it a request is refused with 429 naming the bound, until bodies are done', async ({ startDaemon }) => {
     const daemon = await startDaemon({ maxBodyBytes: MiB, bodyBudgetBytes: MiB });
-    started.push(daemon);
     const bodies = (): number => daemon.daemon.bodies.held;
     // One request has sent 800 KB of its body and holds them.
     const first = stdinBody(900_000);
@@ -100,7 +100,7 @@ describe('the bodies of all requests together', () => {
 
 describe('a flood of 40 bodies of 30 MiB at once', () => {
   let flooded: DaemonProcess;
-  it("keeps the daemon's memory near its body budget (figures printed)", async () => {
+  test("keeps the daemon's memory near its body budget (figures printed)", async () => {
     flooded = await startDaemonProcess();
     started.push({ close: () => flooded.stop() });
     const body = stdinBody(30 * MiB);

@@ -7,30 +7,32 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@execworld/sdk';
 import { decodeDataFrame, WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
-import { ALICE, ALICE_READER, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon({
-    maxSessionsPerOwner: 5,
-    maxConnectionsPerOwner: 4,
-    maxSubscriptionsPerOwner: 3,
-    connectionBufferBytes: 256 * 1024,
-    inputBacklogBytes: 64 * 1024,
-    heartbeatMs: 1000,
-  });
+const test = daemonTest({
+  maxSessionsPerOwner: 5,
+  maxConnectionsPerOwner: 4,
+  maxSubscriptionsPerOwner: 3,
+  connectionBufferBytes: 256 * 1024,
+  inputBacklogBytes: 64 * 1024,
+  heartbeatMs: 1000,
 });
-afterAll(() => daemon.close());
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
+});
 
 const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
 
 describe('a WebSocket client that sends calls and never reads', () => {
-  it("is held back, then disconnected, with the daemon's queue for it bounded", async () => {
+  test("is held back, then disconnected, with the daemon's queue for it bounded", async () => {
     const socket = new WebSocket(daemon.wsUrl, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${ALICE}` } });
     await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
     let closed = false;
@@ -62,7 +64,7 @@ describe('a WebSocket client that sends calls and never reads', () => {
 });
 
 describe('one connection with many subscriptions of one busy stream', () => {
-  it("sends them no more unacknowledged output together than the connection's budget, and health answers through the flood", async () => {
+  test("sends them no more unacknowledged output together than the connection's budget, and health answers through the flood", async ({ startDaemon }) => {
     const budget = 1024 * 1024;
     const subscriptions = 200;
     const flood = await startDaemon({ connectionBufferBytes: budget, ringBytes: budget, maxSubscriptionsPerOwner: 4096 });
@@ -140,7 +142,7 @@ describe('one connection with many subscriptions of one busy stream', () => {
 });
 
 describe('per-owner bounds', () => {
-  it('counts creates pipelined on one WebSocket against the session limit', async () => {
+  test('counts creates pipelined on one WebSocket against the session limit', async () => {
     const client = await TestSocket.open(daemon.wsUrl, { token: ALICE });
     for (let id = 1; id <= 20; id += 1) client.send({ t: 'call', id, op: 'terminal.create', params: TERMINAL });
     const replies = await client.until('every create answered', () => {
@@ -155,7 +157,7 @@ describe('per-owner bounds', () => {
     await waitFor('the connection to close', () => daemon.daemon.hub.connections === 0);
   });
 
-  it("refuses connections and subscriptions past the owner's limits with 429 / LIMIT_EXCEEDED", async () => {
+  test("refuses connections and subscriptions past the owner's limits with 429 / LIMIT_EXCEEDED", async () => {
     const sockets = await Promise.all([1, 2, 3, 4].map(() => TestSocket.open(daemon.wsUrl, { token: ALICE })));
     await expect(TestSocket.open(daemon.wsUrl, { token: ALICE })).rejects.toMatchObject({ status: 429 });
     const terminal = await sockets[0]!.call('terminal.create', TERMINAL);
@@ -170,7 +172,7 @@ describe('per-owner bounds', () => {
     await waitFor('the connections to close', () => daemon.daemon.hub.connections === 0);
   });
 
-  it("gives an owner's read tokens budgets of their own: watchers at their limits never lock the owner out", async () => {
+  test("gives an owner's read tokens budgets of their own: watchers at their limits never lock the owner out", async () => {
     const terminal = await daemon.request('POST', '/v1/terminals', { body: TERMINAL });
     const target = { kind: 'terminal', id: terminal.body.id as string, stream: 'output' };
     // Readers take every connection and subscription their budgets allow.
@@ -197,7 +199,7 @@ describe('per-owner bounds', () => {
 });
 
 describe('input for a program that does not read', () => {
-  it('is refused past the backlog with 429 for a stdin pipe (terminals: test/provider/terminal-isolation.test.ts)', async () => {
+  test('is refused past the backlog with 429 for a stdin pipe (terminals: test/provider/terminal-isolation.test.ts)', async () => {
     const runtime = await connect(daemon.url, { token: ALICE });
     try {
       const sleeper = runtime.spawn({ argv: ['sleep', '300'], cwd: '/tmp', stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' }, graceMs: 500 });
@@ -225,7 +227,7 @@ describe('input for a program that does not read', () => {
 });
 
 describe('a request body that never ends', () => {
-  it('gets its 401 and a closed connection, not a socket held open', async () => {
+  test('gets its 401 and a closed connection, not a socket held open', async () => {
     const url = new URL(daemon.url);
     const socket = netConnect(Number(url.port), url.hostname);
     let answer = '';
@@ -270,14 +272,14 @@ describe('an authenticated request body that never ends (--request-timeout-ms)',
   let short: TestDaemon;
   const scratch = mkdtempSync(join(tmpdir(), 'endless-body-'));
   beforeAll(async () => {
-    short = await startDaemon({ requestTimeoutMs: TIMEOUT_MS });
+    short = await startInProcessDaemon({ requestTimeoutMs: TIMEOUT_MS });
   });
   afterAll(async () => {
     await short.close();
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  it('is cut on a JSON route with 408 CLIENT_TIMEOUT though it keeps trickling', async () => {
+  test('is cut on a JSON route with 408 CLIENT_TIMEOUT though it keeps trickling', async () => {
     const request = await rawRequest(
       short.url,
       `POST /v1/processes HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\n`,
@@ -294,7 +296,7 @@ describe('an authenticated request body that never ends (--request-timeout-ms)',
     expect(bodyOf(request.answer())).toEqual({ error: { code: 'CLIENT_TIMEOUT', message: expect.stringContaining(`${TIMEOUT_MS} ms`) } });
   });
 
-  it('is cut after its answer on a route that does not read it (a GET), closing the connection', async () => {
+  test('is cut after its answer on a route that does not read it (a GET), closing the connection', async () => {
     const request = await rawRequest(
       short.url,
       `GET /v1/terminals HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${ALICE}\r\ntransfer-encoding: chunked\r\n\r\n1\r\nx\r\n`,
@@ -311,7 +313,7 @@ describe('an authenticated request body that never ends (--request-timeout-ms)',
     expect(request.answer()).not.toContain('HTTP/1.1 408');
   });
 
-  it('is cut on an upload once no byte came for the timeout, keeping the bytes that did', async () => {
+  test('is cut on an upload once no byte came for the timeout, keeping the bytes that did', async () => {
     const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'stalled.bin') } });
     const id = created.body.id as string;
     const request = await rawRequest(
@@ -332,7 +334,7 @@ describe('an authenticated request body that never ends (--request-timeout-ms)',
     await short.request('DELETE', `/v1/files/uploads/${id}`);
   });
 
-  it('is not cut on an upload that goes on arriving, however long it takes in all', async () => {
+  test('is not cut on an upload that goes on arriving, however long it takes in all', async () => {
     const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'slow.bin') } });
     const id = created.body.id as string;
     const request = await rawRequest(

@@ -3,8 +3,11 @@
  * resets a login's: what started the daemon (a database URL, a CI token, an
  * agent socket) does not reach them unless a setting passes it.
  */
-import { afterEach, describe, expect, it, vi } from 'vitest';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { afterEach, describe, expect, vi } from 'vitest';
+import { type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
+
+const test = daemonTest();
 
 const LEAKY = {
   DATABASE_URL: 'postgres://app:pw@db/app',
@@ -42,28 +45,19 @@ afterEach(() => {
 });
 
 describe("children's environment", () => {
-  it('is the allowlist plus the request by default', async () => {
+  test('is the allowlist plus the request by default', async ({ startDaemon }) => {
     for (const [name, value] of Object.entries({ ...LEAKY, LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8' })) vi.stubEnv(name, value);
     const daemon = await startDaemon();
-    try {
-      const seen = await childSees(daemon);
-      for (const name of Object.keys(LEAKY)) expect(seen[name], name).toBe('<unset>');
-      expect(seen).toMatchObject({ LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8', EXTRA: 'from-request' });
-    } finally {
-      await daemon.close();
-    }
+    const seen = await childSees(daemon);
+    for (const name of Object.keys(LEAKY)) expect(seen[name], name).toBe('<unset>');
+    expect(seen).toMatchObject({ LANG: 'C.UTF-8', LC_ALL: 'C.UTF-8', EXTRA: 'from-request' });
   });
 
-  it('gets more names from passEnv, and with * everything but credential-shaped names', async () => {
+  test('gets more names from passEnv, and with * everything but credential-shaped names', async ({ startDaemon }) => {
     for (const [name, value] of Object.entries(LEAKY)) vi.stubEnv(name, value);
     const named = await startDaemon({ passEnv: ['PATH', 'DATABASE_URL', 'SSH_*'] });
     const all = await startDaemon({ passEnv: ['*'] });
-    try {
-      expect(await childSees(named)).toMatchObject({ DATABASE_URL: LEAKY.DATABASE_URL, SSH_AUTH_SOCK: LEAKY.SSH_AUTH_SOCK, GITHUB_PAT: '<unset>' });
-      expect(await childSees(all)).toMatchObject({ DATABASE_URL: LEAKY.DATABASE_URL, GITHUB_PAT: LEAKY.GITHUB_PAT, SERVICE_TOKEN: '<unset>' });
-    } finally {
-      await named.close();
-      await all.close();
-    }
+    expect(await childSees(named)).toMatchObject({ DATABASE_URL: LEAKY.DATABASE_URL, SSH_AUTH_SOCK: LEAKY.SSH_AUTH_SOCK, GITHUB_PAT: '<unset>' });
+    expect(await childSees(all)).toMatchObject({ DATABASE_URL: LEAKY.DATABASE_URL, GITHUB_PAT: LEAKY.GITHUB_PAT, SERVICE_TOKEN: '<unset>' });
   });
 });

@@ -4,13 +4,14 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { lookupUser } from '../../service/src/provider/run-as.ts';
 import { loadTokens, parseTokenFile, TokenTable } from '../../service/src/server/auth.ts';
-import { ConfigError, DEFAULT_CONFIG, loadConfig, serveHelp } from '../../service/src/server/config.ts';
+import { command as serveCommand, serveConfig } from '../../service/src/cli/serve.ts';
+import { ConfigError, DEFAULT_CONFIG } from '../../service/src/server/config.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'execworld-config-'));
 
-describe('loadConfig', () => {
+describe('serveConfig', () => {
   it('has finite, loopback defaults', () => {
-    expect(loadConfig([], {}).config).toEqual(DEFAULT_CONFIG);
+    expect(serveConfig([], {}).config).toEqual(DEFAULT_CONFIG);
     expect(DEFAULT_CONFIG.host).toBe('127.0.0.1');
     for (const key of ['maxBodyBytes', 'bodyBudgetBytes', 'maxFrameBytes', 'maxSessionsPerOwner', 'ringBytes', 'retentionMs'] as const) {
       expect(Number.isFinite(DEFAULT_CONFIG[key])).toBe(true);
@@ -20,40 +21,40 @@ describe('loadConfig', () => {
   it('takes a file, then the environment, then flags', () => {
     const file = join(dir, 'config.json');
     writeFileSync(file, JSON.stringify({ port: 1111, ringBytes: 2048, logLevel: 'debug' }));
-    const { config } = loadConfig(['--config', file, '--port', '3333'], {
+    const { config } = serveConfig(['--config', file, '--port', '3333'], {
       EXECWORLD_PORT: '2222',
       EXECWORLD_RING_BYTES: '4096',
       EXECWORLD_ALLOWED_ORIGINS: 'http://a.example, http://b.example',
     });
     expect(config).toMatchObject({ port: 3333, ringBytes: 4096, logLevel: 'debug', allowedOrigins: ['http://a.example', 'http://b.example'] });
     expect(Object.isFrozen(config)).toBe(true);
-    expect(loadConfig(['--allowed-origin', 'http://x.example', '--allowed-origin', 'http://y.example'], {}).config.allowedOrigins).toEqual([
+    expect(serveConfig(['--allowed-origin', 'http://x.example', '--allowed-origin', 'http://y.example'], {}).config.allowedOrigins).toEqual([
       'http://x.example',
       'http://y.example',
     ]);
   });
 
   it('names the setting and its source when a value is bad', () => {
-    expect(() => loadConfig(['--port', '70000'], {})).toThrow(/--port/);
-    expect(() => loadConfig([], { EXECWORLD_RING_BYTES: '-1' })).toThrow(/EXECWORLD_RING_BYTES/);
-    expect(() => loadConfig(['--log-level', 'loud'], {})).toThrow(ConfigError);
-    expect(() => loadConfig(['--bogus'], {})).toThrow(/bogus/);
-    expect(() => loadConfig(['--tls-cert', '/x.pem'], {})).toThrow(/go together/);
+    expect(() => serveConfig(['--port', '70000'], {})).toThrow(/--port/);
+    expect(() => serveConfig([], { EXECWORLD_RING_BYTES: '-1' })).toThrow(/EXECWORLD_RING_BYTES/);
+    expect(() => serveConfig(['--log-level', 'loud'], {})).toThrow(ConfigError);
+    expect(() => serveConfig(['--bogus'], {})).toThrow(/bogus/);
+    expect(() => serveConfig(['--tls-cert', '/x.pem'], {})).toThrow(/go together/);
     // A body a call takes must fit in the budget of all bodies.
-    expect(() => loadConfig(['--max-body-bytes', '2048', '--body-budget-bytes', '1024'], {})).toThrow(
+    expect(() => serveConfig(['--max-body-bytes', '2048', '--body-budget-bytes', '1024'], {})).toThrow(
       /--body-budget-bytes \(1024\) must be at least --max-body-bytes/,
     );
     const file = join(dir, 'unknown.json');
     writeFileSync(file, JSON.stringify({ porttt: 1 }));
-    expect(() => loadConfig(['--config', file], {})).toThrow(/unknown setting porttt/);
+    expect(() => serveConfig(['--config', file], {})).toThrow(/unknown setting porttt/);
     writeFileSync(file, '{ nope');
-    expect(() => loadConfig(['--config', file], {})).toThrow(/cannot read config file/);
+    expect(() => serveConfig(['--config', file], {})).toThrow(/cannot read config file/);
   });
 
   it('documents every flag with its environment variable', () => {
-    const help = serveHelp();
+    const help = serveCommand.help;
     for (const flag of ['--host', '--port', '--token-file', '--tls-cert', '--log-level', '--max-sessions', '--ring-bytes']) expect(help).toContain(flag);
-    expect(loadConfig(['--help'], {}).help).toBe(true);
+    expect(serveConfig(['--help'], {}).help).toBe(true);
   });
 });
 

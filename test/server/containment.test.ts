@@ -10,9 +10,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { hostCgroupContainment } from '../../service/src/provider/containment/cgroup.ts';
 import { recoverSessions, SessionJournal } from '../../service/src/provider/containment/journal.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { startDaemon as startDaemonProcess } from '../helpers/daemon-process.ts';
+import { startDaemonProcess } from '../helpers/daemon-process.ts';
 import { bystanders } from '../helpers/proc.ts';
-import { startDaemon } from '../helpers/daemon.ts';
+import { startInProcessDaemon } from '../helpers/daemon.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
 /** Whether this host lets this process make and enter a cgroup. */
@@ -31,7 +31,7 @@ const sleeper = (): number => sleepers.start();
 
 describe('health: containment', () => {
   it.skipIf(!cgroupsHere())('is cgroup by default where a cgroup can be made', async () => {
-    const daemon = await startDaemon();
+    const daemon = await startInProcessDaemon();
     try {
       expect((await daemon.request('GET', '/v1/health')).body.capabilities.containment).toBe('cgroup');
     } finally {

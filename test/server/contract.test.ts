@@ -6,9 +6,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { OPERATION_LIST, type OperationSpec } from '@execworld/sdk/protocol';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 
 let daemon: TestDaemon;
 let socket: TestSocket;
@@ -19,13 +20,14 @@ const file = join(dir, 'notes.txt');
 writeFileSync(file, 'alpha\n');
 writeFileSync(join(dir, 'moved.txt'), 'moved\n');
 
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(async ({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
 });
-afterAll(async () => {
+test.afterAll(() => {
   socket.close();
-  await daemon.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -117,11 +119,11 @@ function restCall(spec: OperationSpec, params: Record<string, unknown>) {
 }
 
 describe('operation contract', () => {
-  it('has a valid call for every operation', () => {
+  test('has a valid call for every operation', () => {
     expect(Object.keys(FIXTURES).sort()).toEqual(CALLS.map((spec) => spec.name).sort());
   });
 
-  it.each(['rest', 'websocket'] as const)('answers every operation over %s with its result schema', async (transport) => {
+  test.each(['rest', 'websocket'] as const)('answers every operation over %s with its result schema', async (transport) => {
     for (const spec of ORDER) {
       const params = FIXTURES[spec.name]!();
       let result: unknown;
@@ -146,7 +148,7 @@ describe('operation contract', () => {
     }
   });
 
-  it('refuses over the WebSocket each call that carries bytes, naming its REST route', async () => {
+  test('refuses over the WebSocket each call that carries bytes, naming its REST route', async () => {
     const bytes = OPERATION_LIST.filter((spec) => spec.bytes !== undefined);
     expect(bytes.map((spec) => spec.name).sort()).toEqual(['archive.pack', 'archive.unpack', 'files.content', 'files.write', 'upload.bytes']);
     for (const spec of bytes) {

@@ -11,12 +11,13 @@ import { mkdirSync, mkdtempSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { connect } from '@execworld/sdk';
 import { DEFAULT_GRACE_MS } from '@execworld/sdk/seam';
-import { loadConfig } from '../../service/src/server/config.ts';
+import { serveConfig } from '../../service/src/cli/serve.ts';
 import { BIN, cliEnv } from '../helpers/cli.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { canMakeUsers, makeUser } from '../helpers/os-users.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -25,12 +26,15 @@ const CAROL = 'carol-token-0123456789abcdefg';
 let daemon: TestDaemon;
 let carol: ReturnType<typeof makeUser> | undefined;
 
-beforeAll(async () => {
+const test = daemonTest(() => [{}, { owners: carol === undefined ? [] : [{ owner: 'carol', token: CAROL, user: carol }] }]);
+
+test.beforeAll(() => {
   carol = canMakeUsers ? makeUser() : undefined;
-  daemon = await startDaemon({}, { owners: carol === undefined ? [] : [{ owner: 'carol', token: CAROL, user: carol }] });
 });
-afterAll(async () => {
-  await daemon.close();
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
+});
+test.afterAll(() => {
   carol?.remove();
 });
 
@@ -43,20 +47,20 @@ async function stdoutOf(target: TestDaemon, id: string, token = ALICE): Promise<
 }
 
 describe('creates without a working directory, stdio or grace', () => {
-  it("REST: a process with only argv runs with pipes in the daemon's working directory", async () => {
+  test("REST: a process with only argv runs with pipes in the daemon's working directory", async () => {
     const created = await daemon.request('POST', '/v1/processes', { body: { argv: ['/bin/pwd'] } });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body).toMatchObject({ cwd: process.cwd(), stdin: 'pipe', stdout: { mode: 'pipe' }, stderr: { mode: 'pipe' } });
     expect(await stdoutOf(daemon, created.body.id)).toBe(`${process.cwd()}\n`);
   });
 
-  it('REST: one stdio entry given, the others are pipes', async () => {
+  test('REST: one stdio entry given, the others are pipes', async () => {
     const created = await daemon.request('POST', '/v1/processes', { body: { argv: ['/bin/true'], stdio: { stdout: { maxBytes: 64 } } } });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body).toMatchObject({ stdin: 'pipe', stdout: { mode: 'collect' }, stderr: { mode: 'pipe' } });
   });
 
-  it("REST: a terminal with only argv and a size runs in the daemon's working directory", async () => {
+  test("REST: a terminal with only argv and a size runs in the daemon's working directory", async () => {
     const created = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sh', '-c', 'pwd'], rows: 24, cols: 80 } });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body.cwd).toBe(process.cwd());
@@ -66,7 +70,7 @@ describe('creates without a working directory, stdio or grace', () => {
     expect(Buffer.from(read.body.data as string, 'base64').toString()).toBe(`${process.cwd()}\r\n`);
   });
 
-  it("REST: a shell without a cwd starts in the daemon's working directory", async () => {
+  test("REST: a shell without a cwd starts in the daemon's working directory", async () => {
     const created = await daemon.request('POST', '/v1/shells', { body: {} });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const ran = await daemon.request('POST', `/v1/shells/${created.body.id}/run`, { body: { command: 'pwd' } });
@@ -74,24 +78,20 @@ describe('creates without a working directory, stdio or grace', () => {
     await daemon.request('DELETE', `/v1/shells/${created.body.id}`);
   });
 
-  it('REST: --default-cwd sets the directory of an unmapped owner', async () => {
+  test('REST: --default-cwd sets the directory of an unmapped owner', async ({ startDaemon }) => {
     const directory = realpathSync(mkdtempSync(join(tmpdir(), 'ew-default-cwd-')));
     const other = await startDaemon({ defaultCwd: directory });
-    try {
-      const created = await other.request('POST', '/v1/processes', { body: { argv: ['/bin/pwd'] } });
-      expect(created.status, JSON.stringify(created.body)).toBe(201);
-      expect(await stdoutOf(other, created.body.id)).toBe(`${directory}\n`);
-    } finally {
-      await other.close();
-    }
+    const created = await other.request('POST', '/v1/processes', { body: { argv: ['/bin/pwd'] } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(await stdoutOf(other, created.body.id)).toBe(`${directory}\n`);
   });
 
-  it('--default-cwd must be a directory', () => {
-    expect(() => loadConfig(['--default-cwd', '/definitely/missing'])).toThrow(/--default-cwd: \/definitely\/missing is not a directory/);
-    expect(loadConfig(['--default-cwd', tmpdir()]).config.defaultCwd).toBe(tmpdir());
+  test('--default-cwd must be a directory', () => {
+    expect(() => serveConfig(['--default-cwd', '/definitely/missing'])).toThrow(/--default-cwd: \/definitely\/missing is not a directory/);
+    expect(serveConfig(['--default-cwd', tmpdir()]).config.defaultCwd).toBe(tmpdir());
   });
 
-  it(`SDK: a spawn with only argv runs with pipes and a grace of ${DEFAULT_GRACE_MS} ms in the daemon's working directory`, async () => {
+  test(`SDK: a spawn with only argv runs with pipes and a grace of ${DEFAULT_GRACE_MS} ms in the daemon's working directory`, async () => {
     const runtime = await connect(daemon.url, { token: ALICE });
     try {
       const handle = runtime.spawn({ argv: ['/bin/pwd'] });
@@ -110,7 +110,7 @@ describe('creates without a working directory, stdio or grace', () => {
   });
 
   describe.skipIf(!canMakeUsers)('an owner mapped to an OS user', () => {
-    it('SDK: a spawn with only argv runs in the home of the owner’s user, as that user', async () => {
+    test('SDK: a spawn with only argv runs in the home of the owner’s user, as that user', async () => {
       const runtime = await connect(daemon.url, { token: CAROL });
       try {
         const handle = runtime.spawn({ argv: ['/bin/sh', '-c', 'pwd; id -un'], stdio: { stdin: 'ignore' } });
@@ -124,7 +124,7 @@ describe('creates without a working directory, stdio or grace', () => {
       }
     });
 
-    it('REST: a terminal and a shell without a cwd start in that home', async () => {
+    test('REST: a terminal and a shell without a cwd start in that home', async () => {
       const terminal = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/true'], rows: 24, cols: 80 }, token: CAROL });
       expect(terminal.status, JSON.stringify(terminal.body)).toBe(201);
       expect(terminal.body.cwd).toBe(carol!.home);
@@ -137,27 +137,23 @@ describe('creates without a working directory, stdio or grace', () => {
 
   // A directory only the client has: a tmpfs mounted in a mount namespace of the CLI's own, which the daemon's world never sees.
   describe.skipIf(!canMakeUsers)('the CLI, run in a directory that exists only on the client', () => {
-    it("exec and run leave the working directory to the world: the daemon's default", async () => {
+    test("exec and run leave the working directory to the world: the daemon's default", async ({ startDaemon }) => {
       const directory = realpathSync(mkdtempSync(join(tmpdir(), 'ew-default-cwd-')));
       const other = await startDaemon({ defaultCwd: directory });
       const mountpoint = mkdtempSync(join(tmpdir(), 'ew-client-only-'));
       mkdirSync(mountpoint, { recursive: true });
-      try {
-        const env = cliEnv(other.url, ALICE);
-        // Asynchronously: the daemon answers from this process.
-        const client = async (args: string[]): Promise<string> =>
-          (
-            await promisify(execFile)(
-              'unshare',
-              ['--mount', '/bin/sh', '-c', `mount -t tmpfs none "$0" && mkdir "$0/only-here" && cd "$0/only-here" && exec "$@"`, mountpoint, BIN, ...args],
-              { env, encoding: 'utf8', timeout: 60_000 },
-            )
-          ).stdout;
-        expect(await client(['exec', '--', '/bin/pwd'])).toBe(`${directory}\n`);
-        expect(await client(['run', 'pwd'])).toBe(`${directory}\n`);
-      } finally {
-        await other.close();
-      }
+      const env = cliEnv(other.url, ALICE);
+      // Asynchronously: the daemon answers from this process.
+      const client = async (args: string[]): Promise<string> =>
+        (
+          await promisify(execFile)(
+            'unshare',
+            ['--mount', '/bin/sh', '-c', `mount -t tmpfs none "$0" && mkdir "$0/only-here" && cd "$0/only-here" && exec "$@"`, mountpoint, BIN, ...args],
+            { env, encoding: 'utf8', timeout: 60_000 },
+          )
+        ).stdout;
+      expect(await client(['exec', '--', '/bin/pwd'])).toBe(`${directory}\n`);
+      expect(await client(['run', 'pwd'])).toBe(`${directory}\n`);
     });
   });
 });

@@ -14,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthError, connect, InvalidRequestError } from '@execworld/sdk';
 import { LocalRuntime } from '../../service/src/provider/local-runtime.ts';
 import { cliEnv, runCli } from '../helpers/cli.ts';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import { startDaemon as startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -52,7 +52,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
     dave = users.make();
     carol = users.make();
     erin = users.make();
-    daemon = await startDaemon({}, { owners: [{ owner: 'carol', token: CAROL, user: carol }] });
+    daemon = await startInProcessDaemon({}, { owners: [{ owner: 'carol', token: CAROL, user: carol }] });
   });
   afterAll(async () => {
     await daemon?.close();

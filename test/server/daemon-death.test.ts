@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { callDaemon, leaveSessions, startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { callDaemon, leaveSessions, startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -53,7 +53,7 @@ function cgroupOf(pid: number): string {
 /** A daemon with its session watcher, on a state directory of its own. */
 async function daemonWithWatcher(mode: 'auto' | 'subreaper'): Promise<{ daemon: DaemonProcess; watcher: number; stateDir: string }> {
   const stateDir = mkdtempSync(join(tmpdir(), 'execworld-death-'));
-  const daemon = await startDaemon(['--state-dir', stateDir, ...(mode === 'auto' ? [] : ['--containment', mode])]);
+  const daemon = await startDaemonProcess(['--state-dir', stateDir, ...(mode === 'auto' ? [] : ['--containment', mode])]);
   daemons.push(daemon);
   const watcher = daemon.watcherPid();
   expect(watcher, 'the daemon names its watcher in its log').toBeDefined();

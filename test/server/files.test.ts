@@ -23,12 +23,13 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect } from 'vitest';
 import { OPERATIONS, type ErrorCode } from '@execworld/sdk/protocol';
 import { parseTokenFile, resolveUsers } from '../../service/src/server/auth.ts';
 import { ConfigError } from '../../service/src/server/config.ts';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
-import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const CAROL = 'carol-token-0123456789abcdefg';
@@ -45,19 +46,20 @@ symlinkSync(outside, join(root, 'door'));
 symlinkSync(join(outside, 'secret.txt'), join(root, 'secret-link.txt'));
 
 let daemon: TestDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon(
-    {},
-    {
-      owners: [
-        { owner: 'carol', token: CAROL, root },
-        { owner: 'dave', token: DAVE, user: { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent', shell: '/usr/sbin/nologin' } },
-      ],
-    },
-  );
+const test = daemonTest(() => [
+  {},
+  {
+    owners: [
+      { owner: 'carol', token: CAROL, root },
+      { owner: 'dave', token: DAVE, user: { name: 'nobody', uid: 65534, gid: 65534, home: '/nonexistent', shell: '/usr/sbin/nologin' } },
+    ],
+  },
+]);
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(async () => {
-  await daemon.close();
+test.afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -80,7 +82,7 @@ describe('GET /v1/files/content', () => {
   const data = Buffer.from(Array.from({ length: 300_000 }, (_value, index) => (index * 7) % 256));
   beforeAll(() => writeFileSync(file, data));
 
-  it('takes a query field as its schema says: a path of digits stays a path, an offset of digits is a number', async () => {
+  test('takes a query field as its schema says: a path of digits stays a path, an offset of digits is a number', async () => {
     writeFileSync(join(scratch, '12345'), 'digits');
     const answer = await content({ path: '12345', cwd: scratch, offset: '2' });
     expect(answer.status, answer.error?.message).toBe(200);
@@ -90,7 +92,7 @@ describe('GET /v1/files/content', () => {
     expect(refused.error?.message).toContain('query.offset');
   });
 
-  it('streams the bytes with the size and version, and from an offset', async () => {
+  test('streams the bytes with the size and version, and from an offset', async () => {
     const whole = await content({ path: file });
     expect(whole.status).toBe(200);
     expect(whole.bytes.equals(data)).toBe(true);
@@ -102,7 +104,7 @@ describe('GET /v1/files/content', () => {
     expect((await content({ path: file, offset: String(data.length) })).bytes.length).toBe(0);
   });
 
-  it('ends a whole file asked for with digest=sha256 with its SHA-256 in a trailer', async () => {
+  test('ends a whole file asked for with digest=sha256 with its SHA-256 in a trailer', async () => {
     const answer = (query: string) =>
       new Promise<{ body: Buffer; trailers: NodeJS.Dict<string>; length: string | undefined }>((resolve, reject) => {
         httpGet(`${daemon.url}/v1/files/content?${query}`, { headers: { authorization: `Bearer ${ALICE}` } }, (response) => {
@@ -122,7 +124,7 @@ describe('GET /v1/files/content', () => {
     expect(rest.length).toBe(String(data.length - 10));
   });
 
-  it('answers each code it documents, with its status', async () => {
+  test('answers each code it documents, with its status', async () => {
     const link = join(scratch, 'loop');
     symlinkSync('loop', link);
     const scenarios: [ErrorCode, () => ReturnType<typeof content>][] = [
@@ -140,7 +142,7 @@ describe('GET /v1/files/content', () => {
     await expectDocumentedCodes(scenarios, OPERATIONS['files.content'].errors, ['CLIENT_TIMEOUT', 'INTERNAL']);
   });
 
-  it('sends exactly the size the file had when opened, whatever is appended meanwhile', async () => {
+  test('sends exactly the size the file had when opened, whatever is appended meanwhile', async () => {
     const growing = join(scratch, 'growing.txt');
     writeFileSync(growing, 'x'.repeat(1000));
     const answer = await content({ path: growing, maxBytes: '1000' });
@@ -150,14 +152,14 @@ describe('GET /v1/files/content', () => {
 });
 
 describe('an owner confined to a root', () => {
-  it('reaches its own files by absolute and relative paths', async () => {
+  test('reaches its own files by absolute and relative paths', async () => {
     expect((await fsCall('read-text', { path: join(root, 'mine.txt') })).body).toEqual({ text: 'mine\n' });
     // Relative paths resolve against the root when no cwd is given.
     const resolved = await fsCall('resolve', { path: 'mine.txt' });
     expect(resolved.body.target).toEqual({ targetKey: join(root, 'mine.txt'), displayPath: join(root, 'mine.txt') });
   });
 
-  it.each([
+  test.each([
     ['an absolute path outside', () => ({ path: join(outside, 'secret.txt') })],
     ['.. out of the root', () => ({ path: '../outside/secret.txt' })],
     ['a directory link out of the root', () => ({ path: join(root, 'door', 'secret.txt') })],
@@ -178,13 +180,13 @@ describe('an owner confined to a root', () => {
     expect((await fsCall('list', { path: join(root, 'door') })).body.error.code).toBe('FS_PERMISSION_DENIED');
   });
 
-  it('lists a link out of the root as other, without following it', async () => {
+  test('lists a link out of the root as other, without following it', async () => {
     const listing = await fsCall('list', { path: root });
     const door = listing.body.entries.find((entry: { name: string }) => entry.name === 'door');
     expect(door).toEqual({ name: 'door', type: 'other', target: { targetKey: join(root, 'door'), displayPath: join(root, 'door') } });
   });
 
-  it('never writes outside while a directory it writes into is swapped for a link out of it', async () => {
+  test('never writes outside while a directory it writes into is swapped for a link out of it', async () => {
     const swapped = join(root, 'swapped');
     const parked = join(root, 'parked');
     mkdirSync(swapped);
@@ -226,7 +228,7 @@ describe('an owner confined to a root', () => {
 });
 
 describe('bad paths', () => {
-  it.each([
+  test.each([
     ['a NUL in the path', { path: '/tmp/a\0b' }, 400, 'INVALID_ARGUMENT'],
     ['an empty path', { path: '' }, 400, 'INVALID_ARGUMENT'],
     ['a relative cwd', { path: 'a', cwd: 'relative' }, 400, 'INVALID_ARGUMENT'],
@@ -241,7 +243,7 @@ describe('bad paths', () => {
 });
 
 describe('the token file root option', () => {
-  it('confines an owner to an existing directory', () => {
+  test('confines an owner to an existing directory', () => {
     const entries = parseTokenFile(`alice ${ALICE} root=${root}\nbob ${BOB}\n`, 'tokens');
     expect(entries).toEqual([
       { owner: 'alice', token: ALICE, root },
@@ -253,7 +255,7 @@ describe('the token file root option', () => {
     ]);
   });
 
-  it.each([
+  test.each([
     [`alice ${ALICE} root=relative`, /root= must be an absolute directory/],
     [`alice ${ALICE} colour=blue`, /unknown option colour=/],
     [`alice ${ALICE} root=/a root=/b`, /root= is given twice/],
@@ -261,7 +263,7 @@ describe('the token file root option', () => {
     expect(() => parseTokenFile(line, 'tokens')).toThrow(message);
   });
 
-  it('refuses a root that is missing or not a directory, naming the owner', () => {
+  test('refuses a root that is missing or not a directory, naming the owner', () => {
     expect(() => resolveUsers(parseTokenFile(`alice ${ALICE} root=${join(scratch, 'nope')}`, 'tokens'), 'tokens', () => undefined)).toThrow(ConfigError);
     expect(() => resolveUsers(parseTokenFile(`alice ${ALICE} root=${join(root, 'mine.txt')}`, 'tokens'), 'tokens', () => undefined)).toThrow(
       /owner alice.*is not a directory/,
@@ -270,7 +272,7 @@ describe('the token file root option', () => {
 });
 
 describe('an owner that runs as another OS user', () => {
-  it('has its calls checked by the kernel as that user, by a worker that ends with the daemon', async () => {
+  test('has its calls checked by the kernel as that user, by a worker that ends with the daemon', async ({ startDaemon }) => {
     // A directory everyone may traverse, with a file only root may read and one directory nobody owns.
     const place = mkdtempSync(join(tmpdir(), 'files-run-as-'));
     chmodSync(place, 0o755);
@@ -366,7 +368,7 @@ describe('PUT /v1/files/content: a whole text written from the bytes of the body
     return { status: response.status, bytes, json, error: json.error };
   }
 
-  it('writes as fs.writeText does, guarded the same way, and answers without the text it was sent', async () => {
+  test('writes as fs.writeText does, guarded the same way, and answers without the text it was sent', async () => {
     const path = join(written, 'a.txt');
     const text = 'é€😀 line\r\n'.repeat(10_000);
     const created = await put({ path, ifAbsent: 'true' }, Buffer.from(text));
@@ -382,7 +384,7 @@ describe('PUT /v1/files/content: a whole text written from the bytes of the body
     expect(viaJson.body).toEqual({ operation: 'update', version: expect.any(String), before: 'new\n' });
   });
 
-  it('answers each code it documents, with its status', async () => {
+  test('answers each code it documents, with its status', async ({ startDaemon }) => {
     const small = await startDaemon({ maxBodyBytes: 64 * 1024, bodyBudgetBytes: 64 * 1024 });
     const held = httpRequest(`${small.url}/v1/files/content?path=${encodeURIComponent(join(written, 'held.txt'))}`, {
       method: 'PUT',
@@ -420,7 +422,6 @@ describe('PUT /v1/files/content: a whole text written from the bytes of the body
       expect(readFileSync(path, 'utf8')).toBe('kept\n');
     } finally {
       held.destroy();
-      await small.close();
     }
   });
 });

@@ -6,18 +6,20 @@
  * opaque: one of any shape that names nothing is 404, like an unknown one.
  */
 import { connect as connectTcp } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { ERROR_CATALOG, ERROR_CODES, OPERATION_LIST } from '@execworld/sdk/protocol';
 import { clientError } from '../../service/src/server/http-errors.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 
 let daemon: TestDaemon;
 let port: number;
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   port = Number(new URL(daemon.url).port);
 });
-afterAll(() => daemon.close());
 
 interface RawAnswer {
   readonly status: number;
@@ -86,7 +88,7 @@ describe('ids are opaque', () => {
   const byteBody = (spec: (typeof withId)[number]) =>
     spec.body === 'bytes' ? { raw: 'x', headers: { 'content-type': spec.bytes?.body ?? 'application/octet-stream' } } : {};
 
-  it.each(withId.map((spec) => [spec.name, spec] as const))('%s answers a malformed id with 404 NOT_FOUND', async (_name, spec) => {
+  test.each(withId.map((spec) => [spec.name, spec] as const))('%s answers a malformed id with 404 NOT_FOUND', async (_name, spec) => {
     for (const id of malformed) {
       const query = spec.name === 'process.collected' ? '?from=0' : spec.name === 'upload.bytes' ? '?offset=0' : '';
       const path = spec.path.replace('{id}', id).replace('{stream}', 'stdout') + query;
@@ -95,7 +97,7 @@ describe('ids are opaque', () => {
     }
   });
 
-  it('answers a malformed id over the WebSocket with NOT_FOUND too', async () => {
+  test('answers a malformed id over the WebSocket with NOT_FOUND too', async () => {
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
     await expect(socket.call('terminal.get', { id: 'xyz' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(socket.call('process.get', { id: '\0' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
@@ -104,16 +106,16 @@ describe('ids are opaque', () => {
 });
 
 describe('errors made before a route runs', () => {
-  it('answers a path segment past 100 characters with 414 URI_TOO_LONG', async () => {
+  test('answers a path segment past 100 characters with 414 URI_TOO_LONG', async () => {
     expectError(await daemon.request('GET', `/v1/terminals/t_${'x'.repeat(200)}`), 'URI_TOO_LONG');
   });
 
-  it('answers headers past 16 KiB, and a URL that long, with 431 HEADERS_TOO_LARGE', async () => {
+  test('answers headers past 16 KiB, and a URL that long, with 431 HEADERS_TOO_LARGE', async () => {
     expectError(await raw(`GET /v1/terminals HTTP/1.1\r\nhost: x\r\n${AUTH}x-big: ${'b'.repeat(20_000)}\r\n\r\n`), 'HEADERS_TOO_LARGE');
     expectError(await raw(`GET /v1/terminals?q=${'a'.repeat(20_000)} HTTP/1.1\r\nhost: x\r\n${AUTH}\r\n`), 'HEADERS_TOO_LARGE');
   });
 
-  it.each([
+  test.each([
     ['a Content-Length that is not a number', `POST /v1/terminals HTTP/1.1\r\nhost: x\r\n${AUTH}content-length: abc\r\n\r\n`, false],
     [
       'both Content-Length and Transfer-Encoding',
@@ -138,14 +140,14 @@ describe('errors made before a route runs', () => {
     expectError(await raw(text, halfClose), 'INVALID_ARGUMENT');
   });
 
-  it('answers GET /v1/connect without an upgrade with 426 UPGRADE_REQUIRED', async () => {
+  test('answers GET /v1/connect without an upgrade with 426 UPGRADE_REQUIRED', async () => {
     const answer = await raw(`GET /v1/connect HTTP/1.1\r\nhost: x\r\n${AUTH}connection: close\r\n\r\n`);
     expectError(answer, 'UPGRADE_REQUIRED');
     expect(answer.headers.upgrade).toBe('websocket');
     expectError(await daemon.request('GET', '/v1/connect', { token: null }), 'UNAUTHORIZED');
   });
 
-  it.each(['/v1/terminals', '/v1/health', '/livez', '/ui', '/v1/files/content?path=/tmp'])(
+  test.each(['/v1/terminals', '/v1/health', '/livez', '/ui', '/v1/files/content?path=/tmp'])(
     'refuses a WebSocket upgrade on %s, which is no WebSocket, with 400 INVALID_ARGUMENT (never 101)',
     async (path) => {
       const answer = await raw(
@@ -157,19 +159,19 @@ describe('errors made before a route runs', () => {
     },
   );
 
-  it('still refuses an upgrade on an unknown path with 404 and a stranger with 401', async () => {
+  test('still refuses an upgrade on an unknown path with 404 and a stranger with 401', async () => {
     const upgrade = `upgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n`;
     expectError(await raw(`GET /v1/nothing-here HTTP/1.1\r\nhost: x\r\n${AUTH}${upgrade}\r\n`), 'NOT_FOUND');
     expectError(await raw(`GET /v1/terminals HTTP/1.1\r\nhost: x\r\n${upgrade}\r\n`), 'UNAUTHORIZED');
   });
 
-  it('answers a GET with a body as one without it', async () => {
+  test('answers a GET with a body as one without it', async () => {
     const answer = await raw(`GET /v1/terminals HTTP/1.1\r\nhost: x\r\n${AUTH}content-type: text/plain\r\ncontent-length: 2\r\nconnection: close\r\n\r\nab`);
     expect(answer.status).toBe(200);
     expect(answer.body).toEqual({ terminals: [] });
   });
 
-  it("names headers that never finished 408 CLIENT_TIMEOUT (Node's 60 s headers timeout, too slow to wait for here)", () => {
+  test("names headers that never finished 408 CLIENT_TIMEOUT (Node's 60 s headers timeout, too slow to wait for here)", () => {
     const answer = clientError(Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }));
     expect(answer).toMatchObject({ code: 'CLIENT_TIMEOUT', status: 408 });
   });

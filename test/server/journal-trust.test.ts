@@ -14,7 +14,7 @@ import { cgroupEmpty, locateOwnCgroup } from '../../service/src/provider/contain
 import { journalDirectoryProblem, recoverSessions } from '../../service/src/provider/containment/journal.ts';
 import type { ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
 import { bystanders, treePids } from '../helpers/proc.ts';
 import { isCi } from '../helpers/tools.ts';
@@ -276,7 +276,7 @@ describe.skipIf(!canMakeUsers && !isCi())('a daemon that starts on a forged jour
     const place = mkdtempSync(join(tmpdir(), 'execworld-not-a-cgroup-'));
     forge(directory, deadDaemon(), { cgroup: place, sessions: { 's-1': [identity(ofMapped), identity(ofStranger)] } });
 
-    daemon = await startDaemon(['--state-dir', stateDir, '--token-file', tokenFile]);
+    daemon = await startDaemonProcess(['--state-dir', stateDir, '--token-file', tokenFile]);
     await waitFor('the process of the mapped user to end', () => !pidAlive(ofMapped));
     const ended = daemon
       .log()

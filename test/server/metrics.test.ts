@@ -4,16 +4,18 @@
  * spawn failures, memory in use), behind the token unless configured
  * otherwise, and no session id or token is ever a label.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon({ ringBytes: 64 * 1024 });
+const test = daemonTest({ ringBytes: 64 * 1024 });
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(() => daemon.close());
 
 async function scrape(target = daemon): Promise<string> {
   const answer = await target.request('GET', METRICS_PATH);
@@ -41,14 +43,14 @@ const piped = (script: string) => ({
 });
 
 describe('GET /metrics', () => {
-  it('needs the token, and counts the refusal', async () => {
+  test('needs the token, and counts the refusal', async () => {
     const before = sample(await scrape(), 'execworld_auth_failures_total');
     const refused = await daemon.request('GET', METRICS_PATH, { token: null });
     expect(refused.status).toBe(401);
     expect(sample(await scrape(), 'execworld_auth_failures_total')).toBe(before + 1);
   });
 
-  it('moves with sessions, bytes, evictions, pauses, calls and spawn failures', async () => {
+  test('moves with sessions, bytes, evictions, pauses, calls and spawn failures', async () => {
     const before = await scrape();
     // A process that echoes its input, and one that floods a ring nobody reads.
     const echo = await daemon.request('POST', '/v1/processes', { body: piped('cat') });
@@ -93,14 +95,10 @@ describe('GET /metrics', () => {
     await daemon.request('DELETE', `/v1/processes/${flood.body.id}`);
   });
 
-  it('answers without a token with --metrics-auth none', async () => {
+  test('answers without a token with --metrics-auth none', async ({ startDaemon }) => {
     const open = await startDaemon({ metricsAuth: 'none' });
-    try {
-      const answer = await open.request('GET', METRICS_PATH, { token: null });
-      expect(answer.status).toBe(200);
-      expect(answer.body).toContain('# TYPE execworld_sessions gauge');
-    } finally {
-      await open.close();
-    }
+    const answer = await open.request('GET', METRICS_PATH, { token: null });
+    expect(answer.status).toBe(200);
+    expect(answer.body).toContain('# TYPE execworld_sessions gauge');
   });
 });

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { BIN, startDaemon } from '../helpers/daemon-process.ts';
+import { BIN, startDaemonProcess } from '../helpers/daemon-process.ts';
 
 const NOBODY = 65_534;
 const asRoot = process.getuid?.() === 0;
@@ -15,7 +15,7 @@ describe('the daemon as seen by its own children', () => {
   // Root reads every process's /proc entries; the check needs the daemon under an ordinary uid,
   // which needs a checkout that uid can read.
   it.skipIf(!reachable)('cannot have its environment read through /proc/$PPID/environ', async () => {
-    const daemon = await startDaemon([], [], { uid: NOBODY });
+    const daemon = await startDaemonProcess([], [], { uid: NOBODY });
     try {
       const headers = { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' };
       const created = (await (

@@ -10,13 +10,14 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { ERROR_CATALOG, OPERATION_LIST, type ErrorCode, type OperationSpec } from '@execworld/sdk/protocol';
 import { LocalRuntime } from '@execworld/service';
 import { CONNECT_ERRORS } from '../../scripts/openapi.ts';
 import { InspectionUnsupportedError, type ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { ALICE, ALICE_READER, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** Codes no test can bring about, with the reason. */
@@ -125,10 +126,12 @@ async function pastBacklog(name: string, id: string, body: Record<string, unknow
   return answers.find((answer) => answer.status !== 200)!;
 }
 
-beforeAll(async () => {
-  daemon = await startDaemon({ maxBodyBytes: 256 * 1024 }, { owners });
+const test = daemonTest(() => [{ maxBodyBytes: 256 * 1024 }, { owners }]);
+
+test.beforeAll(async ({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   inspector = new SwitchableInspector();
-  limited = await startDaemon({}, { runtime: new LocalRuntime({ inspector }) });
+  limited = await startInProcessDaemon({}, { runtime: new LocalRuntime({ inspector }) });
   const exited = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
   ids.exitedTerminal = exited.body.id;
   await daemon.request('GET', `/v1/terminals/${ids.exitedTerminal}/done?timeoutMs=20000`);
@@ -151,7 +154,7 @@ beforeAll(async () => {
     await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' } } })
   ).body.id;
   // 50,000 bytes of a body of 60,000 sent and held, of a budget of 64 KiB: a body of 20,000 bytes more does not fit.
-  budgeted = await startDaemon({ maxBodyBytes: 64 * 1024, bodyBudgetBytes: 64 * 1024 });
+  budgeted = await startInProcessDaemon({ maxBodyBytes: 64 * 1024, bodyBudgetBytes: 64 * 1024 });
   const { hostname, port } = new URL(budgeted.url);
   slowBody = netConnect(Number(port), hostname);
   await new Promise((resolve) => slowBody.once('connect', resolve));
@@ -161,13 +164,12 @@ beforeAll(async () => {
   slowBody.write(`{"data":"${'x'.repeat(50_000 - 9)}`);
   await waitFor('the slow body to be held', () => budgeted.daemon.bodies.held >= 50_000);
 });
-afterAll(async () => {
+test.afterAll(async () => {
   inspector.stubborn = false;
   inspector.unsupported = false;
   slowBody.destroy();
   await budgeted.close();
   await limited.close();
-  await daemon.close();
 });
 
 interface Scenario {
@@ -246,7 +248,7 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
 
 /** A daemon that holds one running session of `kind` and allows no more. */
 async function fullDaemon(kind: 'terminal' | 'process'): Promise<TestDaemon> {
-  const full = await startDaemon({ maxSessionsPerOwner: 1 });
+  const full = await startInProcessDaemon({ maxSessionsPerOwner: 1 });
   const created =
     kind === 'terminal' ? await full.request('POST', '/v1/terminals', { body: TERMINAL }) : await full.request('POST', '/v1/processes', { body: PROCESS });
   expect(created.status).toBe(201);
@@ -267,7 +269,7 @@ async function against(
 }
 
 async function shuttingDown(): Promise<TestDaemon> {
-  const target = await startDaemon();
+  const target = await startInProcessDaemon();
   await target.daemon.registry.shutdown();
   return target;
 }
@@ -292,7 +294,7 @@ async function completing(path: string, meanwhile: () => void, expected: Record<
 }
 
 /** A daemon whose filesystem bounds are tiny. */
-const tinyBounds = () => startDaemon({ maxReadTextBytes: 4, maxListEntries: 1 });
+const tinyBounds = () => startInProcessDaemon({ maxReadTextBytes: 4, maxListEntries: 1 });
 
 /** What each operation's own work can answer. */
 const OWN: Record<string, Scenario[]> = {
@@ -409,7 +411,7 @@ const OWN: Record<string, Scenario[]> = {
       code: 'LIMIT_EXCEEDED',
       send: () =>
         against(
-          () => startDaemon({ maxUploadsPerOwner: 1 }),
+          () => startInProcessDaemon({ maxUploadsPerOwner: 1 }),
           async (full) => {
             expect((await full.request('POST', '/v1/files/uploads', { body: { path: join(files, 'first') } })).status).toBe(201);
             return send(full, op('upload.create'), '', { body: { path: join(files, 'second') } });
@@ -471,7 +473,7 @@ const OWN: Record<string, Scenario[]> = {
       code: 'UNSUPPORTED',
       send: () =>
         against(
-          () => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
+          () => startInProcessDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
           (windows) => send(windows, op('terminal.create'), ''),
         ),
     },
@@ -509,7 +511,7 @@ const OWN: Record<string, Scenario[]> = {
       code: 'LIMIT_EXCEEDED',
       send: () =>
         against(
-          () => startDaemon({ screenMaxCells: TERMINAL.rows * TERMINAL.cols - 1 }),
+          () => startInProcessDaemon({ screenMaxCells: TERMINAL.rows * TERMINAL.cols - 1 }),
           async (small) => send(small, op('terminal.screen'), (await small.request('POST', '/v1/terminals', { body: TERMINAL })).body.id),
         ),
     },
@@ -659,7 +661,7 @@ Object.assign(OWN, {
       code: 'UNSUPPORTED',
       send: () =>
         against(
-          () => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
+          () => startInProcessDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
           (windows) => send(windows, op('shell.create'), ''),
         ),
     },
@@ -701,7 +703,7 @@ Object.assign(OWN, {
       code: 'LIMIT_EXCEEDED',
       send: () =>
         against(
-          () => startDaemon({ maxSessionsPerOwner: 2 }),
+          () => startInProcessDaemon({ maxSessionsPerOwner: 2 }),
           (full) =>
             restartFails(
               async (id) => {
@@ -752,7 +754,7 @@ async function stubbornly(spec: OperationSpec): Promise<{ status: number; body: 
 describe('documented errors', () => {
   // The calls that carry bytes have their codes brought about with bodies of bytes, in files.test.ts and transfer-routes.test.ts.
   const calls = OPERATION_LIST.filter((spec) => spec.bytes === undefined);
-  it.each(calls.map((spec) => [spec.name, spec] as const))('%s answers only codes it documents, and each of them', async (_name, spec) => {
+  test.each(calls.map((spec) => [spec.name, spec] as const))('%s answers only codes it documents, and each of them', async (_name, spec) => {
     const driven = new Set<ErrorCode>();
     for (const scenario of [...shapeScenarios(spec), ...(OWN[spec.name] ?? [])]) {
       const answer = await scenario.send();
@@ -770,7 +772,7 @@ describe('documented errors', () => {
     expect(claimedOnly, `${spec.name} documents codes no scenario brings about`).toEqual([]);
   });
 
-  it('documents GET /v1/connect with the codes it answers', () => {
+  test('documents GET /v1/connect with the codes it answers', () => {
     expect(CONNECT_ERRORS).toEqual(expect.arrayContaining(['UNAUTHORIZED', 'FORBIDDEN_ORIGIN', 'UPGRADE_REQUIRED', 'INVALID_ARGUMENT']));
   });
 });

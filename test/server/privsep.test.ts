@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type Daemon } from '../../service/src/server/app.ts';
 import { TokenTable } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts';
-import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { canMakeUsers, finished, makeUser, runAs } from '../helpers/os-users.ts';
 import { isCi, requiredTool } from '../helpers/tools.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -366,7 +366,7 @@ describe.skipIf(!canMakeUsers && !isCi())("a mapped owner's worker, on a daemon 
     writeFileSync(tokenFile, `bob ${TOKEN} ${user.name}\n`, { mode: 0o600 });
     const stateDir = join(place, 'state');
     mkdirSync(stateDir, { mode: 0o711 });
-    daemon = await startDaemon(['--containment', 'subreaper', '--token-file', tokenFile, '--state-dir', stateDir]);
+    daemon = await startDaemonProcess(['--containment', 'subreaper', '--token-file', tokenFile, '--state-dir', stateDir]);
     const call = async (method: string, path: string, body?: unknown): Promise<any> => {
       const response = await fetch(`${daemon!.url}${path}`, {
         method,

@@ -6,19 +6,19 @@
  */
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Principal } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG } from '../../service/src/server/config.ts';
 import { SessionRegistry, type SessionLimits } from '../../service/src/server/sessions/registry.ts';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { MemoryProvider } from '../helpers/memory-provider.ts';
 import { waitFor } from '../helpers/wait.ts';
 
+const test = daemonTest();
+
+/** The test's daemon, which its startDaemon fixture closes. */
 let daemon: TestDaemon | undefined;
-afterEach(async () => {
-  await daemon?.close();
-  daemon = undefined;
-});
 
 const terminalSpec = { argv: ['memsh'], cwd: '/', rows: 24, cols: 80, graceMs: 1000 };
 
@@ -33,7 +33,7 @@ async function readAll(path: string, until: (text: string) => boolean): Promise<
 }
 
 describe('the daemon over the in-memory provider', () => {
-  it('reports the provider’s platform and capabilities on /v1/health', async () => {
+  test('reports the provider’s platform and capabilities on /v1/health', async ({ startDaemon }) => {
     daemon = await startDaemon({}, { runtime: new MemoryProvider({ platform: 'win32', terminals: false, exactInputWait: false, containment: 'none' }) });
     const health = await daemon.request('GET', '/v1/health', { token: null });
     expect(health.body).toMatchObject({ platform: 'win32', capabilities: { terminals: false, exactInputWait: false, containment: 'none', processes: true } });
@@ -42,7 +42,7 @@ describe('the daemon over the in-memory provider', () => {
     expect(refused.body.error.code).toBe('UNSUPPORTED');
   });
 
-  it('runs a terminal: input, output, foreground, resize, signal and exit code', async () => {
+  test('runs a terminal: input, output, foreground, resize, signal and exit code', async ({ startDaemon }) => {
     const provider = new MemoryProvider();
     daemon = await startDaemon({}, { runtime: provider });
     const created = await daemon.request('POST', '/v1/terminals', { body: terminalSpec });
@@ -69,7 +69,7 @@ describe('the daemon over the in-memory provider', () => {
     expect((await daemon.request('POST', `/v1/terminals/${id}/input`, { body: { data: 'late\r' } })).body.error.code).toBe('TERMINAL_EXITED');
   });
 
-  it('runs a process: the seam spec it gets, stdin, stdout and exit', async () => {
+  test('runs a process: the seam spec it gets, stdin, stdout and exit', async ({ startDaemon }) => {
     const provider = new MemoryProvider();
     daemon = await startDaemon({}, { runtime: provider });
     const created = await daemon.request('POST', '/v1/processes', {
@@ -124,7 +124,7 @@ describe('the sweep of a terminal session whose cleanup fails', () => {
     return { log: pino({ level: 'info' }, sink), lines, gaveUp: promise };
   }
 
-  it('stops after its bounded retries, holds the slot, and a later terminate sweeps it', async () => {
+  test('stops after its bounded retries, holds the slot, and a later terminate sweeps it', async () => {
     const provider = new MemoryProvider();
     const { log, gaveUp } = registryLog();
     const registry = new SessionRegistry(provider, limits, log);

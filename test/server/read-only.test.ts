@@ -8,9 +8,10 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
-import { ALICE, ALICE_READER, BOB, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
@@ -19,11 +20,12 @@ const READ_ONLY = { status: 403, body: { error: { code: 'READ_ONLY', message: ex
 
 let daemon: TestDaemon;
 const scratch = mkdtempSync(join(tmpdir(), 'read-only-'));
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(async () => {
-  await daemon.close();
+test.afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -34,7 +36,7 @@ async function outputOf(id: string): Promise<string> {
 }
 
 describe('identity.get', () => {
-  it('answers the owner and access of each token, over REST and the WebSocket', async () => {
+  test('answers the owner and access of each token, over REST and the WebSocket', async () => {
     for (const [token, identity] of [
       [ALICE, { owner: 'alice', access: 'write' }],
       [ALICE_READER, { owner: 'alice', access: 'read' }],
@@ -50,7 +52,7 @@ describe('identity.get', () => {
 });
 
 describe('a read-only token', () => {
-  it("lists, inspects and follows alice's terminal over REST and the WebSocket", async () => {
+  test("lists, inspects and follows alice's terminal over REST and the WebSocket", async () => {
     const created = await daemon.request('POST', '/v1/terminals', { body: TERMINAL });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
@@ -76,7 +78,7 @@ describe('a read-only token', () => {
     }
   });
 
-  it('may not create, type, signal, resize or end anything, over REST or the WebSocket, and nothing changes', async () => {
+  test('may not create, type, signal, resize or end anything, over REST or the WebSocket, and nothing changes', async () => {
     const id = (await daemon.request('POST', '/v1/terminals', { body: TERMINAL })).body.id as string;
     const process = (await daemon.request('POST', '/v1/processes', { body: PROCESS })).body.id as string;
     try {
@@ -126,7 +128,7 @@ describe('a read-only token', () => {
     }
   });
 
-  it('reads files and downloads, and may not write, upload or unpack', async () => {
+  test('reads files and downloads, and may not write, upload or unpack', async () => {
     const file = join(scratch, 'notes.txt');
     writeFileSync(file, 'alpha\n');
     expect(await daemon.request('POST', '/v1/fs/read-text', { token: ALICE_READER, body: { path: file } })).toMatchObject({
@@ -177,36 +179,32 @@ describe('a read-only token', () => {
     await daemon.request('DELETE', `/v1/files/uploads/${upload}`);
   });
 
-  it("does not keep an upload of alice's alive by asking for its offset: it is discarded once idle, read or not", async () => {
+  test("does not keep an upload of alice's alive by asking for its offset: it is discarded once idle, read or not", async ({ startDaemon }) => {
     const idleMs = 1500;
     const short = await startDaemon({ uploadIdleMs: idleMs });
-    try {
-      const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'idle.bin') } });
-      expect(created.status).toBe(201);
-      const id = created.body.id as string;
-      // The reader asks far more often than the idle time; only alice's writes count as use.
-      let asked = 0;
-      await waitFor(
-        'the idle upload to be discarded while a reader asks for it',
-        async () => {
-          const got = await short.request('GET', `/v1/files/uploads/${id}`, { token: ALICE_READER });
-          asked += 1;
-          if (got.status === 200) {
-            await new Promise((resolve) => setTimeout(resolve, idleMs / 10));
-            return false;
-          }
-          expect(got).toMatchObject({ status: 404, body: { error: { code: 'NOT_FOUND' } } });
-          return true;
-        },
-        20_000,
-      );
-      expect(asked).toBeGreaterThan(1);
-    } finally {
-      await short.close();
-    }
+    const created = await short.request('POST', '/v1/files/uploads', { body: { path: join(scratch, 'idle.bin') } });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    // The reader asks far more often than the idle time; only alice's writes count as use.
+    let asked = 0;
+    await waitFor(
+      'the idle upload to be discarded while a reader asks for it',
+      async () => {
+        const got = await short.request('GET', `/v1/files/uploads/${id}`, { token: ALICE_READER });
+        asked += 1;
+        if (got.status === 200) {
+          await new Promise((resolve) => setTimeout(resolve, idleMs / 10));
+          return false;
+        }
+        expect(got).toMatchObject({ status: 404, body: { error: { code: 'NOT_FOUND' } } });
+        return true;
+      },
+      20_000,
+    );
+    expect(asked).toBeGreaterThan(1);
   });
 
-  it("never frees ring room: a program its owner's readers hold paused stays paused while a reader takes every byte", async () => {
+  test("never frees ring room: a program its owner's readers hold paused stays paused while a reader takes every byte", async ({ startDaemon }) => {
     const small = await startDaemon({ ringBytes: 64 * 1024 });
     const created = await small.request('POST', '/v1/processes', {
       body: { ...PROCESS, argv: ['/bin/sh', '-c', 'head -c 1000000 /dev/zero'], stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } },
@@ -247,7 +245,7 @@ describe('a read-only token', () => {
     }
   });
 
-  it("sees nothing of bob's", async () => {
+  test("sees nothing of bob's", async () => {
     const id = (await daemon.request('POST', '/v1/terminals', { token: BOB, body: TERMINAL })).body.id as string;
     try {
       expect((await daemon.request('GET', '/v1/terminals', { token: ALICE_READER })).body.terminals.map((t: { id: string }) => t.id)).not.toContain(id);
@@ -263,7 +261,7 @@ describe('a read-only token', () => {
     }
   });
 
-  it('reads the metrics, and an unknown path is as unknown to it as to any token', async () => {
+  test('reads the metrics, and an unknown path is as unknown to it as to any token', async () => {
     expect((await daemon.request('GET', METRICS_PATH, { token: ALICE_READER })).status).toBe(200);
     expect(await daemon.request('POST', '/v1/nothing-here', { token: ALICE_READER, body: {} })).toMatchObject({
       status: 404,

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Principal } from '../../service/src/server/auth.ts';
 import { RequestLedger } from '../../service/src/server/sessions/request-ledger.ts';
-import { BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { BOB, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 
 const principal = (owner: string): Principal => ({ owner, access: 'write', runAs: undefined, root: undefined });
 const ALICE = principal('alice');
@@ -131,7 +131,7 @@ describe('the request ledger', () => {
 describe('a create retried with the same requestId, on a daemon', () => {
   let daemon: TestDaemon;
   beforeAll(async () => {
-    daemon = await startDaemon();
+    daemon = await startInProcessDaemon();
   });
   afterAll(() => daemon?.close());
 

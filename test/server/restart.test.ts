@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readdirSync, renameSync, symlinkSync, writeFile
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { callDaemon, leaveSessions, startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { callDaemon, leaveSessions, startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -25,7 +25,7 @@ describe('restart after a daemon and its watcher were SIGKILLed', () => {
       markers.push(marker);
       const stateDir = mkdtempSync(join(tmpdir(), 'execworld-restart-'));
       const args = ['--state-dir', stateDir, ...(mode === 'auto' ? [] : ['--containment', mode])];
-      const first = await startDaemon(args);
+      const first = await startDaemonProcess(args);
       daemons.push(first);
       await leaveSessions(first, marker);
       // Its watcher dies first, so that only the next start can end what the daemon leaves.
@@ -36,7 +36,7 @@ describe('restart after a daemon and its watcher were SIGKILLed', () => {
       await waitFor('the daemon to die', () => !pidAlive(first.pid));
       expect(markerPids(marker)).toHaveLength(3);
 
-      const second = await startDaemon(args);
+      const second = await startDaemonProcess(args);
       daemons.push(second);
       await waitFor('the left sessions to end', () => markerPids(marker).length === 0, 20_000);
     });
@@ -47,7 +47,7 @@ describe('upload stages a SIGKILLed daemon left', () => {
   it('are removed by the next daemon, and only where their names still lead to them', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-restart-'));
     const place = mkdtempSync(join(tmpdir(), 'execworld-stages-'));
-    const first = await startDaemon(['--state-dir', stateDir]);
+    const first = await startDaemonProcess(['--state-dir', stateDir]);
     daemons.push(first);
     /** An upload into `directory` with a few bytes sent, left open. */
     const begin = async (directory: string): Promise<void> => {
@@ -74,7 +74,7 @@ describe('upload stages a SIGKILLed daemon left', () => {
     writeFileSync(join(victim, 'content'), 'not the stage');
     symlinkSync(victim, swapped);
 
-    const second = await startDaemon(['--state-dir', stateDir]);
+    const second = await startDaemonProcess(['--state-dir', stateDir]);
     daemons.push(second);
     expect(stageIn(join(place, 'kept-name'))).toEqual([]);
     expect(readdirSync(victim)).toEqual(['content']);

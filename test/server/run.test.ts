@@ -7,10 +7,11 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { connect } from '@execworld/sdk';
 import { DEFAULT_RUN_OUTPUT_BYTES } from '@execworld/sdk/seam';
-import { ALICE, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { canMakeUsers, makeUser } from '../helpers/os-users.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
@@ -20,12 +21,15 @@ let daemon: TestDaemon;
 let carol: ReturnType<typeof makeUser> | undefined;
 const scratch = mkdtempSync(join(tmpdir(), 'ew-run-rest-'));
 
-beforeAll(async () => {
+const test = daemonTest(() => [{}, { owners: carol === undefined ? [] : [{ owner: 'carol', token: CAROL, user: carol }] }]);
+
+test.beforeAll(() => {
   carol = canMakeUsers ? makeUser() : undefined;
-  daemon = await startDaemon({}, { owners: carol === undefined ? [] : [{ owner: 'carol', token: CAROL, user: carol }] });
 });
-afterAll(async () => {
-  await daemon.close();
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
+});
+test.afterAll(() => {
   carol?.remove();
 });
 
@@ -37,29 +41,29 @@ async function processes(): Promise<{ id: string; status: string; argv: string[]
 }
 
 describe('POST /v1/run', () => {
-  it('runs a command line through /bin/sh and answers its exit, output and duration', async () => {
+  test('runs a command line through /bin/sh and answers its exit, output and duration', async () => {
     const answer = await run({ command: 'echo out; echo err >&2; exit 3' });
     expect(answer.status, JSON.stringify(answer.body)).toBe(200);
     expect(answer.body).toMatchObject({ exitCode: 3, signal: null, stdout: 'out\n', stderr: 'err\n', truncated: null, timedOut: false });
     expect(typeof answer.body.durationMs).toBe('number');
   });
 
-  it('runs an argv as it is, with its cwd, env and stdin', async () => {
+  test('runs an argv as it is, with its cwd, env and stdin', async () => {
     const answer = await run({ argv: ['/bin/sh', '-c', 'pwd; echo "$V"; cat', 'ignored'], cwd: '/', env: { V: '$HOME' }, stdin: 'in\n' });
     expect(answer.body).toMatchObject({ exitCode: 0, stdout: '/\n$HOME\nin\n' });
   });
 
-  it("runs in the daemon's working directory when no cwd is given", async () => {
+  test("runs in the daemon's working directory when no cwd is given", async () => {
     expect((await run({ command: 'pwd' })).body.stdout).toBe(`${process.cwd()}\n`);
   });
 
-  it('keeps the head and tail of long output and counts the bytes cut', async () => {
+  test('keeps the head and tail of long output and counts the bytes cut', async () => {
     const answer = await run({ command: "head -c 1000000 /dev/zero | tr '\\0' a; printf END", maxOutputBytes: 100 });
     expect(answer.body.stdout).toBe(`${'a'.repeat(97)}END`);
     expect(answer.body.truncated).toEqual({ stdout: 1_000_003 - 100, stderr: 0 });
   });
 
-  it('keeps 1 MiB of each stream by default, however long the output (figures printed)', async () => {
+  test('keeps 1 MiB of each stream by default, however long the output (figures printed)', async () => {
     const total = 100_000_000;
     const command = `head -c ${total} /dev/zero | tr '\\0' a`;
     const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1);
@@ -83,7 +87,7 @@ describe('POST /v1/run', () => {
     }
   }, 120_000);
 
-  it('ends the process tree at the timeout and says so', async () => {
+  test('ends the process tree at the timeout and says so', async () => {
     const answer = await run({ command: 'echo $$; sleep 30 & echo $!; wait', timeoutMs: 300, graceMs: 300 });
     expect(answer.body).toMatchObject({ timedOut: true, exitCode: null, signal: 'SIGTERM' });
     const pids = (answer.body.stdout as string).trim().split('\n').map(Number);
@@ -91,7 +95,7 @@ describe('POST /v1/run', () => {
     expect(pids.filter(pidAlive)).toEqual([]);
   });
 
-  it('is a process session of the owner while it runs, and is forgotten once answered', async () => {
+  test('is a process session of the owner while it runs, and is forgotten once answered', async () => {
     const go = join(scratch, 'go');
     const command = `while [ ! -e ${go} ]; do sleep 0.02; done; echo done`;
     const answer = run({ command });
@@ -101,7 +105,7 @@ describe('POST /v1/run', () => {
     expect((await processes()).filter((entry) => entry.argv.includes(command))).toEqual([]);
   });
 
-  it('ends the whole tree when the caller goes away, leaving no process behind', async () => {
+  test('ends the whole tree when the caller goes away, leaving no process behind', async () => {
     const pidFile = join(scratch, 'pids');
     const command = `echo $$ > ${pidFile}; sleep 300 & echo $! >> ${pidFile}; wait`;
     const controller = new AbortController();
@@ -127,7 +131,7 @@ describe('POST /v1/run', () => {
     await waitFor('the session to be forgotten', async () => !(await processes()).some((entry) => entry.argv.includes(command)));
   });
 
-  it('refuses bad input with a 400 naming what was wrong', async () => {
+  test('refuses bad input with a 400 naming what was wrong', async () => {
     for (const [body, message] of [
       [{}, /argv or a command line as command/],
       [{ command: 'true', argv: ['true'] }, /argv or a command line as command/],
@@ -142,7 +146,7 @@ describe('POST /v1/run', () => {
     }
   });
 
-  it.skipIf(!canMakeUsers)('runs as the OS user of a mapped owner, in its home', async () => {
+  test.skipIf(!canMakeUsers)('runs as the OS user of a mapped owner, in its home', async () => {
     const answer = await run({ command: 'id -un; pwd' }, CAROL);
     expect(answer.body).toMatchObject({ exitCode: 0, stdout: `${carol!.name}\n${carol!.home}\n` });
   });

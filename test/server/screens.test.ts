@@ -9,21 +9,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import xterm from '@xterm/headless';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
 import { QueryScanner } from '../../service/src/provider/query-scanner.ts';
 import { RingStream } from '../../service/src/server/streams.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 let workDir: string;
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   workDir = mkdtempSync(join(tmpdir(), 'execworld-screens-'));
 });
-afterAll(async () => {
-  await daemon.close();
+test.afterAll(() => {
   rmSync(workDir, { recursive: true, force: true });
 });
 
@@ -120,7 +122,7 @@ describe('the query scanner', () => {
   const QUERIES = ['\x1b[6n', '\x1b[5n', '\x1b[?6n', '\x1b[c', '\x1b[0c', '\x1b[>c', '\x1b[?25$p', '\x1b[4$p', '\x1bP$qm\x1b\\', '\u009b6n', '\u0090$qm\u009c'];
   const HARMLESS = ['plain text ', '\x1b[31m', '\x1b[1;1H', '\x1b[2J', '\x1b[K', '\x1b]0;title\x07', '\x1b(B', '\x1b[?1049h', '\x1b[?25l', 'é ü ©', '\r\n'];
 
-  it('finds each query the emulator answers, whole or split at any byte, and nothing in plain output', () => {
+  test('finds each query the emulator answers, whole or split at any byte, and nothing in plain output', () => {
     const harmless = Buffer.from(HARMLESS.join(''));
     expect(new QueryScanner().scan(harmless)).toBe(false);
     for (const query of QUERIES) {
@@ -133,7 +135,7 @@ describe('the query scanner', () => {
     }
   });
 
-  it('never misses output the emulator answers, over random sequences split at random places', async () => {
+  test('never misses output the emulator answers, over random sequences split at random places', async () => {
     // Fragments of control sequences, so that queries, near-queries and broken ones come up often.
     const pieces = ['\x1b', '\x1b[', '\x1b[?', '\x1b[>', '\x1bP', '\x1bP$q', '\x1b]', '\u009b', '\u0090', '\u009c', '\x1b\\', '\x07', '\x18'];
     pieces.push('$', 'p', 'n', 'c', 'q', 'm', '6', '5', '25', ';', 'a', 'é', '(', 'B', '\n');
@@ -165,7 +167,7 @@ describe('the query scanner', () => {
 });
 
 describe('RingStream.holdFrom', () => {
-  it('keeps every held byte, stops the source once capacity of them wait, and says so when released', () => {
+  test('keeps every held byte, stops the source once capacity of them wait, and says so when released', () => {
     const ring = new RingStream(8);
     ring.holdFrom(0);
     ring.append(Buffer.from('abcd'));
@@ -191,7 +193,7 @@ describe('RingStream.holdFrom', () => {
 });
 
 describe('GET /v1/terminals/{id}/screen', () => {
-  it('shows what a program printed: rows, cursor, title and cursor visibility, from the first byte', async () => {
+  test('shows what a program printed: rows, cursor, title and cursor visibility, from the first byte', async () => {
     const { id } = await createTerminal(
       daemon,
       String.raw`printf '\e[2J\e[Halpha\nbeta\n  gamma  \e]2;the title\a\e[?25l'; printf '\n  delta'; exec sleep 60`,
@@ -215,7 +217,7 @@ describe('GET /v1/terminals/{id}/screen', () => {
     }
   });
 
-  it('answers over the WebSocket and through the SDK, with the same screen', async () => {
+  test('answers over the WebSocket and through the SDK, with the same screen', async () => {
     const { id } = await createTerminal(daemon, String.raw`printf 'one\ntwo'; exec sleep 60`, { rows: 4, cols: 20 });
     const runtime: RemoteRuntime = await connect(daemon.url, { token: ALICE });
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
@@ -234,7 +236,7 @@ describe('GET /v1/terminals/{id}/screen', () => {
     }
   });
 
-  it('follows a resize at the output offset where it happened', async () => {
+  test('follows a resize at the output offset where it happened', async () => {
     const { id } = await createTerminal(daemon, String.raw`printf 'ready\n'; read -r; printf '%s' "$(stty size)"; exec sleep 60`, { rows: 5, cols: 20 });
     try {
       await waitForOutput(id, /ready/);
@@ -250,7 +252,7 @@ describe('GET /v1/terminals/{id}/screen', () => {
     }
   });
 
-  it('shows a full-screen program in the alternate screen (less), and the normal screen after it quits', async () => {
+  test('shows a full-screen program in the alternate screen (less), and the normal screen after it quits', async () => {
     writeFileSync(join(workDir, 'lines.txt'), Array.from({ length: 200 }, (_unused, index) => `line ${index + 1}`).join('\n'));
     const { id } = await createTerminal(daemon, "printf 'before less\\n'; LESS= less lines.txt; printf 'after less'; exec sleep 60", { rows: 10, cols: 40 });
     try {
@@ -272,7 +274,7 @@ describe('GET /v1/terminals/{id}/screen', () => {
     }
   });
 
-  it('shows vim in the alternate screen, vim gets the answers to its queries, and quits', async () => {
+  test('shows vim in the alternate screen, vim gets the answers to its queries, and quits', async () => {
     writeFileSync(join(workDir, 'poem.txt'), 'first line of the poem\nsecond line\n');
     const { id } = await createTerminal(daemon, '', { argv: ['vim', '-u', 'NONE', '-N', '-n', '-i', 'NONE', 'poem.txt'], rows: 12, cols: 60 });
     try {
@@ -293,7 +295,7 @@ describe('GET /v1/terminals/{id}/screen', () => {
     }
   });
 
-  it('has an exact offset: the bytes before it draw the snapshot, and the snapshot with the bytes after it draws the final screen', async () => {
+  test('has an exact offset: the bytes before it draw the snapshot, and the snapshot with the bytes after it draws the final screen', async () => {
     // Numbers written all over the screen, then a pause for input, then more: every byte moves the cursor or changes a cell.
     const draw = (from: number, to: number): string =>
       `for i in $(seq ${from} ${to}); do printf '\\e[%d;%dH%d\\e[K' $((i % 20 + 1)) $((i * 7 % 50 + 1)) $i; done`;
@@ -358,31 +360,27 @@ describe('GET /v1/terminals/{id}/screen', () => {
     }
   });
 
-  it('says complete: false when the emulator starts after the ring dropped the first bytes', async () => {
+  test('says complete: false when the emulator starts after the ring dropped the first bytes', async ({ startDaemon }) => {
     const small = await startDaemon({ ringBytes: 4096 });
-    try {
-      const { id } = await createTerminal(small, String.raw`for i in $(seq 1 2000); do printf 'row %d\n' $i; done; exec sleep 60`, { rows: 5, cols: 20 });
-      // A reader that has every byte lets the ring drop the oldest.
-      let from = 0;
-      let tail = '';
-      await waitFor('the whole output read', async () => {
-        const read = await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=200`);
-        from = read.body.next as number;
-        tail = (tail + Buffer.from(read.body.data as string, 'base64').toString('latin1')).slice(-64);
-        return tail.includes('row 2000');
-      });
-      // The last read may have taken all of it at once: reading on from its end tells the ring every byte was had.
-      await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=0`);
-      const screen = await screenOf(id, small);
-      expect(screen.complete).toBe(false);
-      expect(screen.offset).toBe(from);
-      expect(screen.lines.slice(0, 4)).toEqual(['row 1997', 'row 1998', 'row 1999', 'row 2000']);
-    } finally {
-      await small.close();
-    }
+    const { id } = await createTerminal(small, String.raw`for i in $(seq 1 2000); do printf 'row %d\n' $i; done; exec sleep 60`, { rows: 5, cols: 20 });
+    // A reader that has every byte lets the ring drop the oldest.
+    let from = 0;
+    let tail = '';
+    await waitFor('the whole output read', async () => {
+      const read = await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=200`);
+      from = read.body.next as number;
+      tail = (tail + Buffer.from(read.body.data as string, 'base64').toString('latin1')).slice(-64);
+      return tail.includes('row 2000');
+    });
+    // The last read may have taken all of it at once: reading on from its end tells the ring every byte was had.
+    await small.request('GET', `/v1/terminals/${id}/output?from=${from}&waitMs=0`);
+    const screen = await screenOf(id, small);
+    expect(screen.complete).toBe(false);
+    expect(screen.offset).toBe(from);
+    expect(screen.lines.slice(0, 4)).toEqual(['row 1997', 'row 1998', 'row 1999', 'row 2000']);
   });
 
-  it('answers 404 NOT_FOUND for an unknown id and 400 INVALID_ARGUMENT for bad input, over REST and the WebSocket', async () => {
+  test('answers 404 NOT_FOUND for an unknown id and 400 INVALID_ARGUMENT for bad input, over REST and the WebSocket', async () => {
     const unknown = await daemon.request('GET', '/v1/terminals/t_unknown0000/screen');
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe('NOT_FOUND');
@@ -416,7 +414,7 @@ describe('terminal queries', () => {
     "stty -echo; printf 'asking\\n'; printf '\\e[6n'; read -rsdR answer; " +
     'printf \'got:%s;\\n\' "${answer#*[}"; read -r line; printf \'line:%s;\\n\' "$line"; exec sleep 60';
 
-  it('are answered by the daemon by default: a program reading the cursor position does not hang', async () => {
+  test('are answered by the daemon by default: a program reading the cursor position does not hang', async () => {
     const { id, info } = await createTerminal(daemon, ASK, { rows: 10, cols: 40 });
     try {
       expect(info.answerQueries).toBe(true);
@@ -427,7 +425,7 @@ describe('terminal queries', () => {
     }
   });
 
-  it('are answered once: replaying the output from 0 to new readers answers nothing again', async () => {
+  test('are answered once: replaying the output from 0 to new readers answers nothing again', async () => {
     const { id } = await createTerminal(daemon, ASK, { rows: 10, cols: 40 });
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
     try {
@@ -448,7 +446,7 @@ describe('terminal queries', () => {
     }
   });
 
-  it('are left to the client of a terminal made with answerQueries: false', async () => {
+  test('are left to the client of a terminal made with answerQueries: false', async () => {
     const { id, info } = await createTerminal(daemon, ASK, { rows: 10, cols: 40, answerQueries: false });
     try {
       expect(info.answerQueries).toBe(false);
@@ -465,7 +463,7 @@ describe('terminal queries', () => {
     }
   });
 
-  it('are answered for a terminal the SDK creates, and left to it with answerQueries: false', async () => {
+  test('are answered for a terminal the SDK creates, and left to it with answerQueries: false', async () => {
     const runtime = await connect(daemon.url, { token: ALICE });
     try {
       const spec = { argv: ['/bin/bash', '--noprofile', '--norc', '-c', ASK], cwd: '/tmp', env: XTERM_ENV, rows: 10, cols: 40, graceMs: 500 };

@@ -5,22 +5,24 @@
  */
 import { dirname } from 'node:path';
 import { schemas } from '@execworld/sdk/protocol';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { PWSH } from '../conformance/shell-pwsh-contract.ts';
 
 let daemon: TestDaemon;
 let runtime: RemoteRuntime;
 
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(async ({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   runtime = await connect(daemon.url, { token: ALICE });
 });
-afterAll(async () => {
+test.afterAll(async () => {
   await runtime?.dispose();
-  await daemon?.close();
 });
 
 async function createShell(): Promise<string> {
@@ -30,7 +32,7 @@ async function createShell(): Promise<string> {
 }
 
 describe('/v1/shells', () => {
-  it('starts a shell on a terminal of the owner and runs commands in it, state kept', async () => {
+  test('starts a shell on a terminal of the owner and runs commands in it, state kept', async () => {
     const id = await createShell();
     const info = (await daemon.request('GET', `/v1/shells/${id}`)).body;
     expect(info).toMatchObject({ id, dialect: 'bash', cwd: '/tmp', state: 'idle' });
@@ -58,7 +60,7 @@ describe('/v1/shells', () => {
     expect((await daemon.request('GET', '/v1/shells')).body.shells.map((shell: { id: string }) => shell.id)).toContain(id);
   });
 
-  it('answers waiting_for_input, refuses a new command with 409 SHELL_BUSY, and takes the reply', async () => {
+  test('answers waiting_for_input, refuses a new command with 409 SHELL_BUSY, and takes the reply', async () => {
     const id = await createShell();
     const asked = await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'read -p "ok? " a; echo "got $a"' } });
     expect(asked.body).toMatchObject({ reason: 'waiting_for_input', output: 'ok? ' });
@@ -73,7 +75,7 @@ describe('/v1/shells', () => {
     });
   });
 
-  it('lists its last runs with their state and output for any reader of the owner, within its bounds', async () => {
+  test('lists its last runs with their state and output for any reader of the owner, within its bounds', async () => {
     const id = await createShell();
     const history = async (token?: string): Promise<{ status: number; body: any }> =>
       daemon.request('GET', `/v1/shells/${id}/history`, token === undefined ? {} : { token });
@@ -112,7 +114,7 @@ describe('/v1/shells', () => {
     expect((await history(BOB)).status).toBe(404);
   });
 
-  it('reports the shell’s exit and runs the next command on a fresh terminal', async () => {
+  test('reports the shell’s exit and runs the next command on a fresh terminal', async () => {
     const id = await createShell();
     const before = (await daemon.request('GET', `/v1/shells/${id}`)).body.terminalId as string;
     expect((await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'exit 3' } })).body).toMatchObject({ reason: 'shell_exited', exitCode: 3 });
@@ -121,7 +123,7 @@ describe('/v1/shells', () => {
     expect(next.body.terminalId).not.toBe(before);
   });
 
-  it('interrupts the command when the REST caller goes away, and the shell takes the next one', async () => {
+  test('interrupts the command when the REST caller goes away, and the shell takes the next one', async () => {
     const id = await createShell();
     const controller = new AbortController();
     const request = fetch(`${daemon.url}/v1/shells/${id}/run`, {
@@ -140,7 +142,7 @@ describe('/v1/shells', () => {
     });
   });
 
-  it('runs over the WebSocket with the SDK, and deletes the shell and forgets every terminal it ran on', async () => {
+  test('runs over the WebSocket with the SDK, and deletes the shell and forgets every terminal it ran on', async () => {
     const created = await runtime.call('shell.create', { cwd: '/tmp' });
     const result = await runtime.call('shell.run', { id: created.id, command: 'printf "%s" over-ws' });
     expect(result).toMatchObject({ output: 'over-ws', exitCode: 0, reason: 'completed' });
@@ -157,7 +159,7 @@ describe('/v1/shells', () => {
     for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();
   });
 
-  it.skipIf(PWSH.skip)(`runs a pwsh shell found on the PATH of its environment${PWSH.note}`, { timeout: 120_000 }, async () => {
+  test.skipIf(PWSH.skip)(`runs a pwsh shell found on the PATH of its environment${PWSH.note}`, { timeout: 120_000 }, async () => {
     const pwshProgram = PWSH.require();
     const created = await daemon.request('POST', '/v1/shells', {
       body: { cwd: '/tmp', dialect: 'pwsh', env: { PATH: `${dirname(pwshProgram)}:/usr/bin:/bin` } },
@@ -169,7 +171,7 @@ describe('/v1/shells', () => {
     expect((await daemon.request('DELETE', `/v1/shells/${created.body.id}`)).status).toBe(200);
   });
 
-  it('refuses bad input with 400 and another owner’s shell with 404', async () => {
+  test('refuses bad input with 400 and another owner’s shell with 404', async () => {
     const id = await createShell();
     const empty = await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: '' } });
     expect(empty.status).toBe(400);

@@ -7,12 +7,13 @@
 import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect, SpawnError, type RemoteRuntime } from '@execworld/sdk';
 import { LocalRuntime } from '@execworld/service';
 import { InspectionUnsupportedError } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 
 const PROCESS = { argv: ['/bin/true'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: { maxBytes: 100 } }, graceMs: 500 };
 /** One argument past the kernel's MAX_ARG_STRLEN (128 KiB with its NUL), which the schema still admits. */
@@ -21,16 +22,17 @@ const TOO_LONG_ARG = 'x'.repeat(128 * 1024);
 let daemon: TestDaemon;
 let runtime: RemoteRuntime;
 let notExecutable: string;
-beforeAll(async () => {
-  daemon = await startDaemon();
+const test = daemonTest();
+
+test.beforeAll(async ({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   runtime = await connect(daemon.url, { token: ALICE });
   notExecutable = join(mkdtempSync(join(tmpdir(), 'execworld-noexec-')), 'script');
   writeFileSync(notExecutable, '#!/bin/sh\necho hi\n');
   chmodSync(notExecutable, 0o644);
 });
-afterAll(async () => {
+test.afterAll(async () => {
   await runtime.dispose();
-  await daemon.close();
 });
 
 describe('process.create refuses a spawn the operating system refused', () => {
@@ -45,7 +47,7 @@ describe('process.create refuses a spawn the operating system refused', () => {
     expect(response.body).toEqual({ error: { code, errno, message: expect.stringContaining(errno) } });
   });
 
-  it('answers a file without execute permission as not an executable, like terminal.create', async () => {
+  test('answers a file without execute permission as not an executable, like terminal.create', async () => {
     const process = await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, argv: [notExecutable] } });
     expect(process.status).toBe(422);
     expect(process.body.error).toMatchObject({ code: 'EXECUTABLE_NOT_FOUND', errno: 'EACCES' });
@@ -54,7 +56,7 @@ describe('process.create refuses a spawn the operating system refused', () => {
     expect(terminal.body.error.code).toBe('EXECUTABLE_NOT_FOUND');
   });
 
-  it('gives the code and errno over the WebSocket too', async () => {
+  test('gives the code and errno over the WebSocket too', async () => {
     const socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
     socket.send({ t: 'call', id: 1, op: 'process.create', params: { ...PROCESS, argv: ['/definitely/missing/program'] } });
     const reply = await socket.until('the error', () => socket.messages.find((message) => message.t === 'error' && message.id === 1));
@@ -62,7 +64,7 @@ describe('process.create refuses a spawn the operating system refused', () => {
     socket.close();
   });
 
-  it('takes no session slot and leaves no session for a refused spawn', async () => {
+  test('takes no session slot and leaves no session for a refused spawn', async ({ startDaemon }) => {
     const tight = await startDaemon({ maxSessionsPerOwner: 1 });
     for (let attempt = 0; attempt < 3; attempt += 1) {
       expect((await tight.request('POST', '/v1/processes', { body: { ...PROCESS, argv: ['/definitely/missing/program'] } })).status).toBe(422);
@@ -73,10 +75,9 @@ describe('process.create refuses a spawn the operating system refused', () => {
     expect(running.body.status).toBe('running');
     expect((await tight.request('POST', '/v1/processes', { body: PROCESS })).body.error.code).toBe('LIMIT_EXCEEDED');
     await tight.request('DELETE', `/v1/processes/${running.body.id}`);
-    await tight.close();
   });
 
-  it('keeps a retried create with the same requestId free to succeed after a refusal', async () => {
+  test('keeps a retried create with the same requestId free to succeed after a refusal', async () => {
     const requestId = 'retry-after-refusal';
     const refused = await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, cwd: '/definitely/missing/dir', requestId } });
     expect(refused.status).toBe(422);
@@ -86,7 +87,7 @@ describe('process.create refuses a spawn the operating system refused', () => {
 });
 
 describe('RemoteRuntime.spawn over a refused spawn', () => {
-  it('returns the handle at once and rejects done with a SpawnError carrying the code and errno', async () => {
+  test('returns the handle at once and rejects done with a SpawnError carrying the code and errno', async () => {
     const handle = runtime.spawn({
       argv: ['/definitely/missing/program'],
       cwd: '/tmp',
@@ -101,7 +102,7 @@ describe('RemoteRuntime.spawn over a refused spawn', () => {
     expect(handle.pid).toBe(-1);
   });
 
-  it('rejects done with SPAWN_FAILED for E2BIG, never a 500', async () => {
+  test('rejects done with SPAWN_FAILED for E2BIG, never a 500', async () => {
     const handle = runtime.spawn({ argv: ['/bin/true', TOO_LONG_ARG], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 500 });
     await expect(handle.done).rejects.toMatchObject({ name: 'SpawnError', code: 'SPAWN_FAILED', errno: 'E2BIG' });
   });
@@ -115,7 +116,7 @@ describe('an inspection this host cannot do', () => {
     }
   }
 
-  it('answers terminal.foreground with 501 UNSUPPORTED', async () => {
+  test('answers terminal.foreground with 501 UNSUPPORTED', async ({ startDaemon }) => {
     const local = new LocalRuntime({ inspector: new NoInputWaitInspector() });
     const limited = await startDaemon({}, { runtime: local });
     const terminal = await limited.request('POST', '/v1/terminals', { body: { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
@@ -123,6 +124,5 @@ describe('an inspection this host cannot do', () => {
     const foreground = await limited.request('GET', `/v1/terminals/${terminal.body.id}/foreground`);
     expect(foreground.status).toBe(501);
     expect(foreground.body).toEqual({ error: { code: 'UNSUPPORTED', message: 'input-wait inspection is unsupported here' } });
-    await limited.close();
   });
 });

@@ -6,9 +6,12 @@
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { describe, expect } from 'vitest';
+import { type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
+
+const test = daemonTest();
 
 const spilling = (script: string, maxBytes = 1024) => ({
   argv: ['/bin/sh', '-c', script],
@@ -30,7 +33,7 @@ async function spilled(daemon: TestDaemon): Promise<{ id: string; path: string }
 }
 
 describe('spill files', () => {
-  it('are removed when the session is deleted, when its retention ends, and at shutdown', async () => {
+  test('are removed when the session is deleted, when its retention ends, and at shutdown', async ({ startDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'ew-state-'));
     const daemon = await startDaemon({ stateDir, retentionMs: 300 });
     const deleted = await spilled(daemon);
@@ -47,7 +50,7 @@ describe('spill files', () => {
     await daemon.close();
   });
 
-  it("that a dead daemon left behind are removed by the next one, and a live one's are kept", async () => {
+  test("that a dead daemon left behind are removed by the next one, and a live one's are kept", async ({ startDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'ew-state-'));
     // A pid above pid_max is never alive.
     const dead = join(stateDir, 'spill', 'execworld-99999999-AbC123');
@@ -64,7 +67,7 @@ describe('spill files', () => {
 });
 
 describe('the collect budget', () => {
-  it('refuses a process whose collected tails would pass it, with 429, while a running one holds its maxBytes', async () => {
+  test('refuses a process whose collected tails would pass it, with 429, while a running one holds its maxBytes', async ({ startDaemon }) => {
     const daemon = await startDaemon({ collectBudgetBytes: 3 * 1024 * 1024 });
     const first = await daemon.request('POST', '/v1/processes', { body: spilling('sleep 300', 2 * 1024 * 1024) });
     expect(first.status).toBe(201);
@@ -79,7 +82,7 @@ describe('the collect budget', () => {
     await daemon.close();
   });
 
-  it('gets back what an ended process did not collect, while its retained tail stays readable and keeps its bytes', async () => {
+  test('gets back what an ended process did not collect, while its retained tail stays readable and keeps its bytes', async ({ startDaemon }) => {
     const MiB = 1024 * 1024;
     const daemon = await startDaemon({ collectBudgetBytes: 3 * MiB });
     /** Runs `script` collecting up to 2 MiB of its stdout, and waits until its collected streams ended. */

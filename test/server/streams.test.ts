@@ -1,14 +1,18 @@
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { RingStream } from '../../service/src/server/streams.ts';
-import { ALICE, startDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
+
+// The file's daemon, of the WebSocket streams: a ring that holds all of their output.
+const test = daemonTest({ ringBytes: 8 * 1024 * 1024 });
 
 describe('RingStream', () => {
   const bytes = (text: string): Buffer => Buffer.from(text);
 
-  it('reads by absolute offset without consuming', () => {
+  test('reads by absolute offset without consuming', () => {
     const ring = new RingStream(100);
     ring.append(bytes('hello '));
     ring.append(bytes('world'));
@@ -19,7 +23,7 @@ describe('RingStream', () => {
     expect(() => ring.read(12, 1)).toThrow(/past the end/);
   });
 
-  it('never evicts unread bytes: it reports full instead', () => {
+  test('never evicts unread bytes: it reports full instead', () => {
     const ring = new RingStream(10);
     ring.append(bytes('0123456789'));
     expect(ring.full).toBe(true);
@@ -32,7 +36,7 @@ describe('RingStream', () => {
     expect(ring.read(0, 100)).toMatchObject({ from: 3, gap: { from: 0, to: 3 } });
   });
 
-  it('keeps read bytes for replay until newer bytes need the room', () => {
+  test('keeps read bytes for replay until newer bytes need the room', () => {
     const ring = new RingStream(8);
     ring.append(bytes('aaaa'));
     ring.consumed(4);
@@ -44,7 +48,7 @@ describe('RingStream', () => {
     expect(ring.read(2, 100).data.toString()).toBe('aabbbbcc');
   });
 
-  it('agrees with a model of every byte ever appended, across many chunks and evictions', () => {
+  test('agrees with a model of every byte ever appended, across many chunks and evictions', () => {
     const step = fc.oneof(
       fc.record({ kind: fc.constant('append' as const), size: fc.integer({ min: 0, max: 40 }) }),
       fc.record({ kind: fc.constant('consume' as const), upTo: fc.nat() }),
@@ -81,7 +85,7 @@ describe('RingStream', () => {
     );
   });
 
-  it('notifies on append, consumption and end', () => {
+  test('notifies on append, consumption and end', () => {
     const ring = new RingStream(8);
     let changes = 0;
     const off = ring.onChange(() => (changes += 1));
@@ -98,16 +102,15 @@ describe('RingStream', () => {
 
 describe('WebSocket streams', () => {
   let daemon: TestDaemon;
-  beforeAll(async () => {
-    daemon = await startDaemon({ ringBytes: 8 * 1024 * 1024 });
+  test.beforeAll(({ daemon: fileDaemon }) => {
+    daemon = fileDaemon;
   });
-  afterAll(() => daemon.close());
 
   const script = 'seq 1 300000';
   const expected = execFileSync('/bin/sh', ['-c', script], { maxBuffer: 64 * 1024 * 1024 });
   const sha = (data: Buffer): string => createHash('sha256').update(data).digest('hex');
 
-  it('delivers a piped stream byte-exact, then its end', async () => {
+  test('delivers a piped stream byte-exact, then its end', async () => {
     const created = await daemon.request('POST', '/v1/processes', {
       body: { argv: ['/bin/sh', '-c', script], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
     });
@@ -127,7 +130,7 @@ describe('WebSocket streams', () => {
     socket.close();
   });
 
-  it('never has more than the window in flight without acks', async () => {
+  test('never has more than the window in flight without acks', async () => {
     const created = await daemon.request('POST', '/v1/processes', {
       body: { argv: ['/bin/sh', '-c', script], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
     });
@@ -146,7 +149,7 @@ describe('WebSocket streams', () => {
     await daemon.request('DELETE', `/v1/processes/${created.body.id}`);
   });
 
-  it('resumes from the last received offset after a cut connection, with nothing lost or repeated', async () => {
+  test('resumes from the last received offset after a cut connection, with nothing lost or repeated', async () => {
     const created = await daemon.request('POST', '/v1/processes', {
       body: { argv: ['/bin/sh', '-c', script], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
     });
@@ -184,7 +187,7 @@ describe('WebSocket streams', () => {
     expect(sha(Buffer.concat(received))).toBe(sha(expected));
   });
 
-  it('replays a terminal from any retained offset over REST, with an explicit gap before the ring', async () => {
+  test('replays a terminal from any retained offset over REST, with an explicit gap before the ring', async ({ startDaemon }) => {
     const small = await startDaemon({ ringBytes: 4096 });
     const created = await small.request('POST', '/v1/terminals', {
       body: { argv: ['/bin/sh', '-c', 'seq 1 5000'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 },
@@ -216,6 +219,5 @@ describe('WebSocket streams', () => {
     expect(old.body.gap).toEqual({ from: 0, to: start });
     expect(old.body.from).toBe(start);
     expect(Buffer.from(old.body.data, 'base64').toString()).toBe(all.slice(start));
-    await small.close();
   });
 });

@@ -9,10 +9,11 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { OPERATIONS, type ErrorCode } from '@execworld/sdk/protocol';
 import { expectDocumentedCodes } from '../helpers/codes.ts';
-import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 
 const CAROL = 'carol-token-0123456789abcdefg';
 const scratch = mkdtempSync(join(tmpdir(), 'transfer-routes-'));
@@ -25,16 +26,17 @@ writeFileSync(join(outside, 'secret.txt'), 'secret\n');
 symlinkSync(outside, join(root, 'door'));
 
 let daemon: TestDaemon;
-beforeAll(async () => {
-  daemon = await startDaemon(
-    {},
-    {
-      owners: [{ owner: 'carol', token: CAROL, root }],
-    },
-  );
+const test = daemonTest(() => [
+  {},
+  {
+    owners: [{ owner: 'carol', token: CAROL, root }],
+  },
+]);
+
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(async () => {
-  await daemon.close();
+test.afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -73,7 +75,7 @@ function tarOf(directory: string, args: string[]): Buffer {
 }
 
 describe('PUT /v1/files/uploads/{id}', () => {
-  it('appends at the offset, refuses any other, and resumes from the offset it answers', async () => {
+  test('appends at the offset, refuses any other, and resumes from the offset it answers', async () => {
     const target = join(scratch, 'resumed.bin');
     const id = await begin(target);
     expect((await bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'abc' })).json()).toEqual({ id, path: target, offset: 3 });
@@ -87,7 +89,7 @@ describe('PUT /v1/files/uploads/{id}', () => {
     expect(readFileSync(target, 'utf8')).toBe('abcdef');
   });
 
-  it('answers each code it documents, with its status', async () => {
+  test('answers each code it documents, with its status', async () => {
     const id = await begin(join(scratch, 'codes.bin'));
     const gone = await begin(join(scratch, 'gone.bin'));
     const scenarios: [ErrorCode, () => ReturnType<typeof bytes>][] = [
@@ -113,7 +115,7 @@ describe('PUT /v1/files/uploads/{id}', () => {
     await expectDocumentedCodes(scenarios, OPERATIONS['upload.bytes'].errors, ['FS_IO_ERROR', 'CLIENT_TIMEOUT', 'INTERNAL']);
   });
 
-  it('discards an upload that is deleted, and one of a daemon that shuts down', async () => {
+  test('discards an upload that is deleted, and one of a daemon that shuts down', async ({ startDaemon }) => {
     const id = await begin(join(scratch, 'deleted.bin'));
     await bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'abc' });
     expect((await daemon.request('DELETE', `/v1/files/uploads/${id}`)).status).toBe(200);
@@ -127,7 +129,7 @@ describe('PUT /v1/files/uploads/{id}', () => {
 });
 
 describe('/v1/files/archive', () => {
-  it('packs an empty directory as an empty archive, and answers each code it documents', async () => {
+  test('packs an empty directory as an empty archive, and answers each code it documents', async () => {
     const empty = join(scratch, 'empty-dir');
     mkdirSync(empty);
     const packed = await bytes('GET', `/v1/files/archive?path=${encodeURIComponent(empty)}`);
@@ -166,7 +168,7 @@ describe('/v1/files/archive', () => {
     expect((await bytes('GET', `/v1/files/archive?path=${empty}`, { token: ALICE_READER })).status).toBe(200);
   });
 
-  it('refuses entries that would leave the directory, and lists them', async () => {
+  test('refuses entries that would leave the directory, and lists them', async () => {
     const source = mkdtempSync(join(scratch, 'evil-'));
     // ../escape.txt
     mkdirSync(join(source, 'inner'));
@@ -202,7 +204,7 @@ describe('/v1/files/archive', () => {
 });
 
 describe('an owner confined to a root', () => {
-  it('cannot make, remove, rename, digest or upload outside it, through links or ..', async () => {
+  test('cannot make, remove, rename, digest or upload outside it, through links or ..', async () => {
     const as = (name: string, body: Record<string, unknown>) => daemon.request('POST', `/v1/fs/${name}`, { body, token: CAROL });
     for (const answer of [
       await as('mkdir', { path: join(root, 'door', 'made') }),

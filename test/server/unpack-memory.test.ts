@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as tar from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
 
 const ENTRIES = 250_000;
 /** Entries per directory of the archive. */
@@ -22,7 +22,7 @@ const BOUND_MiB = 160;
 const scratch = mkdtempSync(join(tmpdir(), 'unpack-memory-'));
 let daemon: DaemonProcess;
 beforeAll(async () => {
-  daemon = await startDaemon();
+  daemon = await startDaemonProcess();
 });
 // A daemon that just made 250,000 entries, on a busy machine, may take a while to stop: wait for it rather than a default.
 afterAll(async () => {

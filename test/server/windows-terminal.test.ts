@@ -4,23 +4,20 @@
  * it starts and shows nothing until it is answered, which Wine's ConPTY does
  * not do. The daemon's emulator answers it whenever no client does.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import { platformFor } from '../../service/src/provider/platform/index.ts';
 import { resolvePwsh } from '../../service/src/server/sessions/shells.ts';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest, type StartDaemon } from '../helpers/daemon-test.ts';
 import { fakeWindowsRuntime, type FakeConPty } from '../helpers/fake-kernel32.ts';
 import { waitFor } from '../helpers/wait.ts';
 
-let daemon: TestDaemon | undefined;
-afterEach(async () => {
-  await daemon?.close();
-  daemon = undefined;
-});
+const test = daemonTest();
 
-async function serveWindows(): Promise<{ daemon: TestDaemon; ptys: FakeConPty[] }> {
+/** A daemon of this test over a replayed Windows provider. */
+async function serveWindows(startDaemon: StartDaemon): Promise<{ daemon: TestDaemon; ptys: FakeConPty[] }> {
   const { runtime, ptys } = fakeWindowsRuntime({ cursorRequest: true, banner: 'PS C:\\> ' });
-  daemon = await startDaemon({}, { runtime });
-  return { daemon, ptys };
+  return { daemon: await startDaemon({}, { runtime }), ptys };
 }
 
 async function output(target: TestDaemon, id: string): Promise<string> {
@@ -29,8 +26,8 @@ async function output(target: TestDaemon, id: string): Promise<string> {
 }
 
 describe('a Windows terminal served by the daemon', () => {
-  it("answers ConPTY's cursor request at start, so the shell's first output arrives", async () => {
-    const { daemon: target, ptys } = await serveWindows();
+  test("answers ConPTY's cursor request at start, so the shell's first output arrives", async ({ startDaemon }) => {
+    const { daemon: target, ptys } = await serveWindows(startDaemon);
     const created = await target.request('POST', '/v1/terminals', { body: { argv: [process.execPath], cwd: '/tmp', rows: 24, cols: 80, graceMs: 200 } });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
@@ -39,8 +36,8 @@ describe('a Windows terminal served by the daemon', () => {
     await target.request('DELETE', `/v1/terminals/${id}`);
   });
 
-  it('leaves the request to the client with answerQueries: false: nothing shows until it answers', async () => {
-    const { daemon: target, ptys } = await serveWindows();
+  test('leaves the request to the client with answerQueries: false: nothing shows until it answers', async ({ startDaemon }) => {
+    const { daemon: target, ptys } = await serveWindows(startDaemon);
     const created = await target.request('POST', '/v1/terminals', {
       body: { argv: [process.execPath], cwd: '/tmp', rows: 24, cols: 80, graceMs: 200, answerQueries: false },
     });
@@ -57,23 +54,19 @@ describe('a Windows terminal served by the daemon', () => {
 });
 
 describe('a Windows world, as the daemon reports and shells it', () => {
-  it('reports the platform, no signals, no input-wait proof, terminals, and PowerShell as the default shell', async () => {
-    const { daemon: target } = await serveWindows();
+  test('reports the platform, no signals, no input-wait proof, terminals, and PowerShell as the default shell', async ({ startDaemon }) => {
+    const { daemon: target } = await serveWindows(startDaemon);
     const health = await target.request('GET', '/v1/health', { token: null });
     expect(health.body).toMatchObject({
       platform: 'win32',
       capabilities: { terminals: true, exactInputWait: false, signals: false, defaultShell: 'pwsh' },
     });
     const linux = await startDaemon();
-    try {
-      expect((await linux.request('GET', '/v1/health', { token: null })).body.capabilities).toMatchObject({ signals: true, defaultShell: 'bash' });
-    } finally {
-      await linux.close();
-    }
+    expect((await linux.request('GET', '/v1/health', { token: null })).body.capabilities).toMatchObject({ signals: true, defaultShell: 'bash' });
     expect((['win32', 'linux', 'darwin'] as const).map((name) => platformFor(name).shells.dialect)).toEqual(['pwsh', 'bash', 'bash']);
   });
 
-  it('looks for PowerShell 7 on the PATH, then where it is installed, then Windows PowerShell 5.1', async () => {
+  test('looks for PowerShell 7 on the PATH, then where it is installed, then Windows PowerShell 5.1', async () => {
     const windows = platformFor('win32').shells;
     expect(windows.pwshCandidates({ ProgramFiles: 'D:\\Apps\\' })).toEqual(['pwsh', 'D:\\Apps\\PowerShell\\7\\pwsh.exe', 'powershell']);
     expect(platformFor('linux').shells.pwshCandidates()).toEqual(['pwsh']);

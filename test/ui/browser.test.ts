@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, ALICE_READER, BOB, startDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 import { requiredTool } from '../helpers/tools.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -37,7 +37,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
 
   beforeAll(async () => {
     // A small ring, so that output made while the page is away can outrun what the daemon keeps.
-    daemon = await startDaemon({ ringBytes: RING_BYTES });
+    daemon = await startInProcessDaemon({ ringBytes: RING_BYTES });
     proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
     browser = await chromium.launch({
       executablePath: CHROMIUM.require(),
@@ -723,7 +723,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
 
   it('goes back to its form when the daemon no longer takes the token', async () => {
     const CAROL = 'carol-token-0123456789abcdef';
-    const other = await startDaemon({}, { owners: [{ owner: 'carol', token: CAROL }] });
+    const other = await startInProcessDaemon({}, { owners: [{ owner: 'carol', token: CAROL }] });
     proxy.retarget(Number(new URL(other.url).port));
     try {
       const { context, page, problems } = await open(CAROL);

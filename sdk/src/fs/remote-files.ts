@@ -18,7 +18,7 @@
 import { posix, win32 } from 'node:path';
 import { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
-import { FileSystemError, isExecworldError } from '../errors.ts';
+import { FileSystemError, invalidArgument, isExecworldError } from '../errors.ts';
 import type { RemoteRuntime } from '../remote/runtime.ts';
 import type {
   FsDirEntry,
@@ -107,7 +107,7 @@ export class RemoteFiles implements FsProvider {
     this.#prefetchTextBytes = options.prefetchTextBytes ?? 256 * 1024;
     this.#prefetchMaxAgeMs = options.prefetchMaxAgeMs ?? 20;
     if (!Number.isSafeInteger(this.#prefetchTextBytes) || this.#prefetchTextBytes < 0 || this.#prefetchTextBytes > 4 * 1024 * 1024) {
-      throw new RangeError(`prefetchTextBytes must be an integer from 0 to 4 MiB, not ${options.prefetchTextBytes}`);
+      throw invalidArgument(`prefetchTextBytes must be an integer from 0 to 4 MiB, not ${options.prefetchTextBytes}`);
     }
   }
 
@@ -243,7 +243,7 @@ export class RemoteFiles implements FsProvider {
   }
 
   async readBytes(target: FsTarget, signal: AbortSignal | undefined, maxBytes: number): Promise<Uint8Array> {
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new RangeError(`maxBytes must be a non-negative integer, not ${maxBytes}`);
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw invalidArgument(`maxBytes must be a non-negative integer, not ${maxBytes}`);
     const doing = `read "${target.displayPath}"`;
     if (signal?.aborted === true) throw aborted('read');
     try {

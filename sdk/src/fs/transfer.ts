@@ -24,7 +24,7 @@ import { mkdir, open, realpath, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { ExecworldError, FileSystemError, isExecworldError } from '../errors.ts';
+import { ExecworldError, FileSystemError, invalidArgument, isExecworldError } from '../errors.ts';
 import type { OperationResult } from '../protocol/operations.ts';
 import type { RemoteRuntime } from '../remote/runtime.ts';
 import { packArchive, parseSkippedTrailer, skippedWarnings, unpackArchive, type ArchiveResult } from './archive.ts';
@@ -108,8 +108,8 @@ export class RemoteTransfer {
     this.#retries = options.retries ?? 5;
     this.#retryDelayMs = options.retryDelayMs ?? 200;
     if (!Number.isSafeInteger(this.#chunkBytes) || this.#chunkBytes < 1)
-      throw new RangeError(`chunkBytes must be a positive integer, not ${options.chunkBytes}`);
-    if (!Number.isSafeInteger(this.#retries) || this.#retries < 0) throw new RangeError(`retries must be a non-negative integer, not ${options.retries}`);
+      throw invalidArgument(`chunkBytes must be a positive integer, not ${options.chunkBytes}`);
+    if (!Number.isSafeInteger(this.#retries) || this.#retries < 0) throw invalidArgument(`retries must be a non-negative integer, not ${options.retries}`);
   }
 
   mkdir(path: string, options: { parents?: boolean; cwd?: string } = {}): Promise<OperationResult<'fs.mkdir'>> {
@@ -132,7 +132,7 @@ export class RemoteTransfer {
   async uploadFile(localPath: string, remotePath: string, options: UploadOptions = {}): Promise<FileDigest> {
     const { signal } = options;
     const info = await stat(localPath);
-    if (!info.isFile()) throw new ExecworldError('INVALID_ARGUMENT', `${localPath} is not a regular file`);
+    if (!info.isFile()) throw invalidArgument(`${localPath} is not a regular file`);
     const size = info.size;
     const upload = await this.runtime.call('upload.create', {
       path: remotePath,
@@ -280,7 +280,7 @@ export class RemoteTransfer {
    */
   async uploadDirectory(localDir: string, remoteDir: string, options: CopyOptions = {}): Promise<ArchiveResult & { readonly path: string }> {
     const info = await stat(localDir);
-    if (!info.isDirectory()) throw new ExecworldError('INVALID_ARGUMENT', `${localDir} is not a directory`);
+    if (!info.isDirectory()) throw invalidArgument(`${localDir} is not a directory`);
     let bytes = 0;
     const packed = await packArchive(localDir);
     const body = packed.stream.pipe(

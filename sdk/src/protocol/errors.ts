@@ -54,7 +54,9 @@ export const ERROR_CATALOG = {
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
   UNSUPPORTED: {
     status: 501,
-    description: 'This daemon cannot do what was asked: terminals on Windows, or an inspection the host cannot make.',
+    description:
+      'This daemon cannot do what was asked (the message says what): terminals on a Windows host without a pseudoconsole, ' +
+      'a signal a Windows terminal has no counterpart for, another OS user where the host cannot switch to one, or an inspection the host cannot make.',
   },
   SHUTTING_DOWN: { status: 503, description: 'The daemon is shutting down and takes no new work.' },
   INTERNAL: { status: 500, description: 'A fault in the daemon itself.' },

@@ -3,7 +3,7 @@
  * request with them, the SDK infers its types from them, and the OpenAPI
  * document is generated from them.
  *
- * Every schema of the wire lives in this one file (about 600 lines) on
+ * Every schema of the wire lives in this one file on
  * purpose: it is the API's reference, read top to bottom next to the
  * operation table, and the schemas refer to each other freely.
  * @module

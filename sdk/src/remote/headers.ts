@@ -4,7 +4,7 @@
  * @module
  */
 import { TOKEN_HEADER } from '../protocol/http.ts';
-import { ExecworldError } from '../errors.ts';
+import { invalidArgument } from '../errors.ts';
 
 /**
  * Where the token travels: `authorization` (`Authorization: Bearer …`), or
@@ -20,23 +20,21 @@ const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /**
  * The headers of every request: `extra`, then the token in `tokenHeader`.
- * @throws {ExecworldError} INVALID_ARGUMENT for a header that is not a field
+ * @throws {InvalidRequestError} INVALID_ARGUMENT for a header that is not a field
  * name, a value with a line break or NUL, or a reserved header.
  */
 export function daemonHeaders(token: string, tokenHeader: TokenHeader = 'authorization', extra: Readonly<Record<string, string>> = {}): Record<string, string> {
   // Checked as a value: a JavaScript caller can pass anything.
   const where: unknown = tokenHeader;
   if (where !== 'authorization' && where !== TOKEN_HEADER) {
-    throw new ExecworldError('INVALID_ARGUMENT', `options.tokenHeader must be 'authorization' or '${TOKEN_HEADER}', got ${JSON.stringify(where)}`);
+    throw invalidArgument(`options.tokenHeader must be 'authorization' or '${TOKEN_HEADER}', got ${JSON.stringify(where)}`);
   }
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(extra)) {
     const lower = name.toLowerCase();
-    if (!FIELD_NAME.test(name)) throw new ExecworldError('INVALID_ARGUMENT', `options.headers: ${JSON.stringify(name)} is not a header name`);
-    if (RESERVED.has(lower) || lower.startsWith('sec-websocket-'))
-      throw new ExecworldError('INVALID_ARGUMENT', `options.headers: ${name} is set by the SDK itself`);
-    if (typeof value !== 'string' || /[\r\n\0]/.test(value))
-      throw new ExecworldError('INVALID_ARGUMENT', `options.headers.${name} must be a string without line breaks or NUL`);
+    if (!FIELD_NAME.test(name)) throw invalidArgument(`options.headers: ${JSON.stringify(name)} is not a header name`);
+    if (RESERVED.has(lower) || lower.startsWith('sec-websocket-')) throw invalidArgument(`options.headers: ${name} is set by the SDK itself`);
+    if (typeof value !== 'string' || /[\r\n\0]/.test(value)) throw invalidArgument(`options.headers.${name} must be a string without line breaks or NUL`);
     headers[lower] = value;
   }
   headers[tokenHeader] = tokenHeader === 'authorization' ? `Bearer ${token}` : token;
@@ -53,8 +51,7 @@ export const SANDBOX_ROUTER_PORT = 8888;
  * `connect(routerUrl, { token, ...sandboxRouter('my-sandbox') })`.
  */
 export function sandboxRouter(sandboxId: string, port = SANDBOX_ROUTER_PORT): { headers: Record<string, string>; tokenHeader: TokenHeader } {
-  if (typeof sandboxId !== 'string' || sandboxId === '') throw new ExecworldError('INVALID_ARGUMENT', 'sandboxId must be a non-empty string');
-  if (!Number.isInteger(port) || port < 1 || port > 65_535)
-    throw new ExecworldError('INVALID_ARGUMENT', `port must be an integer from 1 to 65535, got ${String(port)}`);
+  if (typeof sandboxId !== 'string' || sandboxId === '') throw invalidArgument('sandboxId must be a non-empty string');
+  if (!Number.isInteger(port) || port < 1 || port > 65_535) throw invalidArgument(`port must be an integer from 1 to 65535, got ${String(port)}`);
   return { headers: { 'X-Sandbox-ID': sandboxId, 'X-Sandbox-Port': String(port) }, tokenHeader: TOKEN_HEADER };
 }

@@ -11,7 +11,7 @@ import { runCommand, type CommandResult, type RunCommandOptions } from '../seam/
 import { endAll, settleAll } from '../seam/teardown.ts';
 import { abortReasonText, assertEnvironment, assertGraceMs, assertProgram, type InvalidArgument } from '../seam/validate.ts';
 import { randomUUID } from 'node:crypto';
-import { ConnectionError, ExecworldError } from '../errors.ts';
+import { ConnectionError, invalidArgument } from '../errors.ts';
 import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
 import { RemoteProcess } from './process.ts';
 import { daemonHeaders, type TokenHeader } from './headers.ts';
@@ -83,20 +83,16 @@ export const DEFAULT_CONNECT_OPTIONS = {
 } as const;
 
 function resolveOptions(url: string, options: ConnectOptions): ConnectionOptions {
-  if (!/^https?:\/\/[^/]+/.test(url)) throw new ExecworldError('INVALID_ARGUMENT', `url must be http(s)://host:port, got ${url}`);
+  if (!/^https?:\/\/[^/]+/.test(url)) throw invalidArgument(`url must be http(s)://host:port, got ${url}`);
   const local = options.token === undefined ? readLocalToken(process.env) : { token: options.token };
   if ('missing' in local) {
-    throw new ExecworldError(
-      'INVALID_ARGUMENT',
-      `no token given, and ${local.missing} (the file a daemon on this machine writes): pass connect(url, { token })`,
-    );
+    throw invalidArgument(`no token given, and ${local.missing} (the file a daemon on this machine writes): pass connect(url, { token })`);
   }
   const token = local.token;
   const resolved = { ...DEFAULT_CONNECT_OPTIONS, ...stripUndefined(options) };
   for (const key of Object.keys(DEFAULT_CONNECT_OPTIONS) as (keyof typeof DEFAULT_CONNECT_OPTIONS)[]) {
     const value = resolved[key];
-    if (!Number.isSafeInteger(value) || value <= 0)
-      throw new ExecworldError('INVALID_ARGUMENT', `options.${key} must be a positive integer, got ${String(value)}`);
+    if (!Number.isSafeInteger(value) || value <= 0) throw invalidArgument(`options.${key} must be a positive integer, got ${String(value)}`);
   }
   const headers = daemonHeaders(token, options.tokenHeader, options.headers);
   return { ...resolved, url, token, headers, logger: options.logger, ca: options.ca };
@@ -106,7 +102,7 @@ function stripUndefined<T extends object>(value: T): Partial<T> {
   return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>;
 }
 
-const invalid: InvalidArgument = (message) => new ExecworldError('INVALID_ARGUMENT', message);
+const invalid: InvalidArgument = (message) => invalidArgument(message);
 
 /** Throws for the specs the local provider would refuse before any work, with its messages (the seam's checks). */
 function assertSpawnSpec(spec: { argv?: unknown; graceMs?: unknown; env?: unknown }, programMessage: string): void {
@@ -197,7 +193,7 @@ export class RemoteRuntime implements SubprocessRuntime {
     const spec = spawnDefaults(request);
     assertSpawnSpec(spec, 'expected a non-empty program name at argv[0]');
     if (spec.signal?.aborted === true) {
-      throw new ExecworldError('INVALID_ARGUMENT', `aborted before spawn: ${abortReasonText(spec.signal)}`, { cause: spec.signal.reason });
+      throw invalidArgument(`aborted before spawn: ${abortReasonText(spec.signal)}`, { cause: spec.signal.reason });
     }
     this.#assertOpen();
     void this.start().catch(() => undefined);

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '../seam/types.ts';
 import type { OperationResult } from '../protocol/operations.ts';
-import { ConnectionError, ExecworldError, remoteError } from '../errors.ts';
+import { ConnectionError, invalidArgument, remoteError, type ExecworldError } from '../errors.ts';
 import { retryableOnce } from '../seam/teardown.ts';
 import type { Connection } from './connection.ts';
 import { toOutcome } from './process.ts';
@@ -81,7 +81,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
   }
 
   write(data: string): Promise<void> {
-    if (typeof data !== 'string') return Promise.reject(new ExecworldError('INVALID_ARGUMENT', 'terminal input must be a string'));
+    if (typeof data !== 'string') return Promise.reject(invalidArgument('terminal input must be a string'));
     // The daemon's own answer, without asking it: the same class as when it answers.
     if (this.#exited) return Promise.reject(remoteError({ code: 'TERMINAL_EXITED', message: 'the terminal has exited' }));
     // The sequence number makes the write safe to send again after a reconnect.

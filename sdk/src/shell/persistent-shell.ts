@@ -10,7 +10,7 @@
  * backing off) and never while output flows.
  *
  * The class is one state machine (start, type, settle a run, interrupt,
- * reset), about 500 lines: its transitions share the run's fields, and split
+ * reset): its transitions share the run's fields, and split
  * across files they would have to pass them around. The dialects, the output
  * capture and the query answers are modules of their own.
  * @module
@@ -18,7 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
-import { ExecworldError } from '../errors.ts';
+import { ExecworldError, invalidArgument } from '../errors.ts';
 import { bash } from './bash.ts';
 import { RunCapture } from './capture.ts';
 import { QueryAnswerer } from './queries.ts';
@@ -53,8 +53,17 @@ const PROBE_MAX_MS = 250;
 /** Longest wait before a line is typed for the shell to be back at its prompt (its marker). */
 const PROMPT_WAIT_MS = 2000;
 
+/** Why a shell cannot run the call: busy, closed, failed to start, or its start was aborted. An argument it refuses is the SDK's InvalidRequestError. */
+export type ShellErrorCode = 'SHELL_BUSY' | 'CLOSED' | 'SHELL_START_FAILED' | 'ABORTED';
+
 /** The error of a shell that cannot run the call: busy, closed, or failed to start. */
-export class ShellError extends ExecworldError {}
+export class ShellError extends ExecworldError {
+  declare readonly code: ShellErrorCode;
+  constructor(code: ShellErrorCode, message: string, options?: ErrorOptions) {
+    super(code, message, options);
+    this.name = 'ShellError';
+  }
+}
 
 const newNonce = (): string => randomBytes(9).toString('base64url').replace(/[-_]/g, 'x');
 
@@ -203,7 +212,7 @@ export class PersistentShell {
    * is open (a program of it waits for input): its input is never typed into.
    */
   async run(command: string, options: RunOptions = {}): Promise<RunResult> {
-    if (typeof command !== 'string') throw new ShellError('INVALID_ARGUMENT', 'command must be a string');
+    if (typeof command !== 'string') throw invalidArgument('command must be a string');
     return this.#exclusive(async () => {
       if (this.#run !== undefined) {
         throw new ShellError('SHELL_BUSY', 'the previous command still runs (it waits for input or was left idle): send() to it, wait(), or interrupt() it');
@@ -269,7 +278,7 @@ export class PersistentShell {
 
   #openRun(call: string): Run {
     const run = this.#run;
-    if (run === undefined) throw new ShellError('INVALID_ARGUMENT', `${call}: no command is running`);
+    if (run === undefined) throw invalidArgument(`${call}: no command is running`);
     return run;
   }
 

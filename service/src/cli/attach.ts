@@ -16,8 +16,8 @@
  * replace the replay with the screen itself.
  * @module
  */
-import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { expectPositionals, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime } from './client.ts';
+import { type Command, defineCommand, expectPositionals, optionHelp } from './command.ts';
 import { attachAndWait, DETACH_KEYS } from './interactive.ts';
 
 const OPTIONS = { ...CLIENT_OPTIONS } as const;
@@ -33,8 +33,7 @@ everything typed goes to its program and its window size follows this one.
 ${DETACH_KEYS} detaches and leaves it running; attach again to resume.
 
 Options:
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: the program's exit code once it exits (128+n when signal n ended
 it); 0 after a detach; 1 when execworld or the daemon failed (the line on

@@ -18,25 +18,25 @@ export const GRACE_MS = 5000;
 
 /** The options of every command that talks to a daemon. */
 export const CLIENT_OPTIONS = {
-  url: { type: 'string' },
-  token: { type: 'string' },
-  sandbox: { type: 'string' },
-  ca: { type: 'string' },
+  url: { type: 'string', value: '<url>', help: `the daemon (default: $EXECWORLD_URL, else ${DEFAULT_URL})` },
+  token: {
+    type: 'string',
+    value: '<token>',
+    help: `its token (default: $EXECWORLD_TOKEN, else the token a local daemon wrote to ${localTokenFile()})`,
+  },
+  sandbox: {
+    type: 'string',
+    value: '<id>',
+    help: 'reach the daemon of sandbox <id> through the agent-sandbox router at --url (default: $EXECWORLD_SANDBOX; the token then travels in X-Execworld-Token)',
+  },
+  ca: {
+    type: 'string',
+    value: '<file>',
+    help:
+      "PEM certificates to trust for an https:// daemon with its own certificate (its CA's, or a self-signed daemon's own), " +
+      "instead of the system's (default: $EXECWORLD_CA; NODE_EXTRA_CA_CERTS=<file> adds to the system's instead)",
+  },
 } as const satisfies OptionTable;
-
-/** The help lines of {@link CLIENT_OPTIONS}. */
-export function clientHelp(): string {
-  return [
-    `  --url <url>          the daemon (default: $EXECWORLD_URL, else ${DEFAULT_URL})`,
-    `  --token <token>      its token (default: $EXECWORLD_TOKEN, else the token a local daemon wrote to`,
-    `                       ${localTokenFile()})`,
-    `  --sandbox <id>       reach the daemon of sandbox <id> through the agent-sandbox router at --url`,
-    `                       (default: $EXECWORLD_SANDBOX; the token then travels in X-Execworld-Token)`,
-    `  --ca <file>          PEM certificates to trust for an https:// daemon with its own certificate (its`,
-    `                       CA's, or a self-signed daemon's own), instead of the system's (default: $EXECWORLD_CA;`,
-    `                       NODE_EXTRA_CA_CERTS=<file> adds to the system's instead)`,
-  ].join('\n');
-}
 
 const nonEmpty = (value: string | undefined): string | undefined => (value === undefined || value === '' ? undefined : value);
 

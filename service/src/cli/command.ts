@@ -1,10 +1,12 @@
 /**
  * What every subcommand of `execworld` shares: the shape of a command module,
- * usage errors, and parsing a command line with `node:util`'s parseArgs.
+ * usage errors, and its option table, one row per option, from which both
+ * its command line is parsed (`node:util`'s parseArgs) and its --help lists
+ * its options.
  *
  * A command is one module of this directory exporting `command` (a
  * {@link Command}); `service/src/cli.ts` lists them and loads the one asked
- * for, so adding a command is a module and a line in that list.
+ * for, so adding a command is a module and a row in that list.
  * @module
  */
 import { readFileSync } from 'node:fs';
@@ -18,6 +20,8 @@ export const FAILURE_STATUS = 1;
 export interface Command {
   /** The `--help` text. */
   readonly help: string;
+  /** The options it takes (with -h/--help, which every command takes); its --help lists these and no other. */
+  readonly options: OptionTable;
   /**
    * Runs the command with the arguments after its name. Resolves with the exit
    * status, or `undefined` for a command that goes on running after it
@@ -37,16 +41,79 @@ export class CliError extends Error {
   override name = 'CliError';
 }
 
-type OptionKind = { readonly type: 'string' | 'boolean'; readonly multiple?: boolean; readonly short?: string };
-export type OptionTable = Readonly<Record<string, OptionKind>>;
+/** One option of a command: how parseArgs reads it and what its --help says. */
+export interface OptionRow {
+  readonly type: 'string' | 'boolean';
+  /** Repeatable: the values are a list. */
+  readonly multiple?: boolean;
+  /** The one-letter form, without its dash. */
+  readonly short?: string;
+  /** How --help shows the value of a string option, e.g. `<dir>`. */
+  readonly value?: string;
+  /** What it does, for --help. */
+  readonly help: string;
+  /** The environment variable it falls back to, on a line of its own in --help. */
+  readonly env?: string;
+  /** The option this one is another name of (docker's and execworld's names for one thing); the docs name that one. */
+  readonly alias?: string;
+}
+export type OptionTable = Readonly<Record<string, OptionRow>>;
 
+/** The option every command takes. */
+export const HELP_OPTION = { help: { type: 'boolean', short: 'h', help: 'show this help' } } as const satisfies OptionTable;
+
+/** The furthest --help starts the options' text: a longer `-x, --name <value>` has its text on the next line. */
+const MAX_HELP_COLUMN = 40;
+/** The width --help fills. */
+const HELP_WIDTH = 80;
+
+/** `text` in lines of at most HELP_WIDTH columns (a longer word alone on its line): the first after `first`, the others after `indent` spaces. */
+function wrap(text: string, first: string, indent: number): string[] {
+  const lines: string[] = [];
+  let line = first;
+  let empty = true;
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    if (!empty && line.length + 1 + word.length > HELP_WIDTH) {
+      lines.push(line);
+      line = ' '.repeat(indent);
+      empty = true;
+    }
+    line += empty ? word : ` ${word}`;
+    empty = false;
+  }
+  lines.push(line);
+  return lines;
+}
+
+/** The --help lines of `table`'s options, in its order: `-x, --name <value>` and what it does. */
+export function optionLines(table: OptionTable): string {
+  const rows = Object.entries(table).map(
+    ([name, row]) =>
+      [`  ${row.short === undefined ? '' : `-${row.short}, `}--${name}${row.type === 'string' ? ` ${row.value ?? '<value>'}` : ''}`, row] as const,
+  );
+  // The text starts two columns past the widest option, as far as MAX_HELP_COLUMN.
+  const column = Math.min(Math.max(...rows.map(([left]) => left.length)) + 2, MAX_HELP_COLUMN);
+  const pad = ' '.repeat(column);
+  const lines: string[] = [];
+  for (const [left, row] of rows) {
+    if (left.length > column - 2) lines.push(left, ...wrap(row.help, pad, column));
+    else lines.push(...wrap(row.help, left.padEnd(column), column));
+    if (row.env !== undefined) lines.push(`${pad}env ${row.env}`);
+  }
+  return lines.join('\n');
+}
+
+/** The Options section of a command's --help: `table`'s lines, then -h/--help, which every command takes. */
+export function optionHelp(table: OptionTable): string {
+  return optionLines({ ...table, ...HELP_OPTION });
+}
 /** The parsed values of `table`: strings, booleans, or lists of the repeatable ones. */
 export type OptionValues<T extends OptionTable> = {
   -readonly [K in keyof T]?: T[K]['type'] extends 'boolean' ? boolean : T[K]['multiple'] extends true ? string[] : string;
 };
 
-/** parseArgs's complaint in the words of a command line. */
-function argumentError(error: Error & { code?: string }): string {
+/** parseArgs's complaint in the words of a command line: the one message of every command's argument errors. */
+export function argumentError(error: Error & { code?: string }): string {
   const quoted = /'([^']+)'/.exec(error.message)?.[1] ?? '';
   switch (error.code) {
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
@@ -60,6 +127,16 @@ function argumentError(error: Error & { code?: string }): string {
   }
 }
 
+/** `table` as parseArgs takes it: the parsing half of each row. */
+function parseArgsOptions(table: OptionTable): Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> {
+  return Object.fromEntries(
+    Object.entries(table).map(([name, row]) => [
+      name,
+      { type: row.type, ...(row.multiple === undefined ? {} : { multiple: row.multiple }), ...(row.short === undefined ? {} : { short: row.short }) },
+    ]),
+  );
+}
+
 /**
  * Parses `args` against `table` (plus `-h`/`--help`), strictly: an unknown
  * option or a missing value is a {@link UsageError}. Positionals are returned
@@ -70,7 +147,7 @@ export function parseCommandLine<T extends OptionTable>(args: readonly string[],
   try {
     parsed = parseArgs({
       args: [...args],
-      options: { ...(table as Record<string, OptionKind>), help: { type: 'boolean', short: 'h' } },
+      options: parseArgsOptions({ ...table, ...HELP_OPTION }),
       allowPositionals: true,
       strict: true,
     });
@@ -188,11 +265,28 @@ export function placeOptions(values: { readonly cwd?: string | undefined; readon
  * ({@link environmentOptions}).
  */
 export const CREATE_OPTIONS = {
-  cwd: { type: 'string' },
-  workdir: { type: 'string', short: 'w' },
-  user: { type: 'string', short: 'u' },
-  env: { type: 'string', short: 'e', multiple: true },
-  'env-file': { type: 'string', multiple: true },
+  workdir: {
+    type: 'string',
+    short: 'w',
+    value: '<dir>',
+    help: "its working directory on the daemon's host (default: the world's: the owner's home, else the daemon's)",
+  },
+  cwd: { type: 'string', value: '<dir>', alias: 'workdir', help: 'the same as --workdir' },
+  user: {
+    type: 'string',
+    short: 'u',
+    value: '<name|uid>',
+    help:
+      "the OS user it runs as, where the owner may (docker's -u without :group): a token mapped to a user names only " +
+      'that one; another token names any user when the daemon runs as root',
+  },
+  env: { type: 'string', short: 'e', multiple: true, value: '<K=V>', help: 'an environment variable to set (repeatable)' },
+  'env-file': {
+    type: 'string',
+    multiple: true,
+    value: '<file>',
+    help: "environment variables from a file of K=V lines, as docker reads one (# comments; a bare K takes this command's value; repeatable)",
+  },
 } as const satisfies OptionTable;
 
 /** A `--<option> <ms>` value: a positive whole number of milliseconds, or a {@link UsageError}. */
@@ -221,6 +315,7 @@ export function defineCommand<T extends OptionTable>(
 ): Command {
   return {
     help,
+    options: { ...options, ...HELP_OPTION },
     async run(args) {
       const { values, positionals, help: asked } = parseCommandLine(args, options);
       if (asked) {

@@ -8,11 +8,15 @@ import { stat } from 'node:fs/promises';
 import { basename, isAbsolute, join, posix } from 'node:path';
 import { RemoteTransfer, type ArchiveResult, type TransferProgress } from '@execworld/sdk/fs';
 import type { RemoteRuntime } from '@execworld/sdk';
-import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { CliError, expectPositionals, UsageError, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime } from './client.ts';
+import { CliError, type Command, defineCommand, expectPositionals, optionHelp, type OptionTable, UsageError } from './command.ts';
 import { findSession } from './sessions.ts';
 
-const OPTIONS = { recursive: { type: 'boolean', short: 'r' }, 'no-progress': { type: 'boolean' }, ...CLIENT_OPTIONS } as const;
+const OPTIONS = {
+  recursive: { type: 'boolean', short: 'r', help: 'copy a directory and everything in it' },
+  'no-progress': { type: 'boolean', help: 'no progress bar (there is one only when stderr is a terminal)' },
+  ...CLIENT_OPTIONS,
+} as const satisfies OptionTable;
 
 const HELP = `Usage: execworld cp [options] <source> <destination>
 
@@ -30,10 +34,7 @@ devices) are left out, each named on stderr, as is anything the unpacking
 side refused.
 
 Options:
-  -r, --recursive      copy a directory and everything in it
-  --no-progress        no progress bar (there is one only when stderr is a terminal)
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: 0 once copied; 1 when execworld or the daemon failed (the error
 names the code, e.g. FS_NOT_FOUND); 2 for a usage error.

@@ -10,17 +10,39 @@
  */
 import { finished } from 'node:stream/promises';
 import type { RemoteRuntime, RemoteTerminal } from '@execworld/sdk';
-import { CLIENT_OPTIONS, clientHelp, exitStatus, GRACE_MS, openRuntime } from './client.ts';
-import { CREATE_OPTIONS, environmentOptions, parseCommandLine, placeOptions, splitAtProgram, UsageError, type Command, type Where } from './command.ts';
+import { CLIENT_OPTIONS, exitStatus, GRACE_MS, openRuntime } from './client.ts';
+import {
+  type Command,
+  CREATE_OPTIONS,
+  environmentOptions,
+  HELP_OPTION,
+  optionHelp,
+  type OptionTable,
+  parseCommandLine,
+  placeOptions,
+  splitAtProgram,
+  UsageError,
+  type Where,
+} from './command.ts';
 import { interact, terminalSpec } from './interactive.ts';
 
 const OPTIONS = {
-  tty: { type: 'boolean', short: 't' },
-  interactive: { type: 'boolean', short: 'i' },
-  detach: { type: 'boolean', short: 'd' },
+  tty: {
+    type: 'boolean',
+    short: 't',
+    help:
+      "run it on a terminal: this one in raw mode and the window size following this one's. When stdin is not a " +
+      'terminal (a pipe, a file) it says so on stderr and runs without one',
+  },
+  interactive: { type: 'boolean', short: 'i', help: "pass stdin on (always done; taken for docker's and kubectl's -it)" },
+  detach: {
+    type: 'boolean',
+    short: 'd',
+    help: "start it, print its id and return; it runs on ('execworld logs', 'execworld attach' for a terminal, 'execworld kill')",
+  },
   ...CREATE_OPTIONS,
   ...CLIENT_OPTIONS,
-} as const;
+} as const satisfies OptionTable;
 
 /** What kubectl says when it is asked for a terminal its input cannot be; the program then runs without one. */
 export const NO_TTY_WARNING = 'Unable to use a TTY - input is not a terminal or the right kind of file';
@@ -37,23 +59,7 @@ ends the program (SIGTERM to its tree, SIGKILL ${GRACE_MS / 1000} s later). The 
 looked up on the daemon's PATH; options after its name are its own.
 
 Options:
-  -t, --tty            run it on a terminal: this one in raw mode and the window
-                       size following this one's. When stdin is not a terminal
-                       (a pipe, a file) it says so on stderr and runs without one
-  -i, --interactive    pass stdin on (always done; taken for docker's and kubectl's -it)
-  -d, --detach         start it, print its id and return; it runs on ('execworld
-                       logs', 'execworld attach' for a terminal, 'execworld kill')
-  -w, --workdir <dir>  its working directory on the daemon's host (also --cwd;
-                       default: the world's: the owner's home, else the daemon's)
-  -u, --user <name|uid>
-                       the OS user it runs as, where the owner may (docker's -u without
-                       :group): a token mapped to a user names only that one; another
-                       token names any user when the daemon runs as root
-  -e, --env <K=V>      an environment variable to set (repeatable)
-  --env-file <file>    environment variables from a file of K=V lines, as docker reads
-                       one (# comments; a bare K takes this command's value)
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: the program's exit code; 128+n when signal n ended it; 0 with
 --detach once it started; 1 when execworld or the daemon failed (the line on
@@ -156,6 +162,7 @@ async function detach(runtime: RemoteRuntime, tty: boolean, argv: string[], wher
 
 export const command: Command = {
   help: HELP,
+  options: { ...OPTIONS, ...HELP_OPTION },
   async run(args) {
     const { options, argv } = splitAtProgram(args, OPTIONS);
     const { values, help } = parseCommandLine(options, OPTIONS);

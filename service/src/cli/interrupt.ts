@@ -2,8 +2,8 @@
  * `execworld interrupt <shell-id>`: SIGINT to the command a kept shell runs.
  * @module
  */
-import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { CliError, expectPositionals, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime } from './client.ts';
+import { CliError, type Command, defineCommand, expectPositionals, optionHelp } from './command.ts';
 
 const OPTIONS = { ...CLIENT_OPTIONS } as const;
 
@@ -16,8 +16,7 @@ command an 'execworld run' or 'execworld send' is waiting for gets the signal,
 and that command prints how it ended.
 
 Options:
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: the interrupted command's status (130 when SIGINT ended it) for
 a command that waited; 0 once the signal was sent to one another command

@@ -4,11 +4,11 @@
  * @module
  */
 import { MAX_WAIT_MS } from '@execworld/sdk/seam';
-import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { expectPositionals, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime } from './client.ts';
+import { type Command, defineCommand, expectPositionals, optionHelp, type OptionTable } from './command.ts';
 import { findSession } from './sessions.ts';
 
-const OPTIONS = { delete: { type: 'boolean' }, ...CLIENT_OPTIONS } as const;
+const OPTIONS = { delete: { type: 'boolean', help: 'forget it too: its output and exit are gone' }, ...CLIENT_OPTIONS } as const satisfies OptionTable;
 
 const HELP = `Usage: execworld kill [options] <id>
 
@@ -19,9 +19,7 @@ terminal or process stays listed, with its output, until the daemon's
 retention ends; --delete forgets it at once. An ended shell is forgotten.
 
 Options:
-  --delete             forget it too: its output and exit are gone
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: 0 once it ended; 1 when execworld or the daemon failed (NOT_FOUND:
 nothing of this owner has that id); 2 for a usage error.

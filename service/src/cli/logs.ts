@@ -7,11 +7,14 @@
 import { once } from 'node:events';
 import { MAX_WAIT_MS } from '@execworld/sdk/seam';
 import type { OperationResult } from '@execworld/sdk/protocol';
-import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { CliError, expectPositionals, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime } from './client.ts';
+import { CliError, type Command, defineCommand, expectPositionals, optionHelp, type OptionTable } from './command.ts';
 import { findSession } from './sessions.ts';
 
-const OPTIONS = { follow: { type: 'boolean', short: 'f' }, ...CLIENT_OPTIONS } as const;
+const OPTIONS = {
+  follow: { type: 'boolean', short: 'f', help: 'go on printing until the output ends (the program exited)' },
+  ...CLIENT_OPTIONS,
+} as const satisfies OptionTable;
 
 const HELP = `Usage: execworld logs [options] <id>
 
@@ -21,9 +24,7 @@ this command's stdout and stderr), from the oldest byte the daemon still keeps
 kept are said on stderr.
 
 Options:
-  -f, --follow         go on printing until the output ends (the program exited)
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: 0; 1 when execworld or the daemon failed (NOT_FOUND: nothing of
 this owner has that id); 2 for a usage error.

@@ -12,10 +12,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { isJSONRPCRequest, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { sandboxRouter } from '@execworld/sdk';
 import { TOKEN_HEADER } from '@execworld/sdk/protocol';
-import { CLIENT_OPTIONS, clientHelp, daemonTarget } from './client.ts';
-import { CliError, expectPositionals, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, daemonTarget } from './client.ts';
+import { CliError, expectPositionals, type Command, defineCommand, optionHelp, type OptionTable } from './command.ts';
 
-const OPTIONS = { ...CLIENT_OPTIONS } as const;
+const OPTIONS = { ...CLIENT_OPTIONS } as const satisfies OptionTable;
 
 const HELP = `Usage: execworld mcp [options]
 
@@ -27,8 +27,7 @@ failures to reach the daemon are answered as errors of the calls they broke
 and said on stderr.
 
 Options:
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: 0 once stdin ends; 1 when execworld failed; 2 for a usage error.
 `;

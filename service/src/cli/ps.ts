@@ -3,8 +3,8 @@
  * oldest first, with what ended them.
  * @module
  */
-import { CLIENT_OPTIONS, clientHelp, openRuntime, shellQuote } from './client.ts';
-import { expectPositionals, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime, shellQuote } from './client.ts';
+import { type Command, defineCommand, expectPositionals, optionHelp } from './command.ts';
 
 const OPTIONS = { ...CLIENT_OPTIONS } as const;
 
@@ -21,8 +21,7 @@ idle (ready for 'execworld run --shell <id>'), running (a command runs), open
 terminal's, which is not listed apart.
 
 Options:
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: 0; 1 when execworld or the daemon failed; 2 for a usage error.
 `;

@@ -3,22 +3,37 @@
  * the daemon keeps, prints its output and exits with its status.
  * @module
  */
-import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { CREATE_OPTIONS, environmentOptions, expectPositionals, milliseconds, placeOptions, UsageError, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime } from './client.ts';
+import {
+  type Command,
+  CREATE_OPTIONS,
+  defineCommand,
+  environmentOptions,
+  expectPositionals,
+  milliseconds,
+  optionHelp,
+  type OptionTable,
+  placeOptions,
+  UsageError,
+} from './command.ts';
 import { assertEnded, interruptCommand, shellBusy, streamRun, type RunAnswer } from './shell-run.ts';
 
 /** Exit status after Ctrl-C, as a shell gives a command SIGINT ended. */
 const INTERRUPTED_STATUS = 130;
 
 const OPTIONS = {
-  shell: { type: 'string' },
-  keep: { type: 'boolean' },
-  pwsh: { type: 'boolean' },
+  shell: { type: 'string', value: '<id>', help: 'run in this shell (an id printed by --keep)' },
+  keep: { type: 'boolean', help: 'keep the new shell and print its id on stderr' },
+  pwsh: {
+    type: 'boolean',
+    help: "a PowerShell 7 shell (pwsh on the daemon's PATH) instead of bash (a daemon on Windows runs PowerShell without it)",
+  },
+  // Where, as whom and with what environment the new shell runs.
   ...CREATE_OPTIONS,
-  timeout: { type: 'string' },
-  'idle-timeout': { type: 'string' },
+  timeout: { type: 'string', value: '<ms>', help: 'interrupt the command (SIGINT) after this long' },
+  'idle-timeout': { type: 'string', value: '<ms>', help: 'give up after this long without output (the command runs on in the shell)' },
   ...CLIENT_OPTIONS,
-} as const;
+} as const satisfies OptionTable;
 
 const HELP = `Usage: execworld run [options] '<command>'
 
@@ -29,22 +44,7 @@ its id on stderr, and --shell <id> runs the next command in it, with its cwd,
 variables and functions.
 
 Options:
-  --shell <id>         run in this shell (an id printed by --keep)
-  --keep               keep the new shell and print its id on stderr
-  --pwsh               a PowerShell 7 shell (pwsh on the daemon's PATH) instead of bash
-                       (a daemon on Windows runs PowerShell without it)
-  -w, --workdir <dir>  the new shell's working directory (also --cwd;
-                       default: the world's: the owner's home, else the daemon's)
-  -u, --user <name|uid>
-                       the OS user the new shell runs as, where the owner may (see
-                       'execworld exec --help')
-  -e, --env <K=V>      a variable of the new shell (repeatable)
-  --env-file <file>    variables of the new shell from a file of K=V lines, as docker
-                       reads one (# comments; a bare K takes this command's value)
-  --timeout <ms>       interrupt the command (SIGINT) after this long
-  --idle-timeout <ms>  give up after this long without output (the command runs on in the shell)
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Ctrl-C interrupts the command (SIGINT to it on the daemon's host), prints what
 it printed and exits 130; the new shell is ended unless --keep. A second

@@ -3,10 +3,13 @@
  * emulator draws it.
  * @module
  */
-import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { expectPositionals, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime } from './client.ts';
+import { type Command, defineCommand, expectPositionals, optionHelp, type OptionTable } from './command.ts';
 
-const OPTIONS = { json: { type: 'boolean' }, ...CLIENT_OPTIONS } as const;
+const OPTIONS = {
+  json: { type: 'boolean', help: 'print the whole snapshot (cursor, alternate screen, title, output offset) as JSON' },
+  ...CLIENT_OPTIONS,
+} as const satisfies OptionTable;
 
 const HELP = `Usage: execworld screen [options] <terminal-id>
 
@@ -15,9 +18,7 @@ out), as the daemon's terminal emulator draws it: what a person attached to
 it would see, full-screen programs (vim, less, top) included.
 
 Options:
-  --json               print the whole snapshot (cursor, alternate screen, title, output offset) as JSON
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: 0; 1 when execworld or the daemon failed (NOT_FOUND: no terminal
 of this owner has that id); 2 for a usage error.

@@ -3,16 +3,16 @@
  * waits for input, and follows it on as `execworld run` does.
  * @module
  */
-import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { expectPositionals, milliseconds, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime } from './client.ts';
+import { type Command, defineCommand, expectPositionals, milliseconds, optionHelp, type OptionTable } from './command.ts';
 import { assertEnded, interruptCommand, shellBusy, streamRun } from './shell-run.ts';
 
 const OPTIONS = {
-  'no-newline': { type: 'boolean', short: 'n' },
-  timeout: { type: 'string' },
-  'idle-timeout': { type: 'string' },
+  'no-newline': { type: 'boolean', short: 'n', help: 'type <text> alone, without the Enter after it' },
+  timeout: { type: 'string', value: '<ms>', help: 'interrupt the command (SIGINT) after this long' },
+  'idle-timeout': { type: 'string', value: '<ms>', help: 'give up after this long without output (the command runs on in the shell)' },
   ...CLIENT_OPTIONS,
-} as const;
+} as const satisfies OptionTable;
 
 const HELP = `Usage: execworld send [options] <shell-id> <text>
 
@@ -22,11 +22,7 @@ shell), then prints what the command prints as it comes, as 'execworld run'
 does, until it ends or waits again.
 
 Options:
-  -n, --no-newline     type <text> alone, without the Enter after it
-  --timeout <ms>       interrupt the command (SIGINT) after this long
-  --idle-timeout <ms>  give up after this long without output (the command runs on in the shell)
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Ctrl-C interrupts the command (SIGINT on the daemon's host) and exits 130;
 the shell is kept.

@@ -12,8 +12,75 @@ import { makeNonDumpable } from '../provider/posix/libc.ts';
 import { lookupUser } from '../provider/run-as.ts';
 import { buildApp } from '../server/app.ts';
 import { loadTokens } from '../server/auth.ts';
-import { ConfigError, defaultTokenFile, loadConfig, serveHelp, type Config } from '../server/config.ts';
-import { CliError, UsageError, type Command } from './command.ts';
+import {
+  CONFIG_FILE_ENV,
+  CONFIG_FILE_HELP,
+  ConfigError,
+  DEFAULT_CONFIG,
+  defaultTokenFile,
+  LIST_SETTINGS,
+  loadConfig,
+  SETTINGS,
+  shownDefault,
+  type Config,
+  type ConfigKey,
+} from '../server/config.ts';
+import {
+  CliError,
+  expectPositionals,
+  HELP_OPTION,
+  optionHelp,
+  parseCommandLine,
+  UsageError,
+  type Command,
+  type OptionRow,
+  type OptionTable,
+} from './command.ts';
+
+/**
+ * serve's options: the settings file and a row for each setting of the
+ * daemon's table (server/config.ts), so its flags are parsed and listed from
+ * the same rows, each with its default and environment variable.
+ */
+export const SERVE_OPTIONS: OptionTable = {
+  config: { type: 'string', value: '<file>', help: CONFIG_FILE_HELP, env: CONFIG_FILE_ENV },
+  ...Object.fromEntries(
+    (Object.keys(SETTINGS) as ConfigKey[]).map((key): [string, OptionRow] => {
+      const setting = SETTINGS[key];
+      const shown = shownDefault(key);
+      return [
+        setting.flag,
+        {
+          type: 'string',
+          ...(LIST_SETTINGS.has(key) ? { multiple: true } : {}),
+          value: '<value>',
+          help: shown === '' ? setting.help : `${setting.help} (default ${shown})`,
+          env: setting.env,
+        },
+      ];
+    }),
+  ),
+};
+
+const HELP = `Usage: execworld serve [options]
+
+Runs the execworld daemon: processes and terminals of this host over HTTP and WebSocket.
+A setting is taken from its flag, else its environment variable, else the settings file.
+
+Options:
+${optionHelp(SERVE_OPTIONS)}
+`;
+
+/**
+ * The daemon's configuration from serve's command line and the environment.
+ * @throws {UsageError} for a command line serve cannot take; {@link ConfigError} for a value a setting cannot take
+ */
+export function serveConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): { config: Config; help: boolean } {
+  const { values, positionals, help } = parseCommandLine(argv, SERVE_OPTIONS);
+  expectPositionals(positionals, []);
+  if (help) return { config: DEFAULT_CONFIG, help: true };
+  return { config: loadConfig(values, env), help: false };
+}
 
 /** A failure an operator can act on: said in one line, exit status 1, no stack trace. */
 class StartError extends CliError {
@@ -69,9 +136,9 @@ function reachableAt(bound: readonly AddressInfo[], scheme: string): string[] {
 
 /** Starts the daemon, which runs until SIGTERM or SIGINT, then ends every session and exits 0; false when it was asked for help instead. */
 async function serve(argv: readonly string[]): Promise<boolean> {
-  const { config, help } = loadConfig(argv);
+  const { config, help } = serveConfig(argv);
   if (help) {
-    process.stdout.write(serveHelp());
+    process.stdout.write(HELP);
     return false;
   }
   // Before anything secret is read: processes of this uid (the daemon's own children) cannot
@@ -146,9 +213,8 @@ async function serve(argv: readonly string[]): Promise<boolean> {
 }
 
 export const command: Command = {
-  get help() {
-    return serveHelp();
-  },
+  help: HELP,
+  options: { ...SERVE_OPTIONS, ...HELP_OPTION },
   async run(args) {
     try {
       // Once started, the daemon runs on: it exits on SIGTERM or SIGINT.

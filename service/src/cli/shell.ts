@@ -3,37 +3,29 @@
  * attached to this one as `execworld attach` would (see attach.ts).
  * @module
  */
-import { CLIENT_OPTIONS, clientHelp, openRuntime } from './client.ts';
-import { CREATE_OPTIONS, environmentOptions, expectPositionals, placeOptions, type Command, defineCommand } from './command.ts';
+import { CLIENT_OPTIONS, openRuntime } from './client.ts';
+import { type Command, CREATE_OPTIONS, defineCommand, environmentOptions, expectPositionals, optionHelp, type OptionTable, placeOptions } from './command.ts';
 import { attachAndWait, DETACH_KEYS, terminalSpec } from './interactive.ts';
 
 /** A login shell: the profile of the daemon host's user sets up its environment, as a fresh login would. */
 const SHELL_ARGV = ['bash', '-l'] as const;
 
 const OPTIONS = {
-  detach: { type: 'boolean', short: 'd' },
+  detach: { type: 'boolean', short: 'd', help: "start it, print its terminal's id and return ('execworld attach <id>')" },
   ...CREATE_OPTIONS,
   ...CLIENT_OPTIONS,
-} as const;
+} as const satisfies OptionTable;
 
 const HELP = `Usage: execworld shell [options]
 
 Starts an interactive bash on a new terminal of the daemon's host and attaches
 this terminal to it: everything typed goes to it, its output comes here, and
 its window size follows this one. ${DETACH_KEYS} detaches and leaves it running
-(the id is printed); 'execworld attach <id>' resumes.
+(the id is printed); 'execworld attach <id>' resumes. Its TERM is this
+terminal's unless --env sets one.
 
 Options:
-  -d, --detach         start it, print its terminal's id and return ('execworld attach <id>')
-  -w, --workdir <dir>  its working directory on the daemon's host (also --cwd;
-                       default: the world's: the owner's home, else the daemon's)
-  -u, --user <name|uid>
-                       the OS user it runs as, where the owner may (see 'execworld exec --help')
-  -e, --env <K=V>      an environment variable to set (repeatable); TERM is this terminal's
-  --env-file <file>    environment variables from a file of K=V lines, as docker reads
-                       one (# comments; a bare K takes this command's value)
-${clientHelp()}
-  -h, --help           show this help
+${optionHelp(OPTIONS)}
 
 Exit status: the shell's exit code once it exits (128+n when signal n ended
 it); 0 after a detach or with --detach; 1 when execworld or the daemon failed (the line on

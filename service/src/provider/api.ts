@@ -5,8 +5,9 @@
  * OS user an owner runs as, live views of collected streams, tree state,
  * terminal resize, and disposal.
  *
- * `LocalRuntime` implements it on this host; a Windows provider and the test
- * double in `test/helpers/memory-provider.ts` implement it too. The server
+ * `LocalRuntime` implements it on this host, POSIX or Windows (its platform
+ * chosen once, in `provider/platform/`); the test double in
+ * `test/helpers/memory-provider.ts` implements it too. The server
  * imports nothing else of `provider/` outside its composition root
  * (`server/daemon-runtime.ts`), which a lint rule enforces.
  * @module

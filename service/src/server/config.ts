@@ -8,7 +8,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { MAX_TIMER_DELAY_MS } from '@execworld/sdk/seam';
 import { DEFAULT_PASS_ENV } from './child-env.ts';
@@ -269,30 +268,6 @@ export class ConfigError extends Error {
   }
 }
 
-/** Width of the flag column of `execworld serve --help`: the longest flag with its `<value>`. */
-const FLAG_COLUMN = Math.max(...Object.values(SETTINGS).map((setting) => `--${setting.flag} <value>`.length));
-
-/** The `--help` text of `execworld serve`, made from the settings table. */
-export function serveHelp(): string {
-  const lines = Object.values(SETTINGS).map((setting) => {
-    const shown =
-      setting.default === undefined || (Array.isArray(setting.default) && setting.default.length === 0) ? '' : ` (default ${String(setting.default)})`;
-    // Every setting's flag takes a value.
-    return `  ${`--${setting.flag} <value>`.padEnd(FLAG_COLUMN)} ${setting.help}${shown}\n  ${''.padEnd(FLAG_COLUMN)} env ${setting.env}`;
-  });
-  return [
-    'Usage: execworld serve [options]',
-    '',
-    'Runs the execworld daemon: processes and terminals of this host over HTTP and WebSocket.',
-    '',
-    'Options:',
-    `  ${'--config <file>'.padEnd(FLAG_COLUMN)} JSON file of settings (keys as below in camelCase); env EXECWORLD_CONFIG`,
-    ...lines,
-    `  ${'--help'.padEnd(FLAG_COLUMN)} show this help`,
-    '',
-  ].join('\n');
-}
-
 function isDirectory(path: string): boolean {
   try {
     return statSync(path).isDirectory();
@@ -301,39 +276,27 @@ function isDirectory(path: string): boolean {
   }
 }
 
-/** parseArgs's complaint in a line: its own texts suggest positionals, which serve takes none of. */
-function argumentError(error: Error & { code?: string }): string {
-  const quoted = /'([^']+)'/.exec(error.message)?.[1] ?? '';
-  switch (error.code) {
-    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
-      return `unknown option ${quoted}`;
-    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
-      return `option ${quoted.split(' ')[0]} needs a value`;
-    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
-      return `unexpected argument ${quoted}`;
-    default:
-      return error.message;
-  }
+/** What `execworld serve --help` says of the settings file, `--config`. */
+export const CONFIG_FILE_HELP = 'JSON file of settings (keys as the flags, in camelCase)';
+export const CONFIG_FILE_ENV = 'EXECWORLD_CONFIG';
+
+/** A setting's default as `--help` shows it, empty for none. */
+export function shownDefault(key: ConfigKey): string {
+  const value: string | number | readonly string[] | undefined = SETTINGS[key].default;
+  if (value === undefined) return '';
+  return typeof value === 'object' ? value.join(',') : String(value);
 }
 
 /**
- * Builds the configuration from a file, the environment and flags.
+ * Builds the configuration from a file, the environment and the flags of
+ * `execworld serve` (parsed by the CLI, from the rows it makes of
+ * {@link SETTINGS}: `config` and each setting's `flag`).
  * @throws {ConfigError} naming the setting and its source when a value is invalid.
  */
-export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): { config: Config; help: boolean } {
-  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = { config: { type: 'string' }, help: { type: 'boolean' } };
-  for (const [key, setting] of Object.entries(SETTINGS)) options[setting.flag] = { type: 'string', ...(LIST_SETTINGS.has(key) ? { multiple: true } : {}) };
-  let flags: Record<string, string | boolean | string[] | undefined>;
-  try {
-    flags = parseArgs({ args: [...argv], options, allowPositionals: false, strict: true }).values as typeof flags;
-  } catch (error) {
-    throw new ConfigError(argumentError(error as Error & { code?: string }));
-  }
-  if (flags.help === true) return { config: DEFAULT_CONFIG, help: true };
-
+export function loadConfig(flags: Readonly<Record<string, string | readonly string[] | boolean | undefined>>, env: NodeJS.ProcessEnv = process.env): Config {
   const raw: Record<string, unknown> = {};
   const sources: Record<string, string> = {};
-  const configFile = (flags.config as string | undefined) ?? env.EXECWORLD_CONFIG;
+  const configFile = (flags.config as string | undefined) ?? env[CONFIG_FILE_ENV];
   if (configFile !== undefined && configFile !== '') {
     let parsed: unknown;
     try {
@@ -381,5 +344,5 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv = pro
       `--body-budget-bytes (${String(config.bodyBudgetBytes)}) must be at least --max-body-bytes (${String(config.maxBodyBytes)}): a body a call takes must fit in it`,
     );
   }
-  return { config: Object.freeze(config) as Config, help: false };
+  return Object.freeze(config) as Config;
 }

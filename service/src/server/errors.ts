@@ -5,8 +5,11 @@
  */
 import { getSystemErrorMap } from 'node:util';
 import { ZodError } from 'zod';
+import { RemoteError } from '@execworld/sdk';
 import { ERROR_CATALOG, type ErrorBody, type ErrorCode } from '@execworld/sdk/protocol';
+import { ShellError, type ShellErrorCode } from '@execworld/sdk/shell';
 import { FsFailure, ProviderError, type ProviderErrorCode } from '../provider/api.ts';
+import { OffsetOutOfRangeError } from './streams.ts';
 
 export interface ServiceErrorOptions extends ErrorOptions {
   /** The operating system's name for the failure, e.g. ENOENT. */
@@ -33,7 +36,16 @@ export class ServiceError extends Error {
   }
 }
 
-const PROVIDER_CODES: Record<ProviderErrorCode, ErrorCode> = {
+/*
+ * Every family of errors thrown inside the daemon with codes of its own is
+ * answered through a table from its codes to the catalog's, looked up only
+ * for an error of its class: a code is never read off an error of unknown
+ * kind, and one the table lacks (a worker of another version, say) is
+ * INTERNAL, never passed on.
+ */
+
+/** The provider's codes (ProviderError). */
+export const PROVIDER_CODES: Record<ProviderErrorCode, ErrorCode> = {
   INVALID_ARGUMENT: 'INVALID_ARGUMENT',
   ABORTED: 'INVALID_ARGUMENT',
   CWD_NOT_FOUND: 'CWD_NOT_FOUND',
@@ -46,6 +58,54 @@ const PROVIDER_CODES: Record<ProviderErrorCode, ErrorCode> = {
   CLEANUP_FAILED: 'CLEANUP_FAILED',
   UNSUPPORTED: 'UNSUPPORTED',
 };
+
+/** The file worker's and the files' codes (FsFailure): the seam's FS_* and those of the transfer calls. */
+export const FS_CODES: Record<FsFailure['code'], ErrorCode> = {
+  FS_NOT_FOUND: 'FS_NOT_FOUND',
+  FS_NOT_DIRECTORY: 'FS_NOT_DIRECTORY',
+  FS_NOT_TEXT: 'FS_NOT_TEXT',
+  FS_NOT_REGULAR_FILE: 'FS_NOT_REGULAR_FILE',
+  FS_TOO_LARGE: 'FS_TOO_LARGE',
+  FS_PERMISSION_DENIED: 'FS_PERMISSION_DENIED',
+  // The seam's, for confining providers of its own; this daemon confines with FS_PERMISSION_DENIED.
+  FS_SANDBOX_DENIED: 'FS_PERMISSION_DENIED',
+  FS_IO_ERROR: 'FS_IO_ERROR',
+  FS_STALE_VERSION: 'FS_STALE_VERSION',
+  FS_NOT_OBSERVED: 'FS_NOT_OBSERVED',
+  FS_AMBIGUOUS_EDIT: 'FS_AMBIGUOUS_EDIT',
+  FS_EDIT_NOT_FOUND: 'FS_EDIT_NOT_FOUND',
+  FS_ABORTED: 'FS_ABORTED',
+  FS_ALREADY_EXISTS: 'FS_ALREADY_EXISTS',
+  FS_NOT_EMPTY: 'FS_NOT_EMPTY',
+  FS_CHECKSUM_MISMATCH: 'FS_CHECKSUM_MISMATCH',
+  UPLOAD_OFFSET_MISMATCH: 'UPLOAD_OFFSET_MISMATCH',
+};
+
+/** The shell engine's codes (ShellError). */
+export const SHELL_CODES: Record<ShellErrorCode, ErrorCode> = {
+  SHELL_BUSY: 'SHELL_BUSY',
+  SHELL_START_FAILED: 'SHELL_START_FAILED',
+  // A shell closed under a call (deleted, or its terminal gone) is no longer there to act on.
+  CLOSED: 'NOT_FOUND',
+  // As the provider's: a start given up because its caller went away.
+  ABORTED: 'INVALID_ARGUMENT',
+};
+
+/** Errors whose class alone says their code. */
+const CLASS_CODES: readonly (readonly [abstract new (...args: never[]) => Error, ErrorCode])[] = [
+  // A read past the end of a stream: a client's offset beyond what the stream has.
+  [OffsetOutOfRangeError, 'INVALID_ARGUMENT'],
+];
+
+/** `table`'s catalog code for `code`, INTERNAL for one it does not list. */
+function catalogCode<K extends string>(table: Readonly<Record<K, ErrorCode>>, code: string): ErrorCode {
+  return Object.hasOwn(table, code) ? table[code as K] : 'INTERNAL';
+}
+
+/** A ServiceError of `code` for `error`; its message is kept unless the code is INTERNAL, whose text says nothing of the inside. */
+function mappedError(code: ErrorCode, error: Error, errno?: string): ServiceError {
+  return new ServiceError(code, code === 'INTERNAL' ? 'internal error' : error.message, { cause: error, errno });
+}
 
 /** Names the first invalid field of a zod failure, e.g. `body.rows: Too small`. */
 export function describeZodError(error: ZodError, where: string): string {
@@ -82,13 +142,13 @@ function spawnFailure(error: NodeJS.ErrnoException, errno: string): ServiceError
 /** What a client sees of an error; anything unknown is INTERNAL. */
 export function toServiceError(error: unknown): ServiceError {
   if (error instanceof ServiceError) return error;
-  if (error instanceof ProviderError) return new ServiceError(PROVIDER_CODES[error.code], error.message, { cause: error, errno: errnoOf(error.cause) });
-  // FS_SANDBOX_DENIED is the seam's, for confining providers of its own; this daemon confines with FS_PERMISSION_DENIED.
-  if (error instanceof FsFailure)
-    return new ServiceError(error.code === 'FS_SANDBOX_DENIED' ? 'FS_PERMISSION_DENIED' : error.code, error.message, { cause: error, errno: error.errno });
+  if (error instanceof ProviderError) return mappedError(catalogCode(PROVIDER_CODES, error.code), error, errnoOf(error.cause));
+  if (error instanceof FsFailure) return mappedError(catalogCode(FS_CODES, error.code), error, error.errno);
+  if (error instanceof ShellError) return mappedError(catalogCode(SHELL_CODES, error.code), error);
+  // The SDK's own refusal of an argument (the shell engine's, the seam's), already in the catalog's terms.
+  if (error instanceof RemoteError) return mappedError(Object.hasOwn(ERROR_CATALOG, error.code) ? error.code : 'INTERNAL', error, error.errno);
+  for (const [type, code] of CLASS_CODES) if (error instanceof type) return mappedError(code, error);
   if (error instanceof ZodError) return new ServiceError('INVALID_ARGUMENT', describeZodError(error, 'request'), { cause: error });
-  const code = (error as { code?: unknown } | null)?.code;
-  if (code === 'INVALID_ARGUMENT' && error instanceof Error) return new ServiceError('INVALID_ARGUMENT', error.message, { cause: error });
   const errno = errnoOf(error);
   if (errno !== undefined && error instanceof Error) {
     const syscall = (error as NodeJS.ErrnoException).syscall ?? '';

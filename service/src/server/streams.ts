@@ -53,7 +53,7 @@ export function readsFreeRoom(access: Access): boolean {
 
 /** An error for a read past the end of a stream. */
 export class OffsetOutOfRangeError extends RangeError {
-  readonly code = 'INVALID_ARGUMENT';
+  override name = 'OffsetOutOfRangeError';
   constructor(from: number, end: number) {
     super(`offset ${from} is past the end of the stream (${end})`);
   }

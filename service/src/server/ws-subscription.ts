@@ -18,13 +18,13 @@ export interface FrameSink {
    * stream, say) cannot together have more out than one connection may; while
    * some wait for room, the others wait behind them.
    */
-  roomFor(subscription: Subscription): number;
+  roomFor(subscription: StreamFeed): number;
   send(message: ServerMessage): void;
   sendData(frame: Uint8Array): void;
   /** The bytes `subscription` has sent and not had acknowledged changed by `bytes`. */
   unacked(bytes: number): void;
   /** `subscription` has bytes to send and no room: it is pumped again, in its turn, once acks free some. */
-  waitForRoom(subscription: Subscription): void;
+  waitForRoom(subscription: StreamFeed): void;
 }
 
 /** Largest payload of one data frame. */
@@ -40,7 +40,8 @@ export const FRAME_BYTES = 64 * 1024;
 const COALESCE_AFTER_BYTES = 32 * 1024;
 const RATE_WINDOW_MS = 2;
 const COALESCE_MS = 1;
-export class Subscription {
+/** One subscription of a client link: a stream's bytes sent on as data frames within the client's window (the SDK's end of it is its Subscription). */
+export class StreamFeed {
   readonly id: number;
   readonly #connection: FrameSink;
   readonly #stream: ByteStream;

@@ -23,7 +23,7 @@ import type { Caller, Dispatcher } from './dispatch.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { readsFreeRoom, type ByteStream } from './streams.ts';
-import { Subscription } from './ws-subscription.ts';
+import { StreamFeed } from './ws-subscription.ts';
 
 /** Bytes queued in the socket beyond which sending waits for the kernel to take some. */
 const SOCKET_HIGH_WATER_BYTES = 1024 * 1024;
@@ -76,7 +76,8 @@ function tokensOf(identity: ConnectionIdentity): string {
 
 const sameBudget = (a: ConnectionIdentity, b: ConnectionIdentity): boolean => a.owner === b.owner && a.access === b.access;
 
-class Connection {
+/** One client's WebSocket on the daemon: its calls, its stream feeds and their shared send budget (the SDK's end of it is its Connection). */
+class ClientLink {
   /**
    * Whose connection it is: every call on it is made as this principal. A read
    * token's calls of write operations are refused; its subscriptions and acks only read.
@@ -86,15 +87,15 @@ class Connection {
   readonly #hub: WebSocketHub;
   readonly #options: HubOptions;
   readonly #log: Logger;
-  readonly #subscriptions = new Map<number, Subscription>();
+  readonly #subscriptions = new Map<number, StreamFeed>();
   readonly #calls = new Set<AbortController>();
   #nextSub = 1;
   /** Output the subscriptions have sent and the client has not acknowledged, over all of them. */
   #unacked = 0;
   /** Subscriptions with output to send and no room, in the order they ran out (a Set keeps insertion order). */
-  readonly #waiting = new Set<Subscription>();
+  readonly #waiting = new Set<StreamFeed>();
   /** The waiting subscription being pumped, whose turn it is. */
-  #turn: Subscription | undefined;
+  #turn: StreamFeed | undefined;
   /** The pending pass that gives freed room to the waiting subscriptions. */
   #drain: NodeJS.Immediate | undefined;
   /** The payload of the ping awaiting its pong; only that pong proves the peer reads. */
@@ -155,7 +156,7 @@ class Connection {
     this.#checkBudget();
   }
 
-  roomFor(subscription: Subscription): number {
+  roomFor(subscription: StreamFeed): number {
     // Behind others that wait, a subscription waits too: one that acks and sends at once would take all the room, every time.
     if (this.#waiting.size > 0 && this.#turn !== subscription) return 0;
     return this.#options.connectionBufferBytes - this.#unacked;
@@ -170,7 +171,7 @@ class Connection {
     return this.#unacked < this.#options.connectionBufferBytes && this.writable;
   }
 
-  waitForRoom(subscription: Subscription): void {
+  waitForRoom(subscription: StreamFeed): void {
     this.#waiting.add(subscription);
     this.#scheduleDrain();
   }
@@ -322,7 +323,7 @@ class Connection {
       const from = Math.max(params.from, stream.start);
       const frees = readsFreeRoom(this.principal.access);
       if (frees) stream.consumed(params.from);
-      const subscription = new Subscription(sub, this, stream, from, params.window ?? this.#options.windowBytes, frees);
+      const subscription = new StreamFeed(sub, this, stream, from, params.window ?? this.#options.windowBytes, frees);
       this.#subscriptions.set(sub, subscription);
       this.send({ t: 'result', id, result: { sub, from, gap: params.from < from ? { from: params.from, to: from } : null } });
       subscription.pump();
@@ -360,7 +361,7 @@ class Connection {
 
 export class WebSocketHub {
   readonly #options: HubOptions;
-  readonly #connections = new Set<Connection>();
+  readonly #connections = new Set<ClientLink>();
 
   constructor(options: HubOptions) {
     this.#options = options;
@@ -406,7 +407,7 @@ export class WebSocketHub {
       socket.close(CLOSE_POLICY_VIOLATION, refusal.message.slice(0, 120));
       return;
     }
-    const connection = new Connection(socket, principal, this, this.#options, log);
+    const connection = new ClientLink(socket, principal, this, this.#options, log);
     this.#connections.add(connection);
     socket.on('close', () => this.#connections.delete(connection));
   }

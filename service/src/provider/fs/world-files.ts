@@ -16,7 +16,7 @@
  *   the daemon, through the shared {@link MutationLocks}); the version guard is
  *   checked inside that critical section, before an edit looks for its text.
  *
- * The twelve primitives stay in this one file (about 700 lines) so that the
+ * The twelve primitives stay in this one file so that the
  * rules above are read in one place, beside the private steps they share
  * (anchoring, keys, staging and publication). Root confinement is in
  * anchor.ts, text decoding in text.ts.

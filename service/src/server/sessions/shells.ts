@@ -112,15 +112,6 @@ class DaemonShell {
   }
 }
 
-/** The shell engine's errors in the catalog's terms. */
-function serviceError(error: unknown): unknown {
-  const code = (error as { code?: unknown } | null)?.code;
-  const message = error instanceof Error ? error.message : String(error);
-  if (code === 'SHELL_BUSY' || code === 'SHELL_START_FAILED') return new ServiceError(code, message, { cause: error });
-  if (code === 'CLOSED') return new ServiceError('NOT_FOUND', 'the shell is closed', { cause: error });
-  return error;
-}
-
 /** What shells need of the session registry that holds their terminals (it is that registry; named here so neither module imports the other). */
 export interface ShellTerminals {
   readonly runtime: Pick<ExecutionProvider, 'capabilities' | 'shells'>;
@@ -181,16 +172,12 @@ export class ShellRegistry {
       spec.dialect === 'pwsh'
         ? await resolvePwsh((command, env) => registry.resolveExecutable(principal, command, env, undefined, spec.user), registry.runtime.shells, spec.env)
         : undefined;
-    try {
-      entry.shell = await PersistentShell.start(runtime, {
-        dialect: spec.dialect === 'pwsh' ? pwsh : bash,
-        cwd: spec.cwd,
-        env: spec.env,
-        ...(shellPath === undefined ? {} : { shellPath, startTimeoutMs: 60_000 }),
-      });
-    } catch (error) {
-      throw serviceError(error);
-    }
+    entry.shell = await PersistentShell.start(runtime, {
+      dialect: spec.dialect === 'pwsh' ? pwsh : bash,
+      cwd: spec.cwd,
+      env: spec.env,
+      ...(shellPath === undefined ? {} : { shellPath, startTimeoutMs: 60_000 }),
+    });
     this.#shells.set(entry.id, entry);
     this.#log.info({ shell: entry.id, owner, terminal: entry.terminalId }, 'shell started');
     return entry;
@@ -230,7 +217,7 @@ export class ShellRegistry {
         if (command !== undefined) entry.runs.splice(entry.runs.indexOf(record), 1);
         else if (before !== undefined) record.state = before;
       }
-      throw serviceError(error);
+      throw error;
     } finally {
       entry.running = false;
     }
