@@ -4,9 +4,11 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * The slow lane (`npm run test:slow`, which .ci/run also runs): the test files
  * that take minutes on a two-core machine. Each is a whole product path, not
  * a unit: the DeepSeek harness's persistent pwsh stack over three providers,
- * the image's Dockerfile replayed and run, the packed tarballs installed and used.
+ * the image's Dockerfile replayed and run, the packed tarballs installed and
+ * used, and an archive of 250,000 entries unpacked with the daemon's memory
+ * measured (a minute and a half of one core by itself).
  */
-export const SLOW_FILES = ['test/dsh/pwsh.test.ts', 'test/docker/image.test.ts', 'test/package/packages.test.ts'];
+export const SLOW_FILES = ['test/dsh/pwsh.test.ts', 'test/docker/image.test.ts', 'test/package/packages.test.ts', 'test/server/unpack-memory.test.ts'];
 
 export default defineConfig({
   test: {
