@@ -33,7 +33,7 @@ import type {
   FsWriteIntent,
   FsWriteOutcome,
 } from './types.ts';
-import { TextStreamDecoder } from './text-stream.ts';
+import { binaryHead, TextStreamDecoder, utf8Text } from './text-stream.ts';
 import { CONTENT_PATH } from './routes.ts';
 
 export interface RemoteFilesOptions {
@@ -209,10 +209,14 @@ export class RemoteFiles implements FsProvider {
     }
   }
 
+  /** The whole file as text, from its bytes: checked and decoded once they are all here, each in one native pass. */
   async #wholeText(target: FsTarget, signal: AbortSignal | undefined): Promise<string> {
-    const chunks: string[] = [];
-    for await (const chunk of await this.streamText(target, signal)) chunks.push(chunk);
-    return chunks.join('');
+    const doing = `read "${target.displayPath}"`;
+    const bytes = await this.readBytes(target, signal, Number.MAX_SAFE_INTEGER);
+    if (binaryHead(bytes)) throw fsError('FS_NOT_TEXT', `cannot ${doing}: a binary file (NUL byte)`);
+    const text = utf8Text(bytes);
+    if (text === undefined) throw fsError('FS_NOT_TEXT', `cannot ${doing}: not UTF-8 text`);
+    return text;
   }
 
   streamText(target: FsTarget, signal?: AbortSignal): Promise<AsyncIterable<string>> {

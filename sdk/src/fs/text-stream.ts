@@ -4,6 +4,7 @@
  * The daemon's streamed reads and the remote provider's both apply it.
  * @module
  */
+import { isUtf8 } from 'node:buffer';
 import { TextDecoder } from 'node:util';
 
 /** How many leading bytes of a text file are checked for NUL. */
@@ -35,4 +36,22 @@ export class TextStreamDecoder {
       throw this.#fail('not UTF-8', error);
     }
   }
+}
+
+/**
+ * Bytes held whole as strict UTF-8 text, or undefined when they are not
+ * UTF-8. Validating and converting in one native pass each is several times
+ * faster than a fatal TextDecoder on megabytes. A leading byte-order mark is
+ * dropped, as a TextDecoder drops it, unless `keepByteOrderMark` (the bytes of
+ * a write, which are written back as they came).
+ */
+export function utf8Text(bytes: Uint8Array, options: { keepByteOrderMark?: boolean } = {}): string | undefined {
+  if (!isUtf8(bytes)) return undefined;
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  return options.keepByteOrderMark !== true && text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
+/** Whether the sampled head of a file's bytes holds a NUL: the mark of a binary file. */
+export function binaryHead(bytes: Uint8Array): boolean {
+  return bytes.subarray(0, BINARY_SAMPLE_BYTES).includes(0);
 }

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Readable, Transform } from 'node:stream';
-import { DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, skippedTrailer, VERSION_HEADER } from '@execworld/sdk/fs';
+import { DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, skippedTrailer, utf8Text, VERSION_HEADER } from '@execworld/sdk/fs';
 import type { OperationParams, OperationResult } from '@execworld/sdk/protocol';
 import { ServiceError } from './errors.ts';
 import type { CallContext } from './call-context.ts';
@@ -51,11 +51,9 @@ function bodyOf(ctx: CallContext): Readable {
 export async function wholeText(ctx: CallContext): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of bodyOf(ctx) as AsyncIterable<Buffer>) chunks.push(chunk);
-  try {
-    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(Buffer.concat(chunks));
-  } catch (_error) {
-    throw new ServiceError('FS_NOT_TEXT', 'the body is not UTF-8 text');
-  }
+  const text = utf8Text(Buffer.concat(chunks), { keepByteOrderMark: true });
+  if (text === undefined) throw new ServiceError('FS_NOT_TEXT', 'the body is not UTF-8 text');
+  return text;
 }
 
 /** `GET /v1/files/content`: a file's bytes from an offset, to the end it had when opened. */

@@ -4,24 +4,21 @@
  * the literal edit.
  * @module
  */
-import { TextDecoder } from 'node:util';
-import { BINARY_SAMPLE_BYTES } from '@execworld/sdk/fs';
+import { BINARY_SAMPLE_BYTES, binaryHead, utf8Text } from '@execworld/sdk/fs';
 import { FsFailure } from './fs-error.ts';
 
 export { BINARY_SAMPLE_BYTES };
 
 /** Decodes strict UTF-8, or throws FS_NOT_TEXT naming `displayPath`. */
 export function decodeText(bytes: Uint8Array, doing: string, displayPath: string): string {
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch (error) {
-    throw new FsFailure('FS_NOT_TEXT', `cannot ${doing} "${displayPath}": not UTF-8 text`, { cause: error });
-  }
+  const text = utf8Text(bytes);
+  if (text === undefined) throw new FsFailure('FS_NOT_TEXT', `cannot ${doing} "${displayPath}": not UTF-8 text`);
+  return text;
 }
 
 /** Throws FS_NOT_TEXT when the head of a file (`sample`) holds a NUL. */
 export function rejectBinaryHead(sample: Uint8Array, doing: string, displayPath: string): void {
-  if (sample.subarray(0, BINARY_SAMPLE_BYTES).includes(0)) throw new FsFailure('FS_NOT_TEXT', `cannot ${doing} "${displayPath}": a binary file (NUL byte)`);
+  if (binaryHead(sample)) throw new FsFailure('FS_NOT_TEXT', `cannot ${doing} "${displayPath}": a binary file (NUL byte)`);
 }
 
 /** `text` with every CRLF pair turned into LF; a lone CR stays. */
