@@ -36,6 +36,8 @@ export interface Tool {
   readonly output: z.ZodObject;
   /** The operations the tool may call: its access is theirs. */
   readonly operations: readonly (keyof typeof OPERATIONS)[];
+  /** It may wait long (a command's wait): a client may call it as an MCP task (tasks.ts). */
+  readonly tasks?: true;
   run(call: OperationCall, args: Arguments): Promise<ToolResult>;
 }
 
@@ -184,6 +186,7 @@ const shellRun: Tool = {
   }),
   output: RunAnswer,
   operations: ['shell.create', 'shell.run', 'shell.delete'],
+  tasks: true,
   async run(call, args) {
     const defaults = { waitMs: DEFAULT_WAIT_MS, maxOutputBytes: DEFAULT_OUTPUT_BYTES };
     if (args.shell !== undefined)
@@ -208,6 +211,7 @@ const shellSend: Tool = {
   input: z.object({ shell: shellArg, input: s.ShellSend.shape.input, ...waitArgs }),
   output: RunAnswer,
   operations: ['shell.send'],
+  tasks: true,
   async run(call, args) {
     const params = { waitMs: DEFAULT_WAIT_MS, ...without(args, 'shell'), id: args.shell };
     return runAnswer(args.shell as string, (await call('shell.send', params)) as WireRun);
@@ -221,6 +225,7 @@ const shellWait: Tool = {
   input: z.object({ shell: shellArg, ...waitArgs }),
   output: RunAnswer,
   operations: ['shell.wait'],
+  tasks: true,
   async run(call, args) {
     const params = { waitMs: DEFAULT_WAIT_MS, ...without(args, 'shell'), id: args.shell };
     return runAnswer(args.shell as string, (await call('shell.wait', params)) as WireRun);
