@@ -202,6 +202,20 @@ describe('MCP tasks', () => {
     }
   });
 
+  test('keeps an answer larger than its bound as LIMIT_EXCEEDED, with its first line: its status and handle', async () => {
+    // About 1.6 MB of output, held whole (maxOutputBytes), is more than 2 MiB of JSON: the output is in the text and the structured content.
+    const args = { command: 'yes 123456789 | head -c 1500000', maxOutputBytes: 2_000_000 };
+    const { task, result } = await finish(alice.client, (await startTask(alice.client, 'shell_run', args)).taskId);
+    expect(task.status).toBe('failed');
+    expect(task.statusMessage).toMatch(/^LIMIT_EXCEEDED: the answer is \d+ bytes, more than an MCP task keeps \(2097152\)/);
+    expect(result).toMatchObject({ isError: true, _meta: { 'execworld/error': { code: 'LIMIT_EXCEEDED' } } });
+    const text = (result.content[0] as { text: string }).text;
+    expect(text.length).toBeLessThan(2000);
+    const shell = /It began: exited: code 0 \[shell (s_\w+), terminal t_\w+, offset \d+\]/.exec(text)?.[1];
+    expect(shell, text).toBeDefined();
+    await alice.ok('session_end', { id: shell });
+  });
+
   test('drops a task when its ttl passes, interrupting the command it still runs', async () => {
     const shell = (await alice.ok('shell_run', { command: 'true' })).handle.shell as string;
     const task = await startTask(alice.client, 'shell_run', { shell, command: 'sleep 600', waitMs: 600_000 }, 1);
