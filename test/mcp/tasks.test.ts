@@ -96,10 +96,16 @@ describe('MCP tasks', () => {
     expect(plain.structuredContent).toMatchObject({ status: 'exited', exitCode: 3, output: 'done\n' });
 
     const messages = [];
+    const started = performance.now();
+    let createdMs = 0;
     for await (const message of alice.client.experimental.tasks.callToolStream({ name: 'shell_run', arguments: { command } }, CallToolResultSchema, {
       task: {},
-    }))
+    })) {
+      if (message.type === 'taskCreated') createdMs = performance.now() - started;
       messages.push(message);
+    }
+    // For the record: the task is answered at once, its answer after the command's second and the polls.
+    console.log(`task created in ${createdMs.toFixed(1)} ms, answered in ${(performance.now() - started).toFixed(0)} ms, ${messages.length - 2} polls`);
     const created = messages[0]!;
     expect(created.type).toBe('taskCreated');
     if (created.type !== 'taskCreated') return;
