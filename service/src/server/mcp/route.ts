@@ -39,7 +39,7 @@ import type { BodyBudget } from '../body-budget.ts';
 import type { Caller, Dispatcher } from '../dispatch.ts';
 import { readOnlyRefusal, ServiceError, toServiceError } from '../errors.ts';
 import { McpTasks, protocolError } from './tasks.ts';
-import { accessOf, jsonSchema, TOOLS, TOOLS_BY_NAME, type OperationCall, type Tool } from './tools.ts';
+import { accessOf, jsonSchema, toolError, TOOLS, TOOLS_BY_NAME, type OperationCall, type Tool } from './tools.ts';
 
 export const MCP_PATH = '/mcp';
 
@@ -72,15 +72,6 @@ for (const tool of TOOLS) {
   };
   LISTS.write.push(descriptor);
   if (accessOf(tool) === 'read') LISTS.read.push(descriptor);
-}
-
-/** A refusal as MCP says a tool failed: a tool error (isError) whose text and metadata carry the catalog's code. */
-function toolError(error: ServiceError): CallToolResult {
-  return {
-    isError: true,
-    content: [{ type: 'text', text: `${error.code}: ${error.message}` }],
-    _meta: { 'execworld/error': error.body() },
-  };
 }
 
 /** Aborts when the caller went away: the response closed before it was sent. */

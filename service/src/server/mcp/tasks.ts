@@ -28,6 +28,7 @@ import type { TaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/int
 import { ErrorCode, McpError, type CallToolResult, type Result, type Task } from '@modelcontextprotocol/sdk/types.js';
 import type { Principal } from '../auth.ts';
 import { readOnlyRefusal, ServiceError } from '../errors.ts';
+import { toolError } from './tools.ts';
 
 export interface TaskLimits {
   /** Tasks an owner holds at most, running or finished. */
@@ -112,7 +113,11 @@ export class McpTasks {
       task: { taskId, status: 'working', ttl: kept, createdAt: now, lastUpdatedAt: now, pollInterval: pollIntervalMs },
       abort,
       result: undefined,
-      done: work(abort.signal).then((result) => this.#finish(owner, taskId, result)),
+      done: work(abort.signal).then(
+        (result) => this.#finish(owner, taskId, result),
+        // The work answers its refusals as tool errors; anything else is a fault, which fails the task rather than leave it working.
+        (error: unknown) => this.#finish(owner, taskId, toolError(new ServiceError('INTERNAL', `the task's call failed: ${String(error)}`))),
+      ),
       expiry: setTimeout(() => this.#drop(owner, taskId), kept),
     };
     // A TTL does not keep the daemon's event loop alive.
@@ -210,7 +215,7 @@ export class McpTasks {
       'LIMIT_EXCEEDED',
       `the answer is ${bytes} bytes, more than an MCP task keeps (${this.limits.maxResultBytes}); read its output with output_read. It began: ${first}`,
     );
-    return { isError: true, content: [{ type: 'text', text: `${error.code}: ${error.message}` }], _meta: { 'execworld/error': error.body() } };
+    return toolError(error);
   }
 
   #update(entry: Entry, status: Task['status'], statusMessage: string | undefined): void {

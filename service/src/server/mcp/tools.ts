@@ -11,6 +11,7 @@
  * (READ_ONLY) as it refuses the operation over REST.
  * @module
  */
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { OPERATIONS, schemas as s, type Access } from '@execworld/sdk/protocol';
 import { renderTerminalText } from '@execworld/sdk/shell';
@@ -18,6 +19,15 @@ import { ServiceError } from '../errors.ts';
 
 /** Makes one call of the operation table for the tool's caller, through the dispatcher. */
 export type OperationCall = (operation: keyof typeof OPERATIONS, params: Record<string, unknown>) => Promise<unknown>;
+
+/** A refusal as MCP says a tool failed: a tool error (isError) whose text and metadata carry the catalog's code. */
+export function toolError(error: ServiceError): CallToolResult {
+  return {
+    isError: true,
+    content: [{ type: 'text', text: `${error.code}: ${error.message}` }],
+    _meta: { 'execworld/error': error.body() },
+  };
+}
 
 /** The arguments of a call as the client sent them; the operations they reach validate them. */
 type Arguments = Record<string, unknown>;
