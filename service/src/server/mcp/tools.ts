@@ -11,6 +11,7 @@
  * (READ_ONLY) as it refuses the operation over REST.
  * @module
  */
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { OPERATIONS, schemas as s, type Access } from '@execworld/sdk/protocol';
 import { renderTerminalText } from '@execworld/sdk/shell';
@@ -18,6 +19,15 @@ import { ServiceError } from '../errors.ts';
 
 /** Makes one call of the operation table for the tool's caller, through the dispatcher. */
 export type OperationCall = (operation: keyof typeof OPERATIONS, params: Record<string, unknown>) => Promise<unknown>;
+
+/** A refusal as MCP says a tool failed: a tool error (isError) whose text and metadata carry the catalog's code. */
+export function toolError(error: ServiceError): CallToolResult {
+  return {
+    isError: true,
+    content: [{ type: 'text', text: `${error.code}: ${error.message}` }],
+    _meta: { 'execworld/error': error.body() },
+  };
+}
 
 /** The arguments of a call as the client sent them; the operations they reach validate them. */
 type Arguments = Record<string, unknown>;
@@ -36,6 +46,8 @@ export interface Tool {
   readonly output: z.ZodObject;
   /** The operations the tool may call: its access is theirs. */
   readonly operations: readonly (keyof typeof OPERATIONS)[];
+  /** It may wait long (a command's wait): a client may call it as an MCP task (tasks.ts). */
+  readonly tasks?: true;
   run(call: OperationCall, args: Arguments): Promise<ToolResult>;
 }
 
@@ -184,6 +196,7 @@ const shellRun: Tool = {
   }),
   output: RunAnswer,
   operations: ['shell.create', 'shell.run', 'shell.delete'],
+  tasks: true,
   async run(call, args) {
     const defaults = { waitMs: DEFAULT_WAIT_MS, maxOutputBytes: DEFAULT_OUTPUT_BYTES };
     if (args.shell !== undefined)
@@ -208,6 +221,7 @@ const shellSend: Tool = {
   input: z.object({ shell: shellArg, input: s.ShellSend.shape.input, ...waitArgs }),
   output: RunAnswer,
   operations: ['shell.send'],
+  tasks: true,
   async run(call, args) {
     const params = { waitMs: DEFAULT_WAIT_MS, ...without(args, 'shell'), id: args.shell };
     return runAnswer(args.shell as string, (await call('shell.send', params)) as WireRun);
@@ -221,6 +235,7 @@ const shellWait: Tool = {
   input: z.object({ shell: shellArg, ...waitArgs }),
   output: RunAnswer,
   operations: ['shell.wait'],
+  tasks: true,
   async run(call, args) {
     const params = { waitMs: DEFAULT_WAIT_MS, ...without(args, 'shell'), id: args.shell };
     return runAnswer(args.shell as string, (await call('shell.wait', params)) as WireRun);
