@@ -2,8 +2,8 @@
  * The vitest fixtures of a test that talks to a daemon: the file's daemon,
  * started by the first test (or suite hook) that asks for it and closed after
  * the file's last test, and a daemon of one test alone, closed when that test
- * ends, passed or failed. No test file starts or stops a daemon by hand (a
- * lint test, test/lint/daemon-fixtures.test.ts, keeps it so).
+ * ends, passed or failed. No test file starts or stops a daemon by hand but
+ * the few that test/lint/daemon-fixtures.test.ts lists, which keeps it so.
  *
  * In this process (`daemonTest`; the daemon of test/helpers/daemon.ts):
  *
