@@ -28,7 +28,7 @@
  */
 import type { RemoteRuntime } from '@execworld/sdk';
 import { connect } from '@execworld/sdk';
-import { test } from 'vitest';
+import { test, type TestContext } from 'vitest';
 import type { Config } from '../../service/src/server/config.ts';
 import { ALICE, startInProcessDaemon, type InProcessDaemonOptions, type TestDaemon } from './daemon.ts';
 import { startDaemonProcess, type DaemonProcess } from './daemon-process.ts';
@@ -90,8 +90,22 @@ export interface DaemonFixtures {
 
 // eslint-disable-next-line no-empty-pattern -- vitest reads what a fixture needs from its first parameter's pattern: nothing
 const startDaemonFixture = async ({}, use: (start: StartDaemon) => Promise<void>) => startedBy<StartDaemon, TestDaemon>(startInProcessDaemon, closed, use);
-// eslint-disable-next-line no-empty-pattern -- as above
-const spawnDaemonFixture = async ({}, use: (spawn: SpawnDaemon) => Promise<void>) => startedBy<SpawnDaemon, DaemonProcess>(startDaemonProcess, stopped, use);
+/** A test's daemons in child processes; when the test fails, each one's pid, address and the end of its log are printed. */
+const spawnDaemonFixture = async ({ onTestFailed }: TestContext, use: (spawn: SpawnDaemon) => Promise<void>) => {
+  const spawned: DaemonProcess[] = [];
+  onTestFailed(() => {
+    for (const daemon of spawned) console.error(`daemon ${daemon.pid} at ${daemon.url}; the end of its log:\n${daemon.log().slice(-4096)}`);
+  });
+  await startedBy<SpawnDaemon, DaemonProcess>(
+    async (...settings) => {
+      const daemon = await startDaemonProcess(...settings);
+      spawned.push(daemon);
+      return daemon;
+    },
+    stopped,
+    use,
+  );
+};
 
 /** `test` with the fixtures {@link DaemonFixtures}; the file's daemon is started with `settings`. */
 export function daemonTest(...settings: Settings<StartDaemon>) {
