@@ -95,6 +95,7 @@ describe('execworld serve', () => {
 
   it("started by npm start, gives the world no PATH entry of npm's script (node_modules/.bin, node-gyp-bin)", async () => {
     const home = mkdtempSync(join(tmpdir(), 'execworld-npm-start-'));
+    // By hand: the daemon as `npm start` runs it, a launcher the fixtures do not start (test/lint/daemon-fixtures.test.ts lists it).
     const daemon = await serveFrom(['npm', 'start', '--', '--port', '0'], { cwd: ROOT, env: { ...process.env, XDG_CONFIG_HOME: home, XDG_STATE_HOME: home } });
     try {
       const result = await runCli(['exec', 'sh', '-c', 'echo "$PATH"'], { env: cliEnv(daemon.url, daemon.token) });

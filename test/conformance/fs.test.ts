@@ -8,10 +8,9 @@ import { Context } from '@deepseek-ai/cordis';
 import { LocalFileSystem } from '@deepseek-ai/dsh-fs-local';
 import type { FsProvider } from '@execworld/sdk/fs';
 import { RemoteFiles } from '@execworld/sdk/fs';
-import { connect } from '@execworld/sdk';
 import { WorldFiles } from '../../service/src/provider/fs/world-files.ts';
 import { MutationLocks } from '../../service/src/provider/fs/mutation-locks.ts';
-import { ALICE, startInProcessDaemon } from '../helpers/daemon.ts';
+import { connectedDaemon } from '../helpers/daemon-test.ts';
 import { fsContract } from './fs-contract.ts';
 
 async function reference(dir: string): Promise<FsProvider> {
@@ -40,19 +39,13 @@ fsContract(
 
 fsContract(
   'RemoteFiles (over a daemon)',
+  // The suite's daemon, made in its beforeAll and closed in its afterAll, with two connections: two clients' writers.
   async (dir) => {
-    const daemon = await startInProcessDaemon();
-    const first = await connect(daemon.url, { token: ALICE });
-    const second = await connect(daemon.url, { token: ALICE });
-    return {
-      fs: new RemoteFiles(first, { cwd: dir }),
-      other: new RemoteFiles(second, { cwd: dir }),
-      close: async () => {
-        await first.dispose();
-        await second.dispose();
-        await daemon.close();
-      },
-    };
+    const {
+      runtimes: [first, second],
+      close,
+    } = await connectedDaemon(2);
+    return { fs: new RemoteFiles(first!, { cwd: dir }), other: new RemoteFiles(second!, { cwd: dir }), close };
   },
   { sharedTurns: true },
 );

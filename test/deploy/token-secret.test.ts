@@ -13,10 +13,12 @@ import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, lchownSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { daemonArgv, startDaemonProcess } from '../helpers/daemon-process.ts';
+import { afterAll, describe, expect } from 'vitest';
+import { daemonArgv } from '../helpers/daemon-process.ts';
+import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
 
+const test = daemonProcessTest();
 const users = osUsers(afterAll);
 const TOKEN = 'k8s-mounted-token-3f9a1c07b2e845d6';
 const ROTATED = 'k8s-rotated-token-8c41d2e9a07f5b36';
@@ -94,85 +96,73 @@ async function refusal(file: string, uid: number, gid: number): Promise<{ status
 }
 
 describe.runIf(canMakeUsers)('the token file of a Kubernetes Secret volume', () => {
-  it('is taken by a daemon running as a user whose group is the file’s, and stays out of the files API after a rotation', async () => {
+  test('is taken by a daemon running as a user whose group is the file’s, and stays out of the files API after a rotation', async ({ spawnDaemon }) => {
     const user = users.make();
     const volume = secretVolume(user.gid, TOKEN);
     const firstReal = volume.current();
-    const daemon = await startDaemonProcess(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid });
-    try {
-      expect(daemon.token).toBe(TOKEN);
-      const call = async (token: string, path: string, body?: unknown): Promise<{ status: number; body: any }> => {
-        const response = await fetch(`${daemon.url}${path}`, {
-          method: body === undefined ? 'GET' : 'POST',
-          headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        });
-        return { status: response.status, body: await response.json() };
-      };
-      expect(await call(TOKEN, '/v1/identity')).toMatchObject({ status: 200, body: { owner: 'default' } });
-      const refusedEverywhere = async (paths: string[]): Promise<void> => {
-        for (const path of paths) {
-          const answer = await call(TOKEN, '/v1/fs/read-text', { path });
-          expect({ path, status: answer.status, code: answer.body.error?.code }).toEqual({ path, status: 403, code: 'FS_PERMISSION_DENIED' });
-        }
-      };
-      // The daemon's user may read the file (its group may): only the daemon's own rule keeps it from owners.
-      await refusedEverywhere([volume.file, firstReal, join(volume.mount, '..data', 'token')]);
-      const listing = await call(TOKEN, '/v1/fs/list', { path: volume.mount });
-      expect(listing.status).toBe(403);
+    const daemon = await spawnDaemon(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid });
+    expect(daemon.token).toBe(TOKEN);
+    const call = async (token: string, path: string, body?: unknown): Promise<{ status: number; body: any }> => {
+      const response = await fetch(`${daemon.url}${path}`, {
+        method: body === undefined ? 'GET' : 'POST',
+        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: response.status, body: await response.json() };
+    };
+    expect(await call(TOKEN, '/v1/identity')).toMatchObject({ status: 200, body: { owner: 'default' } });
+    const refusedEverywhere = async (paths: string[]): Promise<void> => {
+      for (const path of paths) {
+        const answer = await call(TOKEN, '/v1/fs/read-text', { path });
+        expect({ path, status: answer.status, code: answer.body.error?.code }).toEqual({ path, status: 403, code: 'FS_PERMISSION_DENIED' });
+      }
+    };
+    // The daemon's user may read the file (its group may): only the daemon's own rule keeps it from owners.
+    await refusedEverywhere([volume.file, firstReal, join(volume.mount, '..data', 'token')]);
+    const listing = await call(TOKEN, '/v1/fs/list', { path: volume.mount });
+    expect(listing.status).toBe(403);
 
-      volume.rotate(ROTATED);
-      const rotatedReal = volume.current();
-      expect(rotatedReal).not.toBe(firstReal);
-      await refusedEverywhere([volume.file, rotatedReal, join(volume.mount, '..data', 'token')]);
-      // The tokens were read once, at start: the rotated one is not taken until the daemon restarts.
-      expect((await call(TOKEN, '/v1/identity')).status).toBe(200);
-      expect((await call(ROTATED, '/v1/identity')).status).toBe(401);
-    } finally {
-      await daemon.stop();
-    }
+    volume.rotate(ROTATED);
+    const rotatedReal = volume.current();
+    expect(rotatedReal).not.toBe(firstReal);
+    await refusedEverywhere([volume.file, rotatedReal, join(volume.mount, '..data', 'token')]);
+    // The tokens were read once, at start: the rotated one is not taken until the daemon restarts.
+    expect((await call(TOKEN, '/v1/identity')).status).toBe(200);
+    expect((await call(ROTATED, '/v1/identity')).status).toBe(401);
   });
 
-  it('stays out of the files API after a rotation when it is an item in a folder of the volume (items: path: execworld/token)', async () => {
+  test('stays out of the files API after a rotation when it is an item in a folder of the volume (items: path: execworld/token)', async ({ spawnDaemon }) => {
     const user = users.make();
     const volume = secretVolume(user.gid, TOKEN, 'execworld');
-    const daemon = await startDaemonProcess(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid });
-    try {
-      expect(daemon.token).toBe(TOKEN);
-      const read = async (path: string): Promise<{ path: string; status: number; code: unknown }> => {
-        const response = await fetch(`${daemon.url}/v1/fs/read-text`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ path }),
-        });
-        const body = (await response.json()) as { error?: { code?: string } };
-        return { path, status: response.status, code: body.error?.code };
-      };
-      const refused = (path: string) => ({ path, status: 403, code: 'FS_PERMISSION_DENIED' });
-      const paths = (): string[] => [volume.file, volume.current(), join(volume.mount, '..data', 'execworld', 'token')];
-      for (const path of paths()) expect(await read(path)).toEqual(refused(path));
-      volume.rotate(ROTATED);
-      // The rotated copy lies in a new timestamped directory, reached through ..data or by its real path: neither is served.
-      for (const path of paths()) expect(await read(path)).toEqual(refused(path));
-    } finally {
-      await daemon.stop();
-    }
+    const daemon = await spawnDaemon(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid });
+    expect(daemon.token).toBe(TOKEN);
+    const read = async (path: string): Promise<{ path: string; status: number; code: unknown }> => {
+      const response = await fetch(`${daemon.url}/v1/fs/read-text`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ path }),
+      });
+      const body = (await response.json()) as { error?: { code?: string } };
+      return { path, status: response.status, code: body.error?.code };
+    };
+    const refused = (path: string) => ({ path, status: 403, code: 'FS_PERMISSION_DENIED' });
+    const paths = (): string[] => [volume.file, volume.current(), join(volume.mount, '..data', 'execworld', 'token')];
+    for (const path of paths()) expect(await read(path)).toEqual(refused(path));
+    volume.rotate(ROTATED);
+    // The rotated copy lies in a new timestamped directory, reached through ..data or by its real path: neither is served.
+    for (const path of paths()) expect(await read(path)).toEqual(refused(path));
   });
 
-  it('is taken when its group is one of the daemon’s supplementary groups (fsGroup apart from runAsGroup)', async () => {
+  test('is taken when its group is one of the daemon’s supplementary groups (fsGroup apart from runAsGroup)', async ({ spawnDaemon }) => {
     const user = users.make();
     const pod = users.make();
     const volume = secretVolume(pod.gid, TOKEN);
-    const daemon = await startDaemonProcess(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid, groups: [pod.gid] });
-    try {
-      const response = await fetch(`${daemon.url}/v1/identity`, { headers: { authorization: `Bearer ${TOKEN}` } });
-      expect(response.status).toBe(200);
-    } finally {
-      await daemon.stop();
-    }
+    const daemon = await spawnDaemon(['--token-file', volume.file], [], { uid: user.uid, gid: user.gid, groups: [pod.gid] });
+    const response = await fetch(`${daemon.url}/v1/identity`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(response.status).toBe(200);
   });
 
-  it('is refused, in one line naming the fault, where another user could read, write or swap it', async () => {
+  test('is refused, in one line naming the fault, where another user could read, write or swap it', async () => {
     const user = users.make();
     const other = users.make();
     const cases: Array<{ what: string; spoil: (volume: ReturnType<typeof secretVolume>) => void; fault: RegExp }> = [

@@ -258,6 +258,7 @@ describe.skipIf(TINI.skip)(`docker/Dockerfile replayed as the node user${TINI.no
     const argv = [...image.entrypoint, ...image.cmd].map((word) => inStage(image, word));
     expect(argv[0]).toBe('/usr/bin/tini');
     argv[0] = TINI.require();
+    // By hand: the image's own command (tini, then the daemon), replayed from its stage (test/lint/daemon-fixtures.test.ts lists it).
     daemon = await serveFrom(asNode(argv), { env: env('0') });
     const port = new URL(daemon.url).port;
 

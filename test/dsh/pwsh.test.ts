@@ -39,13 +39,14 @@ import ReferenceSubprocess from '@deepseek-ai/dsh-subprocess-local';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
 import type { RemoteRuntime } from '@execworld/sdk';
 import { RemoteSubprocess } from '@execworld/sdk/dsh';
 import type { SubprocessRuntime } from '@execworld/sdk/seam';
 import { LocalSubprocess } from '@execworld/service/dsh';
 import { DEFAULT_PASS_ENV } from '../../service/src/server/child-env.ts';
-import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { composePwsh, type PwshHarness } from '../helpers/dsh-harness.ts';
 import { asleepInForeground, sessionPids, sessionProcesses } from '../helpers/proc.ts';
 import { requiredTool } from '../helpers/tools.ts';
@@ -64,17 +65,18 @@ process.env.XDG_DATA_HOME = dataHome;
 
 const RESET_NOTICE = 'The persistent pwsh shell was reset; the next pwsh call starts from the workspace with a fresh current directory and environment.';
 
+// The daemon passes the test's variables on, so that the secret meets the seam's scrub there too, not only the daemon's allowlist.
+const test = daemonTest({ passEnv: [...DEFAULT_PASS_ENV, 'XDG_DATA_HOME', 'EW_PWSH_*'] });
 let daemon: TestDaemon;
 let pwshPath: string;
 
 describe.skipIf(pwsh.skip)(`the DeepSeek pwsh stack${pwsh.note}`, () => {
-  beforeAll(async () => {
+  test.beforeAll(({ daemon: fileDaemon }) => {
     pwshPath = pwsh.require();
-    // The daemon passes the test's variables on, so that the secret meets the seam's scrub there too, not only the daemon's allowlist.
-    daemon = await startInProcessDaemon({ passEnv: [...DEFAULT_PASS_ENV, 'XDG_DATA_HOME', 'EW_PWSH_*'] });
+    daemon = fileDaemon;
   });
-  afterAll(async () => {
-    await daemon?.close();
+  // Every terminal and shell of the stack is ended by its test or suite before; the file's daemon closes after this.
+  afterAll(() => {
     rmSync(dataHome, { recursive: true, force: true });
   });
 
@@ -85,7 +87,7 @@ describe.skipIf(pwsh.skip)(`the DeepSeek pwsh stack${pwsh.note}`, () => {
   ] as const;
 
   describe.each(providers)('unanswered cursor requests over the %s provider', (name, subprocess) => {
-    it('pwsh asks for the cursor position before its first prompt and shows none until it is answered', async () => {
+    test('pwsh asks for the cursor position before its first prompt and shows none until it is answered', async () => {
       const root = new Context();
       await subprocess(root);
       const runtime = (root as unknown as { subprocess: SubprocessRuntime }).subprocess;
@@ -110,7 +112,7 @@ describe.skipIf(pwsh.skip)(`the DeepSeek pwsh stack${pwsh.note}`, () => {
     }, 60_000);
   });
 
-  it('is answered by the daemon over the remote provider, with no client answering', async () => {
+  test('is answered by the daemon over the remote provider, with no client answering', async () => {
     const root = new Context();
     await root.plugin(RemoteSubprocess, { url: daemon.url, token: ALICE });
     const runtime = (root as unknown as { subprocess: SubprocessRuntime }).subprocess;
@@ -142,30 +144,30 @@ describe.skipIf(pwsh.skip)(`the DeepSeek pwsh stack${pwsh.note}`, () => {
 
     const run = (command: string, signal = AbortSignal.timeout(60_000)): Promise<string> => harness.pwsh.execute({ command }, { agent: harness.owner, signal });
 
-    it('runs commands with exact output and keeps the cwd, $env: variables and functions across calls', async () => {
+    test('runs commands with exact output and keeps the cwd, $env: variables and functions across calls', async () => {
       expect(await run('Write-Output hello')).toBe('hello');
       expect(await run('Set-Location /usr; $env:EW_STATE = \'kept\'; function Get-Twice($x) { "$x$x" }')).toBe('');
       expect(await run('(Get-Location).Path; $env:EW_STATE; Get-Twice ab')).toBe('/usr\nkept\nabab');
     }, 60_000);
 
-    it('gives the shell the scrubbed environment: no credential-shaped variable of the host, the plain ones and the backend’s own', async () => {
+    test('gives the shell the scrubbed environment: no credential-shaped variable of the host, the plain ones and the backend’s own', async () => {
       expect(await run(`"[$env:${SECRET}]"; $env:${PLAIN}; $env:TERM; $env:NO_COLOR; $env:DSH_SHELL`)).toBe('[]\nplain-value\ndumb\n1\n1');
     }, 60_000);
 
-    it('round-trips non-ASCII text, from pwsh and from a native program, and through a pipe into one', async () => {
+    test('round-trips non-ASCII text, from pwsh and from a native program, and through a pipe into one', async () => {
       expect(await run('"é€ — ünï 日本語"')).toBe('é€ — ünï 日本語');
       expect(await run("/usr/bin/printf '%s\\n' 'né日'")).toBe('né日');
       expect(await run("'ü→日' | /usr/bin/cat")).toBe('ü→日');
     }, 60_000);
 
-    it('runs multi-line commands and here-strings', async () => {
+    test('runs multi-line commands and here-strings', async () => {
       expect(await run('foreach ($i in 1..3) {\n  "n=$i"\n}')).toBe('n=1\nn=2\nn=3');
       expect(await run('$text = @\'\nline one\n  line two "quoted" $notvar `tick\n\'@\n$text')).toBe('line one\n  line two "quoted" $notvar `tick');
     }, 60_000);
 
     // The wrapper of dsh-tool-pwsh-persistent catches a terminating error, so its message is lost and only the 1 is shown;
     // a non-terminating error leaves $? true in the wrapper, so it shows its message and no exit code.
-    it('reports the exact exit code of the last native program, 1 for a terminating error, and nothing after success', async () => {
+    test('reports the exact exit code of the last native program, 1 for a terminating error, and nothing after success', async () => {
       expect(await run(`& '${pwshPath}' -NoLogo -NoProfile -Command 'exit 3'`)).toBe('[exit code: 3]');
       expect(await run('/bin/sh -c \'exit 7\'; "last=$LASTEXITCODE"')).toBe('last=7\n[exit code: 7]');
       expect(await run('/bin/false')).toBe('[exit code: 1]');
@@ -174,20 +176,20 @@ describe.skipIf(pwsh.skip)(`the DeepSeek pwsh stack${pwsh.note}`, () => {
       expect(await run('"fine"')).toBe('fine');
     }, 90_000);
 
-    it('clips large output to its first 16,000 characters with the notice', async () => {
+    test('clips large output to its first 16,000 characters with the notice', async () => {
       const lines = Array.from({ length: 3000 }, (_unused, index) => `line ${index + 1}`).join('\n');
       const result = await run('1..3000 | ForEach-Object { "line $_" }');
       expect(result.slice(0, 16_000)).toBe(lines.slice(0, 16_000));
       expect(result.slice(16_000)).toMatch(/^<response clipped><NOTE>[^\n]*Select-String[^\n]*<\/NOTE>$/);
     }, 60_000);
 
-    it('reports the exit of the shell and starts a fresh one on the next call', async () => {
+    test('reports the exit of the shell and starts a fresh one on the next call', async () => {
       await run('Set-Location /usr');
       expect(await run('exit 4')).toBe(`[shell exited: code 4]\n${RESET_NOTICE}`);
       expect(await run('(Get-Location).Path; "[$env:EW_STATE]"')).toBe('/tmp\n[]');
     }, 90_000);
 
-    it('interrupts a running native command with a real SIGINT and keeps the shell', async () => {
+    test('interrupts a running native command with a real SIGINT and keeps the shell', async () => {
       const snapshot = await harness.terminals.spawn(harness.owner as never, { type: 'shell' });
       const scrollback = (): string => harness.terminals.read(harness.owner as never, snapshot.sessionId, { offset: 0, count: 50 }).text;
       const send = (text: string, signal?: AbortSignal) =>
@@ -219,7 +221,7 @@ describe.skipIf(pwsh.skip)(`the DeepSeek pwsh stack${pwsh.note}`, () => {
       expect(sessionPids(snapshot.pid!)).toEqual([]);
     }, 90_000);
 
-    it('cancelling a tool call ends its shell; the next call runs in a fresh one', async () => {
+    test('cancelling a tool call ends its shell; the next call runs in a fresh one', async () => {
       await run('Set-Location /usr');
       const [session] = harness.terminals.list(harness.owner as never);
       const controller = new AbortController();

@@ -85,7 +85,11 @@ export async function serveFrom(argv: readonly string[], options: { cwd?: string
   child.stdout!.on('data', onLog);
   const deadline = Date.now() + 60_000;
   while (!/"address":"http:\/\/[^"]+"/.test(logs)) {
-    if (Date.now() > deadline || child.exitCode !== null || child.signalCode !== null) throw new Error(`daemon did not start: ${logs}`);
+    if (Date.now() > deadline || child.exitCode !== null || child.signalCode !== null) {
+      // One that never said where it listens is nobody's to stop: it ends here.
+      child.kill('SIGKILL');
+      throw new Error(`daemon did not start: ${logs}`);
+    }
     await sleep(20);
   }
   const url = /"address":"(http:\/\/[^"]+)"/.exec(logs)![1]!;

@@ -7,8 +7,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { afterAll, describe, expect } from 'vitest';
+import { ALICE, ALICE_READER, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { PWSH } from '../conformance/shell-pwsh-contract.ts';
 import { McpTestClient } from './helpers.ts';
@@ -27,23 +28,23 @@ const WRITE_TOOLS = [
   'session_end',
 ];
 
+const test = daemonTest();
 let daemon: TestDaemon;
 let mcp: McpTestClient;
 let dir: string;
 
-beforeAll(async () => {
-  daemon = await startInProcessDaemon();
+test.beforeAll(async ({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   mcp = await McpTestClient.http(daemon.url, ALICE);
   dir = mkdtempSync(join(tmpdir(), 'execworld-mcp-'));
 });
 afterAll(async () => {
   await mcp.close();
-  await daemon.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 describe('MCP over Streamable HTTP', () => {
-  it('lists every tool, each with an input and an output schema', async () => {
+  test('lists every tool, each with an input and an output schema', async () => {
     const { tools } = await mcp.client.listTools();
     expect(tools.map((tool) => tool.name).sort()).toEqual([...READ_TOOLS, ...WRITE_TOOLS].sort());
     for (const tool of tools) {
@@ -54,14 +55,14 @@ describe('MCP over Streamable HTTP', () => {
     expect(mcp.client.getServerVersion()?.name).toBe('execworld');
   });
 
-  it('takes the token in X-Execworld-Token too, and refuses a missing or wrong one', async () => {
+  test('takes the token in X-Execworld-Token too, and refuses a missing or wrong one', async () => {
     const other = await McpTestClient.http(daemon.url, ALICE, 'x-execworld-token');
     expect(await other.tools()).toContain('shell_run');
     await other.close();
     await expect(McpTestClient.http(daemon.url, 'not-a-token-of-anyone-here')).rejects.toThrow(/401|UNAUTHORIZED/);
   });
 
-  it('shows a read-only token only the read tools, and refuses it a write tool with READ_ONLY', async () => {
+  test('shows a read-only token only the read tools, and refuses it a write tool with READ_ONLY', async () => {
     const reader = await McpTestClient.http(daemon.url, ALICE_READER);
     try {
       expect((await reader.tools()).sort()).toEqual([...READ_TOOLS].sort());
@@ -76,7 +77,7 @@ describe('MCP over Streamable HTTP', () => {
     }
   });
 
-  it('refuses a browser origin that is not allowed, as the WebSocket does, and admits the daemon its own', async () => {
+  test('refuses a browser origin that is not allowed, as the WebSocket does, and admits the daemon its own', async () => {
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
     const headers = { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
     const foreign = await fetch(`${daemon.url}/mcp`, { method: 'POST', headers: { ...headers, origin: 'http://evil.example' }, body });
@@ -87,7 +88,7 @@ describe('MCP over Streamable HTTP', () => {
     expect(((await own.json()) as any).result.tools.length).toBe(READ_TOOLS.length + WRITE_TOOLS.length);
   });
 
-  it('answers an unknown tool, bad arguments and a stale handle with tool errors carrying catalog codes', async () => {
+  test('answers an unknown tool, bad arguments and a stale handle with tool errors carrying catalog codes', async () => {
     expect(await mcp.call('no_such_tool')).toMatchObject({ isError: true, code: 'NOT_FOUND' });
     expect(await mcp.call('shell_run', { command: 5 })).toMatchObject({ isError: true, code: 'INVALID_ARGUMENT' });
     expect(await mcp.call('shell_run', { command: 'true', surprise: 1 })).toMatchObject({ isError: true, code: 'INVALID_ARGUMENT' });
@@ -101,7 +102,7 @@ describe('MCP over Streamable HTTP', () => {
     expect(await mcp.tools()).toContain('session_list');
   });
 
-  it("counts its calls in the daemon's metrics as the mcp transport", async () => {
+  test("counts its calls in the daemon's metrics as the mcp transport", async () => {
     await mcp.ok('session_list');
     const metrics = await daemon.request('GET', '/metrics');
     expect(metrics.body).toMatch(/execworld_\w+_count\{[^}]*operation="shell\.list"[^}]*transport="mcp"[^}]*outcome="ok"/);
@@ -111,7 +112,7 @@ describe('MCP over Streamable HTTP', () => {
 describe('a scripted agent loop', () => {
   let shell: string;
 
-  it('runs a command and answers its exact exit code, with a handle', async () => {
+  test('runs a command and answers its exact exit code, with a handle', async () => {
     const answer = await mcp.ok('shell_run', { command: `cd ${dir} && echo started; (exit 7)` });
     expect(answer).toMatchObject({ status: 'exited', exitCode: 7, signal: null, truncatedBytes: 0 });
     expect(answer.output).toBe('started\n');
@@ -122,7 +123,7 @@ describe('a scripted agent loop', () => {
     expect((await mcp.ok('shell_run', { shell, command: 'pwd' })).output).toBe(`${dir}\n`);
   });
 
-  it('answers a read -p prompt: waiting_for_input naming the program and the prompt, then the reply', async () => {
+  test('answers a read -p prompt: waiting_for_input naming the program and the prompt, then the reply', async () => {
     const asked = await mcp.ok('shell_run', { shell, command: 'read -p "Your name? " name; echo "hello $name"' });
     expect(asked).toMatchObject({ status: 'waiting_for_input', program: 'bash', prompt: 'Your name? ', exitCode: null });
     const answered = await mcp.ok('shell_send', { shell, input: 'world\n' });
@@ -130,13 +131,13 @@ describe('a scripted agent loop', () => {
     expect(answered.output).toContain('hello world');
   });
 
-  it('quits less, which it finds waiting for a key', async () => {
+  test('quits less, which it finds waiting for a key', async () => {
     const paged = await mcp.ok('shell_run', { shell, command: 'seq 1 1000 | less' });
     expect(paged).toMatchObject({ status: 'waiting_for_input', program: 'less' });
     expect(await mcp.ok('shell_send', { shell, input: 'q' })).toMatchObject({ status: 'exited', exitCode: 0 });
   });
 
-  it('answers running at its wait limit, reads the output from the handle, and interrupts a sleep', async () => {
+  test('answers running at its wait limit, reads the output from the handle, and interrupts a sleep', async () => {
     const started = await mcp.ok('shell_run', { shell, command: 'echo before-sleep; sleep 600', waitMs: 300 });
     expect(started).toMatchObject({ status: 'running', reason: 'wait_limit', exitCode: null });
     // The output so far is readable from the terminal's stream, from an offset.
@@ -150,11 +151,11 @@ describe('a scripted agent loop', () => {
     expect((await mcp.ok('shell_run', { shell, command: 'echo after' })).output).toBe('after\n');
   });
 
-  it('answers timed_out when timeoutMs passes, the command interrupted', async () => {
+  test('answers timed_out when timeoutMs passes, the command interrupted', async () => {
     expect(await mcp.ok('shell_run', { shell, command: 'sleep 600', timeoutMs: 300 })).toMatchObject({ status: 'timed_out', exitCode: 130 });
   });
 
-  it('keeps the head and tail of a large output and counts the bytes cut', async () => {
+  test('keeps the head and tail of a large output and counts the bytes cut', async () => {
     const answer = await mcp.ok('shell_run', { shell, command: 'seq 1 100000', maxOutputBytes: 2000 });
     expect(answer.status).toBe('exited');
     expect(answer.output.startsWith('1\n2\n3\n')).toBe(true);
@@ -163,7 +164,7 @@ describe('a scripted agent loop', () => {
     expect(answer.truncatedBytes).toBeGreaterThan(588_895 - 2000);
   });
 
-  it('edits a file, is refused with a stale version, reads it again and retries', async () => {
+  test('edits a file, is refused with a stale version, reads it again and retries', async () => {
     const path = join(dir, 'notes.txt');
     const written = await mcp.ok('file_write', { path, content: 'alpha\nbeta\n' });
     expect(written.operation).toBe('create');
@@ -184,7 +185,7 @@ describe('a scripted agent loop', () => {
     expect(listing.entries).toEqual([expect.objectContaining({ name: 'notes.txt', type: 'file' })]);
   });
 
-  it('drives a terminal: open, type, read the screen, resize, end', async () => {
+  test('drives a terminal: open, type, read the screen, resize, end', async () => {
     const opened = await mcp.ok('terminal_open', { argv: ['cat'], rows: 10, cols: 40 });
     expect(opened).toMatchObject({ status: 'running', rows: 10, cols: 40 });
     const terminal = opened.terminal as string;
@@ -208,7 +209,7 @@ describe('a scripted agent loop', () => {
 });
 
 describe('a PowerShell shell', () => {
-  it.skipIf(PWSH.skip)(`runs pwsh where it is found, with the same answers${PWSH.note}`, { timeout: 120_000 }, async () => {
+  test.skipIf(PWSH.skip)(`runs pwsh where it is found, with the same answers${PWSH.note}`, { timeout: 120_000 }, async () => {
     const pwsh = PWSH.require();
     const env = { PATH: `${dirname(pwsh)}:/usr/bin:/bin` };
     const answer = await mcp.ok('shell_run', { dialect: 'pwsh', env, command: 'Write-Output "from pwsh"; exit 9' });

@@ -7,17 +7,18 @@ import { execFile } from 'node:child_process';
 import { dirname } from 'node:path';
 import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { describe, expect } from 'vitest';
+import { ALICE, ALICE_READER, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 
 const INSPECTOR = createRequire(import.meta.url).resolve('@modelcontextprotocol/inspector-cli/build/index.js');
 
+const test = daemonTest();
 let daemon: TestDaemon;
 
-beforeAll(async () => {
-  daemon = await startInProcessDaemon();
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(() => daemon.close());
 
 async function inspector(token: string, ...args: string[]): Promise<any> {
   // The CLI finds its own package.json by a path relative to the working directory: run it from beside it.
@@ -30,7 +31,7 @@ async function inspector(token: string, ...args: string[]): Promise<any> {
 }
 
 describe('the MCP Inspector CLI', () => {
-  it('lists the tools, a read-only token only the read tools', async () => {
+  test('lists the tools, a read-only token only the read tools', async () => {
     const all = (await inspector(ALICE, '--method', 'tools/list')).tools.map((tool: { name: string }) => tool.name);
     expect(all).toContain('shell_run');
     const read = (await inspector(ALICE_READER, '--method', 'tools/list')).tools.map((tool: { name: string }) => tool.name);
@@ -38,7 +39,7 @@ describe('the MCP Inspector CLI', () => {
     expect(read).not.toContain('shell_run');
   });
 
-  it('runs a command and gets its exit code in the structured result', async () => {
+  test('runs a command and gets its exit code in the structured result', async () => {
     const result = await inspector(ALICE, '--method', 'tools/call', '--tool-name', 'shell_run', '--tool-arg', 'command=echo from-inspector; (exit 5)');
     expect(result.structuredContent).toMatchObject({ status: 'exited', exitCode: 5, output: 'from-inspector\n' });
     expect(result.content[0].text).toMatch(/^exited: code 5 /);

@@ -4,17 +4,18 @@
  * token as the other commands do (EXECWORLD_URL, the token file).
  */
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { describe, expect } from 'vitest';
+import { ALICE, ALICE_READER, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { BIN, cliEnv, runCli } from '../helpers/cli.ts';
 import { McpTestClient } from './helpers.ts';
 
+const test = daemonTest();
 let daemon: TestDaemon;
 
-beforeAll(async () => {
-  daemon = await startInProcessDaemon();
+test.beforeAll(({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
 });
-afterAll(() => daemon.close());
 
 /** The bridge as a client launches it, its stderr kept for the failure messages. */
 function bridge(env: NodeJS.ProcessEnv): { transport: StdioClientTransport; stderr: () => string } {
@@ -25,7 +26,7 @@ function bridge(env: NodeJS.ProcessEnv): { transport: StdioClientTransport; stde
 }
 
 describe('execworld mcp', () => {
-  it('bridges stdio to the daemon: the tools, a prompt answered, an exit code', async () => {
+  test('bridges stdio to the daemon: the tools, a prompt answered, an exit code', async () => {
     const { transport, stderr } = bridge(cliEnv(daemon.url, ALICE));
     const mcp = await McpTestClient.connect(transport);
     try {
@@ -42,7 +43,7 @@ describe('execworld mcp', () => {
     }
   });
 
-  it("carries a read-only token's view", async () => {
+  test("carries a read-only token's view", async () => {
     const { transport } = bridge(cliEnv(daemon.url, ALICE_READER));
     const mcp = await McpTestClient.connect(transport);
     try {
@@ -53,14 +54,14 @@ describe('execworld mcp', () => {
     }
   });
 
-  it('answers a call the daemon refused as an error of that call, not a hang, and says why on stderr', async () => {
+  test('answers a call the daemon refused as an error of that call, not a hang, and says why on stderr', async () => {
     const { transport, stderr } = bridge(cliEnv(daemon.url, 'a-token-nobody-has-0123456789'));
     await expect(McpTestClient.connect(transport)).rejects.toThrow(/401|UNAUTHORIZED/);
     expect(stderr()).toMatch(/UNAUTHORIZED|401/);
     await transport.close();
   });
 
-  it('exits 0 when its stdin ends', async () => {
+  test('exits 0 when its stdin ends', async () => {
     expect(await runCli(['mcp'], { env: cliEnv(daemon.url, ALICE), stdin: '' })).toMatchObject({ code: 0, stdout: '' });
   });
 });

@@ -149,6 +149,7 @@ describe('a fresh project that installed the tarballs', () => {
 
   it('runs the daemon with npx execworld serve, and plain node drives it through the SDK', async () => {
     const env = { PATH: process.env.PATH, HOME: project, XDG_CONFIG_HOME: join(project, 'config'), XDG_STATE_HOME: join(project, 'state') };
+    // By hand: `npx execworld serve` in the project that installed the packed tarballs (test/lint/daemon-fixtures.test.ts lists it).
     daemon = await serveFrom(['npx', '--no-install', 'execworld', 'serve', '--port', '0'], { cwd: project, env });
     const script = join(project, 'use.mjs');
     writeFileSync(
@@ -207,6 +208,7 @@ try {
 
   it('ends the sessions of an installed daemon that is SIGKILLed, through its session watcher (built, with no TypeScript loader)', async () => {
     const env = { PATH: process.env.PATH, HOME: project, XDG_CONFIG_HOME: join(project, 'config'), XDG_STATE_HOME: join(project, 'state') };
+    // By hand: `npx execworld serve` in the project that installed the packed tarballs (test/lint/daemon-fixtures.test.ts lists it).
     daemon = await serveFrom(['npx', '--no-install', 'execworld', 'serve', '--port', '0'], { cwd: project, env });
     const marker = uniqueSleepMarker();
     try {

@@ -7,29 +7,30 @@
  * a refused token fails the dial.
  */
 import { tmpdir } from 'node:os';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect } from 'vitest';
 import { WebSocket } from 'ws';
 import { dialBrowser, ProtocolClient, Redialer, type DomWebSocketConstructor } from '@execworld/sdk/client';
-import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 // ws's constructor is overloaded beyond the DOM's (it also takes options); its instances are what the channel uses.
 const DomWebSocket = WebSocket as unknown as DomWebSocketConstructor;
 
+const test = daemonTest();
 let daemon: TestDaemon;
 let proxy: FaultProxy;
-beforeAll(async () => {
-  daemon = await startInProcessDaemon();
+test.beforeAll(async ({ daemon: fileDaemon }) => {
+  daemon = fileDaemon;
   proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
 });
 afterAll(async () => {
   await proxy?.close();
-  await daemon?.close();
 });
 
 describe('the browser channel', () => {
-  it('carries the protocol client through cut connections: output resumes byte-exact and a read in flight is answered', async () => {
+  test('carries the protocol client through cut connections: output resumes byte-exact and a read in flight is answered', async () => {
     const client = new ProtocolClient({ requestTimeoutMs: 30_000, windowBytes: 64 * 1024 });
     let opened = 0;
     const redialer = new Redialer(
@@ -79,7 +80,7 @@ describe('the browser channel', () => {
     client.close();
   });
 
-  it('fails a dial with CONNECTION_FAILED when the daemon refuses the token', async () => {
+  test('fails a dial with CONNECTION_FAILED when the daemon refuses the token', async () => {
     await expect(dialBrowser({ url: daemon.url, token: 'not-a-token-of-anyone-000', WebSocket: DomWebSocket })).rejects.toMatchObject({
       name: 'ConnectionError',
       code: 'CONNECTION_FAILED',

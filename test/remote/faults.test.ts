@@ -7,21 +7,22 @@
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
-import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import type { DaemonProcess } from '../helpers/daemon-process.ts';
+import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { cutRandomly, FaultProxy } from '../helpers/proxy.ts';
 import { sleep, waitFor } from '../helpers/wait.ts';
 
+const test = daemonProcessTest(['--ring-bytes', String(4 * 1024 * 1024)]);
 let daemon: DaemonProcess;
 let proxy: FaultProxy;
-beforeAll(async () => {
-  daemon = await startDaemonProcess(['--ring-bytes', String(4 * 1024 * 1024)]);
+test.beforeAll(async ({ daemonProcess }) => {
+  daemon = daemonProcess;
   proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
 });
 afterAll(async () => {
   await proxy.close();
-  await daemon.stop();
 });
 
 const fast = { reconnectInitialDelayMs: 5, reconnectMaxDelayMs: 50, heartbeatMs: 500 };
@@ -29,7 +30,7 @@ const sha = (data: Buffer | string): string => createHash('sha256').update(data)
 const rssKiB = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
 
 describe('the remote runtime under faults', () => {
-  it('delivers a 50 MB piped stream byte-exact through random cuts, every time', async () => {
+  test('delivers a 50 MB piped stream byte-exact through random cuts, every time', async () => {
     const script = 'seq 1 6400000';
     const expected = sha(execFileSync('/bin/sh', ['-c', script], { maxBuffer: 128 * 1024 * 1024 }));
     const runtime = await connect(proxy.url, { token: daemon.token, ...fast });
@@ -55,7 +56,7 @@ describe('the remote runtime under faults', () => {
     await runtime.dispose();
   }, 120_000); // Three 50 MB streams: 8-13 s here, more while other suites load the machine.
 
-  it('delivers terminal output byte-exact through random cuts, and input sent across cuts applies once', async () => {
+  test('delivers terminal output byte-exact through random cuts, and input sent across cuts applies once', async () => {
     const runtime = await connect(proxy.url, { token: daemon.token, ...fast });
     const terminal = await runtime.spawnTerminal({
       argv: ['/bin/sh', '-c', 'stty -echo; echo READY; read a; read b; echo "$a+$b"; seq 1 400000'],
@@ -80,7 +81,7 @@ describe('the remote runtime under faults', () => {
     await runtime.dispose();
   });
 
-  it('detects a stalled daemon by heartbeats, and resumes once it answers again', async () => {
+  test('detects a stalled daemon by heartbeats, and resumes once it answers again', async () => {
     const runtime = await connect(proxy.url, { token: daemon.token, ...fast, heartbeatMs: 100 });
     const terminal = await runtime.spawnTerminal({ argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
     const output: Buffer[] = [];
@@ -105,7 +106,7 @@ describe('the remote runtime under faults', () => {
     await runtime.dispose();
   });
 
-  it("rejects a live terminal's done with CONNECTION_LOST once the daemon stays unreachable past the deadline", async () => {
+  test("rejects a live terminal's done with CONNECTION_LOST once the daemon stays unreachable past the deadline", async () => {
     const runtime = await connect(proxy.url, { token: daemon.token, ...fast, heartbeatMs: 100, reconnectDeadlineMs: 600, connectTimeoutMs: 200 });
     const terminal = await runtime.spawnTerminal({ argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
     const outputError = new Promise((resolve) => terminal.output.once('error', resolve));
@@ -126,7 +127,7 @@ describe('the remote runtime under faults', () => {
     runtime.close();
   });
 
-  it('closing the runtime detaches: live streams close without an error event, and the terminal lives on', async () => {
+  test('closing the runtime detaches: live streams close without an error event, and the terminal lives on', async () => {
     const runtime = await connect(proxy.url, { token: daemon.token });
     const terminal = await runtime.spawnTerminal({ argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 1000 });
     const piped = runtime.spawn({ argv: ['/bin/sleep', '30'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 });
@@ -146,7 +147,7 @@ describe('the remote runtime under faults', () => {
     check.close();
   });
 
-  it('reports a child killed with SIGKILL as exactly that', async () => {
+  test('reports a child killed with SIGKILL as exactly that', async () => {
     const runtime = await connect(proxy.url, { token: daemon.token });
     const handle = runtime.spawn({ argv: ['/bin/sleep', '30'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 });
     const { pid } = await handle.started;
@@ -158,7 +159,7 @@ describe('the remote runtime under faults', () => {
     await runtime.dispose();
   });
 
-  it('keeps the SDK and the daemon bounded while a consumer is paused and 1 GiB waits to be produced', async () => {
+  test('keeps the SDK and the daemon bounded while a consumer is paused and 1 GiB waits to be produced', async () => {
     const runtime: RemoteRuntime = await connect(proxy.url, { token: daemon.token });
     const gib = 1024 * 1024 * 1024;
     const handle = runtime.spawn({

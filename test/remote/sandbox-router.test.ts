@@ -5,32 +5,34 @@
  * across cuts work through it, with the token in X-Execworld-Token (or the
  * WebSocket subprotocol).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, sandboxRouter } from '@execworld/sdk';
 import { TOKEN_HEADER, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX } from '@execworld/sdk/protocol';
 import { runCli } from '../helpers/cli.ts';
-import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { cutRandomly } from '../helpers/proxy.ts';
 import { SandboxRouter } from '../helpers/sandbox-router.ts';
 import { waitFor } from '../helpers/wait.ts';
 
+const test = daemonTest();
 let one: TestDaemon;
 let two: TestDaemon;
 let router: SandboxRouter;
-beforeAll(async () => {
-  [one, two] = await Promise.all([startInProcessDaemon(), startInProcessDaemon()]);
+// Two sandboxes behind a router, each test's own: the test's daemons are closed after afterEach has closed the router.
+test.beforeEach(async ({ startDaemon }) => {
+  [one, two] = await Promise.all([startDaemon(), startDaemon()]);
   router = await SandboxRouter.start({ one: Number(new URL(one.url).port), two: Number(new URL(two.url).port) });
 });
-afterAll(async () => {
-  await router.close();
-  await Promise.all([one.close(), two.close()]);
+afterEach(async () => {
+  await router?.close();
 });
 
 const fast = { reconnectInitialDelayMs: 5, reconnectMaxDelayMs: 50, heartbeatMs: 500 };
 
 describe('through an agent-sandbox router', () => {
-  it('reaches the daemon each sandbox id names, with the token in X-Execworld-Token', async () => {
+  test('reaches the daemon each sandbox id names, with the token in X-Execworld-Token', async () => {
     const first = await connect(router.url, { token: ALICE, ...sandboxRouter('one') });
     const second = await connect(router.url, { token: ALICE, ...sandboxRouter('two') });
     const handle = first.spawn({ argv: ['sleep', '30'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 });
@@ -47,12 +49,12 @@ describe('through an agent-sandbox router', () => {
     await Promise.all([first.dispose(), second.dispose()]);
   });
 
-  it('refuses a token sent in Authorization, which the router strips, and an unknown sandbox', async () => {
+  test('refuses a token sent in Authorization, which the router strips, and an unknown sandbox', async () => {
     await expect(connect(router.url, { token: ALICE, headers: { 'X-Sandbox-ID': 'one' } })).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
     await expect(connect(router.url, { token: ALICE, ...sandboxRouter('three') })).rejects.toMatchObject({ code: 'CONNECTION_FAILED' });
   });
 
-  it('takes the token in the WebSocket subprotocol, with the Origin stripped', async () => {
+  test('takes the token in the WebSocket subprotocol, with the Origin stripped', async () => {
     const socket = new WebSocket(
       `${router.url.replace('http', 'ws')}/v1/connect`,
       [WS_SUBPROTOCOL, `${WS_TOKEN_PROTOCOL_PREFIX}${Buffer.from(ALICE).toString('base64url')}`],
@@ -68,7 +70,7 @@ describe('through an agent-sandbox router', () => {
     socket.close();
   });
 
-  it('serves the CLI with --sandbox', async () => {
+  test('serves the CLI with --sandbox', async () => {
     const env = { ...process.env, EXECWORLD_URL: router.url, EXECWORLD_TOKEN: ALICE };
     const result = await runCli(['--sandbox', 'one', 'exec', '--', 'sh', '-c', 'echo through the router'], { env });
     expect(result).toMatchObject({ code: 0, stdout: 'through the router\n' });
@@ -76,7 +78,7 @@ describe('through an agent-sandbox router', () => {
     expect(viaEnvironment.code).toBe(0);
   });
 
-  it('resumes a terminal byte-exact across cuts of the routed connection', async () => {
+  test('resumes a terminal byte-exact across cuts of the routed connection', async () => {
     const runtime = await connect(router.url, { token: ALICE, ...sandboxRouter('one'), ...fast });
     const terminal = await runtime.spawnTerminal({
       argv: ['/bin/sh', '-c', 'stty -echo; echo READY; read a; echo "got $a"; seq 1 50000; read b; seq 50001 100000'],
@@ -103,7 +105,7 @@ describe('through an agent-sandbox router', () => {
 });
 
 describe('the headers the SDK sends', () => {
-  it('refuses headers it sets itself, names that are not names, and values that could split a request', async () => {
+  test('refuses headers it sets itself, names that are not names, and values that could split a request', async () => {
     const refused = (options: Parameters<typeof connect>[1]): Promise<unknown> => connect('http://127.0.0.1:1', { token: ALICE, ...options });
     await expect(refused({ headers: { Authorization: 'Bearer x' } })).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',

@@ -24,26 +24,27 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect } from 'vitest';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
 import { RemoteTransfer, type TransferProgress } from '@execworld/sdk/fs';
-import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import type { DaemonProcess } from '../helpers/daemon-process.ts';
+import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 
 const MiB = 1024 * 1024;
 const scratch = mkdtempSync(join(tmpdir(), 'transfer-'));
+const test = daemonProcessTest();
 let daemon: DaemonProcess;
 let proxy: FaultProxy;
 let runtime: RemoteRuntime;
-beforeAll(async () => {
-  daemon = await startDaemonProcess();
+test.beforeAll(async ({ daemonProcess }) => {
+  daemon = daemonProcess;
   proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
   runtime = await connect(proxy.url, { token: daemon.token, reconnectInitialDelayMs: 5, reconnectMaxDelayMs: 50, heartbeatMs: 500 });
 });
 afterAll(async () => {
   runtime.close();
   await proxy.close();
-  await daemon.stop();
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -102,7 +103,7 @@ function cutHalfway(total: number) {
 }
 
 describe('RemoteTransfer', () => {
-  it('copies a 1 GiB file up and down byte-exact through a cut in the middle of each, with bounded memory', { timeout: 600_000 }, async () => {
+  test('copies a 1 GiB file up and down byte-exact through a cut in the middle of each, with bounded memory', { timeout: 600_000 }, async () => {
     const size = Number(process.env.TRANSFER_TEST_MIB ?? 1024) * MiB;
     const local = join(scratch, 'big.bin');
     const expected = writeLargeFile(local, size);
@@ -137,7 +138,7 @@ describe('RemoteTransfer', () => {
     rmSync(remote);
   });
 
-  it('copies a directory tree with links, modes and empty directories both ways', async () => {
+  test('copies a directory tree with links, modes and empty directories both ways', async () => {
     const tree = join(scratch, 'tree');
     mkdirSync(join(tree, 'src/deep/er'), { recursive: true });
     mkdirSync(join(tree, 'empty'));
@@ -166,7 +167,7 @@ describe('RemoteTransfer', () => {
     expect(describeTree(back)).toEqual(expected);
   });
 
-  it('makes, renames, digests and removes', async () => {
+  test('makes, renames, digests and removes', async () => {
     const transfer = new RemoteTransfer(runtime);
     const base = join(scratch, 'ops');
     expect(await transfer.mkdir(join(base, 'a/b'))).toEqual({ path: join(base, 'a/b'), created: true });
@@ -184,7 +185,7 @@ describe('RemoteTransfer', () => {
     expect(readdirSync(base)).toEqual(['moved']);
   });
 
-  it('refuses an upload whose bytes are not what was said, and publishes nothing', async () => {
+  test('refuses an upload whose bytes are not what was said, and publishes nothing', async () => {
     const target = join(scratch, 'checked.txt');
     const upload = await runtime.call('upload.create', { path: target });
     const put = await fetch(`${daemon.url}/v1/files/uploads/${upload.id}?offset=0`, {

@@ -7,8 +7,7 @@
  */
 import { connect as netConnect, type Socket } from 'node:net';
 import { request } from 'node:http';
-import { afterAll, describe, expect } from 'vitest';
-import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { describe, expect } from 'vitest';
 import { ALICE } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -17,12 +16,6 @@ const MiB = 1024 * 1024;
 const STDIN = '/v1/processes/p_unknown0000/stdin';
 
 const test = daemonTest();
-
-/** Daemon processes the tests started, stopped after the file. */
-const started: { close(): Promise<unknown> }[] = [];
-afterAll(async () => {
-  for (const daemon of started) await daemon.close();
-});
 
 /** A raw HTTP/1.1 request on a socket of its own: its headers and the first `sent` bytes of `body`; the answer as it arrives. */
 async function rawRequest(url: string, path: string, body: Buffer, sent: number): Promise<{ socket: Socket; answer: () => string }> {
@@ -99,10 +92,9 @@ describe('the bodies of all requests together', () => {
 });
 
 describe('a flood of 40 bodies of 30 MiB at once', () => {
-  let flooded: DaemonProcess;
-  test("keeps the daemon's memory near its body budget (figures printed)", async () => {
-    flooded = await startDaemonProcess();
-    started.push({ close: () => flooded.stop() });
+  test("keeps the daemon's memory near its body budget (figures printed)", async ({ spawnDaemon }) => {
+    // A process of its own, so that its peak RSS is the daemon's alone.
+    const flooded = await spawnDaemon();
     const body = stdinBody(30 * MiB);
     const before = flooded.peakRssKiB();
     const statuses = await Promise.all(

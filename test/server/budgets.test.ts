@@ -7,11 +7,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { afterAll, describe, expect } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect } from '@execworld/sdk';
 import { decodeDataFrame, WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
-import { ALICE, ALICE_READER, startInProcessDaemon, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -271,11 +271,10 @@ describe('an authenticated request body that never ends (--request-timeout-ms)',
   const TIMEOUT_MS = 1000;
   let short: TestDaemon;
   const scratch = mkdtempSync(join(tmpdir(), 'endless-body-'));
-  beforeAll(async () => {
-    short = await startInProcessDaemon({ requestTimeoutMs: TIMEOUT_MS });
+  test.beforeAll(async ({ startFileDaemon }) => {
+    short = await startFileDaemon({ requestTimeoutMs: TIMEOUT_MS });
   });
-  afterAll(async () => {
-    await short.close();
+  afterAll(() => {
     rmSync(scratch, { recursive: true, force: true });
   });
 

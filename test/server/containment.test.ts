@@ -6,13 +6,12 @@
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect } from 'vitest';
 import { hostCgroupContainment } from '../../service/src/provider/containment/cgroup.ts';
 import { recoverSessions, SessionJournal } from '../../service/src/provider/containment/journal.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { startDaemonProcess } from '../helpers/daemon-process.ts';
 import { bystanders } from '../helpers/proc.ts';
-import { startInProcessDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
 /** Whether this host lets this process make and enter a cgroup. */
@@ -25,29 +24,22 @@ function cgroupsHere(): boolean {
   }
 }
 
+const test = daemonTest();
 const sleepers = bystanders(afterEach);
 /** A real process outside every session, to see whether anything signals it. */
 const sleeper = (): number => sleepers.start();
 
 describe('health: containment', () => {
-  it.skipIf(!cgroupsHere())('is cgroup by default where a cgroup can be made', async () => {
-    const daemon = await startInProcessDaemon();
-    try {
-      expect((await daemon.request('GET', '/v1/health')).body.capabilities.containment).toBe('cgroup');
-    } finally {
-      await daemon.close();
-    }
+  test.skipIf(!cgroupsHere())('is cgroup by default where a cgroup can be made', async ({ startDaemon }) => {
+    const daemon = await startDaemon();
+    expect((await daemon.request('GET', '/v1/health')).body.capabilities.containment).toBe('cgroup');
   });
 
   for (const mode of ['subreaper', 'none'] as const) {
-    it(`is ${mode} when the daemon is told so`, async () => {
-      const daemon = await startDaemonProcess(['--containment', mode]);
-      try {
-        const health = (await (await fetch(`${daemon.url}/v1/health`)).json()) as { capabilities: { containment: string } };
-        expect(health.capabilities.containment).toBe(mode);
-      } finally {
-        await daemon.stop();
-      }
+    test(`is ${mode} when the daemon is told so`, async ({ spawnDaemon }) => {
+      const daemon = await spawnDaemon(['--containment', mode]);
+      const health = (await (await fetch(`${daemon.url}/v1/health`)).json()) as { capabilities: { containment: string } };
+      expect(health.capabilities.containment).toBe(mode);
     });
   }
 });
@@ -55,7 +47,7 @@ describe('health: containment', () => {
 describe('recovery from the state directory', () => {
   const inspector = new LinuxInspector();
 
-  it("ends a dead daemon's recorded processes, fenced on their start time, and leaves a live daemon's alone", async () => {
+  test("ends a dead daemon's recorded processes, fenced on their start time, and leaves a live daemon's alone", async () => {
     const directory = mkdtempSync(join(tmpdir(), 'execworld-journal-'));
     const [recorded, recycled, livesDaemon] = [sleeper(), sleeper(), sleeper()];
     const identity = (pid: number) => inspector.identity(pid)!;

@@ -10,12 +10,12 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { AuthError, connect, InvalidRequestError } from '@execworld/sdk';
 import { LocalRuntime } from '../../service/src/provider/local-runtime.ts';
 import { cliEnv, runCli } from '../helpers/cli.ts';
-import { ALICE, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -36,6 +36,8 @@ function uidsOfProcesses(): Map<number, number> {
   return uids;
 }
 
+const test = daemonTest();
+
 const runsAs = (uid: number): number[] => [...uidsOfProcesses()].filter(([, owner]) => owner === uid).map(([pid]) => pid);
 
 describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as', () => {
@@ -48,14 +50,14 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
   /** A user nobody may run as but alice: nothing may ever run as erin here from carol's creates. */
   let erin: ReturnType<typeof users.make>;
 
-  beforeAll(async () => {
+  beforeAll(() => {
     dave = users.make();
     carol = users.make();
     erin = users.make();
-    daemon = await startInProcessDaemon({}, { owners: [{ owner: 'carol', token: CAROL, user: carol }] });
   });
-  afterAll(async () => {
-    await daemon?.close();
+  // Each test's own daemon, closed when the test ends: before afterAll removes the users its sessions ran as.
+  test.beforeEach(async ({ startDaemon }) => {
+    daemon = await startDaemon({}, { owners: [{ owner: 'carol', token: CAROL, user: carol }] });
   });
 
   /** The stdout of a REST process once it ended with 0. */
@@ -67,7 +69,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
   }
 
   describe('an owner not mapped to an OS user, of a root daemon', () => {
-    it("REST: a process named by user name or uid runs as that user, in that user's home", async () => {
+    test("REST: a process named by user name or uid runs as that user, in that user's home", async () => {
       for (const user of [dave.name, String(dave.uid)]) {
         const created = await daemon.request('POST', '/v1/processes', {
           body: { argv: ['/bin/sh', '-c', 'id -u; id -g; id -G; pwd; echo "$HOME $USER"'], user, stdio: { stdin: 'ignore' } },
@@ -78,7 +80,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
       }
     });
 
-    it('REST: POST /v1/run, a terminal and a shell run as the named user', async () => {
+    test('REST: POST /v1/run, a terminal and a shell run as the named user', async () => {
       const ran = await daemon.request('POST', '/v1/run', { body: { command: 'id -u; pwd', user: dave.name } });
       expect(ran.status, JSON.stringify(ran.body)).toBe(200);
       expect(ran.body).toMatchObject({ exitCode: 0, stdout: `${dave.uid}\n${dave.home}\n` });
@@ -101,7 +103,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
       }
     });
 
-    it("the program's files and children are the user's, and its session ends them all", async () => {
+    test("the program's files and children are the user's, and its session ends them all", async () => {
       const created = await daemon.request('POST', '/v1/processes', {
         body: { argv: ['/bin/sh', '-c', 'echo made > owned.txt; sleep 300 & echo $!; wait'], user: dave.name, stdio: { stdin: 'ignore' } },
       });
@@ -125,7 +127,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
       expect(existsSync(`/proc/${created.body.pid as number}`)).toBe(false);
     });
 
-    it("root or 0 is the daemon's own user: no switch, the daemon's working directory", async () => {
+    test("root or 0 is the daemon's own user: no switch, the daemon's working directory", async () => {
       for (const user of ['root', '0']) {
         const ran = await daemon.request('POST', '/v1/run', { body: { command: 'id -u; pwd', user } });
         expect(ran.status, JSON.stringify(ran.body)).toBe(200);
@@ -133,7 +135,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
       }
     });
 
-    it('an unknown user is a 400 naming it, on every create', async () => {
+    test('an unknown user is a 400 naming it, on every create', async () => {
       const unknown = `nobody${process.pid}x`;
       const creates: [string, Record<string, unknown>][] = [
         ['/v1/processes', { argv: ['/bin/true'] }],
@@ -151,7 +153,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
       }
     });
 
-    it('SDK: spawn, spawnTerminal and run take the user', async () => {
+    test('SDK: spawn, spawnTerminal and run take the user', async () => {
       const runtime = await connect(daemon.url, { token: ALICE });
       try {
         const ran = await runtime.run(['id', '-u'], { user: dave.name });
@@ -171,7 +173,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
       }
     });
 
-    it('CLI: exec -u, run -u and shell -d -u run as the user', async () => {
+    test('CLI: exec -u, run -u and shell -d -u run as the user', async () => {
       const env = cliEnv(daemon.url, ALICE);
       const exec = await runCli(['exec', '-u', dave.name, 'id', '-u'], { env });
       expect(exec, exec.stderr).toMatchObject({ code: 0, stdout: `${dave.uid}\n` });
@@ -196,7 +198,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
   });
 
   describe('an owner mapped to an OS user', () => {
-    it('may name its own user, by name or uid', async () => {
+    test('may name its own user, by name or uid', async () => {
       for (const user of [carol.name, String(carol.uid)]) {
         const ran = await daemon.request('POST', '/v1/run', { body: { command: 'id -u; pwd', user }, token: CAROL });
         expect(ran.status, JSON.stringify(ran.body)).toBe(200);
@@ -207,7 +209,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
       expect(exec, exec.stderr).toMatchObject({ code: 0, stdout: `${carol.uid}\n` });
     });
 
-    it('naming anyone else is refused on every create, and nothing runs', async () => {
+    test('naming anyone else is refused on every create, and nothing runs', async () => {
       const marker = join(erin.home, 'ran');
       const script = `touch ${marker}; touch /tmp/ew-user-${process.pid}`;
       const creates: [string, Record<string, unknown>][] = [
@@ -251,7 +253,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
       expect((await daemon.request('GET', '/v1/shells', { token: CAROL })).body.shells).toEqual([]);
     });
 
-    it('SDK and CLI: the refusal is USER_NOT_ALLOWED', async () => {
+    test('SDK and CLI: the refusal is USER_NOT_ALLOWED', async () => {
       const runtime = await connect(daemon.url, { token: CAROL });
       try {
         const refused = runtime.run(['id', '-u'], { user: 'root' });
@@ -279,16 +281,12 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
 
   describe('a daemon that is not root', () => {
     let frank: ReturnType<typeof users.make>;
-    let own: DaemonProcess;
-    beforeAll(async () => {
+    beforeAll(() => {
       frank = users.make();
-      own = await startDaemonProcess([], [], { uid: frank.uid, gid: frank.gid });
-    });
-    afterAll(async () => {
-      await own?.stop();
     });
 
-    it('runs its own user, and refuses any other', async () => {
+    test('runs its own user, and refuses any other', async ({ spawnDaemon }) => {
+      const own = await spawnDaemon([], [], { uid: frank.uid, gid: frank.gid });
       const call = (body: unknown) =>
         fetch(`${own.url}/v1/run`, {
           method: 'POST',
@@ -311,7 +309,7 @@ describe.skipIf(!canMakeUsers)('a create names the OS user its program runs as',
 });
 
 describe('a local runtime', () => {
-  it("runs programs as its own process's user only", async () => {
+  test("runs programs as its own process's user only", async () => {
     const runtime = new LocalRuntime();
     try {
       const own = [userInfo().username, ...(process.getuid === undefined ? [] : [String(process.getuid())])];

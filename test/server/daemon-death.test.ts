@@ -6,16 +6,18 @@
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { callDaemon, leaveSessions, startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { afterEach, describe, expect } from 'vitest';
+import { callDaemon, leaveSessions, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { daemonProcessTest, type SpawnDaemon } from '../helpers/daemon-test.ts';
 import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
+const test = daemonProcessTest();
+
+// What a failed test may leave; its daemons are stopped after this, when the test ends.
 const markers: string[] = [];
-const daemons: DaemonProcess[] = [];
 const watchers: number[] = [];
-afterEach(async () => {
-  for (const daemon of daemons.splice(0)) if (pidAlive(daemon.pid)) await daemon.stop();
+afterEach(() => {
   for (const marker of markers.splice(0)) killMarked(marker);
   for (const pid of watchers.splice(0)) {
     try {
@@ -51,10 +53,9 @@ function cgroupOf(pid: number): string {
 }
 
 /** A daemon with its session watcher, on a state directory of its own. */
-async function daemonWithWatcher(mode: 'auto' | 'subreaper'): Promise<{ daemon: DaemonProcess; watcher: number; stateDir: string }> {
+async function daemonWithWatcher(spawnDaemon: SpawnDaemon, mode: 'auto' | 'subreaper'): Promise<{ daemon: DaemonProcess; watcher: number; stateDir: string }> {
   const stateDir = mkdtempSync(join(tmpdir(), 'execworld-death-'));
-  const daemon = await startDaemonProcess(['--state-dir', stateDir, ...(mode === 'auto' ? [] : ['--containment', mode])]);
-  daemons.push(daemon);
+  const daemon = await spawnDaemon(['--state-dir', stateDir, ...(mode === 'auto' ? [] : ['--containment', mode])]);
   const watcher = daemon.watcherPid();
   expect(watcher, 'the daemon names its watcher in its log').toBeDefined();
   watchers.push(watcher!);
@@ -64,10 +65,10 @@ async function daemonWithWatcher(mode: 'auto' | 'subreaper'): Promise<{ daemon: 
 
 describe('a daemon that dies', () => {
   for (const mode of ['auto', 'subreaper'] as const) {
-    it(`leaves nothing of its sessions running, with no other daemon started (containment ${mode})`, async () => {
+    test(`leaves nothing of its sessions running, with no other daemon started (containment ${mode})`, async ({ spawnDaemon }) => {
       const marker = uniqueSleepMarker();
       markers.push(marker);
-      const { daemon, watcher, stateDir } = await daemonWithWatcher(mode);
+      const { daemon, watcher, stateDir } = await daemonWithWatcher(spawnDaemon, mode);
       // Beside the daemon, in its cgroup, not in any session's; a session of its own, not the daemon's.
       expect(cgroupOf(watcher)).toBe(cgroupOf(daemon.pid));
       const [, , , sessionOfWatcher] = readFileSync(`/proc/${watcher}/stat`, 'latin1').split(') ')[1]!.split(' ');
@@ -97,10 +98,10 @@ describe('a daemon that dies', () => {
     });
   }
 
-  it('that stops cleanly takes its watcher with it, which ends nothing', async () => {
+  test('that stops cleanly takes its watcher with it, which ends nothing', async ({ spawnDaemon }) => {
     const marker = uniqueSleepMarker();
     markers.push(marker);
-    const { daemon, watcher, stateDir } = await daemonWithWatcher('auto');
+    const { daemon, watcher, stateDir } = await daemonWithWatcher(spawnDaemon, 'auto');
     await callDaemon(daemon, 'POST', '/v1/processes', {
       argv: ['/bin/sh', '-c', `sleep ${marker}`],
       cwd: '/tmp',

@@ -14,7 +14,7 @@ import { cgroupEmpty, locateOwnCgroup } from '../../service/src/provider/contain
 import { journalDirectoryProblem, recoverSessions } from '../../service/src/provider/containment/journal.ts';
 import type { ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
 import { bystanders, treePids } from '../helpers/proc.ts';
 import { isCi } from '../helpers/tools.ts';
@@ -22,6 +22,7 @@ import { pidAlive, waitFor } from '../helpers/wait.ts';
 
 const inspector = new LinuxInspector();
 const identity = (pid: number): ProcessIdentity => inspector.identity(pid)!;
+const test = daemonProcessTest();
 const users = osUsers(afterAll);
 const sleepers = bystanders(afterEach);
 
@@ -257,13 +258,7 @@ describe.skipIf(origin === undefined)('a forged cgroup in the session journal', 
 });
 
 describe.skipIf(!canMakeUsers && !isCi())('a daemon that starts on a forged journal', () => {
-  let daemon: DaemonProcess | undefined;
-  afterEach(async () => {
-    await daemon?.stop();
-    daemon = undefined;
-  });
-
-  it('ends only what a session of its owners could have been, and starts', async () => {
+  test('ends only what a session of its owners could have been, and starts', async ({ spawnDaemon }) => {
     const mapped = users.make();
     const stranger = users.make();
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-forged-state-'));
@@ -276,7 +271,7 @@ describe.skipIf(!canMakeUsers && !isCi())('a daemon that starts on a forged jour
     const place = mkdtempSync(join(tmpdir(), 'execworld-not-a-cgroup-'));
     forge(directory, deadDaemon(), { cgroup: place, sessions: { 's-1': [identity(ofMapped), identity(ofStranger)] } });
 
-    daemon = await startDaemonProcess(['--state-dir', stateDir, '--token-file', tokenFile]);
+    const daemon = await spawnDaemon(['--state-dir', stateDir, '--token-file', tokenFile]);
     await waitFor('the process of the mapped user to end', () => !pidAlive(ofMapped));
     const ended = daemon
       .log()

@@ -16,8 +16,8 @@ import { LocalRuntime } from '@execworld/service';
 import { CONNECT_ERRORS } from '../../scripts/openapi.ts';
 import { InspectionUnsupportedError, type ProcessIdentity } from '../../service/src/provider/inspect/inspector.ts';
 import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
-import { ALICE, ALICE_READER, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
-import { daemonTest } from '../helpers/daemon-test.ts';
+import { ALICE, ALICE_READER, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest, type StartDaemon } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** Codes no test can bring about, with the reason. */
@@ -128,10 +128,10 @@ async function pastBacklog(name: string, id: string, body: Record<string, unknow
 
 const test = daemonTest(() => [{ maxBodyBytes: 256 * 1024 }, { owners }]);
 
-test.beforeAll(async ({ daemon: fileDaemon }) => {
+test.beforeAll(async ({ daemon: fileDaemon, startFileDaemon }) => {
   daemon = fileDaemon;
   inspector = new SwitchableInspector();
-  limited = await startInProcessDaemon({}, { runtime: new LocalRuntime({ inspector }) });
+  limited = await startFileDaemon({}, { runtime: new LocalRuntime({ inspector }) });
   const exited = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
   ids.exitedTerminal = exited.body.id;
   await daemon.request('GET', `/v1/terminals/${ids.exitedTerminal}/done?timeoutMs=20000`);
@@ -154,7 +154,7 @@ test.beforeAll(async ({ daemon: fileDaemon }) => {
     await daemon.request('POST', '/v1/processes', { body: { ...PROCESS, stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' } } })
   ).body.id;
   // 50,000 bytes of a body of 60,000 sent and held, of a budget of 64 KiB: a body of 20,000 bytes more does not fit.
-  budgeted = await startInProcessDaemon({ maxBodyBytes: 64 * 1024, bodyBudgetBytes: 64 * 1024 });
+  budgeted = await startFileDaemon({ maxBodyBytes: 64 * 1024, bodyBudgetBytes: 64 * 1024 });
   const { hostname, port } = new URL(budgeted.url);
   slowBody = netConnect(Number(port), hostname);
   await new Promise((resolve) => slowBody.once('connect', resolve));
@@ -164,12 +164,15 @@ test.beforeAll(async ({ daemon: fileDaemon }) => {
   slowBody.write(`{"data":"${'x'.repeat(50_000 - 9)}`);
   await waitFor('the slow body to be held', () => budgeted.daemon.bodies.held >= 50_000);
 });
-test.afterAll(async () => {
+test.afterAll(() => {
   inspector.stubborn = false;
   inspector.unsupported = false;
   slowBody.destroy();
-  await budgeted.close();
-  await limited.close();
+});
+// The daemons a scenario makes for itself are the running test's, closed when it ends if the scenario did not close them.
+let startDaemon: StartDaemon;
+test.beforeEach(({ startDaemon: start }) => {
+  startDaemon = start;
 });
 
 interface Scenario {
@@ -248,7 +251,7 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
 
 /** A daemon that holds one running session of `kind` and allows no more. */
 async function fullDaemon(kind: 'terminal' | 'process'): Promise<TestDaemon> {
-  const full = await startInProcessDaemon({ maxSessionsPerOwner: 1 });
+  const full = await startDaemon({ maxSessionsPerOwner: 1 });
   const created =
     kind === 'terminal' ? await full.request('POST', '/v1/terminals', { body: TERMINAL }) : await full.request('POST', '/v1/processes', { body: PROCESS });
   expect(created.status).toBe(201);
@@ -269,7 +272,7 @@ async function against(
 }
 
 async function shuttingDown(): Promise<TestDaemon> {
-  const target = await startInProcessDaemon();
+  const target = await startDaemon();
   await target.daemon.registry.shutdown();
   return target;
 }
@@ -294,7 +297,7 @@ async function completing(path: string, meanwhile: () => void, expected: Record<
 }
 
 /** A daemon whose filesystem bounds are tiny. */
-const tinyBounds = () => startInProcessDaemon({ maxReadTextBytes: 4, maxListEntries: 1 });
+const tinyBounds = () => startDaemon({ maxReadTextBytes: 4, maxListEntries: 1 });
 
 /** What each operation's own work can answer. */
 const OWN: Record<string, Scenario[]> = {
@@ -411,7 +414,7 @@ const OWN: Record<string, Scenario[]> = {
       code: 'LIMIT_EXCEEDED',
       send: () =>
         against(
-          () => startInProcessDaemon({ maxUploadsPerOwner: 1 }),
+          () => startDaemon({ maxUploadsPerOwner: 1 }),
           async (full) => {
             expect((await full.request('POST', '/v1/files/uploads', { body: { path: join(files, 'first') } })).status).toBe(201);
             return send(full, op('upload.create'), '', { body: { path: join(files, 'second') } });
@@ -473,7 +476,7 @@ const OWN: Record<string, Scenario[]> = {
       code: 'UNSUPPORTED',
       send: () =>
         against(
-          () => startInProcessDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
+          () => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
           (windows) => send(windows, op('terminal.create'), ''),
         ),
     },
@@ -511,7 +514,7 @@ const OWN: Record<string, Scenario[]> = {
       code: 'LIMIT_EXCEEDED',
       send: () =>
         against(
-          () => startInProcessDaemon({ screenMaxCells: TERMINAL.rows * TERMINAL.cols - 1 }),
+          () => startDaemon({ screenMaxCells: TERMINAL.rows * TERMINAL.cols - 1 }),
           async (small) => send(small, op('terminal.screen'), (await small.request('POST', '/v1/terminals', { body: TERMINAL })).body.id),
         ),
     },
@@ -661,7 +664,7 @@ Object.assign(OWN, {
       code: 'UNSUPPORTED',
       send: () =>
         against(
-          () => startInProcessDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
+          () => startDaemon({}, { runtime: new LocalRuntime({ platform: 'win32' }) }),
           (windows) => send(windows, op('shell.create'), ''),
         ),
     },
@@ -703,7 +706,7 @@ Object.assign(OWN, {
       code: 'LIMIT_EXCEEDED',
       send: () =>
         against(
-          () => startInProcessDaemon({ maxSessionsPerOwner: 2 }),
+          () => startDaemon({ maxSessionsPerOwner: 2 }),
           (full) =>
             restartFails(
               async (id) => {

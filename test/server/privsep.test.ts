@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type Daemon } from '../../service/src/server/app.ts';
 import { TokenTable } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts';
-import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { canMakeUsers, finished, makeUser, runAs } from '../helpers/os-users.ts';
 import { isCi, requiredTool } from '../helpers/tools.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -347,28 +347,29 @@ describe.skipIf(!canMakeUsers && !isCi())('an owner mapped to an OS user, on a d
   });
 });
 
+const test = daemonProcessTest();
+
 // Users are made as root; CI runs as root, so there a daemon that is not root fails these instead of skipping them.
 describe.skipIf(!canMakeUsers && !isCi())("a mapped owner's worker, on a daemon whose sessions are contained by the subreaper", () => {
   const TOKEN = 'worker-owner-token-0123456789';
   let user: ReturnType<typeof makeUser>;
-  let daemon: DaemonProcess | undefined;
   beforeAll(() => {
     user = makeUser();
   });
-  afterAll(async () => {
-    await daemon?.stop();
+  // The test's daemon is stopped when the test ends, before the user its worker runs as is removed.
+  afterAll(() => {
     user?.remove();
   });
 
-  it('is none of the sessions: one that ran while it started ends, and the worker serves on', async () => {
+  test('is none of the sessions: one that ran while it started ends, and the worker serves on', async ({ spawnDaemon }) => {
     const place = mkdtempSync(join(tmpdir(), 'ew-worker-'));
     const tokenFile = join(place, 'tokens');
     writeFileSync(tokenFile, `bob ${TOKEN} ${user.name}\n`, { mode: 0o600 });
     const stateDir = join(place, 'state');
     mkdirSync(stateDir, { mode: 0o711 });
-    daemon = await startDaemonProcess(['--containment', 'subreaper', '--token-file', tokenFile, '--state-dir', stateDir]);
+    const daemon = await spawnDaemon(['--containment', 'subreaper', '--token-file', tokenFile, '--state-dir', stateDir]);
     const call = async (method: string, path: string, body?: unknown): Promise<any> => {
-      const response = await fetch(`${daemon!.url}${path}`, {
+      const response = await fetch(`${daemon.url}${path}`, {
         method,
         headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -391,7 +392,7 @@ describe.skipIf(!canMakeUsers && !isCi())("a mapped owner's worker, on a daemon 
           try {
             return (
               readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('file-worker') &&
-              readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1] === String(daemon!.pid)
+              readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1] === String(daemon.pid)
             );
           } catch (_error) {
             return false;

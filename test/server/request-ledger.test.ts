@@ -5,10 +5,13 @@
  * what is forgotten may be made again, and the ledger holds a bounded number
  * of entries per owner.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect } from 'vitest';
 import type { Principal } from '../../service/src/server/auth.ts';
 import { RequestLedger } from '../../service/src/server/sessions/request-ledger.ts';
-import { BOB, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { BOB, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
+
+const test = daemonTest();
 
 const principal = (owner: string): Principal => ({ owner, access: 'write', runAs: undefined, root: undefined });
 const ALICE = principal('alice');
@@ -40,7 +43,7 @@ function maker(kind: Thing['kind'] = 'box') {
 }
 
 describe('the request ledger', () => {
-  it('answers a retry with what the first create made, even while the first is under way', async () => {
+  test('answers a retry with what the first create made, even while the first is under way', async () => {
     const ledger = new RequestLedger<Thing>(4);
     const first = deferred<Thing>();
     let runs = 0;
@@ -62,7 +65,7 @@ describe('the request ledger', () => {
     expect(plain.runs).toBe(2);
   });
 
-  it("keys by the principal's owner and the requestId, and refuses one requestId for another kind", async () => {
+  test("keys by the principal's owner and the requestId, and refuses one requestId for another kind", async () => {
     const ledger = new RequestLedger<Thing>(4);
     const boxes = maker('box');
     const made = await ledger.once(ALICE, 'r1', 'box', boxes.create);
@@ -77,7 +80,7 @@ describe('the request ledger', () => {
     });
   });
 
-  it('lets a create that failed, or whose thing was forgotten, be made again', async () => {
+  test('lets a create that failed, or whose thing was forgotten, be made again', async () => {
     const ledger = new RequestLedger<Thing>(4);
     await expect(ledger.once(ALICE, 'r1', 'box', () => Promise.reject<Thing>(new Error('no room')))).rejects.toThrow('no room');
     const boxes = maker();
@@ -88,7 +91,7 @@ describe('the request ledger', () => {
     expect((await ledger.once(ALICE, 'r1', 'box', boxes.create)).id).toBe('box-2');
   });
 
-  it('holds at most its bound per owner, forgetting the oldest answered create first', async () => {
+  test('holds at most its bound per owner, forgetting the oldest answered create first', async () => {
     const ledger = new RequestLedger<Thing>(2);
     const boxes = maker();
     await ledger.once(ALICE, 'r1', 'box', boxes.create);
@@ -108,7 +111,7 @@ describe('the request ledger', () => {
     expect((await ledger.once(ALICE, 'r1', 'box', boxes.create)).id).toBe(`box-${runs + 1}`);
   });
 
-  it('refuses a create past its bound when every entry is a create still under way', async () => {
+  test('refuses a create past its bound when every entry is a create still under way', async () => {
     const ledger = new RequestLedger<Thing>(2);
     const pending = [deferred<Thing>(), deferred<Thing>()];
     const first = ledger.once(ALICE, 'r1', 'box', () => pending[0]!.promise);
@@ -123,19 +126,18 @@ describe('the request ledger', () => {
     expect(ledger.size).toBe(2);
   });
 
-  it('takes no bound below one entry', () => {
+  test('takes no bound below one entry', () => {
     expect(() => new RequestLedger<Thing>(0)).toThrow(RangeError);
   });
 });
 
 describe('a create retried with the same requestId, on a daemon', () => {
   let daemon: TestDaemon;
-  beforeAll(async () => {
-    daemon = await startInProcessDaemon();
+  test.beforeAll(({ daemon: fileDaemon }) => {
+    daemon = fileDaemon;
   });
-  afterAll(() => daemon?.close());
 
-  it('answers the same shell, made once, until the shell is deleted', async () => {
+  test('answers the same shell, made once, until the shell is deleted', async () => {
     const body = { cwd: '/tmp', requestId: 'shell-retry-1' };
     const [first, retry] = await Promise.all([daemon.request('POST', '/v1/shells', { body }), daemon.request('POST', '/v1/shells', { body })]);
     expect(first.status).toBe(201);
@@ -157,7 +159,7 @@ describe('a create retried with the same requestId, on a daemon', () => {
     await daemon.request('DELETE', `/v1/shells/${again.body.id}`);
   });
 
-  it('answers the same terminal or process, and refuses the requestId for the other kind', async () => {
+  test('answers the same terminal or process, and refuses the requestId for the other kind', async () => {
     const terminal = { argv: ['/bin/sh'], cwd: '/tmp', rows: 24, cols: 80, requestId: 'session-retry-1' };
     const [first, retry] = await Promise.all([
       daemon.request('POST', '/v1/terminals', { body: terminal }),

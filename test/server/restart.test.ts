@@ -6,27 +6,28 @@
 import { mkdirSync, mkdtempSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { callDaemon, leaveSessions, startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { afterEach, describe, expect } from 'vitest';
+import { callDaemon, leaveSessions } from '../helpers/daemon-process.ts';
+import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { killMarked, markerPids, uniqueSleepMarker } from '../helpers/proc.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
 
+const test = daemonProcessTest();
+
+// What a failed test may leave; its daemons are stopped after this, when the test ends.
 const markers: string[] = [];
-const daemons: DaemonProcess[] = [];
-afterEach(async () => {
-  for (const daemon of daemons.splice(0)) if (pidAlive(daemon.pid)) await daemon.stop();
+afterEach(() => {
   for (const marker of markers.splice(0)) killMarked(marker);
 });
 
 describe('restart after a daemon and its watcher were SIGKILLed', () => {
   for (const mode of ['auto', 'subreaper'] as const) {
-    it(`ends the sessions the dead daemon left (containment ${mode})`, async () => {
+    test(`ends the sessions the dead daemon left (containment ${mode})`, async ({ spawnDaemon }) => {
       const marker = uniqueSleepMarker();
       markers.push(marker);
       const stateDir = mkdtempSync(join(tmpdir(), 'execworld-restart-'));
       const args = ['--state-dir', stateDir, ...(mode === 'auto' ? [] : ['--containment', mode])];
-      const first = await startDaemonProcess(args);
-      daemons.push(first);
+      const first = await spawnDaemon(args);
       await leaveSessions(first, marker);
       // Its watcher dies first, so that only the next start can end what the daemon leaves.
       const watcher = first.watcherPid()!;
@@ -36,19 +37,18 @@ describe('restart after a daemon and its watcher were SIGKILLed', () => {
       await waitFor('the daemon to die', () => !pidAlive(first.pid));
       expect(markerPids(marker)).toHaveLength(3);
 
-      const second = await startDaemonProcess(args);
-      daemons.push(second);
+      // The next daemon on the same state directory: its start is what ends them.
+      await spawnDaemon(args);
       await waitFor('the left sessions to end', () => markerPids(marker).length === 0, 20_000);
     });
   }
 });
 
 describe('upload stages a SIGKILLed daemon left', () => {
-  it('are removed by the next daemon, and only where their names still lead to them', async () => {
+  test('are removed by the next daemon, and only where their names still lead to them', async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-restart-'));
     const place = mkdtempSync(join(tmpdir(), 'execworld-stages-'));
-    const first = await startDaemonProcess(['--state-dir', stateDir]);
-    daemons.push(first);
+    const first = await spawnDaemon(['--state-dir', stateDir]);
     /** An upload into `directory` with a few bytes sent, left open. */
     const begin = async (directory: string): Promise<void> => {
       mkdirSync(directory, { recursive: true });
@@ -74,8 +74,8 @@ describe('upload stages a SIGKILLed daemon left', () => {
     writeFileSync(join(victim, 'content'), 'not the stage');
     symlinkSync(victim, swapped);
 
-    const second = await startDaemonProcess(['--state-dir', stateDir]);
-    daemons.push(second);
+    // The next daemon on the same state directory: its start removes the stages it may.
+    await spawnDaemon(['--state-dir', stateDir]);
     expect(stageIn(join(place, 'kept-name'))).toEqual([]);
     expect(readdirSync(victim)).toEqual(['content']);
     expect(stageIn(join(place, 'swapped'))).toHaveLength(1);

@@ -10,8 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import * as tar from 'tar';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDaemonProcess, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { afterAll, describe, expect } from 'vitest';
+import type { DaemonProcess } from '../helpers/daemon-process.ts';
+import { daemonProcessTest } from '../helpers/daemon-test.ts';
 
 const ENTRIES = 250_000;
 /** Entries per directory of the archive. */
@@ -20,13 +21,13 @@ const PER_DIRECTORY = 1000;
 const BOUND_MiB = 160;
 
 const scratch = mkdtempSync(join(tmpdir(), 'unpack-memory-'));
+const test = daemonProcessTest();
 let daemon: DaemonProcess;
-beforeAll(async () => {
-  daemon = await startDaemonProcess();
+test.beforeAll(({ daemonProcess }) => {
+  daemon = daemonProcess;
 });
-// A daemon that just made 250,000 entries, on a busy machine, may take a while to stop: wait for it rather than a default.
-afterAll(async () => {
-  await daemon.stop();
+// 250,000 entries take a while to remove on a busy machine: wait for it rather than a default. The daemon stops after this.
+afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 }, 180_000);
 
@@ -78,7 +79,7 @@ function unpack(count: number, directory: string): Promise<{ status: number; bod
 }
 
 describe('an archive of 250,000 entries', () => {
-  it("is unpacked whole with the daemon's memory bounded", async () => {
+  test("is unpacked whole with the daemon's memory bounded", async () => {
     // A small one first, so that what the first unpack loads is there before the measure.
     expect((await unpack(2000, join(scratch, 'warm'))).status).toBe(200);
     const before = daemon.peakRssKiB();

@@ -13,8 +13,9 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ALICE, ALICE_READER, BOB, startInProcessDaemon, type TestDaemon } from '../helpers/daemon.ts';
+import { afterAll, describe, expect } from 'vitest';
+import { ALICE, ALICE_READER, BOB, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 import { requiredTool } from '../helpers/tools.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -28,6 +29,9 @@ const RING_BYTES = 64 * 1024;
 /** Generous: Chromium's first start on a loaded machine is slow. */
 const DEADLINE = 60_000;
 
+// A small ring, so that output made while the page is away can outrun what the daemon keeps.
+const test = daemonTest({ ringBytes: RING_BYTES });
+
 describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
   let daemon: TestDaemon;
   let proxy: FaultProxy;
@@ -35,9 +39,8 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
   let terminalId: string;
   let processId: string;
 
-  beforeAll(async () => {
-    // A small ring, so that output made while the page is away can outrun what the daemon keeps.
-    daemon = await startInProcessDaemon({ ringBytes: RING_BYTES });
+  test.beforeAll(async ({ daemon: fileDaemon }) => {
+    daemon = fileDaemon;
     proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
     browser = await chromium.launch({
       executablePath: CHROMIUM.require(),
@@ -75,7 +78,6 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
   afterAll(async () => {
     await browser?.close();
     await proxy?.close();
-    await daemon?.close();
   });
 
   async function outputText(id: string): Promise<string> {
@@ -195,7 +197,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     await expect.poll(() => page.locator('#link').getAttribute('data-state'), { timeout: DEADLINE }).toBe('open');
   }
 
-  it('serves the page with a policy that runs only its own script and connects only to itself', async () => {
+  test('serves the page with a policy that runs only its own script and connects only to itself', async () => {
     const response = await fetch(`${proxy.url}/ui`);
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^text\/html/);
@@ -209,7 +211,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     expect(await script.text()).not.toMatch(/https?:\/\/(?!127\.0\.0\.1)[a-z0-9.-]+\/[^"'\s]*\.(js|css)\b/i);
   });
 
-  it('refuses a wrong token and says so', async () => {
+  test('refuses a wrong token and says so', async () => {
     const { context, page, problems } = await open('not-a-token-of-anyone-000');
     await expect.poll(() => page.locator('#login-error').textContent(), { timeout: DEADLINE }).toContain('UNAUTHORIZED');
     expect(await page.locator('#main').isHidden()).toBe(true);
@@ -220,7 +222,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     await context.close();
   });
 
-  it(
+  test(
     "shows the owner's terminal live, takes typing, and resumes byte-exact after the connection is cut",
     async () => {
       const { context, page, problems } = await open(ALICE);
@@ -273,7 +275,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     4 * DEADLINE,
   );
 
-  it(
+  test(
     'redraws from a fresh screen snapshot when the daemon no longer holds what the page missed',
     async () => {
       const { context, page, problems } = await open(ALICE);
@@ -310,7 +312,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     4 * DEADLINE,
   );
 
-  it(
+  test(
     "never answers a program's terminal queries itself, which would reach the program as typing",
     async () => {
       // A terminal whose queries the daemon leaves unanswered: any answer would have come from the page.
@@ -343,7 +345,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     2 * DEADLINE,
   );
 
-  it("shows a process's stdout and stderr apart", async () => {
+  test("shows a process's stdout and stderr apart", async () => {
     const { context, page, problems } = await open(ALICE);
     await choose(page, 'processes', processId);
     await expect.poll(() => page.locator('#stdout').textContent(), { timeout: DEADLINE }).toBe('out-9\n');
@@ -353,7 +355,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     await context.close();
   });
 
-  it(
+  test(
     'shows a read-only token the same terminal and sends none of its typing',
     async () => {
       const { context, page, problems } = await open(ALICE_READER);
@@ -373,7 +375,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     2 * DEADLINE,
   );
 
-  it(
+  test(
     'starts a terminal and a shell from a page that may write, and ends them; a read-only page offers neither',
     async () => {
       const listed = async (path: string, key: string): Promise<{ id: string; status?: string; argv?: string[] }[]> =>
@@ -455,7 +457,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     6 * DEADLINE,
   );
 
-  it(
+  test(
     'fits the remote terminal to the pane of the page in control, on open and on resize; a watching page never resizes it',
     async () => {
       const created = await daemon.request('POST', '/v1/terminals', {
@@ -545,7 +547,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     4 * DEADLINE,
   );
 
-  it(
+  test(
     'folds ended sessions away from the live ones',
     async () => {
       const created = await daemon.request('POST', '/v1/processes', {
@@ -574,7 +576,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     2 * DEADLINE,
   );
 
-  it(
+  test(
     'shows a shell as its runs, each with its status and output, never its markers, and offers no raw typing',
     async () => {
       const created = await daemon.request('POST', '/v1/shells', { body: { cwd: tmpdir() } });
@@ -640,7 +642,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     return () => page.evaluate<string[]>('window.__statuses');
   }
 
-  it(
+  test(
     'sends a create in flight when the connection drops again with its request id, and opens the one session it made',
     async () => {
       const listed = async (): Promise<string[]> =>
@@ -679,7 +681,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     4 * DEADLINE,
   );
 
-  it(
+  test(
     "never sends again an interrupt in flight when the connection drops, and says its outcome is unknown with the SDK's OUTCOME_UNKNOWN",
     async () => {
       const created = await daemon.request('POST', '/v1/shells', { body: { cwd: tmpdir() } });
@@ -712,7 +714,7 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     4 * DEADLINE,
   );
 
-  it("lists none of another owner's sessions", async () => {
+  test("lists none of another owner's sessions", async () => {
     const { context, page, problems } = await open(BOB);
     await expect.poll(() => page.locator('#who').textContent(), { timeout: DEADLINE }).toBe('owner bob · may write');
     await expect.poll(() => page.locator('#terminals').innerText(), { timeout: DEADLINE }).toBe('none');
@@ -721,9 +723,9 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
     await context.close();
   });
 
-  it('goes back to its form when the daemon no longer takes the token', async () => {
+  test('goes back to its form when the daemon no longer takes the token', async ({ startDaemon }) => {
     const CAROL = 'carol-token-0123456789abcdef';
-    const other = await startInProcessDaemon({}, { owners: [{ owner: 'carol', token: CAROL }] });
+    const other = await startDaemon({}, { owners: [{ owner: 'carol', token: CAROL }] });
     proxy.retarget(Number(new URL(other.url).port));
     try {
       const { context, page, problems } = await open(CAROL);
@@ -740,7 +742,6 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
       await context.close();
     } finally {
       proxy.retarget(Number(new URL(daemon.url).port));
-      await other.close();
     }
   });
 });
