@@ -41,12 +41,17 @@ export async function resolvePwsh(
 }
 type WireResult = typeof schemas.RunResult._zod.output;
 
+/** The limits of a shell's terminal session, as a create names them (memoryBytes, pids, cpu). */
+export type ShellLimits = Readonly<Partial<Record<'memoryBytes' | 'pids' | 'cpu', number | undefined>>>;
+
 export interface ShellSpec {
   readonly dialect: 'bash' | 'pwsh';
   readonly cwd: string;
   readonly env?: Readonly<Record<string, string>> | undefined;
   /** The OS user the shell runs as, by name or uid (see SessionRegistry.runAs); the owner's when absent. */
   readonly user?: string | undefined;
+  /** Limits of the shell's terminal session (see SessionRegistry.sessionLimits). */
+  readonly limits?: ShellLimits | undefined;
 }
 
 class DaemonShell {
@@ -119,7 +124,7 @@ export interface ShellTerminals {
   createTerminal(
     principal: Principal,
     spec: SubprocessTerminalSpawnSpec,
-    options: { answerQueries?: boolean; user?: string | undefined },
+    options: { answerQueries?: boolean; user?: string | undefined; limits?: ShellLimits | undefined },
   ): Promise<TerminalSession>;
   /** Ends a session and forgets it. */
   delete(owner: string, id: string, kind: 'terminal'): Promise<void>;
@@ -160,7 +165,11 @@ export class ShellRegistry {
       },
       // The engine answers the queries of a shell that asks (pwsh), and tells the daemon not to.
       spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => {
-        const session = await registry.createTerminal(principal, terminalSpec, { answerQueries: options?.answerQueries ?? true, user: spec.user });
+        const session = await registry.createTerminal(principal, terminalSpec, {
+          answerQueries: options?.answerQueries ?? true,
+          user: spec.user,
+          limits: spec.limits,
+        });
         entry.terminalId = session.id;
         entry.terminalIds.push(session.id);
         return terminalView(session);
