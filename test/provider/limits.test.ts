@@ -8,6 +8,7 @@
  * stops at 200 forks, the allocation is 600 MiB under a 100 MiB limit, the
  * busy loop runs 2 s.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { SubprocessSpawnSpec } from '@execworld/sdk/seam';
 import { LocalRuntime } from '@execworld/service';
@@ -126,6 +127,16 @@ describe('limits: this host enforces them', () => {
     expect(usage?.peakMemoryBytes).toBeGreaterThan(1 << 20);
     expect(usage?.peakMemoryBytes).toBeLessThan(512 << 20);
     expect(usage).toMatchObject({ limitHit: null, oomKilled: false });
+  });
+
+  it("the OOM killer's first choice is a session, not the daemon", async () => {
+    const handle = runtime.spawn(spec(['/bin/sh', '-c', 'cat /proc/self/oom_score_adj; sh -c "cat /proc/self/oom_score_adj"']));
+    await expect(stdoutOf(handle)).resolves.toBe('500\n500\n');
+    // With CAP_SYS_RESOURCE (bit 24) the daemon lowers its own score, else it keeps 0; the spawn's moment at the sessions' is over.
+    const capabilities = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'latin1'))![1]}`);
+    const own = readFileSync('/proc/self/oom_score_adj', 'latin1').trim();
+    console.log(`daemon oom_score_adj ${own}, CAP_SYS_RESOURCE ${(capabilities >> 24n) & 1n}`);
+    expect(own).toBe((capabilities >> 24n) & 1n ? '-500' : '0');
   });
 
   it('a terminal is born inside its limits', async () => {

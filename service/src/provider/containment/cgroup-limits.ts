@@ -28,6 +28,14 @@
  * memory controller) or `memory.max_usage_in_bytes` (v1); which limit was
  * hit from `memory.events` / `memory.oom_control` and `memory.failcnt`,
  * `pids.events`, and `cpu.stat`'s `nr_throttled`.
+ *
+ * The daemon keeps out of the OOM killer's way: it lowers its own
+ * `oom_score_adj` ({@link DAEMON_OOM_SCORE_ADJ}, where it may: root), and a
+ * session's processes are born with {@link SESSION_OOM_SCORE_ADJ}, which the
+ * daemon takes for the instant of the fork (raising needs no privilege, and
+ * returning to a value no lower than the one it last set as root is allowed):
+ * under memory pressure of the whole host the kernel kills a session's
+ * process before the daemon.
  * @module
  */
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
@@ -71,6 +79,11 @@ export const MAX_PIDS = 4_194_304;
 /** cpu.max / cfs_quota_us take at least 1 ms per period: 0.01 of a core at the 100 ms period. */
 export const MIN_CPU = 0.01;
 export const MAX_CPU = 1024;
+/** The daemon's own oom_score_adj: the OOM killer's last choice but for what is set lower still (-1000: never). */
+export const DAEMON_OOM_SCORE_ADJ = -500;
+/** A session's processes' oom_score_adj: the OOM killer's first choice. */
+export const SESSION_OOM_SCORE_ADJ = 500;
+
 /** The CFS period the quota is measured over, in microseconds (the kernel's default). */
 const CPU_PERIOD_US = 100_000;
 
@@ -192,6 +205,10 @@ export class CgroupControllers {
   readonly #v1 = new Map<V1Controller, { origin: string; directory: string; back: number }>();
   readonly #v1Reasons = new Map<V1Controller, string>();
   readonly #pid = String(process.pid);
+  /** /proc/self/oom_score_adj, open for writing; undefined where it cannot be written. */
+  readonly #oomFd: number | undefined;
+  /** The daemon's own oom_score_adj, returned to after each spawn. */
+  readonly #ownOomScoreAdj: string;
 
   /**
    * @param v2Directory the daemon's v2 cgroup of session cgroups (holds no process).
@@ -243,7 +260,31 @@ export class CgroupControllers {
         rmdirQuietly(directory);
       }
     }
+    // The daemon's own score first: lowering it needs CAP_SYS_RESOURCE, and without it the score stays.
+    let oomFd: number | undefined;
+    try {
+      oomFd = openSync('/proc/self/oom_score_adj', 'r+');
+      try {
+        writeSync(oomFd, String(DAEMON_OOM_SCORE_ADJ));
+      } catch (_error) {
+        // Not privileged: the score it had.
+      }
+    } catch (_error) {
+      oomFd = undefined;
+    }
+    this.#oomFd = oomFd;
+    this.#ownOomScoreAdj = (readText('/proc/self/oom_score_adj') ?? '0').trim();
     process.once('exit', () => this.close());
+  }
+
+  /** Takes the sessions' oom_score_adj for a spawn, or returns to the daemon's own. */
+  oomScore(session: boolean): void {
+    if (this.#oomFd === undefined) return;
+    try {
+      writeSync(this.#oomFd, session ? String(SESSION_OOM_SCORE_ADJ) : this.#ownOomScoreAdj);
+    } catch (_error) {
+      // A kernel that refuses: the child keeps the daemon's score, as without this.
+    }
   }
 
   /** Which limits can be enforced, and why not the others. */
@@ -344,6 +385,7 @@ export class CgroupControllers {
   }
 
   close(): void {
+    if (this.#oomFd !== undefined) closeQuietly(this.#oomFd);
     for (const hierarchy of this.#v1.values()) {
       closeQuietly(hierarchy.back);
       rmdirQuietly(hierarchy.directory);
@@ -418,17 +460,20 @@ export class CellControls {
 
   /** Runs `spawn` with this process's main thread in the session's v1 cgroups, and brings it back. */
   inside<T>(spawn: () => T): T {
-    if (this.#v1.length === 0 || this.#released) return spawn();
+    const v1 = this.#released ? [] : this.#v1;
+    this.#controllers.oomScore(true);
     try {
-      this.#controllers.enter(this.#v1);
+      this.#controllers.enter(v1);
     } catch (error) {
-      this.#controllers.leave(this.#v1);
+      this.#controllers.oomScore(false);
+      this.#controllers.leave(v1);
       throw error;
     }
     try {
       return spawn();
     } finally {
-      this.#controllers.leave(this.#v1);
+      this.#controllers.oomScore(false);
+      this.#controllers.leave(v1);
     }
   }
 
