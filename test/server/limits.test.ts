@@ -155,6 +155,23 @@ describe('limits over the API', () => {
     await daemon.request('DELETE', `/v1/shells/${shell.body.id}`);
   });
 
+  test("a shell run's answer carries the run's usage: cpu over the run, its own peak", async ({ daemon }) => {
+    const shell = await daemon.request('POST', '/v1/shells', { body: { cwd: '/tmp' } });
+    expect(shell.status).toBe(201);
+    const run = async (command: string): Promise<{ exitCode: number; usage: Record<string, number | string | null> }> =>
+      (await daemon.request('POST', `/v1/shells/${shell.body.id}/run`, { body: { command } })).body;
+    const hog = await run(`python3 -c "x = b'x' * (80 << 20); import time; end = time.monotonic() + 0.3\nwhile time.monotonic() < end: pass"`);
+    const quiet = await run('true');
+    console.log('shell runs usage', JSON.stringify(hog.usage), JSON.stringify(quiet.usage));
+    expect(hog).toMatchObject({ exitCode: 0, usage: { peakScope: 'run', limitHit: null, oomKilled: false } });
+    expect(hog.usage.peakMemoryBytes).toBeGreaterThan(80 << 20);
+    expect((hog.usage.cpuUserMs as number) + (hog.usage.cpuSystemMs as number)).toBeGreaterThan(200);
+    // The next run's peak and cpu are its own, not the shell's so far.
+    expect(quiet.usage.peakMemoryBytes).toBeLessThan(80 << 20);
+    expect((quiet.usage.cpuUserMs as number) + (quiet.usage.cpuSystemMs as number)).toBeLessThan(200);
+    await daemon.request('DELETE', `/v1/shells/${shell.body.id}`);
+  });
+
   test('the ceilings refuse more and hold a create that asks nothing', async ({ startDaemon }) => {
     const daemon = await startDaemon({ containment: 'cgroup', maxSessionPids: 100, maxSessionMemoryBytes: 512 << 20, defaultSessionPids: 50 });
     const over = await daemon.request('POST', '/v1/run', { body: { argv: ['true'], cwd: '/tmp', limits: { pids: 101 } } });

@@ -21,10 +21,10 @@ import type {
   SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
 import type { ArchiveResult, FileDigest, FsInfo, FsProvider, FsTarget, PackedArchive } from '@execworld/sdk/fs';
-import type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage } from './containment/containment.ts';
+import type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 import type { RunAs } from './run-as.ts';
 
-export type { ContainmentMode } from './containment/containment.ts';
+export type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 export type { RunAs } from './run-as.ts';
 export { CleanupError, ProviderError, type ProviderErrorCode } from './errors.ts';
 
@@ -108,6 +108,8 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
   resize(cols: number, rows: number): void;
   /** What the terminal's session used; undefined where its cell keeps none. */
   usage?(): SessionUsage | undefined;
+  /** Starts measuring one run in the terminal (a persistent shell's command). */
+  usageMeter?(): UsageMeter | undefined;
 }
 
 /** The provider the daemon runs its sessions on. */

@@ -441,6 +441,35 @@ function parseMounts(mountinfo: string): MountInfoEntry[] {
   return entries;
 }
 
+/** The raw counters usage is made of. */
+interface Counters {
+  cpuUserMs: number;
+  cpuSystemMs: number;
+  peakMemoryBytes: number | null;
+  oomKills: number;
+  memoryFails: number;
+  pidsMax: number;
+  throttled: number;
+}
+const ZERO_COUNTERS: Counters = Object.freeze({ cpuUserMs: 0, cpuSystemMs: 0, peakMemoryBytes: null, oomKills: 0, memoryFails: 0, pidsMax: 0, throttled: 0 });
+
+/** Usage from the counters `before` to those of `now`. */
+function usageBetween(before: Counters, now: Counters): SessionUsage {
+  const memoryHit = now.oomKills > before.oomKills || now.memoryFails > before.memoryFails;
+  return {
+    cpuUserMs: Math.max(0, Math.round(now.cpuUserMs - before.cpuUserMs)),
+    cpuSystemMs: Math.max(0, Math.round(now.cpuSystemMs - before.cpuSystemMs)),
+    peakMemoryBytes: now.peakMemoryBytes,
+    limitHit: memoryHit ? 'memory' : now.pidsMax > before.pidsMax ? 'pids' : now.throttled > before.throttled ? 'cpu' : null,
+    oomKilled: now.oomKills > before.oomKills,
+  };
+}
+
+/** The usage of one run of a session, from when it was started; `peakScope` says whose the peak is. */
+export interface UsageMeter {
+  usage(): SessionUsage & { readonly peakScope: 'run' | 'session' };
+}
+
 /** The limits and counters of one session's cgroups. */
 export class CellControls {
   readonly limits: SessionLimits;
@@ -448,8 +477,9 @@ export class CellControls {
   readonly #v2Path: string;
   readonly #v1: { controller: V1Controller; path: string; tasks: number }[];
   #released = false;
-  /** The usage read just before the cgroups were removed. */
+  /** The usage read just before the cgroups were removed, and its counters. */
   #final: SessionUsage | undefined;
+  #lastCounters: Counters | undefined;
 
   constructor(controllers: CgroupControllers, v2Path: string, v1: { controller: V1Controller; path: string; tasks: number }[], limits: SessionLimits) {
     this.#controllers = controllers;
@@ -481,55 +511,71 @@ export class CellControls {
     return this.#v1.find((entry) => entry.controller === controller)?.path;
   }
 
+  /** The session's counters so far, read from its cgroups. */
+  #counters(): Counters {
+    const cpuacct = this.#path('cpuacct');
+    const v2Stat = readText(join(this.#v2Path, 'cpu.stat'));
+    const counters: Counters = { cpuUserMs: 0, cpuSystemMs: 0, peakMemoryBytes: null, oomKills: 0, memoryFails: 0, pidsMax: 0, throttled: 0 };
+    if (cpuacct !== undefined) {
+      counters.cpuUserMs = (readNumber(join(cpuacct, 'cpuacct.usage_user')) ?? 0) / 1e6;
+      counters.cpuSystemMs = (readNumber(join(cpuacct, 'cpuacct.usage_sys')) ?? 0) / 1e6;
+    } else {
+      counters.cpuUserMs = (keyed(v2Stat, 'user_usec') ?? 0) / 1000;
+      counters.cpuSystemMs = (keyed(v2Stat, 'system_usec') ?? 0) / 1000;
+    }
+    const memory = this.#path('memory');
+    if (this.#controllers.v2.has('memory')) {
+      counters.peakMemoryBytes = readNumber(join(this.#v2Path, 'memory.peak')) ?? null;
+      const events = readText(join(this.#v2Path, 'memory.events'));
+      counters.oomKills = keyed(events, 'oom_kill') ?? 0;
+      counters.memoryFails = keyed(events, 'max') ?? 0;
+    } else if (memory !== undefined) {
+      counters.peakMemoryBytes = readNumber(join(memory, 'memory.max_usage_in_bytes')) ?? null;
+      counters.oomKills = keyed(readText(join(memory, 'memory.oom_control')), 'oom_kill') ?? 0;
+      counters.memoryFails = this.limits.memoryBytes === undefined ? 0 : (readNumber(join(memory, 'memory.failcnt')) ?? 0);
+    }
+    const pids = this.#controllers.v2.has('pids') ? this.#v2Path : this.#path('pids');
+    if (pids !== undefined && this.limits.pids !== undefined) counters.pidsMax = keyed(readText(join(pids, 'pids.events')), 'max') ?? 0;
+    if (this.limits.cpu !== undefined) {
+      const stat = this.#controllers.v2.has('cpu') ? v2Stat : readText(join(this.#path('cpu') ?? '/nonexistent', 'cpu.stat'));
+      counters.throttled = keyed(stat, 'nr_throttled') ?? 0;
+    }
+    return counters;
+  }
+
   /** The session's usage so far, read from its cgroups. */
   usage(): SessionUsage {
     if (this.#final !== undefined) return this.#final;
-    let cpuUserMs: number;
-    let cpuSystemMs: number;
-    const cpuacct = this.#path('cpuacct');
-    const v2Stat = readText(join(this.#v2Path, 'cpu.stat'));
-    if (cpuacct !== undefined) {
-      cpuUserMs = (readNumber(join(cpuacct, 'cpuacct.usage_user')) ?? 0) / 1e6;
-      cpuSystemMs = (readNumber(join(cpuacct, 'cpuacct.usage_sys')) ?? 0) / 1e6;
-    } else {
-      cpuUserMs = (keyed(v2Stat, 'user_usec') ?? 0) / 1000;
-      cpuSystemMs = (keyed(v2Stat, 'system_usec') ?? 0) / 1000;
-    }
-    let peakMemoryBytes: number | null = null;
-    let oomKills = 0;
-    let memoryHit = false;
-    let pidsHit = false;
-    let cpuHit = false;
+    return usageBetween(ZERO_COUNTERS, this.#counters());
+  }
+
+  /**
+   * Starts measuring one run of a long-lived session (a persistent shell's
+   * command): cpu and the limits hit as the difference over the run; peak
+   * memory reset for it where the kernel allows (v1: a write of 0 to
+   * `memory.max_usage_in_bytes`; v2 has `memory.peak` writable only since
+   * Linux 6.12, not done here), else the session's peak, which `peakScope` says.
+   */
+  meter(): UsageMeter {
+    const before = this.#counters();
+    let peakScope: 'run' | 'session' = 'session';
     const memory = this.#path('memory');
-    if (this.#controllers.v2.has('memory')) {
-      peakMemoryBytes = readNumber(join(this.#v2Path, 'memory.peak')) ?? null;
-      const events = readText(join(this.#v2Path, 'memory.events'));
-      oomKills = keyed(events, 'oom_kill') ?? 0;
-      memoryHit = oomKills > 0 || (keyed(events, 'max') ?? 0) > 0;
-    } else if (memory !== undefined) {
-      peakMemoryBytes = readNumber(join(memory, 'memory.max_usage_in_bytes')) ?? null;
-      oomKills = keyed(readText(join(memory, 'memory.oom_control')), 'oom_kill') ?? 0;
-      memoryHit = this.limits.memoryBytes !== undefined && (oomKills > 0 || (readNumber(join(memory, 'memory.failcnt')) ?? 0) > 0);
+    if (!this.#controllers.v2.has('memory') && memory !== undefined) {
+      try {
+        writeFileSync(join(memory, 'memory.max_usage_in_bytes'), '0');
+        peakScope = 'run';
+      } catch (_error) {
+        // The session's peak, then.
+      }
     }
-    const pids = this.#controllers.v2.has('pids') ? this.#v2Path : this.#path('pids');
-    if (pids !== undefined && this.limits.pids !== undefined) pidsHit = (keyed(readText(join(pids, 'pids.events')), 'max') ?? 0) > 0;
-    if (this.limits.cpu !== undefined) {
-      const stat = this.#controllers.v2.has('cpu') ? v2Stat : readText(join(this.#path('cpu') ?? '/nonexistent', 'cpu.stat'));
-      cpuHit = (keyed(stat, 'nr_throttled') ?? 0) > 0;
-    }
-    return {
-      cpuUserMs: Math.round(cpuUserMs),
-      cpuSystemMs: Math.round(cpuSystemMs),
-      peakMemoryBytes,
-      limitHit: memoryHit ? 'memory' : pidsHit ? 'pids' : cpuHit ? 'cpu' : null,
-      oomKilled: oomKills > 0,
-    };
+    return { usage: () => ({ ...usageBetween(before, this.#final === undefined ? this.#counters() : this.#lastCounters!), peakScope }) };
   }
 
   /** Removes the session's v1 cgroups once empty; false while one is in use. */
   remove(): boolean {
     if (this.#released) return true;
-    this.#final = this.usage();
+    this.#lastCounters = this.#counters();
+    this.#final = usageBetween(ZERO_COUNTERS, this.#lastCounters);
     let removed = true;
     for (const entry of this.#v1) {
       if (!rmdirQuietly(entry.path)) removed = false;

@@ -32,7 +32,7 @@ import {
   processRuns,
   removeCgroup,
 } from './cgroup-fs.ts';
-import { CgroupControllers, type CellControls, type LimitSupport, type SessionLimits, type SessionUsage } from './cgroup-limits.ts';
+import { CgroupControllers, type CellControls, type LimitSupport, type SessionLimits, type SessionUsage, type UsageMeter } from './cgroup-limits.ts';
 import type { Containment, ContainmentRecovery, SessionCell } from './containment.ts';
 
 export { CgroupUnavailableError } from './cgroup-fs.ts';
@@ -258,6 +258,10 @@ class CgroupCell implements SessionCell {
 
   usage(): SessionUsage | undefined {
     return this.#controls?.usage();
+  }
+
+  usageMeter(): UsageMeter | undefined {
+    return this.#controls?.meter();
   }
 
   attach(_pid: number, _stdio?: readonly string[]): void {
