@@ -8,10 +8,13 @@
  * stops at 200 forks, the allocation is 600 MiB under a 100 MiB limit, the
  * busy loop runs 2 s.
  */
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { SubprocessSpawnSpec } from '@execworld/sdk/seam';
 import { LocalRuntime } from '@execworld/service';
+import { CgroupContainment } from '../../service/src/provider/containment/cgroup.ts';
+import { removeCgroup } from '../../service/src/provider/containment/cgroup-fs.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const runtime = new LocalRuntime({ containment: 'cgroup' });
@@ -137,6 +140,27 @@ describe('limits: this host enforces them', () => {
     const own = readFileSync('/proc/self/oom_score_adj', 'latin1').trim();
     console.log(`daemon oom_score_adj ${own}, CAP_SYS_RESOURCE ${(capabilities >> 24n) & 1n}`);
     expect(own).toBe((capabilities >> 24n) & 1n ? '-500' : '0');
+  });
+
+  it('the v1 cgroups a daemon that died left are removed when the next one makes its own', () => {
+    const dead = spawnSync('true').pid;
+    const left = `/sys/fs/cgroup/pids/execworld-${dead}`;
+    mkdirSync(`${left}/s-1`, { recursive: true });
+    const containment = new CgroupContainment({ name: `execworld-sweep-${process.pid}` });
+    try {
+      expect(containment.limitSupport().supported).toContain('pids');
+      expect(existsSync(left)).toBe(false);
+    } finally {
+      removeCgroup(containment.directory);
+      // Its v1 cgroups of session cgroups, beside this process's own in each hierarchy.
+      for (const line of readFileSync('/proc/self/cgroup', 'latin1').split('\n')) {
+        const [, controllers, path] = line.split(':');
+        for (const controller of ['memory', 'pids', 'cpu', 'cpuacct']) {
+          if (controllers?.split(',').includes(controller))
+            removeCgroup(`/sys/fs/cgroup/${controller}${path === '/' ? '' : path}/execworld-sweep-${process.pid}`);
+        }
+      }
+    }
   });
 
   it('a terminal is born inside its limits', async () => {

@@ -38,11 +38,11 @@
  * process before the daemon.
  * @module
  */
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { ProviderError } from '../errors.ts';
-import { errnoCode, type MountInfoEntry } from './cgroup-fs.ts';
+import { childCgroups, errnoCode, type MountInfoEntry } from './cgroup-fs.ts';
 
 /** What a session may use: bytes of memory (swap included), tasks, and cores (fractional). */
 export interface SessionLimits {
@@ -213,8 +213,10 @@ export class CgroupControllers {
   /**
    * @param v2Directory the daemon's v2 cgroup of session cgroups (holds no process).
    * @param name the name of the daemon's cgroup of session cgroups in each v1 hierarchy.
+   * @param options.stale which names beside it are of daemons that died, to be removed.
    */
-  constructor(v2Directory: string, name: string, hierarchies?: readonly V1Hierarchy[]) {
+  constructor(v2Directory: string, name: string, options: { hierarchies?: readonly V1Hierarchy[]; stale?: (name: string) => boolean } = {}) {
+    const { hierarchies } = options;
     const v2 = new Set<string>();
     const available = (readText(join(v2Directory, 'cgroup.controllers')) ?? '').trim().split(/\s+/);
     for (const controller of ['memory', 'pids', 'cpu']) {
@@ -237,6 +239,7 @@ export class CgroupControllers {
     }
     for (const { controller, origin } of found) {
       if (controller === 'cpuacct' ? false : v2.has(controller)) continue;
+      if (options.stale !== undefined) sweepStaleV1(origin, options.stale);
       // A spawn moves the main thread (its tid is the pid): from another thread the child would fork outside.
       if (!isMainThread) {
         this.#v1Reasons.set(controller, 'the v1 hierarchies are used from the main thread only');
@@ -391,6 +394,28 @@ export class CgroupControllers {
       rmdirQuietly(hierarchy.directory);
     }
     this.#v1.clear();
+  }
+}
+
+/**
+ * Removes the v1 cgroups that daemons which died (SIGKILL, a crash) left
+ * beside this one's: every `execworld-<pid>` whose pid runs no more, and the
+ * session cgroups in it. v1 has no cgroup.kill: their processes are in the
+ * same daemon's v2 cgroups too, which its sweep kills; a cgroup that still
+ * has a process is left for a later start.
+ */
+function sweepStaleV1(origin: string, stale: (name: string) => boolean): void {
+  let names: string[];
+  try {
+    names = readdirSync(origin);
+  } catch (_error) {
+    return;
+  }
+  for (const name of names) {
+    if (!stale(name)) continue;
+    const directory = join(origin, name);
+    for (const child of childCgroups(directory)) rmdirQuietly(child);
+    rmdirQuietly(directory);
   }
 }
 

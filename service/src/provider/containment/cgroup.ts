@@ -122,7 +122,12 @@ export class CgroupContainment implements Containment {
   /** The controllers of this process's cgroups, found on first use. */
   #getControllers(): CgroupControllers | undefined {
     if (!this.#useControllers) return undefined;
-    this.#controllers ??= new CgroupControllers(this.directory, basename(this.directory));
+    this.#controllers ??= new CgroupControllers(this.directory, basename(this.directory), {
+      stale: (name) => {
+        const pid = daemonCgroupPid(name);
+        return pid !== undefined && pid !== process.pid && !processRuns(pid);
+      },
+    });
     return this.#controllers;
   }
 
