@@ -163,6 +163,30 @@ describe('limits: this host enforces them', () => {
     }
   });
 
+  it('pids 1 starts a process and a terminal, and no thread of the daemon stays in their cgroups', async () => {
+    const handle = await runtime.startProcess(spec(['echo', 'one']), { limits: { pids: 1 } });
+    await expect(stdoutOf(handle)).resolves.toBe('one\n');
+    const terminal = await runtime.spawnTerminal(
+      { argv: ['sleep', '30'], cwd: '/tmp', cols: 80, rows: 24, env: {}, graceMs: 500 },
+      { limits: { pids: 1, cpu: 0.5 } },
+    );
+    try {
+      const own = readFileSync(`/proc/${terminal.pid}/cgroup`, 'latin1');
+      for (const controller of ['pids', 'cpu']) {
+        const path = new RegExp(`^\\d+:${controller}:(.*)$`, 'm').exec(own)![1]!;
+        const directory = `/sys/fs/cgroup/${controller}${path}`;
+        // node-pty's fork starts a thread that waits for the child: it went back with the main thread.
+        const daemonThreads = readFileSync(`${directory}/tasks`, 'latin1')
+          .split('\n')
+          .filter((tid) => tid !== '' && existsSync(`/proc/self/task/${tid}`));
+        expect(daemonThreads, controller).toEqual([]);
+      }
+      expect(readFileSync(`/sys/fs/cgroup/pids${/^\d+:pids:(.*)$/m.exec(own)![1]!}/pids.max`, 'latin1').trim()).toBe('1');
+    } finally {
+      await terminal.terminate();
+    }
+  });
+
   it('a terminal is born inside its limits', async () => {
     const terminal = await runtime.spawnTerminal(
       { argv: ['/bin/sh', '-c', 'cat /proc/self/cgroup'], cwd: '/tmp', cols: 200, rows: 24, env: {}, graceMs: 1000 },

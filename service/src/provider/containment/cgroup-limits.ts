@@ -369,18 +369,27 @@ export class CgroupControllers {
     for (const cell of cells) writeSync(cell.tasks, this.#pid);
   }
 
-  /** Moves this process's main thread back to its own v1 cgroups. @throws when one refuses. */
-  leave(cells: readonly { controller: V1Controller }[]): void {
+  /**
+   * Moves this process's threads back to its own v1 cgroups: the main
+   * thread, and any thread it started while inside (node-pty's fork starts
+   * one to wait for the child, born in the forking thread's cgroups).
+   * @throws when one refuses.
+   */
+  leave(cells: readonly { controller: V1Controller; path: string }[]): void {
     let failure: Error | undefined;
     for (const cell of cells) {
       const hierarchy = this.#v1.get(cell.controller)!;
-      try {
-        writeSync(hierarchy.back, this.#pid);
-      } catch (_error) {
+      const tids = new Set([this.#pid, ...ownThreadsIn(cell.path)]);
+      for (const tid of tids) {
         try {
-          writeFileSync(join(hierarchy.origin, 'tasks'), this.#pid);
-        } catch (error) {
-          failure = error as Error;
+          writeSync(hierarchy.back, tid);
+        } catch (_error) {
+          try {
+            writeFileSync(join(hierarchy.origin, 'tasks'), tid);
+          } catch (error) {
+            // A thread that ended meanwhile is no failure.
+            if (tid === this.#pid || existsSync(`/proc/self/task/${tid}`)) failure = error as Error;
+          }
         }
       }
     }
@@ -417,6 +426,19 @@ function sweepStaleV1(origin: string, stale: (name: string) => boolean): void {
     for (const child of childCgroups(directory)) rmdirQuietly(child);
     rmdirQuietly(directory);
   }
+}
+
+/** The threads of this process in the v1 cgroup at `path` (its `tasks`). */
+function ownThreadCount(): number {
+  try {
+    return readdirSync('/proc/self/task').length;
+  } catch (_error) {
+    return 64;
+  }
+}
+
+function ownThreadsIn(path: string): string[] {
+  return (readText(join(path, 'tasks')) ?? '').split('\n').filter((tid) => tid !== '' && existsSync(`/proc/self/task/${tid}`));
 }
 
 /** cpu.max's / cfs_quota_us's quota for `cores` at the period. */
@@ -514,22 +536,47 @@ export class CellControls {
   }
 
   /** Runs `spawn` with this process's main thread in the session's v1 cgroups, and brings it back. */
-  inside<T>(spawn: () => T): T {
+  /**
+   * Runs `spawn` with this process's main thread in the session's v1
+   * cgroups, and brings it and the `threads` the spawn starts back. The
+   * daemon's own tasks in the session's pids cgroup for the fork (v1: the
+   * main thread and those; v2: every thread of the process and those) are
+   * added to its pids limit for that instant and no longer: the session's own
+   * processes never have more than their limit.
+   */
+  inside<T>(spawn: () => T, threads = 0): T {
     const v1 = this.#released ? [] : this.#v1;
+    const pids = this.limits.pids;
+    const pidsFile = pids === undefined ? undefined : this.#controllers.v2.has('pids') ? join(this.#v2Path, 'pids.max') : this.#pidsMaxV1();
+    // v1 counts the main thread and the threads the spawn starts (`threads`); v2 the whole process and those.
+    const room = (this.#controllers.v2.has('pids') ? ownThreadCount() : 1) + threads;
+    if (pids !== undefined && pidsFile !== undefined) writeControl(pidsFile, String(pids + room), 'pids');
     this.#controllers.oomScore(true);
     try {
       this.#controllers.enter(v1);
     } catch (error) {
-      this.#controllers.oomScore(false);
-      this.#controllers.leave(v1);
+      this.#restore(v1, pids, pidsFile);
       throw error;
     }
     try {
       return spawn();
     } finally {
-      this.#controllers.oomScore(false);
-      this.#controllers.leave(v1);
+      this.#restore(v1, pids, pidsFile);
     }
+  }
+
+  #restore(v1: readonly { controller: V1Controller; path: string }[], pids: number | undefined, pidsFile: string | undefined): void {
+    this.#controllers.oomScore(false);
+    try {
+      this.#controllers.leave(v1);
+    } finally {
+      if (pids !== undefined && pidsFile !== undefined) writeControl(pidsFile, String(pids), 'pids');
+    }
+  }
+
+  #pidsMaxV1(): string | undefined {
+    const path = this.#path('pids');
+    return path === undefined ? undefined : join(path, 'pids.max');
   }
 
   #path(controller: V1Controller): string | undefined {

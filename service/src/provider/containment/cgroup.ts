@@ -191,12 +191,12 @@ export class CgroupContainment implements Containment {
   }
 
   /** Moves this process into `cell`, runs `spawn`, and moves it back whatever happens. */
-  spawnInside<T>(cell: CgroupCell, procs: number, spawn: () => T, controls?: CellControls): T {
+  spawnInside<T>(cell: CgroupCell, procs: number, spawn: () => T, controls?: CellControls, threads = 0): T {
     if (this.#stuckIn !== undefined) this.#leave();
     writeSync(procs, this.#pid);
     try {
       // The v1 cgroups too, where limits or accounting need them: the child is born in all of them.
-      return controls === undefined ? spawn() : controls.inside(spawn);
+      return controls === undefined ? spawn() : controls.inside(spawn, threads);
     } finally {
       this.#leave(cell);
     }
@@ -256,9 +256,9 @@ class CgroupCell implements SessionCell {
     this.#controls = controls;
   }
 
-  spawnInside<T>(spawn: () => T): T {
+  spawnInside<T>(spawn: () => T, threads = 0): T {
     if (this.#procs === undefined) throw new Error(`cgroup ${this.path} was removed`);
-    return this.#containment.spawnInside(this, this.#procs, spawn, this.#controls);
+    return this.#containment.spawnInside(this, this.#procs, spawn, this.#controls, threads);
   }
 
   usage(): SessionUsage | undefined {

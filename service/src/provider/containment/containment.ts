@@ -52,7 +52,7 @@ export interface SessionCell {
    * Runs `spawn`, which must start the session's top-level process
    * synchronously, so that the process is born inside the cell.
    */
-  spawnInside<T>(spawn: () => T): T;
+  spawnInside<T>(spawn: () => T, threads?: number): T;
   /**
    * Records the session's top-level process once it was spawned; `stdio`
    * names what its fds 0-2 are when the caller knows better than /proc
