@@ -626,11 +626,9 @@ export const RunResult = z
     outputEnd: z.int().min(0),
     terminalId: SessionId.nullable().meta({ description: 'The terminal whose output stream the offsets count.' }),
     usage: SessionUsage.extend({
-      peakScope: z
-        .enum(['run', 'session'])
-        .meta({
-          description: "run: peakMemoryBytes is this run's (reset when it started); session: the kernel cannot reset it here, so it is the shell's peak.",
-        }),
+      peakScope: z.enum(['run', 'session']).meta({
+        description: "run: peakMemoryBytes is this run's (reset when it started); session: the kernel cannot reset it here, so it is the shell's peak.",
+      }),
     })
       .optional()
       .meta({ description: "What the run used so far: cpu and the limits hit over the run, where the shell's cgroup keeps counters." }),
