@@ -187,6 +187,19 @@ describe('limits: this host enforces them', () => {
     }
   });
 
+  it('a cgroup containment that looks for no controllers refuses a limit rather than ignore it', () => {
+    const containment = new CgroupContainment({ name: `execworld-plain-${process.pid}`, controllers: false });
+    try {
+      expect(containment.limitSupport().supported).toEqual([]);
+      expect(() => containment.create('limited', { pids: 4 })).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('limits.pids') }),
+      );
+      containment.create('plain').remove();
+    } finally {
+      removeCgroup(containment.directory);
+    }
+  });
+
   it('a terminal is born inside its limits', async () => {
     const terminal = await runtime.spawnTerminal(
       { argv: ['/bin/sh', '-c', 'cat /proc/self/cgroup'], cwd: '/tmp', cols: 200, rows: 24, env: {}, graceMs: 1000 },

@@ -32,8 +32,18 @@ import {
   processRuns,
   removeCgroup,
 } from './cgroup-fs.ts';
-import { CgroupControllers, type CellControls, type LimitSupport, type SessionLimits, type SessionUsage, type UsageMeter } from './cgroup-limits.ts';
+import {
+  CgroupControllers,
+  LIMIT_NAMES,
+  limitsAsked,
+  type CellControls,
+  type LimitSupport,
+  type SessionLimits,
+  type SessionUsage,
+  type UsageMeter,
+} from './cgroup-limits.ts';
 import type { Containment, ContainmentRecovery, SessionCell } from './containment.ts';
+import { ProviderError } from '../errors.ts';
 
 export { CgroupUnavailableError } from './cgroup-fs.ts';
 
@@ -56,6 +66,12 @@ export function daemonCgroupPid(name: string): number | undefined {
   const pid = /^execworld-(\d+)$/.exec(name)?.[1];
   return pid === undefined ? undefined : Number(pid);
 }
+/** The support of a containment that looks for no controllers (a test's, on a directory of its own). */
+const NO_CONTROLLERS: LimitSupport = Object.freeze({
+  supported: [],
+  unsupported: LIMIT_NAMES.map((name) => ({ name, reason: 'this containment looks for no controllers' })),
+});
+
 /** How long a start waits for a dead daemon's cgroup to empty after cgroup.kill. */
 const STALE_KILL_TIMEOUT_MS = 10_000;
 
@@ -132,7 +148,7 @@ export class CgroupContainment implements Containment {
   }
 
   limitSupport(): LimitSupport {
-    return this.#getControllers()?.support() ?? { supported: [], unsupported: [] };
+    return this.#getControllers()?.support() ?? NO_CONTROLLERS;
   }
 
   create(sessionKey: string, limits?: SessionLimits): CgroupCell {
@@ -157,7 +173,12 @@ export class CgroupContainment implements Containment {
       throw error;
     }
     try {
-      controls = this.#getControllers()?.cell(basename(path), path, limits);
+      const controllers = this.#getControllers();
+      const asked = limitsAsked(limits);
+      if (controllers === undefined && asked.length > 0) {
+        throw new ProviderError('INVALID_ARGUMENT', `limits.${asked[0]}: this containment looks for no controllers`);
+      }
+      controls = controllers?.cell(basename(path), path, limits);
     } catch (error) {
       closeSync(procs);
       removeCgroup(path);
