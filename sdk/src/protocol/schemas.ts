@@ -128,6 +128,49 @@ export const CreateUser = z
       "and then runs in that user's home unless cwd says otherwise. Absent: the owner's user, else the daemon's.",
   });
 
+/** What a session may use, enforced by the host (cgroup controllers); a create asking for one the host cannot enforce is refused. */
+export const SessionLimits = z
+  .strictObject({
+    memoryBytes: z
+      .int()
+      .min(4 * 1024 * 1024)
+      .max(2 ** 50)
+      .optional()
+      .meta({ description: "Bytes of memory (and swap) the session's processes may use together; past it the kernel's OOM killer ends one of them." }),
+    pids: z.int().min(1).max(4_194_304).optional().meta({ description: 'Processes and threads the session may hold at once; a fork past it fails (EAGAIN).' }),
+    cpu: z
+      .number()
+      .min(0.01)
+      .max(1024)
+      .optional()
+      .meta({ description: 'Cores the session may use, fractional (0.25: a quarter of one core), measured per 100 ms.' }),
+  })
+  .meta({
+    id: 'SessionLimits',
+    description:
+      "Limits of the session's processes, all together. The daemon's --max-session-* settings are ceilings (a limit above one is refused; " +
+      'a create without that limit gets the default, else the ceiling); /v1/health says which limits this host can enforce.',
+  });
+export type SessionLimits = z.infer<typeof SessionLimits>;
+
+/** What a session used, read from its cgroups. */
+export const SessionUsage = z
+  .object({
+    cpuUserMs: z.number(),
+    cpuSystemMs: z.number(),
+    peakMemoryBytes: z
+      .number()
+      .nullable()
+      .meta({ description: 'The peak of the memory its processes used together; null where no memory controller follows it.' }),
+    limitHit: z
+      .enum(['memory', 'pids', 'cpu'])
+      .nullable()
+      .meta({ description: 'The limit it ran into (memory first, then pids, then cpu: it was throttled), or null.' }),
+    oomKilled: z.boolean().meta({ description: "The kernel's OOM killer ended one of its processes: a SIGKILL of its own kind." }),
+  })
+  .meta({ id: 'SessionUsage', description: "What the session's processes used, all together, from its start." });
+export type SessionUsage = z.infer<typeof SessionUsage>;
+
 // Terminals
 
 export const TerminalCreate = z
@@ -140,6 +183,7 @@ export const TerminalCreate = z
     graceMs: CreateGraceMs,
     requestId: RequestId.optional(),
     user: CreateUser,
+    limits: SessionLimits.optional(),
     answerQueries: z
       .boolean()
       .optional()
@@ -313,6 +357,7 @@ export const ProcessCreate = z
     graceMs: CreateGraceMs,
     requestId: RequestId.optional(),
     user: CreateUser,
+    limits: SessionLimits.optional(),
   })
   .meta({ id: 'ProcessCreate' });
 export type ProcessCreate = z.infer<typeof ProcessCreate>;
@@ -377,6 +422,7 @@ export const DoneResult = z
     settled: z.boolean().meta({ description: 'False when the wait timed out before the end.' }),
     exit: Outcome.nullable(),
     error: ErrorBody.shape.error.nullable(),
+    usage: SessionUsage.optional().meta({ description: 'What it used, once settled, where its cell keeps counters (a cgroup).' }),
   })
   .meta({ id: 'DoneResult', description: 'How the process or terminal ended; error when the spawn itself failed.' });
 
@@ -415,6 +461,7 @@ export const CommandRun = z
       }),
     graceMs: CreateGraceMs,
     user: CreateUser,
+    limits: SessionLimits.optional(),
   })
   .meta({ id: 'CommandRun' });
 
@@ -430,6 +477,7 @@ export const CommandResult = z
       .meta({ description: 'Null when every byte was kept; else the bytes cut from the middle of each stream.' }),
     timedOut: z.boolean().meta({ description: 'timeoutMs passed and the process tree was ended.' }),
     durationMs: z.number(),
+    usage: SessionUsage.optional().meta({ description: 'What the command used, where its cell keeps counters (a cgroup).' }),
   })
   .meta({ id: 'CommandResult', description: 'How a run ended, with its output.' });
 
@@ -469,6 +517,13 @@ export const Health = z
           'whole and closed with the daemon. none: a process tree is its process group (Windows: its taskkill /T tree), ' +
           'a terminal its POSIX session.',
       }),
+      limits: z
+        .object({
+          supported: z.array(z.enum(['memoryBytes', 'pids', 'cpu'])),
+          unsupported: z.array(z.object({ name: z.enum(['memoryBytes', 'pids', 'cpu']), reason: z.string() })),
+        })
+        .optional()
+        .meta({ description: 'Which session limits this host enforces; a create asking for an unsupported one is refused with 400 naming it.' }),
     }),
   })
   .meta({ id: 'Health' });
@@ -501,6 +556,7 @@ export const ShellCreate = z
     env: TerminalEnv.optional(),
     requestId: RequestId.optional(),
     user: CreateUser,
+    limits: SessionLimits.optional().meta({ description: "Limits of the shell's terminal session: every command it runs shares them." }),
   })
   .meta({ id: 'ShellCreate' });
 
@@ -569,6 +625,13 @@ export const RunResult = z
     outputStart: z.int().min(0).meta({ description: "Offset of the output's first byte in the terminal's output stream." }),
     outputEnd: z.int().min(0),
     terminalId: SessionId.nullable().meta({ description: 'The terminal whose output stream the offsets count.' }),
+    usage: SessionUsage.extend({
+      peakScope: z.enum(['run', 'session']).meta({
+        description: "run: peakMemoryBytes is this run's (reset when it started); session: the kernel cannot reset it here, so it is the shell's peak.",
+      }),
+    })
+      .optional()
+      .meta({ description: "What the run used so far: cpu and the limits hit over the run, where the shell's cgroup keeps counters." }),
   })
   .meta({ id: 'RunResult' });
 

@@ -21,10 +21,10 @@ import type {
   SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
 import type { ArchiveResult, FileDigest, FsInfo, FsProvider, FsTarget, PackedArchive } from '@execworld/sdk/fs';
-import type { ContainmentMode } from './containment/containment.ts';
+import type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 import type { RunAs } from './run-as.ts';
 
-export type { ContainmentMode } from './containment/containment.ts';
+export type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 export type { RunAs } from './run-as.ts';
 export { CleanupError, ProviderError, type ProviderErrorCode } from './errors.ts';
 
@@ -73,18 +73,24 @@ export interface ProcessExtensions {
   onCollected?(stream: 'stdout' | 'stderr', chunk: Buffer): void;
   /** The OS user the process runs as; by default the provider's own. */
   readonly runAs?: RunAs | undefined;
+  /** What the process tree may use (see containment/cgroup-limits.ts); refused where this host cannot enforce it. */
+  readonly limits?: SessionLimits | undefined;
 }
 
 /** Extensions of a terminal spawn beyond the seam. */
 export interface TerminalExtensions {
   /** The OS user the terminal's program runs as; by default the provider's own. */
   readonly runAs?: RunAs | undefined;
+  /** What the terminal's session may use; refused where this host cannot enforce it. */
+  readonly limits?: SessionLimits | undefined;
 }
 
 /** A managed process tree, as the daemon holds it. */
 export interface ProviderProcess extends SubprocessHandle {
   /** Whether every process of the tree is gone (not only the top-level one). */
   readonly treeExited: boolean;
+  /** What the tree used (its cell's counters); undefined where its cell keeps none. */
+  usage?(): SessionUsage | undefined;
   /** The live view of a collected stream; undefined unless it was spawned in collect mode. */
   collector(stream: 'stdout' | 'stderr'): CollectedStreamView | undefined;
   /**
@@ -100,6 +106,10 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
   inspectForeground(): Promise<SubprocessTerminalForeground | undefined>;
   /** Sets the terminal's size; its foreground group gets SIGWINCH where the platform has it. */
   resize(cols: number, rows: number): void;
+  /** What the terminal's session used; undefined where its cell keeps none. */
+  usage?(): SessionUsage | undefined;
+  /** Starts measuring one run in the terminal (a persistent shell's command). */
+  usageMeter?(): UsageMeter | undefined;
 }
 
 /** The provider the daemon runs its sessions on. */
@@ -112,6 +122,8 @@ export interface ExecutionProvider {
   /** Starts a managed process tree, answered once its program runs; rejects with why it could not start. */
   startProcess(spec: SubprocessSpawnSpec, extensions?: ProcessExtensions): Promise<ProviderProcess>;
   spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions?: TerminalExtensions): Promise<ProviderTerminal>;
+  /** Which session limits this provider enforces, and why not the others. */
+  limitSupport?(): LimitSupport;
   /** Terminates everything still running and waits until it is gone; later spawns fail. */
   dispose(): Promise<void>;
 }

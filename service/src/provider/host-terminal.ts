@@ -13,7 +13,7 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '@execworld/sdk/seam';
 import { MAX_TERMINAL_SIZE, TERMINAL_SIGNALS } from '@execworld/sdk/seam';
-import type { SessionCell } from './containment/containment.ts';
+import type { SessionCell, SessionUsage, UsageMeter } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
 import { InputBacklog } from './input-backlog.ts';
@@ -44,6 +44,10 @@ export interface HostTerminal extends SubprocessTerminalHandle {
   inspectForeground(): Promise<TerminalForeground | undefined>;
   /** Synchronous last resort while the host exits: ends everything, awaits nothing. */
   terminateForHostExit(): void;
+  /** What the terminal's session used (its cell's counters); undefined where its cell keeps none. */
+  usage(): SessionUsage | undefined;
+  /** Starts measuring one run in the terminal (a persistent shell's command); undefined where its cell keeps no counters. */
+  usageMeter(): UsageMeter | undefined;
 }
 
 /** The signals `signalForeground` accepts. */
@@ -84,9 +88,19 @@ export abstract class BaseTerminal implements HostTerminal {
   abstract readonly device: string;
   /** The bound on input the program has not read. */
   readonly #backlog: InputBacklog;
+  readonly #usageCell: SessionCell | undefined;
 
-  protected constructor(options: Pick<TerminalOptions, 'inputBacklogBytes'>) {
+  protected constructor(options: Pick<TerminalOptions, 'inputBacklogBytes' | 'cell'>) {
     this.#backlog = new InputBacklog(options.inputBacklogBytes, "the terminal's program is not reading its input");
+    this.#usageCell = options.cell;
+  }
+
+  usage(): SessionUsage | undefined {
+    return this.#usageCell?.usage?.();
+  }
+
+  usageMeter(): UsageMeter | undefined {
+    return this.#usageCell?.usageMeter?.();
   }
 
   abstract get exited(): boolean;

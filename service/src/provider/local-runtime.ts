@@ -7,6 +7,7 @@ import type { CommandResult, RunCommandOptions, SpawnRequest, SubprocessRuntime,
 import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, ShellDefaults, TerminalExtensions } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
+import type { LimitSupport } from './containment/containment.ts';
 import type { SessionRecorder } from './containment/journal.ts';
 import { ProviderError, type ProviderErrorCode } from './errors.ts';
 import { UserWorkers, type FileWorker } from './fs/worker-files.ts';
@@ -167,6 +168,11 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     return answer.path;
   }
 
+  /** Which session limits this runtime's containment enforces, and why not the others. */
+  limitSupport(): LimitSupport {
+    return this.#cells.limitSupport();
+  }
+
   /**
    * Beyond the seam, `cwd`, `stdio` (or any of its entries) and `graceMs` may
    * be left out: this process's working directory, pipes, and 5 s.
@@ -184,7 +190,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     assertStdio(spec.stdio);
     const env = this.#environmentFor(spec.env, hooks.runAs);
     this.#platform.sealDescriptors();
-    const { key, cell } = this.#cells.create();
+    const { key, cell } = this.#cells.create(hooks.limits);
     let handle: ManagedProcess;
     try {
       handle = new ManagedProcess(spec, env, { ...this.#processHost(hooks.runAs), cell }, hooks);
@@ -248,7 +254,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       program = launchAs(runAs, file, args, spec.cwd);
     }
     this.#platform.sealDescriptors();
-    const { key, cell } = this.#cells.create();
+    const { key, cell } = this.#cells.create(extensions.limits);
     let terminal: HostTerminal;
     try {
       terminal = terminals.open({

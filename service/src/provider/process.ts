@@ -16,7 +16,7 @@ import type {
   SubprocessSpawnSpec,
 } from '@execworld/sdk/seam';
 import { OutputCollector, type SpillDirectory } from './collector.ts';
-import type { SessionCell } from './containment/containment.ts';
+import type { SessionCell, SessionUsage } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
 import { InputBacklog } from './input-backlog.ts';
 import type { ManagedTree, TreeControl } from './platform/platform.ts';
@@ -96,6 +96,11 @@ export class ManagedProcess implements SubprocessHandle {
   #drainTimer: NodeJS.Timeout | undefined;
   #observer: Promise<void> | undefined;
   #removeAbort: (() => void) | undefined;
+
+  /** What the tree used: its cell's counters; undefined where its cell keeps none. */
+  usage(): SessionUsage | undefined {
+    return this.#cell?.usage?.();
+  }
 
   constructor(spec: SubprocessSpawnSpec, env: Record<string, string>, host: ProcessHost, hooks: SpawnHooks = {}) {
     this.#host = host;

@@ -8,6 +8,8 @@
  */
 import { NO_CONTAINMENT, type Containment, type ContainmentChoice, type ContainmentMode, type SessionCell } from './containment/index.ts';
 import type { SessionRecorder } from './containment/journal.ts';
+import { assertLimits, LIMIT_NAMES, limitsAsked, type LimitSupport, type SessionLimits } from './containment/cgroup-limits.ts';
+import { ProviderError } from './errors.ts';
 import type { ProcessIdentity } from './inspect/inspector.ts';
 import type { Platform } from './platform/platform.ts';
 
@@ -41,12 +43,30 @@ export class SessionCells {
     return this.#get().mode;
   }
 
-  /** A new cell and its key; undefined cell where nothing contains sessions. */
-  create(): { key: string; cell: SessionCell | undefined } {
+  /** Which limits sessions can be held to here, and why not the others. */
+  limitSupport(): LimitSupport {
+    const containment = this.#get();
+    if (containment.limitSupport !== undefined) return containment.limitSupport();
+    const reason = containment.mode === 'cgroup' ? 'no controllers' : `sessions are contained by ${containment.mode}, not a cgroup`;
+    return { supported: [], unsupported: LIMIT_NAMES.map((name) => ({ name, reason })) };
+  }
+
+  /**
+   * A new cell and its key, held to `limits`; undefined cell where nothing contains sessions.
+   * @throws {ProviderError} INVALID_ARGUMENT for a limit out of range or one this host cannot enforce, naming it.
+   */
+  create(limits?: SessionLimits): { key: string; cell: SessionCell | undefined } {
+    assertLimits(limits);
+    const asked = limitsAsked(limits);
+    if (asked.length > 0 && this.#get().limitSupport === undefined) {
+      const { unsupported } = this.limitSupport();
+      throw new ProviderError('INVALID_ARGUMENT', `limits.${asked[0]}: this host cannot enforce it: ${unsupported[0]?.reason ?? 'no controller'}`);
+    }
     lastSessionNumber += 1;
     const key = `s-${lastSessionNumber}`;
+    const cell = this.#get().create(key, asked.length > 0 ? limits : undefined);
     this.#keys.add(key);
-    return { key, cell: this.#get().create(key) };
+    return { key, cell };
   }
 
   /**

@@ -199,6 +199,58 @@ export const SETTINGS = {
     default: 1024 * MiB,
     help: "collect-mode tails held in memory by all processes together (a running one's maxBytes, an ended one's kept bytes); a create beyond it is refused with 429",
   },
+  maxSessionMemoryBytes: {
+    flag: 'max-session-memory-bytes',
+    env: 'EXECWORLD_MAX_SESSION_MEMORY_BYTES',
+    schema: z.coerce
+      .number()
+      .int()
+      .min(4 * MiB)
+      .max(2 ** 50)
+      .optional(),
+    default: undefined,
+    help: "ceiling of a session's memory limit (limits.memoryBytes; swap included): a create asking more is refused with 400, one asking none gets the default or this",
+  },
+  maxSessionPids: {
+    flag: 'max-session-pids',
+    env: 'EXECWORLD_MAX_SESSION_PIDS',
+    schema: z.coerce.number().int().min(1).max(4_194_304).optional(),
+    default: undefined,
+    help: "ceiling of a session's pids limit (limits.pids: processes and threads at once): a create asking more is refused with 400, one asking none gets the default or this",
+  },
+  maxSessionCpu: {
+    flag: 'max-session-cpu',
+    env: 'EXECWORLD_MAX_SESSION_CPU',
+    schema: z.coerce.number().min(0.01).max(1024).optional(),
+    default: undefined,
+    help: "ceiling of a session's cpu limit (limits.cpu, in cores, fractional): a create asking more is refused with 400, one asking none gets the default or this",
+  },
+  defaultSessionMemoryBytes: {
+    flag: 'default-session-memory-bytes',
+    env: 'EXECWORLD_DEFAULT_SESSION_MEMORY_BYTES',
+    schema: z.coerce
+      .number()
+      .int()
+      .min(4 * MiB)
+      .max(2 ** 50)
+      .optional(),
+    default: undefined,
+    help: 'memory limit of a session created without one (at most --max-session-memory-bytes)',
+  },
+  defaultSessionPids: {
+    flag: 'default-session-pids',
+    env: 'EXECWORLD_DEFAULT_SESSION_PIDS',
+    schema: z.coerce.number().int().min(1).max(4_194_304).optional(),
+    default: undefined,
+    help: 'pids limit of a session created without one (at most --max-session-pids)',
+  },
+  defaultSessionCpu: {
+    flag: 'default-session-cpu',
+    env: 'EXECWORLD_DEFAULT_SESSION_CPU',
+    schema: z.coerce.number().min(0.01).max(1024).optional(),
+    default: undefined,
+    help: 'cpu limit, in cores, of a session created without one (at most --max-session-cpu)',
+  },
   maxConnectionsPerOwner: {
     flag: 'max-connections',
     env: 'EXECWORLD_MAX_CONNECTIONS',

@@ -14,6 +14,7 @@ import {
 } from '@execworld/sdk/seam';
 import { z } from 'zod';
 import type { FsTarget } from '@execworld/sdk/fs';
+import type { ExecutionProvider } from '../provider/api.ts';
 import type { CallContext } from './call-context.ts';
 import { appendUpload, fileContent, packArchive, unpackArchive, wholeText, type ByteReply } from './byte-calls.ts';
 import { runOptions } from './sessions/shells.ts';
@@ -115,6 +116,12 @@ async function targetOf(ctx: CallContext, params: { path: string; cwd?: string |
   return params.displayPath === undefined ? target : { targetKey: target.targetKey, displayPath: params.displayPath };
 }
 
+/** Which session limits the runtime enforces, for health; nothing where it cannot say. */
+function limitsCapability(runtime: ExecutionProvider): { limits?: OperationResult<'health.get'>['capabilities']['limits'] } {
+  const support = runtime.limitSupport?.();
+  return support === undefined ? {} : { limits: { supported: [...support.supported], unsupported: support.unsupported.map((entry) => ({ ...entry })) } };
+}
+
 export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'health.get': (ctx) => {
     const { platform, terminals, exactInputWait, containment, signals } = ctx.registry.runtime.capabilities;
@@ -124,7 +131,16 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
       protocolVersion: PROTOCOL_VERSION,
       platform,
       arch: process.arch,
-      capabilities: { terminals, exactInputWait, processes: true, websocket: true, containment, signals, defaultShell: ctx.registry.runtime.shells.dialect },
+      capabilities: {
+        terminals,
+        exactInputWait,
+        processes: true,
+        websocket: true,
+        containment,
+        signals,
+        defaultShell: ctx.registry.runtime.shells.dialect,
+        ...limitsCapability(ctx.registry.runtime),
+      },
     };
   },
 
@@ -160,7 +176,8 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'terminal.done': async (ctx, params) => {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
     const settled = await within(session.handle.done, params.timeoutMs, ctx);
-    return { settled, exit: session.exit ?? null, error: null };
+    const usage = settled ? session.handle.usage?.() : undefined;
+    return { settled, exit: session.exit ?? null, error: null, ...(usage === undefined ? {} : { usage }) };
   },
   'terminal.terminate': async (ctx, params) => {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
@@ -199,7 +216,9 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
       params.timeoutMs,
       ctx,
     );
-    return { settled: settled && (session.exit !== undefined || session.failure !== undefined), exit: session.exit ?? null, error: session.failure ?? null };
+    const done = settled && (session.exit !== undefined || session.failure !== undefined);
+    const usage = done ? session.handle.usage?.() : undefined;
+    return { settled: done, exit: session.exit ?? null, error: session.failure ?? null, ...(usage === undefined ? {} : { usage }) };
   },
   'process.wait': async (ctx, params) => {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'process');
@@ -218,12 +237,13 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'command.run': (ctx, params) => runCommandSession(ctx.registry, ctx.principal, params, ctx.signal),
 
   'shell.create': async (ctx, params) => {
-    const { env, requestId, user } = params;
-    // Refused here, before a shell starts, when the owner may not run as `user`.
+    const { env, requestId, user, limits } = params;
+    // Refused here, before a shell starts, when the owner may not run as `user` or past a ceiling.
     ctx.registry.runAs(ctx.principal, user);
+    ctx.registry.sessionLimits(limits);
     const cwd = params.cwd ?? ctx.registry.defaultCwd(ctx.principal, user);
     const dialect = params.dialect ?? ctx.registry.runtime.shells.dialect;
-    const spec = { dialect, cwd, ...(env === undefined ? {} : { env }), ...(user === undefined ? {} : { user }) };
+    const spec = { dialect, cwd, ...(env === undefined ? {} : { env }), ...(user === undefined ? {} : { user }), ...(limits === undefined ? {} : { limits }) };
     return (await ctx.registry.shells.create(ctx.principal, spec, requestId)).info();
   },
   'shell.list': (ctx) => ({ shells: ctx.registry.shells.list(ctx.principal.owner).map((entry) => entry.info()) }),

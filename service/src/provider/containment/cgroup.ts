@@ -18,7 +18,7 @@
  * @module
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
 import {
   cgroupEmpty,
@@ -32,7 +32,18 @@ import {
   processRuns,
   removeCgroup,
 } from './cgroup-fs.ts';
+import {
+  CgroupControllers,
+  LIMIT_NAMES,
+  limitsAsked,
+  type CellControls,
+  type LimitSupport,
+  type SessionLimits,
+  type SessionUsage,
+  type UsageMeter,
+} from './cgroup-limits.ts';
 import type { Containment, ContainmentRecovery, SessionCell } from './containment.ts';
+import { ProviderError } from '../errors.ts';
 
 export { CgroupUnavailableError } from './cgroup-fs.ts';
 
@@ -41,6 +52,8 @@ export interface CgroupContainmentOptions {
   readonly ownDirectory?: string;
   /** Name of this process's cgroup under its own. @default `execworld-<pid>` */
   readonly name?: string;
+  /** Test hook: whether the controllers (limits, v1 hierarchies) are looked for. @default true */
+  readonly controllers?: boolean;
 }
 
 /** The name of the cgroup of session cgroups of the process `pid`: `execworld-<pid>`, beside that process. */
@@ -53,6 +66,12 @@ export function daemonCgroupPid(name: string): number | undefined {
   const pid = /^execworld-(\d+)$/.exec(name)?.[1];
   return pid === undefined ? undefined : Number(pid);
 }
+/** The support of a containment that looks for no controllers (a test's, on a directory of its own). */
+const NO_CONTROLLERS: LimitSupport = Object.freeze({
+  supported: [],
+  unsupported: LIMIT_NAMES.map((name) => ({ name, reason: 'this containment looks for no controllers' })),
+});
+
 /** How long a start waits for a dead daemon's cgroup to empty after cgroup.kill. */
 const STALE_KILL_TIMEOUT_MS = 10_000;
 
@@ -73,11 +92,15 @@ export class CgroupContainment implements Containment {
   readonly #cells = new Set<CgroupCell>();
   /** The cell this process could not leave after a spawn; it is never cgroup.kill-ed. */
   #stuckIn: CgroupCell | undefined;
+  /** The controllers that limit and account for sessions (see cgroup-limits.ts); made on first use. */
+  #controllers: CgroupControllers | undefined;
+  readonly #useControllers: boolean;
 
   /** @throws {CgroupUnavailableError} when no cgroup can be made and entered here. */
   constructor(options: CgroupContainmentOptions = {}) {
     if (!hostFacts.linuxCalls) throw new CgroupUnavailableError(`cgroups are Linux only, not ${HOST_PLATFORM}`);
     this.#pid = String(process.pid);
+    this.#useControllers = options.controllers ?? options.ownDirectory === undefined;
     this.origin = options.ownDirectory ?? locateOwnCgroup();
     this.directory = join(this.origin, options.name ?? daemonCgroupName(process.pid));
     this.recovery = { cgroup: this.directory, cgroupParent: this.origin, sweepStale: () => this.sweepStale() };
@@ -112,7 +135,23 @@ export class CgroupContainment implements Containment {
     process.once('exit', () => this.#removeEmpty());
   }
 
-  create(sessionKey: string): CgroupCell {
+  /** The controllers of this process's cgroups, found on first use. */
+  #getControllers(): CgroupControllers | undefined {
+    if (!this.#useControllers) return undefined;
+    this.#controllers ??= new CgroupControllers(this.directory, basename(this.directory), {
+      stale: (name) => {
+        const pid = daemonCgroupPid(name);
+        return pid !== undefined && pid !== process.pid && !processRuns(pid);
+      },
+    });
+    return this.#controllers;
+  }
+
+  limitSupport(): LimitSupport {
+    return this.#getControllers()?.support() ?? NO_CONTROLLERS;
+  }
+
+  create(sessionKey: string, limits?: SessionLimits): CgroupCell {
     if (!/^[\w.-]+$/.test(sessionKey)) throw new Error(`session key ${JSON.stringify(sessionKey)} is not a cgroup name`);
     let path = join(this.directory, sessionKey);
     for (let attempt = 1; ; attempt += 1) {
@@ -126,13 +165,26 @@ export class CgroupContainment implements Containment {
       }
     }
     let procs: number;
+    let controls: CellControls | undefined;
     try {
       procs = openSync(join(path, 'cgroup.procs'), 'w');
     } catch (error) {
       removeCgroup(path);
       throw error;
     }
-    const cell = new CgroupCell(this, sessionKey, path, procs);
+    try {
+      const controllers = this.#getControllers();
+      const asked = limitsAsked(limits);
+      if (controllers === undefined && asked.length > 0) {
+        throw new ProviderError('INVALID_ARGUMENT', `limits.${asked[0]}: this containment looks for no controllers`);
+      }
+      controls = controllers?.cell(basename(path), path, limits);
+    } catch (error) {
+      closeSync(procs);
+      removeCgroup(path);
+      throw error;
+    }
+    const cell = new CgroupCell(this, sessionKey, path, procs, controls);
     this.#cells.add(cell);
     return cell;
   }
@@ -160,11 +212,12 @@ export class CgroupContainment implements Containment {
   }
 
   /** Moves this process into `cell`, runs `spawn`, and moves it back whatever happens. */
-  spawnInside<T>(cell: CgroupCell, procs: number, spawn: () => T): T {
+  spawnInside<T>(cell: CgroupCell, procs: number, spawn: () => T, controls?: CellControls, threads = 0): T {
     if (this.#stuckIn !== undefined) this.#leave();
     writeSync(procs, this.#pid);
     try {
-      return spawn();
+      // The v1 cgroups too, where limits or accounting need them: the child is born in all of them.
+      return controls === undefined ? spawn() : controls.inside(spawn, threads);
     } finally {
       this.#leave(cell);
     }
@@ -212,19 +265,29 @@ class CgroupCell implements SessionCell {
   readonly complete = true;
   readonly path: string;
   readonly #containment: CgroupContainment;
+  readonly #controls: CellControls | undefined;
   #procs: number | undefined;
   #removed = false;
 
-  constructor(containment: CgroupContainment, key: string, path: string, procs: number) {
+  constructor(containment: CgroupContainment, key: string, path: string, procs: number, controls?: CellControls) {
     this.#containment = containment;
     this.key = key;
     this.path = path;
     this.#procs = procs;
+    this.#controls = controls;
   }
 
-  spawnInside<T>(spawn: () => T): T {
+  spawnInside<T>(spawn: () => T, threads = 0): T {
     if (this.#procs === undefined) throw new Error(`cgroup ${this.path} was removed`);
-    return this.#containment.spawnInside(this, this.#procs, spawn);
+    return this.#containment.spawnInside(this, this.#procs, spawn, this.#controls, threads);
+  }
+
+  usage(): SessionUsage | undefined {
+    return this.#controls?.usage();
+  }
+
+  usageMeter(): UsageMeter | undefined {
+    return this.#controls?.meter();
   }
 
   attach(_pid: number, _stdio?: readonly string[]): void {
@@ -259,6 +322,8 @@ class CgroupCell implements SessionCell {
 
   remove(): void {
     if (this.#removed) return;
+    // The controls keep their last counters: the v2 cgroup's cpu.stat goes with it.
+    if (this.#controls !== undefined && !this.#controls.remove()) return;
     if (!removeCgroup(this.path)) return;
     this.#removed = true;
     if (this.#procs !== undefined) closeSync(this.#procs);

@@ -18,6 +18,9 @@
  * @module
  */
 import type { ProcessIdentity } from '../inspect/inspector.ts';
+import type { LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
+
+export type { LimitName, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
 
 export type ContainmentMode = 'cgroup' | 'subreaper' | 'job' | 'none';
 
@@ -49,7 +52,7 @@ export interface SessionCell {
    * Runs `spawn`, which must start the session's top-level process
    * synchronously, so that the process is born inside the cell.
    */
-  spawnInside<T>(spawn: () => T): T;
+  spawnInside<T>(spawn: () => T, threads?: number): T;
   /**
    * Records the session's top-level process once it was spawned; `stdio`
    * names what its fds 0-2 are when the caller knows better than /proc
@@ -69,6 +72,10 @@ export interface SessionCell {
    * reads its whole process table in one call anyway (a Job Object).
    */
   readonly complete: boolean;
+  /** What the session used so far (its last counters once removed); undefined where the cell keeps none. */
+  usage?(): SessionUsage | undefined;
+  /** Starts measuring one run of the session (a persistent shell's command); undefined where the cell keeps no counters. */
+  usageMeter?(): UsageMeter | undefined;
   /** SIGKILLs everything in the cell (`cgroup.kill`), escapees included. Synchronous. */
   kill(): void;
   /** Releases the cell once it is empty and nothing will be spawned into it. Idempotent. */
@@ -77,8 +84,13 @@ export interface SessionCell {
 
 export interface Containment {
   readonly mode: ContainmentMode;
-  /** A new cell, or undefined in mode `none`. */
-  create(sessionKey: string): SessionCell | undefined;
+  /**
+   * A new cell, or undefined in mode `none`, its processes held to `limits`.
+   * @throws {ProviderError} INVALID_ARGUMENT naming a limit it cannot enforce.
+   */
+  create(sessionKey: string, limits?: SessionLimits): SessionCell | undefined;
+  /** Which limits its cells enforce; none where absent. */
+  limitSupport?(): LimitSupport;
   /**
    * Tells the containment that the child `pid` was just started by the daemon
    * for itself (a worker, the session watcher): none of the sessions', so never

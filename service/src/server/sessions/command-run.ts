@@ -55,7 +55,7 @@ export async function runCommandSession(
   params: OperationParams<'command.run'>,
   signal: AbortSignal,
 ): Promise<OperationResult<'command.run'>> {
-  const { argv, command, cwd, env, stdin, timeoutMs, maxOutputBytes, graceMs, user } = params;
+  const { argv, command, cwd, env, stdin, timeoutMs, maxOutputBytes, graceMs, user, limits } = params;
   if ((argv === undefined) === (command === undefined)) throw invalid('give the program as argv or a command line as command, one of them');
   const startedAt = Date.now();
   const spec = spawnDefaults(
@@ -68,13 +68,15 @@ export async function runCommandSession(
     },
     () => registry.defaultCwd(principal, user),
   );
-  const session = await registry.createProcess(principal, spec, { user });
+  const session = await registry.createProcess(principal, spec, { user, limits });
   // The caller went away: the command ends (TERM, KILL after the grace), and the answer goes to nobody.
   const onAbort = (): void => session.handle.terminate();
   signal.addEventListener('abort', onAbort, { once: true });
   if (signal.aborted) onAbort();
   try {
-    return await finishRun(runningSession(session), { timeoutMs, maxOutputBytes, graceMs: spec.graceMs }, startedAt);
+    const result = await finishRun(runningSession(session), { timeoutMs, maxOutputBytes, graceMs: spec.graceMs }, startedAt);
+    const usage = session.handle.usage?.();
+    return usage === undefined ? result : { ...result, usage };
   } finally {
     signal.removeEventListener('abort', onAbort);
     await registry.delete(principal.owner, session.id, 'process').catch(() => undefined);

@@ -33,7 +33,29 @@ export interface SessionLimits {
   readonly defaultCwd?: string | undefined;
   /** Pauses between automatic sweeps of an exited terminal's session. @default SWEEP_RETRY_DELAYS_MS */
   readonly sweepRetryDelaysMs?: readonly number[] | undefined;
+  /** Ceilings of a session's limits: a create asking more is refused, one asking none gets the default or the ceiling. */
+  readonly maxSessionMemoryBytes?: number | undefined;
+  readonly maxSessionPids?: number | undefined;
+  readonly maxSessionCpu?: number | undefined;
+  /** Limits of a session created without them (each at most its ceiling). */
+  readonly defaultSessionMemoryBytes?: number | undefined;
+  readonly defaultSessionPids?: number | undefined;
+  readonly defaultSessionCpu?: number | undefined;
 }
+
+/** The limits a create asks for (see the wire's SessionLimits). */
+export interface CreateLimits {
+  readonly memoryBytes?: number | undefined;
+  readonly pids?: number | undefined;
+  readonly cpu?: number | undefined;
+}
+
+/** Each limit, its ceiling's and its default's setting, and the flag that names the ceiling. */
+const LIMIT_SETTINGS = [
+  { name: 'memoryBytes', max: 'maxSessionMemoryBytes', fallback: 'defaultSessionMemoryBytes', flag: '--max-session-memory-bytes' },
+  { name: 'pids', max: 'maxSessionPids', fallback: 'defaultSessionPids', flag: '--max-session-pids' },
+  { name: 'cpu', max: 'maxSessionCpu', fallback: 'defaultSessionCpu', flag: '--max-session-cpu' },
+] as const;
 
 export type AnySession = TerminalSession | ProcessSession;
 
@@ -43,6 +65,8 @@ export interface CreateOptions {
   readonly requestId?: string | undefined;
   /** The OS user it runs as, by name or uid (see {@link SessionRegistry.runAs}); the principal's own when absent. */
   readonly user?: string | undefined;
+  /** What the session may use (see {@link SessionRegistry.sessionLimits}). */
+  readonly limits?: CreateLimits | undefined;
 }
 
 export interface TerminalCreateOptions extends CreateOptions {
@@ -171,17 +195,38 @@ export class SessionRegistry {
     return bytes;
   }
 
+  /**
+   * The limits a session is held to: those asked for, each at most its
+   * ceiling (--max-session-*); one not asked for is the default, else the
+   * ceiling, so that no session escapes a ceiling by asking nothing.
+   * @throws {ServiceError} INVALID_ARGUMENT naming the limit past its ceiling.
+   */
+  sessionLimits(asked: CreateLimits | undefined): CreateLimits | undefined {
+    const limits: Record<string, number> = {};
+    for (const { name, max, fallback, flag } of LIMIT_SETTINGS) {
+      const ceiling = this.#limits[max];
+      const value = asked?.[name] ?? this.#limits[fallback] ?? ceiling;
+      if (value === undefined) continue;
+      if (ceiling !== undefined && value > ceiling) {
+        throw new ServiceError('INVALID_ARGUMENT', `limits.${name}: ${value} is above this daemon's ceiling of ${ceiling} (${flag})`);
+      }
+      limits[name] = value;
+    }
+    return Object.keys(limits).length === 0 ? undefined : limits;
+  }
+
   /** Starts a terminal; a retry with the same `requestId` gets the session the first made. */
   createTerminal(principal: Principal, spec: SubprocessTerminalSpawnSpec, options: TerminalCreateOptions = {}): Promise<TerminalSession> {
     const { owner } = principal;
     const { user, answerQueries = true } = options;
     return this.#ledger.once(principal, options.requestId, 'terminal', async () => {
       const runAs = this.runAs(principal, user);
+      const limits = this.sessionLimits(options.limits);
       // The slot is held from before the spawn's await until the session is registered:
       // creates pipelined on one connection cannot all pass the count.
       const release = this.#admit(owner);
       try {
-        const handle = await this.runtime.spawnTerminal(spec, { runAs });
+        const handle = await this.runtime.spawnTerminal(spec, { runAs, limits });
         const session: TerminalSession = new TerminalSession(
           owner,
           spec,
@@ -211,6 +256,7 @@ export class SessionRegistry {
     const { user } = options;
     return this.#ledger.once(principal, options.requestId, 'process', async () => {
       const runAs = this.runAs(principal, user);
+      const limits = this.sessionLimits(options.limits);
       const release = this.#admit(owner);
       const wanted = collectBytesOf(spec);
       const held = wanted > 0 ? this.#collectHeld() : 0;
@@ -227,7 +273,7 @@ export class SessionRegistry {
         // Chunks collected before the session exists need no announcing: nobody waits for them yet.
         const made: { session?: ProcessSession } = {};
         // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
-        const handle = await this.runtime.startProcess(spec, { runAs, onCollected: (stream) => made.session?.collected(stream) });
+        const handle = await this.runtime.startProcess(spec, { runAs, limits, onCollected: (stream) => made.session?.collected(stream) });
         const session: ProcessSession = new ProcessSession(owner, spec, handle, { ...this.#limits, onFinished: () => this.#finished(session) }, this.#log);
         made.session = session;
         // Registered, the session counts its own bytes (see #collectHeld); in the same turn, the pending ones go.

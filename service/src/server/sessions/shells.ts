@@ -10,7 +10,7 @@ import { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
-import type { ExecutionProvider, ShellDefaults } from '../../provider/api.ts';
+import type { ExecutionProvider, ShellDefaults, UsageMeter } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
 import { RequestLedger } from './request-ledger.ts';
 import type { TerminalSession } from './terminal-session.ts';
@@ -41,12 +41,17 @@ export async function resolvePwsh(
 }
 type WireResult = typeof schemas.RunResult._zod.output;
 
+/** The limits of a shell's terminal session, as a create names them (memoryBytes, pids, cpu). */
+export type ShellLimits = Readonly<Partial<Record<'memoryBytes' | 'pids' | 'cpu', number | undefined>>>;
+
 export interface ShellSpec {
   readonly dialect: 'bash' | 'pwsh';
   readonly cwd: string;
   readonly env?: Readonly<Record<string, string>> | undefined;
   /** The OS user the shell runs as, by name or uid (see SessionRegistry.runAs); the owner's when absent. */
   readonly user?: string | undefined;
+  /** Limits of the shell's terminal session (see SessionRegistry.sessionLimits). */
+  readonly limits?: ShellLimits | undefined;
 }
 
 class DaemonShell {
@@ -59,6 +64,10 @@ class DaemonShell {
   terminalId: string | null = null;
   /** Every terminal the shell ran on (a new one after each exit of the shell), forgotten with it. */
   readonly terminalIds: string[] = [];
+  /** The terminal the shell runs on now, for its counters. */
+  terminal: Pick<TerminalSession, 'handle'> | undefined;
+  /** Measures the open run: from its start to each of its answers. */
+  meter: { readonly terminalId: string | null; readonly meter: UsageMeter } | undefined;
   running = false;
   closed = false;
   /**
@@ -119,7 +128,7 @@ export interface ShellTerminals {
   createTerminal(
     principal: Principal,
     spec: SubprocessTerminalSpawnSpec,
-    options: { answerQueries?: boolean; user?: string | undefined },
+    options: { answerQueries?: boolean; user?: string | undefined; limits?: ShellLimits | undefined },
   ): Promise<TerminalSession>;
   /** Ends a session and forgets it. */
   delete(owner: string, id: string, kind: 'terminal'): Promise<void>;
@@ -160,8 +169,13 @@ export class ShellRegistry {
       },
       // The engine answers the queries of a shell that asks (pwsh), and tells the daemon not to.
       spawnTerminal: async (terminalSpec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => {
-        const session = await registry.createTerminal(principal, terminalSpec, { answerQueries: options?.answerQueries ?? true, user: spec.user });
+        const session = await registry.createTerminal(principal, terminalSpec, {
+          answerQueries: options?.answerQueries ?? true,
+          user: spec.user,
+          limits: spec.limits,
+        });
         entry.terminalId = session.id;
+        entry.terminal = session;
         entry.terminalIds.push(session.id);
         return terminalView(session);
       },
@@ -206,11 +220,17 @@ export class ShellRegistry {
     const record = busy ? undefined : command !== undefined ? entry.begin(command) : shell.pending ? entry.runs.at(-1) : undefined;
     const before = record?.state;
     if (record !== undefined) record.state = 'running';
+    if (record !== undefined && command !== undefined) {
+      const meter = entry.terminal?.handle.usageMeter?.();
+      entry.meter = meter === undefined ? undefined : { terminalId: entry.terminalId, meter };
+    }
     entry.running = true;
     try {
       const result = await body(shell);
       if (record !== undefined) DaemonShell.answer(record, result);
-      return { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId };
+      // A run that started a new shell (the last one exited) has no counters from its start.
+      const usage = entry.meter !== undefined && entry.meter.terminalId === entry.terminalId ? entry.meter.meter.usage() : undefined;
+      return { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId, ...(usage === undefined ? {} : { usage }) };
     } catch (error) {
       if (record !== undefined) {
         // A run that never started leaves the list; a call on the open run that failed leaves it as it was.

@@ -1,0 +1,663 @@
+/**
+ * Limits and accounting of a session's cgroup: memory, pids and cpu, with the
+ * controllers this host lets the daemon use.
+ *
+ * On a pure cgroup v2 host (a Kubernetes node) the controllers are those the
+ * parent of the daemon's cgroup of session cgroups hands down
+ * (`cgroup.controllers`); the daemon enables them in its own cgroup of
+ * session cgroups (`cgroup.subtree_control`: it never holds a process, so the
+ * rule that a cgroup with controllers has no processes of its own holds) and
+ * writes `memory.max`, `memory.swap.max`, `pids.max` and `cpu.max` in each
+ * session's cgroup.
+ *
+ * On a hybrid host (cgroup v2 with no controllers for containment, the v1
+ * `memory`, `pids`, `cpu` and `cpuacct` hierarchies beside it) a limited
+ * session also gets a cgroup in each v1 hierarchy it needs, made beside the
+ * v1 cgroup the daemon is in (`<own>/execworld-<pid>/<key>`). A child is born
+ * into them as into its v2 cgroup: for the spawn, the daemon's main thread
+ * (whose thread id is the process id) writes itself to each v1 cgroup's
+ * `tasks` (v1 moves single threads, so only the forking thread is counted
+ * there, never the daemon's other threads), forks, and writes itself back.
+ * The child inherits the forking thread's cgroups, so it never runs outside
+ * its limits. What the daemon's main thread allocates in that window is
+ * charged to the session's memory cgroup (v1 charges by the address space's
+ * owner, the main thread): the pages of one fork.
+ *
+ * Usage: cpu from v2's `cpu.stat` (kept by every v2 cgroup, controller or
+ * not) or v1's `cpuacct`; peak memory from `memory.peak` (v2, with the
+ * memory controller) or `memory.max_usage_in_bytes` (v1); which limit was
+ * hit from `memory.events` / `memory.oom_control` and `memory.failcnt`,
+ * `pids.events`, and `cpu.stat`'s `nr_throttled`.
+ *
+ * The daemon keeps out of the OOM killer's way: it lowers its own
+ * `oom_score_adj` ({@link DAEMON_OOM_SCORE_ADJ}, where it may: root), and a
+ * session's processes are born with {@link SESSION_OOM_SCORE_ADJ}, which the
+ * daemon takes for the instant of the fork (raising needs no privilege, and
+ * returning to a value no lower than the one it last set as root is allowed):
+ * under memory pressure of the whole host the kernel kills a session's
+ * process before the daemon.
+ * @module
+ */
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { isMainThread } from 'node:worker_threads';
+import { ProviderError } from '../errors.ts';
+import { childCgroups, errnoCode, type MountInfoEntry } from './cgroup-fs.ts';
+
+/** What a session may use: bytes of memory (swap included), tasks, and cores (fractional). */
+export interface SessionLimits {
+  readonly memoryBytes?: number | undefined;
+  readonly pids?: number | undefined;
+  readonly cpu?: number | undefined;
+}
+export type LimitName = 'memoryBytes' | 'pids' | 'cpu';
+export const LIMIT_NAMES: readonly LimitName[] = ['memoryBytes', 'pids', 'cpu'];
+
+/** What a session used; `limitHit` names the limit it ran into, memory first. */
+export interface SessionUsage {
+  readonly cpuUserMs: number;
+  readonly cpuSystemMs: number;
+  /** The session's peak memory; null where no memory controller follows it. */
+  readonly peakMemoryBytes: number | null;
+  readonly limitHit: 'memory' | 'pids' | 'cpu' | null;
+  /** The kernel's OOM killer killed a process of the session. */
+  readonly oomKilled: boolean;
+}
+
+/** Which limits this host's daemon can enforce, and why not the others. */
+export interface LimitSupport {
+  readonly supported: readonly LimitName[];
+  readonly unsupported: readonly { readonly name: LimitName; readonly reason: string }[];
+}
+
+/** The smallest memory limit taken: below it nothing starts. */
+export const MIN_MEMORY_BYTES = 4 * 1024 * 1024;
+/** Beyond any machine's memory (1 PiB): a larger limit is a mistake. */
+export const MAX_MEMORY_BYTES = 2 ** 50;
+/** Linux's largest pid_max. */
+export const MAX_PIDS = 4_194_304;
+/** cpu.max / cfs_quota_us take at least 1 ms per period: 0.01 of a core at the 100 ms period. */
+export const MIN_CPU = 0.01;
+export const MAX_CPU = 1024;
+/** The daemon's own oom_score_adj: the OOM killer's last choice but for what is set lower still (-1000: never). */
+export const DAEMON_OOM_SCORE_ADJ = -500;
+/** A session's processes' oom_score_adj: the OOM killer's first choice. */
+export const SESSION_OOM_SCORE_ADJ = 500;
+
+/** The CFS period the quota is measured over, in microseconds (the kernel's default). */
+const CPU_PERIOD_US = 100_000;
+
+/**
+ * Refuses limits that are not numbers in range, naming the field.
+ * @throws {ProviderError} INVALID_ARGUMENT
+ */
+export function assertLimits(limits: SessionLimits | undefined, field = 'limits'): void {
+  if (limits === undefined) return;
+  if (typeof limits !== 'object' || limits === null) throw new ProviderError('INVALID_ARGUMENT', `${field} must be an object`);
+  const check = (name: LimitName, integer: boolean, min: number, max: number): void => {
+    const value = limits[name];
+    if (value === undefined) return;
+    if (typeof value !== 'number' || !Number.isFinite(value) || (integer && !Number.isInteger(value)) || value < min || value > max) {
+      throw new ProviderError(
+        'INVALID_ARGUMENT',
+        `${field}.${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, not ${String(value)}`,
+      );
+    }
+  };
+  check('memoryBytes', true, MIN_MEMORY_BYTES, MAX_MEMORY_BYTES);
+  check('pids', true, 1, MAX_PIDS);
+  check('cpu', false, MIN_CPU, MAX_CPU);
+}
+
+/** The names of the limits `limits` sets. */
+export function limitsAsked(limits: SessionLimits | undefined): LimitName[] {
+  return limits === undefined ? [] : LIMIT_NAMES.filter((name) => limits[name] !== undefined);
+}
+
+type V1Controller = 'memory' | 'pids' | 'cpu' | 'cpuacct';
+const V1_CONTROLLERS: readonly V1Controller[] = ['memory', 'pids', 'cpu', 'cpuacct'];
+
+/** The v1 hierarchy of a controller: where this process's cgroup of it is on disk. */
+interface V1Hierarchy {
+  readonly controller: V1Controller;
+  /** The directory of the cgroup this process is in. */
+  readonly origin: string;
+}
+
+/**
+ * The v1 hierarchies of this process's controllers: each writable `cgroup`
+ * mount that carries one of them, and this process's cgroup in it from
+ * `/proc/self/cgroup` (`<id>:<controllers>:<path>`).
+ */
+export function v1Hierarchies(mounts: readonly MountInfoEntry[], procCgroup: string, superOptions: ReadonlyMap<string, string>): V1Hierarchy[] {
+  const found: V1Hierarchy[] = [];
+  const own = new Map<string, string>();
+  for (const line of procCgroup.split('\n')) {
+    const match = /^\d+:([^:]+):(\/.*)$/.exec(line);
+    if (match === null) continue;
+    for (const controller of match[1]!.split(',')) own.set(controller, match[2]!);
+  }
+  for (const controller of V1_CONTROLLERS) {
+    const path = own.get(controller);
+    if (path === undefined || path.split('/').includes('..')) continue;
+    for (const mount of mounts) {
+      if (mount.fsType !== 'cgroup' || mount.readOnly) continue;
+      if (!(superOptions.get(mount.mountPoint) ?? '').split(',').includes(controller)) continue;
+      const root = mount.root === '/' ? '' : mount.root.replace(/\/$/, '');
+      if (root !== '' && path !== root && !path.startsWith(`${root}/`)) continue;
+      const rest = path.slice(root.length);
+      found.push({ controller, origin: rest === '' || rest === '/' ? mount.mountPoint : join(mount.mountPoint, rest) });
+      break;
+    }
+  }
+  return found;
+}
+
+/** The super options of each mount point of /proc/self/mountinfo (which controllers a v1 mount carries). */
+export function mountSuperOptions(mountinfo: string): Map<string, string> {
+  const options = new Map<string, string>();
+  for (const line of mountinfo.split('\n')) {
+    const fields = line.split(' ');
+    const separator = fields.indexOf('-', 6);
+    if (separator < 0 || fields[4] === undefined) continue;
+    options.set(fields[4].replace(/\\040/g, ' '), fields[separator + 3] ?? '');
+  }
+  return options;
+}
+
+function readText(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'latin1');
+  } catch (_error) {
+    return undefined;
+  }
+}
+
+/** The value of `key` in a flat-keyed file (`key value` lines), or undefined. */
+export function keyed(text: string | undefined, key: string): number | undefined {
+  if (text === undefined) return undefined;
+  const match = new RegExp(`^${key} (\\d+)$`, 'm').exec(text);
+  return match === null ? undefined : Number(match[1]);
+}
+
+function readNumber(path: string): number | undefined {
+  const text = readText(path)?.trim();
+  return text === undefined || !/^\d+$/.test(text) ? undefined : Number(text);
+}
+
+/** Writes `value` to a control file. @throws {ProviderError} naming the limit when the kernel refuses it. */
+function writeControl(path: string, value: string, limit: LimitName): void {
+  try {
+    writeFileSync(path, value);
+  } catch (error) {
+    throw new ProviderError('INVALID_ARGUMENT', `limits.${limit}: the kernel refused ${value} for ${path}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/**
+ * The controllers of one daemon's cgroups: those of its v2 cgroup of session
+ * cgroups, and the v1 hierarchies beside. Made once with the cgroup
+ * containment.
+ */
+export class CgroupControllers {
+  /** v2 controllers enabled for the session cgroups. */
+  readonly v2: ReadonlySet<string>;
+  readonly #v1 = new Map<V1Controller, { origin: string; directory: string; back: number }>();
+  readonly #v1Reasons = new Map<V1Controller, string>();
+  readonly #pid = String(process.pid);
+  /** /proc/self/oom_score_adj, open for writing; undefined where it cannot be written. */
+  readonly #oomFd: number | undefined;
+  /** The daemon's own oom_score_adj, returned to after each spawn. */
+  readonly #ownOomScoreAdj: string;
+
+  /**
+   * @param v2Directory the daemon's v2 cgroup of session cgroups (holds no process).
+   * @param name the name of the daemon's cgroup of session cgroups in each v1 hierarchy.
+   * @param options.stale which names beside it are of daemons that died, to be removed.
+   */
+  constructor(v2Directory: string, name: string, options: { hierarchies?: readonly V1Hierarchy[]; stale?: (name: string) => boolean } = {}) {
+    const { hierarchies } = options;
+    const v2 = new Set<string>();
+    const available = (readText(join(v2Directory, 'cgroup.controllers')) ?? '').trim().split(/\s+/);
+    for (const controller of ['memory', 'pids', 'cpu']) {
+      if (!available.includes(controller)) continue;
+      try {
+        writeFileSync(join(v2Directory, 'cgroup.subtree_control'), `+${controller}`);
+        v2.add(controller);
+      } catch (_error) {
+        // Not this one: v1 or nothing.
+      }
+    }
+    this.v2 = v2;
+    let found: readonly V1Hierarchy[] = hierarchies ?? [];
+    if (hierarchies === undefined) {
+      const mountinfo = readText('/proc/self/mountinfo');
+      const procCgroup = readText('/proc/self/cgroup');
+      if (mountinfo !== undefined && procCgroup !== undefined) {
+        found = v1Hierarchies(parseMounts(mountinfo), procCgroup, mountSuperOptions(mountinfo));
+      }
+    }
+    for (const { controller, origin } of found) {
+      if (controller === 'cpuacct' ? false : v2.has(controller)) continue;
+      if (options.stale !== undefined) sweepStaleV1(origin, options.stale);
+      // A spawn moves the main thread (its tid is the pid): from another thread the child would fork outside.
+      if (!isMainThread) {
+        this.#v1Reasons.set(controller, 'the v1 hierarchies are used from the main thread only');
+        continue;
+      }
+      const directory = join(origin, name);
+      try {
+        mkdirSync(directory, { mode: 0o755 });
+      } catch (error) {
+        if (errnoCode(error) !== 'EEXIST') {
+          this.#v1Reasons.set(controller, `cannot create ${directory}: ${(error as Error).message}`);
+          continue;
+        }
+      }
+      try {
+        // memory: children charge hierarchically only with use_hierarchy (the default since 5.x; a no-op then).
+        if (controller === 'memory' && readNumber(join(directory, 'memory.use_hierarchy')) === 0) writeFileSync(join(directory, 'memory.use_hierarchy'), '1');
+        this.#v1.set(controller, { origin, directory, back: openSync(join(origin, 'tasks'), 'w') });
+      } catch (error) {
+        this.#v1Reasons.set(controller, `cannot use ${origin}: ${(error as Error).message}`);
+        rmdirQuietly(directory);
+      }
+    }
+    // The daemon's own score first: lowering it needs CAP_SYS_RESOURCE, and without it the score stays.
+    let oomFd: number | undefined;
+    try {
+      oomFd = openSync('/proc/self/oom_score_adj', 'r+');
+      try {
+        writeSync(oomFd, String(DAEMON_OOM_SCORE_ADJ));
+      } catch (_error) {
+        // Not privileged: the score it had.
+      }
+    } catch (_error) {
+      oomFd = undefined;
+    }
+    this.#oomFd = oomFd;
+    this.#ownOomScoreAdj = (readText('/proc/self/oom_score_adj') ?? '0').trim();
+    process.once('exit', () => this.close());
+  }
+
+  /** Takes the sessions' oom_score_adj for a spawn, or returns to the daemon's own. */
+  oomScore(session: boolean): void {
+    if (this.#oomFd === undefined) return;
+    try {
+      writeSync(this.#oomFd, session ? String(SESSION_OOM_SCORE_ADJ) : this.#ownOomScoreAdj);
+    } catch (_error) {
+      // A kernel that refuses: the child keeps the daemon's score, as without this.
+    }
+  }
+
+  /** Which limits can be enforced, and why not the others. */
+  support(): LimitSupport {
+    const supported: LimitName[] = [];
+    const unsupported: { name: LimitName; reason: string }[] = [];
+    const needs: Record<LimitName, 'memory' | 'pids' | 'cpu'> = { memoryBytes: 'memory', pids: 'pids', cpu: 'cpu' };
+    for (const name of LIMIT_NAMES) {
+      const controller = needs[name];
+      if (this.v2.has(controller) || this.#v1.has(controller)) supported.push(name);
+      else {
+        const reason = this.#v1Reasons.get(controller);
+        unsupported.push({
+          name,
+          reason: `no ${controller} controller: not delegated to cgroup v2 here, no v1 hierarchy of it${reason === undefined ? '' : ` (${reason})`}`,
+        });
+      }
+    }
+    return { supported, unsupported };
+  }
+
+  /**
+   * The limits and accounting of a new session cgroup at `v2Path` named `key`.
+   * @throws {ProviderError} INVALID_ARGUMENT for a limit this host cannot enforce, naming it.
+   */
+  cell(key: string, v2Path: string, limits: SessionLimits | undefined): CellControls {
+    assertLimits(limits);
+    const support = this.support();
+    for (const name of limitsAsked(limits)) {
+      const missing = support.unsupported.find((entry) => entry.name === name);
+      if (missing !== undefined) throw new ProviderError('INVALID_ARGUMENT', `limits.${name}: this host cannot enforce it: ${missing.reason}`);
+    }
+    const v1: { controller: V1Controller; path: string; tasks: number }[] = [];
+    try {
+      // The v2 limits, in the session's own cgroup.
+      if (limits?.memoryBytes !== undefined) {
+        if (this.v2.has('memory')) {
+          writeControl(join(v2Path, 'memory.max'), String(limits.memoryBytes), 'memoryBytes');
+          // Swap would let a session past its limit: it gets none.
+          if (existsSync(join(v2Path, 'memory.swap.max'))) writeControl(join(v2Path, 'memory.swap.max'), '0', 'memoryBytes');
+        }
+      }
+      if (limits?.pids !== undefined && this.v2.has('pids')) writeControl(join(v2Path, 'pids.max'), String(limits.pids), 'pids');
+      if (limits?.cpu !== undefined && this.v2.has('cpu')) writeControl(join(v2Path, 'cpu.max'), `${cpuQuota(limits.cpu)} ${CPU_PERIOD_US}`, 'cpu');
+      // The v1 cgroups: cpuacct and memory always where there (usage), pids and cpu when limited.
+      for (const [controller, hierarchy] of this.#v1) {
+        const wanted =
+          controller === 'cpuacct' ||
+          controller === 'memory' ||
+          (controller === 'pids' && limits?.pids !== undefined) ||
+          (controller === 'cpu' && limits?.cpu !== undefined);
+        if (!wanted) continue;
+        const path = makeCgroup(join(hierarchy.directory, key));
+        v1.push({ controller, path, tasks: openSync(join(path, 'tasks'), 'w') });
+        if (controller === 'memory' && limits?.memoryBytes !== undefined) {
+          writeControl(join(path, 'memory.limit_in_bytes'), String(limits.memoryBytes), 'memoryBytes');
+          // With swap accounting, memory and swap together: swap would let a session past its limit.
+          if (existsSync(join(path, 'memory.memsw.limit_in_bytes')))
+            writeControl(join(path, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes), 'memoryBytes');
+        }
+        if (controller === 'pids' && limits?.pids !== undefined) writeControl(join(path, 'pids.max'), String(limits.pids), 'pids');
+        if (controller === 'cpu' && limits?.cpu !== undefined) {
+          writeControl(join(path, 'cpu.cfs_period_us'), String(CPU_PERIOD_US), 'cpu');
+          writeControl(join(path, 'cpu.cfs_quota_us'), String(cpuQuota(limits.cpu)), 'cpu');
+        }
+      }
+    } catch (error) {
+      for (const entry of v1) {
+        closeQuietly(entry.tasks);
+        rmdirQuietly(entry.path);
+      }
+      throw error;
+    }
+    return new CellControls(this, v2Path, v1, limits ?? {});
+  }
+
+  /** Moves this process's main thread into the v1 cgroups `cells` (by their `tasks` descriptors). */
+  enter(cells: readonly { tasks: number }[]): void {
+    for (const cell of cells) writeSync(cell.tasks, this.#pid);
+  }
+
+  /**
+   * Moves this process's threads back to its own v1 cgroups: the main
+   * thread, and any thread it started while inside (node-pty's fork starts
+   * one to wait for the child, born in the forking thread's cgroups).
+   * @throws when one refuses.
+   */
+  leave(cells: readonly { controller: V1Controller; path: string }[]): void {
+    let failure: Error | undefined;
+    for (const cell of cells) {
+      const hierarchy = this.#v1.get(cell.controller)!;
+      const tids = new Set([this.#pid, ...ownThreadsIn(cell.path)]);
+      for (const tid of tids) {
+        try {
+          writeSync(hierarchy.back, tid);
+        } catch (_error) {
+          try {
+            writeFileSync(join(hierarchy.origin, 'tasks'), tid);
+          } catch (error) {
+            // A thread that ended meanwhile is no failure.
+            if (tid === this.#pid || existsSync(`/proc/self/task/${tid}`)) failure = error as Error;
+          }
+        }
+      }
+    }
+    if (failure !== undefined) throw failure;
+  }
+
+  close(): void {
+    if (this.#oomFd !== undefined) closeQuietly(this.#oomFd);
+    for (const hierarchy of this.#v1.values()) {
+      closeQuietly(hierarchy.back);
+      rmdirQuietly(hierarchy.directory);
+    }
+    this.#v1.clear();
+  }
+}
+
+/**
+ * Removes the v1 cgroups that daemons which died (SIGKILL, a crash) left
+ * beside this one's: every `execworld-<pid>` whose pid runs no more, and the
+ * session cgroups in it. v1 has no cgroup.kill: their processes are in the
+ * same daemon's v2 cgroups too, which its sweep kills; a cgroup that still
+ * has a process is left for a later start.
+ */
+function sweepStaleV1(origin: string, stale: (name: string) => boolean): void {
+  let names: string[];
+  try {
+    names = readdirSync(origin);
+  } catch (_error) {
+    return;
+  }
+  for (const name of names) {
+    if (!stale(name)) continue;
+    const directory = join(origin, name);
+    for (const child of childCgroups(directory)) rmdirQuietly(child);
+    rmdirQuietly(directory);
+  }
+}
+
+/** The threads of this process in the v1 cgroup at `path` (its `tasks`). */
+function ownThreadCount(): number {
+  try {
+    return readdirSync('/proc/self/task').length;
+  } catch (_error) {
+    return 64;
+  }
+}
+
+function ownThreadsIn(path: string): string[] {
+  return (readText(join(path, 'tasks')) ?? '').split('\n').filter((tid) => tid !== '' && existsSync(`/proc/self/task/${tid}`));
+}
+
+/** cpu.max's / cfs_quota_us's quota for `cores` at the period. */
+function cpuQuota(cores: number): number {
+  return Math.max(1000, Math.round(cores * CPU_PERIOD_US));
+}
+
+function makeCgroup(path: string): string {
+  try {
+    mkdirSync(path, { mode: 0o755 });
+  } catch (error) {
+    // One left by an earlier process with this pid: taken over, its counters with it.
+    if (errnoCode(error) !== 'EEXIST') throw error;
+  }
+  return path;
+}
+
+function rmdirQuietly(path: string): boolean {
+  try {
+    rmdirSync(path);
+    return true;
+  } catch (error) {
+    return errnoCode(error) === 'ENOENT';
+  }
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch (_error) {
+    // Closed.
+  }
+}
+
+function parseMounts(mountinfo: string): MountInfoEntry[] {
+  const entries: MountInfoEntry[] = [];
+  for (const line of mountinfo.split('\n')) {
+    const fields = line.split(' ');
+    const separator = fields.indexOf('-', 6);
+    if (separator < 0) continue;
+    const [root, mountPoint, mountOptions] = [fields[3], fields[4], fields[5]];
+    const fsType = fields[separator + 1];
+    if (root === undefined || mountPoint === undefined || mountOptions === undefined || fsType === undefined) continue;
+    const readOnly = mountOptions.split(',').includes('ro') || (fields[separator + 3] ?? '').split(',').includes('ro');
+    entries.push({ root, mountPoint, fsType, readOnly });
+  }
+  return entries;
+}
+
+/** The raw counters usage is made of. */
+interface Counters {
+  cpuUserMs: number;
+  cpuSystemMs: number;
+  peakMemoryBytes: number | null;
+  oomKills: number;
+  memoryFails: number;
+  pidsMax: number;
+  throttled: number;
+}
+const ZERO_COUNTERS: Counters = Object.freeze({ cpuUserMs: 0, cpuSystemMs: 0, peakMemoryBytes: null, oomKills: 0, memoryFails: 0, pidsMax: 0, throttled: 0 });
+
+/** Usage from the counters `before` to those of `now`. */
+function usageBetween(before: Counters, now: Counters): SessionUsage {
+  const memoryHit = now.oomKills > before.oomKills || now.memoryFails > before.memoryFails;
+  return {
+    cpuUserMs: Math.max(0, Math.round(now.cpuUserMs - before.cpuUserMs)),
+    cpuSystemMs: Math.max(0, Math.round(now.cpuSystemMs - before.cpuSystemMs)),
+    peakMemoryBytes: now.peakMemoryBytes,
+    limitHit: memoryHit ? 'memory' : now.pidsMax > before.pidsMax ? 'pids' : now.throttled > before.throttled ? 'cpu' : null,
+    oomKilled: now.oomKills > before.oomKills,
+  };
+}
+
+/** The usage of one run of a session, from when it was started; `peakScope` says whose the peak is. */
+export interface UsageMeter {
+  usage(): SessionUsage & { readonly peakScope: 'run' | 'session' };
+}
+
+/** The limits and counters of one session's cgroups. */
+export class CellControls {
+  readonly limits: SessionLimits;
+  readonly #controllers: CgroupControllers;
+  readonly #v2Path: string;
+  readonly #v1: { controller: V1Controller; path: string; tasks: number }[];
+  #released = false;
+  /** The usage read just before the cgroups were removed, and its counters. */
+  #final: SessionUsage | undefined;
+  #lastCounters: Counters | undefined;
+
+  constructor(controllers: CgroupControllers, v2Path: string, v1: { controller: V1Controller; path: string; tasks: number }[], limits: SessionLimits) {
+    this.#controllers = controllers;
+    this.#v2Path = v2Path;
+    this.#v1 = v1;
+    this.limits = limits;
+  }
+
+  /** Runs `spawn` with this process's main thread in the session's v1 cgroups, and brings it back. */
+  /**
+   * Runs `spawn` with this process's main thread in the session's v1
+   * cgroups, and brings it and the `threads` the spawn starts back. The
+   * daemon's own tasks in the session's pids cgroup for the fork (v1: the
+   * main thread and those; v2: every thread of the process and those) are
+   * added to its pids limit for that instant and no longer: the session's own
+   * processes never have more than their limit.
+   */
+  inside<T>(spawn: () => T, threads = 0): T {
+    const v1 = this.#released ? [] : this.#v1;
+    const pids = this.limits.pids;
+    const pidsFile = pids === undefined ? undefined : this.#controllers.v2.has('pids') ? join(this.#v2Path, 'pids.max') : this.#pidsMaxV1();
+    // v1 counts the main thread and the threads the spawn starts (`threads`); v2 the whole process and those.
+    const room = (this.#controllers.v2.has('pids') ? ownThreadCount() : 1) + threads;
+    if (pids !== undefined && pidsFile !== undefined) writeControl(pidsFile, String(pids + room), 'pids');
+    this.#controllers.oomScore(true);
+    try {
+      this.#controllers.enter(v1);
+    } catch (error) {
+      this.#restore(v1, pids, pidsFile);
+      throw error;
+    }
+    try {
+      return spawn();
+    } finally {
+      this.#restore(v1, pids, pidsFile);
+    }
+  }
+
+  #restore(v1: readonly { controller: V1Controller; path: string }[], pids: number | undefined, pidsFile: string | undefined): void {
+    this.#controllers.oomScore(false);
+    try {
+      this.#controllers.leave(v1);
+    } finally {
+      if (pids !== undefined && pidsFile !== undefined) writeControl(pidsFile, String(pids), 'pids');
+    }
+  }
+
+  #pidsMaxV1(): string | undefined {
+    const path = this.#path('pids');
+    return path === undefined ? undefined : join(path, 'pids.max');
+  }
+
+  #path(controller: V1Controller): string | undefined {
+    return this.#v1.find((entry) => entry.controller === controller)?.path;
+  }
+
+  /** The session's counters so far, read from its cgroups. */
+  #counters(): Counters {
+    const cpuacct = this.#path('cpuacct');
+    const v2Stat = readText(join(this.#v2Path, 'cpu.stat'));
+    const counters: Counters = { cpuUserMs: 0, cpuSystemMs: 0, peakMemoryBytes: null, oomKills: 0, memoryFails: 0, pidsMax: 0, throttled: 0 };
+    if (cpuacct !== undefined) {
+      counters.cpuUserMs = (readNumber(join(cpuacct, 'cpuacct.usage_user')) ?? 0) / 1e6;
+      counters.cpuSystemMs = (readNumber(join(cpuacct, 'cpuacct.usage_sys')) ?? 0) / 1e6;
+    } else {
+      counters.cpuUserMs = (keyed(v2Stat, 'user_usec') ?? 0) / 1000;
+      counters.cpuSystemMs = (keyed(v2Stat, 'system_usec') ?? 0) / 1000;
+    }
+    const memory = this.#path('memory');
+    if (this.#controllers.v2.has('memory')) {
+      counters.peakMemoryBytes = readNumber(join(this.#v2Path, 'memory.peak')) ?? null;
+      const events = readText(join(this.#v2Path, 'memory.events'));
+      counters.oomKills = keyed(events, 'oom_kill') ?? 0;
+      counters.memoryFails = keyed(events, 'max') ?? 0;
+    } else if (memory !== undefined) {
+      counters.peakMemoryBytes = readNumber(join(memory, 'memory.max_usage_in_bytes')) ?? null;
+      counters.oomKills = keyed(readText(join(memory, 'memory.oom_control')), 'oom_kill') ?? 0;
+      counters.memoryFails = this.limits.memoryBytes === undefined ? 0 : (readNumber(join(memory, 'memory.failcnt')) ?? 0);
+    }
+    const pids = this.#controllers.v2.has('pids') ? this.#v2Path : this.#path('pids');
+    if (pids !== undefined && this.limits.pids !== undefined) counters.pidsMax = keyed(readText(join(pids, 'pids.events')), 'max') ?? 0;
+    if (this.limits.cpu !== undefined) {
+      const stat = this.#controllers.v2.has('cpu') ? v2Stat : readText(join(this.#path('cpu') ?? '/nonexistent', 'cpu.stat'));
+      counters.throttled = keyed(stat, 'nr_throttled') ?? 0;
+    }
+    return counters;
+  }
+
+  /** The session's usage so far, read from its cgroups. */
+  usage(): SessionUsage {
+    if (this.#final !== undefined) return this.#final;
+    return usageBetween(ZERO_COUNTERS, this.#counters());
+  }
+
+  /**
+   * Starts measuring one run of a long-lived session (a persistent shell's
+   * command): cpu and the limits hit as the difference over the run; peak
+   * memory reset for it where the kernel allows (v1: a write of 0 to
+   * `memory.max_usage_in_bytes`; v2 has `memory.peak` writable only since
+   * Linux 6.12, not done here), else the session's peak, which `peakScope` says.
+   */
+  meter(): UsageMeter {
+    const before = this.#counters();
+    let peakScope: 'run' | 'session' = 'session';
+    const memory = this.#path('memory');
+    if (!this.#controllers.v2.has('memory') && memory !== undefined) {
+      try {
+        writeFileSync(join(memory, 'memory.max_usage_in_bytes'), '0');
+        peakScope = 'run';
+      } catch (_error) {
+        // The session's peak, then.
+      }
+    }
+    return { usage: () => ({ ...usageBetween(before, this.#final === undefined ? this.#counters() : this.#lastCounters!), peakScope }) };
+  }
+
+  /** Removes the session's v1 cgroups once empty; false while one is in use. */
+  remove(): boolean {
+    if (this.#released) return true;
+    this.#lastCounters = this.#counters();
+    this.#final = usageBetween(ZERO_COUNTERS, this.#lastCounters);
+    let removed = true;
+    for (const entry of this.#v1) {
+      if (!rmdirQuietly(entry.path)) removed = false;
+    }
+    if (!removed) this.#final = undefined;
+    else {
+      this.#released = true;
+      for (const entry of this.#v1) closeQuietly(entry.tasks);
+      this.#v1.length = 0;
+    }
+    return removed;
+  }
+}
