@@ -63,7 +63,7 @@ export type OptionTable = Readonly<Record<string, OptionRow>>;
 export const HELP_OPTION = { help: { type: 'boolean', short: 'h', help: 'show this help' } } as const satisfies OptionTable;
 
 /** The furthest --help starts the options' text: a longer `-x, --name <value>` has its text on the next line. */
-const MAX_HELP_COLUMN = 40;
+const MAX_HELP_COLUMN = 44;
 /** The width --help fills. */
 const HELP_WIDTH = 80;
 

@@ -272,22 +272,25 @@ class Page {
         open: { kind: 'shell', id: shell.id },
       })),
     );
+    // A listing that comes while a selection's view is still being made (its get in flight) updates nothing:
+    // the view is made from a fresh answer of its own.
     const selected = this.#selected;
-    if (selected?.kind === 'terminal') {
+    const view = this.#view;
+    if (selected?.kind === 'terminal' && view instanceof TerminalView) {
       const info = terminals.find((terminal) => terminal.id === selected.id);
       if (info !== undefined) {
-        (this.#view as TerminalView).update(info);
+        view.update(info);
         this.#setLive(info.status === 'running');
       }
-    } else if (selected?.kind === 'process') {
+    } else if (selected?.kind === 'process' && view instanceof ProcessView) {
       const info = processes.find((process) => process.id === selected.id);
       if (info !== undefined) {
-        (this.#view as ProcessView).update(info);
+        view.update(info);
         this.#setLive(info.status === 'running');
       }
-    } else if (selected?.kind === 'shell') {
+    } else if (selected?.kind === 'shell' && view instanceof ShellView) {
       const info = shells.find((shell) => shell.id === selected.id);
-      if (info !== undefined) (this.#view as ShellView).update(info);
+      if (info !== undefined) view.update(info);
       this.#setLive(info !== undefined && info.state !== 'closed');
     }
   }
