@@ -16,6 +16,7 @@ import { LocalRuntime } from '@execworld/service';
 import { CgroupContainment } from '../../service/src/provider/containment/cgroup.ts';
 import { removeCgroup } from '../../service/src/provider/containment/cgroup-fs.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { FORK_BOMB } from '../fixtures/fork-bomb.ts';
 
 const runtime = new LocalRuntime({ containment: 'cgroup' });
 afterAll(() => runtime.dispose());
@@ -32,25 +33,6 @@ async function stdoutOf(handle: ReturnType<LocalRuntime['spawn']>): Promise<stri
   await handle.done;
   return handle.collected.stdout?.readFrom(0).text ?? '';
 }
-
-/** Forks up to 200 children that sleep, counts the forks that failed, then waits for the children. */
-const FORK_BOMB = `
-import os, sys, time
-made, failed = [], 0
-for i in range(200):
-    try:
-        pid = os.fork()
-    except OSError:
-        failed += 1
-        continue
-    if pid == 0:
-        time.sleep(3)
-        os._exit(0)
-    made.append(pid)
-print(len(made), failed, flush=True)
-for pid in made:
-    os.waitpid(pid, 0)
-`;
 
 describe('limits: this host enforces them', () => {
   it('says which limits it can enforce', () => {

@@ -9,27 +9,9 @@
 import { describe, expect } from 'vitest';
 import { BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
+import { FORK_BOMB } from '../fixtures/fork-bomb.ts';
 
 const test = daemonTest({ containment: 'cgroup' });
-
-/** Forks up to 200 children that sleep 3 s, counts the forks that failed, then waits for the children. */
-const FORK_BOMB = `
-import os, time
-made, failed = [], 0
-for i in range(200):
-    try:
-        pid = os.fork()
-    except OSError:
-        failed += 1
-        continue
-    if pid == 0:
-        time.sleep(3)
-        os._exit(0)
-    made.append(pid)
-print(len(made), failed, flush=True)
-for pid in made:
-    os.waitpid(pid, 0)
-`;
 
 /** Milliseconds of a health call, and of bob's `echo` run, while `during` is in flight. */
 async function latencies(daemon: TestDaemon, busy: () => boolean): Promise<{ healthMs: number[]; bobMs: number[] }> {
