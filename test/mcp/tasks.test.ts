@@ -217,7 +217,7 @@ describe('MCP tasks', () => {
     expect(result).toMatchObject({ isError: true, _meta: { 'execworld/error': { code: 'LIMIT_EXCEEDED' } } });
     const text = (result.content[0] as { text: string }).text;
     expect(text.length).toBeLessThan(2000);
-    const shell = /It began: exited: code 0 \[shell (s_\w+), terminal t_\w+, offset \d+\]/.exec(text)?.[1];
+    const shell = /It began: exited: code 0 \[shell (s_[\w-]+), terminal t_[\w-]+, offset \d+\]/.exec(text)?.[1];
     expect(shell, text).toBeDefined();
     await alice.ok('session_end', { id: shell });
   });
