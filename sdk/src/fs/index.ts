@@ -17,7 +17,7 @@ export type {
   FsWriteIntent,
   FsWriteOutcome,
 } from './types.ts';
-export { BINARY_SAMPLE_BYTES, binaryHead, TextStreamDecoder, utf8Text } from './text-stream.ts';
+export { BINARY_SAMPLE_BYTES, binaryHead, TextStreamDecoder, toLf, utf8Text } from './text-stream.ts';
 export type { NotTextReason } from './text-stream.ts';
 export { RemoteFiles } from './remote-files.ts';
 export { ARCHIVE_PATH, CONTENT_PATH, DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, UPLOADS_PATH, VERSION_HEADER } from './routes.ts';

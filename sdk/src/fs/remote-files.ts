@@ -33,7 +33,7 @@ import type {
   FsWriteIntent,
   FsWriteOutcome,
 } from './types.ts';
-import { binaryHead, TextStreamDecoder, utf8Text } from './text-stream.ts';
+import { binaryHead, TextStreamDecoder, toLf, utf8Text } from './text-stream.ts';
 import { CONTENT_PATH } from './routes.ts';
 
 export interface RemoteFilesOptions {
@@ -279,7 +279,7 @@ export class RemoteFiles implements FsProvider {
     // Once sent, a write is not abandoned: an abort then could not say whether it took effect.
     if (signal?.aborted === true) throw aborted('write');
     // The daemon does not send the text back: `after` is what was sent, with line ends as LF.
-    const after = content.replaceAll('\r\n', '\n');
+    const after = toLf(content);
     const bytes = Buffer.byteLength(content, 'utf8');
     if (bytes <= WRITE_AS_JSON_BYTES) {
       const written = await this.runtime.call('fs.writeText', { ...this.#ref(target), content, ...(expected === undefined ? {} : { expected }) });

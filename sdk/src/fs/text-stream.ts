@@ -55,3 +55,8 @@ export function utf8Text(bytes: Uint8Array, options: { keepByteOrderMark?: boole
 export function binaryHead(bytes: Uint8Array): boolean {
   return bytes.subarray(0, BINARY_SAMPLE_BYTES).includes(0);
 }
+
+/** `text` with every CRLF pair turned into LF; a lone CR stays. What a write's `after` and `before` are given as. */
+export function toLf(text: string): string {
+  return text.replaceAll('\r\n', '\n');
+}

@@ -4,10 +4,10 @@
  * the literal edit.
  * @module
  */
-import { BINARY_SAMPLE_BYTES, binaryHead, utf8Text } from '@execworld/sdk/fs';
+import { BINARY_SAMPLE_BYTES, binaryHead, toLf, utf8Text } from '@execworld/sdk/fs';
 import { FsFailure } from './fs-error.ts';
 
-export { BINARY_SAMPLE_BYTES };
+export { BINARY_SAMPLE_BYTES, toLf };
 
 /** Decodes strict UTF-8, or throws FS_NOT_TEXT naming `displayPath`. */
 export function decodeText(bytes: Uint8Array, doing: string, displayPath: string): string {
@@ -19,11 +19,6 @@ export function decodeText(bytes: Uint8Array, doing: string, displayPath: string
 /** Throws FS_NOT_TEXT when the head of a file (`sample`) holds a NUL. */
 export function rejectBinaryHead(sample: Uint8Array, doing: string, displayPath: string): void {
   if (binaryHead(sample)) throw new FsFailure('FS_NOT_TEXT', `cannot ${doing} "${displayPath}": a binary file (NUL byte)`);
-}
-
-/** `text` with every CRLF pair turned into LF; a lone CR stays. */
-export function toLf(text: string): string {
-  return text.replaceAll('\r\n', '\n');
 }
 
 export type LineEndings = 'LF' | 'CRLF';

@@ -126,19 +126,15 @@ export function closeInheritedDescriptorsOnExec(): void {
   markEachDescriptorOnExec();
 }
 
-/** The sweep: each descriptor from 3 up listed and marked; returns those it changed. */
-export function markEachDescriptorOnExec(): number[] {
-  const directory = hostFacts.descriptorDirectory;
-  const changed: number[] = [];
-  for (const name of readdirSync(directory)) {
+/** The sweep, where close_range is missing: each descriptor from 3 up listed and marked. */
+function markEachDescriptorOnExec(): void {
+  for (const name of readdirSync(hostFacts.descriptorDirectory)) {
     const fd = Number(name);
     if (!Number.isSafeInteger(fd) || fd < 3) continue;
     // The directory listing's own descriptor is gone by now: an unknown fd is skipped.
     if (isCloseOnExec(fd) !== false) continue;
     setCloseOnExec(fd);
-    changed.push(fd);
   }
-  return changed;
 }
 
 /**

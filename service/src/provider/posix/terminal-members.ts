@@ -31,7 +31,7 @@ export class SessionMembers {
   #exitTicks: number | undefined;
   #rootExited = false;
 
-  constructor(inspector: ProcessInspector, root: ProcessIdentity | undefined, rows: () => ProcessRow[] = () => inspector.snapshot()) {
+  constructor(inspector: ProcessInspector, root: ProcessIdentity | undefined, rows: () => ProcessRow[]) {
     this.#inspector = inspector;
     this.#root = root;
     this.#rows = rows;
