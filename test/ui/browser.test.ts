@@ -302,9 +302,9 @@ describe.skipIf(CHROMIUM.skip)(`the browser view${CHROMIUM.note}`, () => {
         expect(state.start).toBeGreaterThan(missedFrom);
       });
       await caughtUp(page, terminalId);
-      const shown = await screenText(page);
-      expect(shown).toContain('130000');
-      expect(shown).toContain('seq-2-done');
+      // Drawn by xterm on its next animation frame after the page has taken the bytes in.
+      await expect.poll(() => screenText(page), { timeout: DEADLINE }).toContain('seq-2-done');
+      expect(await screenText(page)).toContain('130000');
       expect(await screenSnapshots()).toBe(snapshots + 1);
       expect(problems).toEqual([]);
       await context.close();

@@ -75,7 +75,10 @@ export class TerminalView implements View<TerminalInfo> {
   readonly #term: Terminal;
   readonly #status: (text: string) => void;
   readonly #target: StreamTarget;
-  /** The offset of the next byte the emulator will be given. */
+  /**
+   * The offset up to which the emulator has taken the bytes in: set in xterm's write callbacks, which run in the
+   * order of the writes, so the status never names a byte the screen has not been given.
+   */
   #offset = 0;
   #subscription: Subscription | undefined;
   /**
@@ -234,10 +237,10 @@ export class TerminalView implements View<TerminalInfo> {
       this.#draw(screen);
       from = screen.offset;
     }
-    this.#offset = from;
     this.#fresh = true;
-    this.#subscription = this.#subscribe(from);
-    this.#report();
+    const subscription = this.#subscribe(from);
+    this.#subscription = subscription;
+    this.#drawn(subscription, from);
     // The snapshot drew the terminal at its remote size; the page in control gives it its pane's again.
     this.#fit();
   }
@@ -257,18 +260,19 @@ export class TerminalView implements View<TerminalInfo> {
         if (!current()) return;
         this.#fresh = false;
         const next = offset + chunk.length;
-        this.#offset = next;
         // Acknowledged once drawn: the daemon sends no more than a window ahead of what the page has shown.
         this.#term.write(chunk.slice(), () => {
           subscription.ack(next);
-          this.#report();
+          if (current()) {
+            this.#offset = next;
+            this.#report();
+          }
         });
       },
       onGap: (_from, to) => {
         if (!current()) return;
         if (this.#fresh) {
-          this.#offset = to;
-          this.#report();
+          this.#drawn(subscription, to);
           return;
         }
         // The daemon dropped bytes this view had not shown: start again from the screen.
@@ -278,8 +282,7 @@ export class TerminalView implements View<TerminalInfo> {
         if (!current()) return;
         this.#ended = true;
         this.#inControl = false;
-        this.#offset = offset;
-        this.#report();
+        this.#drawn(subscription, offset);
         this.#reportControl();
       },
       onError: (error) => {
@@ -288,6 +291,15 @@ export class TerminalView implements View<TerminalInfo> {
     };
     const subscription = this.#link.subscribe(this.#target, from, handlers);
     return subscription;
+  }
+
+  /** Reports `offset` once the emulator has taken every byte written before it, if `subscription` is still the view's. */
+  #drawn(subscription: Subscription, offset: number): void {
+    this.#term.write('', () => {
+      if (this.#subscription !== subscription) return;
+      this.#offset = offset;
+      this.#report();
+    });
   }
 
   #report(): void {
