@@ -43,6 +43,35 @@ export interface Principal {
   readonly runAs: RunAs | undefined;
   /** The directory the owner's filesystem calls are confined to; all of the world when undefined. */
   readonly root: string | undefined;
+  /**
+   * Present for a token the daemon minted (signed, expiring, revocable): its id, when it expires, and the one
+   * port or session it is scoped to, if any. A token of the token file has none.
+   */
+  readonly minted?: MintedScope | undefined;
+}
+
+/** What a minted token is: its id (to revoke it by), its expiry, and its scope. */
+export interface MintedScope {
+  readonly id: string;
+  /** Milliseconds since the epoch. */
+  readonly expiresAt: number;
+  /** The one port in the world it reaches (a preview or a forward), and nothing else. */
+  readonly port?: number | undefined;
+  /** The one session it acts on. */
+  readonly session?: string | undefined;
+}
+
+/** Whether `principal` may reach `port` in the world: any port, unless its token is scoped to another one. */
+export function permitsPort(principal: Principal, port: number): boolean {
+  const scoped = principal.minted?.port;
+  return scoped === undefined || scoped === port;
+}
+
+/** Whether `principal` may act on session `id`: any of its owner's, unless its token is scoped to another one or to a port. */
+export function permitsSession(principal: Principal, id: string): boolean {
+  if (principal.minted?.port !== undefined) return false;
+  const scoped = principal.minted?.session;
+  return scoped === undefined || scoped === id;
 }
 
 export class TokenTable {
