@@ -61,10 +61,14 @@ export interface MintedScope {
   readonly session?: string | undefined;
 }
 
-/** Whether `principal` may reach `port` in the world: any port, unless its token is scoped to another one. */
+/**
+ * Whether `principal` may reach `port` in the world (forward to it, preview it): a token scoped to a port reaches
+ * that port only, whatever its access; any other token needs write access, as what listens on a port may change the
+ * world when spoken to.
+ */
 export function permitsPort(principal: Principal, port: number): boolean {
   const scoped = principal.minted?.port;
-  return scoped === undefined || scoped === port;
+  return scoped === undefined ? principal.access === 'write' : scoped === port;
 }
 
 /** Whether `principal` may act on session `id`: any of its owner's, unless its token is scoped to another one or to a port. */
