@@ -164,7 +164,7 @@ export class JobObjectContainment implements Containment {
       throw error;
     }
     const cell = new JobCell(sessionKey, job, kernel32, this.#processes, this.#notifications);
-    // Only a limit can be hit: the jobs without one send the port nothing.
+    // The port reports memory and process limits only (Windows sends nothing for a CPU cap): other jobs are not tied to it.
     if (limits?.memoryBytes !== undefined || limits?.pids !== undefined) this.#notifications.watch(job, cell);
     return cell;
   }
