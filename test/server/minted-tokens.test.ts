@@ -6,7 +6,7 @@
  * WebSocket and MCP; a live WebSocket whose token is revoked is closed; the
  * signing key is reached by no owner's file call.
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, linkSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
@@ -16,6 +16,8 @@ import { runCli } from '../helpers/cli.ts';
 import { McpTestClient } from '../mcp/helpers.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
+import { parseTokenFile } from '../../service/src/server/auth.ts';
+import { MINTED_TOKEN_PREFIX } from '../../service/src/server/minted.ts';
 
 const stateDir = mkdtempSync(join(tmpdir(), 'ew-minted-'));
 const keyFile = join(stateDir, 'token-key');
@@ -76,6 +78,19 @@ describe('the signing key', () => {
       expect(digest.status).toBe(403);
       const listing = await daemon.request('POST', '/v1/fs/list', { body: { path: stateDir }, token });
       expect(listing.status).toBe(403);
+    }
+    // Nor by another name: a symbolic link, and a hard link (the daemon knows the key by its identity too).
+    const elsewhere = mkdtempSync(join(tmpdir(), 'ew-minted-links-'));
+    try {
+      symlinkSync(keyFile, join(elsewhere, 'soft'));
+      linkSync(keyFile, join(elsewhere, 'hard'));
+      for (const name of ['soft', 'hard']) {
+        const content = await daemon.request('GET', `/v1/files/content?path=${encodeURIComponent(join(elsewhere, name))}`);
+        expect(content.status, name).toBe(403);
+        expect(content.body.error.code).toBe('FS_PERMISSION_DENIED');
+      }
+    } finally {
+      rmSync(elsewhere, { recursive: true, force: true });
     }
     // A minted token, of the widest reach, gets no further.
     const { token } = await mint({ access: 'write', ttlMs: 60_000 });
@@ -155,6 +170,39 @@ describe('a revoked token', () => {
     expect((await daemon.request('GET', '/v1/tokens')).body.tokens).not.toContainEqual(expect.objectContaining({ id: minted.id }));
     // Recorded in the state directory, where the next start finds it.
     expect(readdirSync(join(stateDir, 'revoked'))).toContain(minted.id);
+  });
+
+  test('ends a call that waits with 401', async () => {
+    const id = await terminal();
+    const minted = await mint({ access: 'read', ttlMs: 600_000 });
+    const waiting = daemon.request('GET', `/v1/terminals/${id}/done?timeoutMs=60000`, { token: minted.token });
+    // The wait is held (its grant is taken) before the revoke.
+    await waitFor('the wait to hold its token', () => daemon.daemon.grants.held > 0);
+    const started = performance.now();
+    expect((await daemon.request('DELETE', `/v1/tokens/${minted.id}`)).status).toBe(200);
+    const answer = await waiting;
+    console.log(`a long poll of a revoked token answered ${(performance.now() - started).toFixed(1)} ms after the revoke was sent`);
+    expect(answer).toEqual({ status: 401, body: { error: { code: 'UNAUTHORIZED', message: 'the token was revoked' } } });
+  });
+
+  test('stays revoked for the next daemon on the state directory', async ({ startDaemon }) => {
+    const minted = await mint({ access: 'read', ttlMs: 600_000 });
+    const kept = await mint({ access: 'read', ttlMs: 600_000 });
+    expect((await daemon.request('DELETE', `/v1/tokens/${minted.id}`)).status).toBe(200);
+    const next = await startDaemon({ stateDir });
+    expect((await next.request('GET', '/v1/identity', { token: minted.token })).status).toBe(401);
+    expect((await next.request('GET', '/v1/identity', { token: kept.token })).status).toBe(200);
+  });
+
+  test('is forgotten once it expired: the list of revocations holds no token that could no longer be used', async () => {
+    const minted = await mint({ access: 'read', ttlMs: 1500 });
+    expect((await daemon.request('DELETE', `/v1/tokens/${minted.id}`)).status).toBe(200);
+    expect(readdirSync(join(stateDir, 'revoked'))).toContain(minted.id);
+    await waitFor('the token to expire', () => Date.parse(minted.expiresAt) < Date.now(), 10_000);
+    // A list drops what expired, as the daemon's own minute's sweep does.
+    await daemon.request('GET', '/v1/tokens');
+    expect(readdirSync(join(stateDir, 'revoked'))).not.toContain(minted.id);
+    expect((await daemon.request('GET', '/v1/identity', { token: minted.token })).body.error.message).toBe('the token expired');
   });
 
   test("is only its owner's to revoke", async () => {
@@ -251,6 +299,12 @@ describe('a port-scoped token', () => {
   });
 });
 
+describe('the token file', () => {
+  test('may hold no token of the minted shape, which could be taken for either', () => {
+    expect(() => parseTokenFile(`alice ${MINTED_TOKEN_PREFIX}Zq8xK2pL7vR4nW9mT3bY\n`, '/tokens')).toThrow(/line 1: a token may not begin with ewm1\./);
+  });
+});
+
 describe('execworld token', () => {
   test('create mints a token with the key in the state directory; revoke closes its live WebSocket', async () => {
     const env = { ...process.env, EXECWORLD_STATE_DIR: stateDir };
@@ -274,7 +328,8 @@ describe('execworld token', () => {
     expect(revoked.code, revoked.stderr).toBe(0);
     expect(close).toMatchObject({ code: 1008, reason: 'the token was revoked' });
     expect((await daemon.request('GET', '/v1/identity', { token })).status).toBe(401);
-  });
+    // Two commands, each a node process, which start slowly on a loaded machine.
+  }, 120_000);
 
   test('mints no token of an owner the token file does not name that the daemon takes', async () => {
     const env = { ...process.env, EXECWORLD_STATE_DIR: stateDir };

@@ -22,6 +22,7 @@ import { LogSink } from './log-sink.ts';
 import { composeDaemon } from './compose.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { WebSocketHub } from './ws.ts';
+import type { LiveGrants } from './grants.ts';
 import { registerRestRoutes } from './rest-routes.ts';
 import { registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
@@ -75,6 +76,8 @@ export interface Daemon {
   readonly hub: WebSocketHub;
   /** The bytes of JSON bodies all requests hold, against --body-budget-bytes. */
   readonly bodies: BodyBudget;
+  /** What holds minted tokens: connections and waits that end when their token does. */
+  readonly grants: LiveGrants;
 }
 
 /** Per-request lines at debug: a terminal's keystrokes and long polls are requests too. */
@@ -306,5 +309,5 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub, bodies };
+  return { app, registry, hub, bodies, grants: parts.grants };
 }

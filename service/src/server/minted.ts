@@ -214,6 +214,7 @@ export class TokenMinter {
   readonly #directory: string;
   #watching = false;
   #pruning: NodeJS.Timeout | undefined;
+  readonly #onChange = (): void => this.#scan();
 
   constructor(stateDir: string, options: { log?: Logger; now?: () => number } = {}) {
     this.#stateDir = stateDir;
@@ -232,13 +233,14 @@ export class TokenMinter {
   watch(): void {
     if (this.#watching) return;
     this.#watching = true;
-    watchFile(this.#directory, { interval: REVOCATION_POLL_MS, persistent: false }, () => this.#scan());
+    watchFile(this.#directory, { interval: REVOCATION_POLL_MS, persistent: false }, this.#onChange);
     // Entries of tokens that expired are dropped even when nothing else happens.
     this.#pruning = setInterval(() => this.#prune(), PRUNE_INTERVAL_MS).unref();
   }
 
   close(): void {
-    if (this.#watching) unwatchFile(this.#directory);
+    // This listener only: another minter of this process (a second daemon on the directory) keeps its own.
+    if (this.#watching) unwatchFile(this.#directory, this.#onChange);
     clearInterval(this.#pruning);
     this.#watching = false;
     this.#listeners.clear();
