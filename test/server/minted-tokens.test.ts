@@ -8,6 +8,7 @@
  */
 import { existsSync, linkSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { ALICE, ALICE_READER, BOB, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
@@ -21,6 +22,8 @@ import { MINTED_TOKEN_PREFIX } from '../../service/src/server/minted.ts';
 
 const stateDir = mkdtempSync(join(tmpdir(), 'ew-minted-'));
 const keyFile = join(stateDir, 'token-key');
+/** Where the test's uploads go: outside the state directory, which no file call reaches. */
+const scratch = mkdtempSync(join(tmpdir(), 'ew-minted-files-'));
 const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
 const test = daemonTest({ stateDir, maxTokenTtlMs: 3_600_000 });
 
@@ -30,6 +33,7 @@ test.beforeAll(({ daemon: fileDaemon }) => {
 });
 test.afterAll(() => {
   rmSync(stateDir, { recursive: true, force: true });
+  rmSync(scratch, { recursive: true, force: true });
 });
 
 /** Mints a token through the API with `token` (alice's by default). */
@@ -183,6 +187,38 @@ describe('a revoked token', () => {
     const answer = await waiting;
     console.log(`a long poll of a revoked token answered ${(performance.now() - started).toFixed(1)} ms after the revoke was sent`);
     expect(answer).toEqual({ status: 401, body: { error: { code: 'UNAUTHORIZED', message: 'the token was revoked' } } });
+  });
+
+  test("ends an upload's stream of bytes with 401", async () => {
+    const minted = await mint({ access: 'write', ttlMs: 600_000 });
+    const target = join(scratch, 'file.bin');
+    const upload = await daemon.request('POST', '/v1/files/uploads', { body: { path: target }, token: minted.token });
+    expect(upload.status).toBe(201);
+    // A body that starts and never ends: the upload waits for the rest of it.
+    const { hostname, port } = new URL(daemon.url);
+    const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const sending = request(
+        {
+          host: hostname,
+          port,
+          method: 'PUT',
+          path: `/v1/files/uploads/${upload.body.id}?offset=0`,
+          headers: { authorization: `Bearer ${minted.token}`, 'content-type': 'application/octet-stream', 'transfer-encoding': 'chunked' },
+        },
+        (response) => {
+          let body = '';
+          response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+          response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+        },
+      );
+      sending.on('error', reject);
+      sending.write(Buffer.alloc(64 * 1024, 1));
+    });
+    await waitFor('the upload to hold its token', () => daemon.daemon.grants.held > 0);
+    expect((await daemon.request('DELETE', `/v1/tokens/${minted.id}`)).status).toBe(200);
+    const refused = await answer;
+    expect(refused.status).toBe(401);
+    expect(JSON.parse(refused.body)).toEqual({ error: { code: 'UNAUTHORIZED', message: 'the token was revoked' } });
   });
 
   test('stays revoked for the next daemon on the state directory', async ({ startDaemon }) => {

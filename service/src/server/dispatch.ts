@@ -115,11 +115,12 @@ export class Dispatcher {
       const outside = spec.auth ? scopeProblem(spec, principal, validated.data) : undefined;
       if (outside !== undefined) throw outside;
       const { files } = this.#services;
-      // A call that waits holds its token: one that expires or is revoked meanwhile ends the wait, refused.
+      // A call that waits, or that takes a stream of bytes (an upload's, an unpack's), holds its token: one that
+      // expires or is revoked meanwhile ends the call, refused.
       let ended: string | undefined;
       let signal = caller.signal;
       let release = (): void => {};
-      if (spec.waits && principal.minted !== undefined) {
+      if ((spec.waits || spec.bytes?.body !== undefined) && principal.minted !== undefined) {
         const grant = new AbortController();
         release = this.#services.grants.hold(principal, (reason) => {
           ended = reason;
@@ -144,6 +145,10 @@ export class Dispatcher {
       let result: unknown;
       try {
         result = await operation.handler(ctx, validated.data);
+      } catch (error) {
+        // What the call stopped with (aborted, say) is the token's lapse.
+        if (ended !== undefined) throw new ServiceError('UNAUTHORIZED', ended);
+        throw error;
       } finally {
         release();
       }
