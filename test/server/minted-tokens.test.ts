@@ -6,7 +6,7 @@
  * WebSocket and MCP; a live WebSocket whose token is revoked is closed; the
  * signing key is reached by no owner's file call.
  */
-import { existsSync, linkSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { chmodSync, existsSync, linkSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { request } from 'node:http';
 import { join } from 'node:path';
@@ -18,7 +18,7 @@ import { McpTestClient } from '../mcp/helpers.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
 import { parseTokenFile } from '../../service/src/server/auth.ts';
-import { MINTED_TOKEN_PREFIX } from '../../service/src/server/minted.ts';
+import { loadSigningKey, MINTED_TOKEN_PREFIX } from '../../service/src/server/minted.ts';
 
 const stateDir = mkdtempSync(join(tmpdir(), 'ew-minted-'));
 const keyFile = join(stateDir, 'token-key');
@@ -69,6 +69,17 @@ describe('the signing key', () => {
   test('is made 0600 in the state directory on the first start', () => {
     expect(existsSync(keyFile)).toBe(true);
     expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+  });
+
+  test('is refused, as a token file would be, when other users may read it', () => {
+    const loose = mkdtempSync(join(tmpdir(), 'ew-minted-loose-'));
+    try {
+      writeFileSync(join(loose, 'token-key'), `${'k'.repeat(43)}\n`, { mode: 0o644 });
+      chmodSync(join(loose, 'token-key'), 0o644);
+      expect(() => loadSigningKey(loose)).toThrow(/signing key .*token-key: it is readable by other users \(mode 0644\)/);
+    } finally {
+      rmSync(loose, { recursive: true, force: true });
+    }
   });
 
   test('is read by no owner through the files API, by path or archive, whatever its access', async () => {

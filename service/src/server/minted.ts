@@ -26,7 +26,7 @@
  * @module
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, unwatchFile, watchFile, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, unwatchFile, watchFile, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
@@ -142,14 +142,16 @@ export function readClaims(key: Buffer, token: string): Claims | undefined {
 export function loadSigningKey(stateDir: string): Buffer {
   const path = signingKeyPath(stateDir);
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-  const fresh = `${path}.${process.pid}.${randomBytes(6).toString('hex')}`;
-  writeFileSync(fresh, `${randomBytes(KEY_BYTES).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
-  try {
-    linkSync(fresh, path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw new ConfigError(`cannot make the signing key ${path}: ${(error as Error).message}`);
-  } finally {
-    unlinkSync(fresh);
+  if (!existsSync(path)) {
+    const fresh = `${path}.${process.pid}.${randomBytes(6).toString('hex')}`;
+    writeFileSync(fresh, `${randomBytes(KEY_BYTES).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+    try {
+      linkSync(fresh, path);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw new ConfigError(`cannot make the signing key ${path}: ${(error as Error).message}`);
+    } finally {
+      unlinkSync(fresh);
+    }
   }
   let text: string;
   try {
