@@ -11,7 +11,7 @@ export const ERROR_CATALOG = {
     description:
       'A request field is missing, of the wrong type or out of range (the message names it), or the request is not valid HTTP or not a valid WebSocket handshake (an upgrade of any path but /v1/connect among them).',
   },
-  UNAUTHORIZED: { status: 401, description: 'The bearer token is missing or wrong.' },
+  UNAUTHORIZED: { status: 401, description: 'The bearer token is missing or wrong, or a minted token expired or was revoked.' },
   FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade, or a request to /mcp, came from an origin that is not allowed.' },
   NOT_FOUND: { status: 404, description: 'No such route or operation, or no terminal or process of this owner by that id, whatever its shape.' },
   TERMINAL_EXITED: { status: 409, description: 'The terminal has exited; it takes no input, resize or signal.' },
@@ -120,6 +120,11 @@ export const ERROR_CATALOG = {
     status: 403,
     description:
       'A create named an OS user (user) its owner may not run as: an owner mapped to an OS user (user= in the token file) may name only that user, and an owner that is not may name another user only when the daemon runs as root. Nothing was started.',
+  },
+  TOKEN_SCOPE: {
+    status: 403,
+    description:
+      'The token is a minted one whose scope does not reach what was asked: a token of one session acts on that session only (no other, no create, no files), a token of one port reaches that port only (no operation), and a minted token mints, lists and revokes no tokens. Nothing was done.',
   },
 } as const satisfies Record<string, { status: number; description: string }>;
 

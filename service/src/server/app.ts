@@ -12,16 +12,17 @@ import Fastify, { LogController, type FastifyInstance, type FastifyRequest } fro
 import { pino, type Logger } from 'pino';
 import { ERROR_CATALOG, LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER, WS_SUBPROTOCOL, type Access, type ErrorCode } from '@execworld/sdk/protocol';
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
-import { bearerToken, headerToken, subprotocolToken, type Principal, type TokenTable } from './auth.ts';
+import { bearerToken, headerToken, reachOf, subprotocolToken, type Principal, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
 import type { BodyBudget } from './body-budget.ts';
 import type { Config } from './config.ts';
-import { readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
+import { readOnlyRefusal, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
 import { composeDaemon } from './compose.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { WebSocketHub } from './ws.ts';
+import type { LiveGrants } from './grants.ts';
 import { registerRestRoutes } from './rest-routes.ts';
 import { registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
@@ -75,6 +76,8 @@ export interface Daemon {
   readonly hub: WebSocketHub;
   /** The bytes of JSON bodies all requests hold, against --body-budget-bytes. */
   readonly bodies: BodyBudget;
+  /** What holds minted tokens: connections and waits that end when their token does. */
+  readonly grants: LiveGrants;
 }
 
 /** Per-request lines at debug: a terminal's keystrokes and long polls are requests too. */
@@ -154,12 +157,15 @@ export function buildApp(options: AppOptions): Daemon {
       bearerToken(request.headers.authorization) ??
       headerToken(request.headers[TOKEN_HEADER]) ??
       (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
-    const principal = tokens.identify(token);
+    let refused = 'the bearer token is not valid';
+    const principal = tokens.identify(token, (reason) => (refused = reason));
     if (principal === undefined) {
       metrics.authFailure();
-      return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
+      return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : refused);
     }
     request.principal = principal;
+    // The daemon's counts are no part of one session's or one port's.
+    if (reachOf(principal) !== 'owner' && request.routeOptions.url === METRICS_PATH) return scopeRefusal(`the token is scoped: ${METRICS_PATH} is beyond it`);
     // Every line logged for a request on a session names the session.
     const session = (request.params as { id?: unknown } | undefined)?.id;
     if (typeof session === 'string') request.log = request.log.child({ session });
@@ -303,5 +309,5 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub, bodies };
+  return { app, registry, hub, bodies, grants: parts.grants };
 }
