@@ -2,7 +2,8 @@
  * GET /metrics: the counters move with real activity (sessions, bytes in and
  * out, ring evictions, flow-control pauses, calls by operation, auth and
  * spawn failures, memory in use), behind the token unless configured
- * otherwise, and no session id or token is ever a label.
+ * otherwise, and no session id or token is ever a label (an owner is, of its
+ * usage only: test/server/metrics-usage.test.ts).
  */
 import { describe, expect } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
@@ -88,8 +89,9 @@ describe('GET /metrics', () => {
     expect(delta('execworld_call_duration_seconds_count', { operation: 'terminal.list', transport: 'websocket', outcome: 'ok' })).toBe(1);
     expect(sample(after, 'execworld_memory_bytes', { budget: 'rings' })).toBeGreaterThan(0);
     expect(sample(after, 'execworld_process_resident_memory_bytes')).toBeGreaterThan(0);
-    // Kinds, operations and codes only: no session id, no owner, no token.
-    for (const secret of [echo.body.id as string, flood.body.id as string, ALICE, 'alice']) expect(after).not.toContain(secret);
+    // Kinds, operations and codes only: no session id, no token; an owner only as the owner label of its usage.
+    for (const secret of [echo.body.id as string, flood.body.id as string, ALICE]) expect(after).not.toContain(secret);
+    for (const line of after.split('\n').filter((text) => text.includes('alice'))) expect(line).toMatch(/^execworld_owner_\w+\{owner="alice"[,}]/);
 
     await daemon.request('DELETE', `/v1/processes/${echo.body.id}`);
     await daemon.request('DELETE', `/v1/processes/${flood.body.id}`);

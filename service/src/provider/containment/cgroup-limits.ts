@@ -64,6 +64,18 @@ export interface SessionUsage {
   readonly oomKilled: boolean;
 }
 
+/** A session's counters for the daemon's metrics: what it used so far, which limits it ran into, and its memory now. */
+export interface SessionAccounting {
+  readonly cpuUserMs: number;
+  readonly cpuSystemMs: number;
+  /** Memory in use now (v2 `memory.current`, v1 `memory.usage_in_bytes`); 0 once the session's cgroups are gone, null where no memory controller follows it. */
+  readonly memoryBytes: number | null;
+  /** Every limit the session ran into so far (not only the first, as `limitHit` says). */
+  readonly limitsHit: readonly ('memory' | 'pids' | 'cpu')[];
+  /** Processes of the session the kernel's OOM killer killed. */
+  readonly oomKills: number;
+}
+
 /** Which limits this host's daemon can enforce, and why not the others. */
 export interface LimitSupport {
   readonly supported: readonly LimitName[];
@@ -527,11 +539,14 @@ export class CellControls {
   /** The usage read just before the cgroups were removed, and its counters. */
   #final: SessionUsage | undefined;
   #lastCounters: Counters | undefined;
+  /** A memory controller follows the session (its memory now is known while it runs). */
+  readonly #memoryFollowed: boolean;
 
   constructor(controllers: CgroupControllers, v2Path: string, v1: { controller: V1Controller; path: string; tasks: number }[], limits: SessionLimits) {
     this.#controllers = controllers;
     this.#v2Path = v2Path;
     this.#v1 = v1;
+    this.#memoryFollowed = controllers.v2.has('memory') || v1.some((entry) => entry.controller === 'memory');
     this.limits = limits;
   }
 
@@ -619,6 +634,37 @@ export class CellControls {
   usage(): SessionUsage {
     if (this.#final !== undefined) return this.#final;
     return usageBetween(ZERO_COUNTERS, this.#counters());
+  }
+
+  /** Every limit the counters say the session ran into, memory first. */
+  static #hits(counters: Counters): ('memory' | 'pids' | 'cpu')[] {
+    const hits: ('memory' | 'pids' | 'cpu')[] = [];
+    if (counters.oomKills > 0 || counters.memoryFails > 0) hits.push('memory');
+    if (counters.pidsMax > 0) hits.push('pids');
+    if (counters.throttled > 0) hits.push('cpu');
+    return hits;
+  }
+
+  /**
+   * The session's counters for the daemon's metrics: the same files as
+   * {@link usage}, and its memory in use now; once its cgroups are gone, the
+   * last counters read before, and no file is read.
+   */
+  accounting(): SessionAccounting {
+    const ended = this.#released;
+    const counters = ended ? (this.#lastCounters ?? ZERO_COUNTERS) : this.#counters();
+    let memoryBytes: number | null = null;
+    const memory = this.#path('memory');
+    if (ended) memoryBytes = this.#memoryFollowed ? 0 : null;
+    else if (this.#controllers.v2.has('memory')) memoryBytes = readNumber(join(this.#v2Path, 'memory.current')) ?? null;
+    else if (memory !== undefined) memoryBytes = readNumber(join(memory, 'memory.usage_in_bytes')) ?? null;
+    return {
+      cpuUserMs: Math.round(counters.cpuUserMs),
+      cpuSystemMs: Math.round(counters.cpuSystemMs),
+      memoryBytes,
+      limitsHit: CellControls.#hits(counters),
+      oomKills: counters.oomKills,
+    };
   }
 
   /**
