@@ -10,6 +10,7 @@ import { METRICS_PATH } from '@execworld/sdk/protocol';
 import { BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { FORK_BOMB } from '../fixtures/fork-bomb.ts';
+import { metricSample } from '../helpers/metrics.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const test = daemonTest({ containment: 'cgroup' });
@@ -20,29 +21,17 @@ async function scrape(daemon: TestDaemon): Promise<string> {
   return answer.body as string;
 }
 
-/** The value of sample `name{labels}` in a scrape; undefined when it is not there. */
-function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
-  const wanted = Object.entries(labels).map(([key, value]) => `${key}="${value}"`);
-  for (const line of text.split('\n')) {
-    const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)$/.exec(line);
-    if (match?.[1] !== name) continue;
-    const have = (match[2] ?? '').split(',').filter(Boolean);
-    if (wanted.every((label) => have.includes(label)) && have.length === wanted.length) return Number(match[3]);
-  }
-  return undefined;
-}
-
 /** An owner's cpu seconds, user and system together. */
 function cpuSeconds(text: string, owner: string): number {
-  const user = sample(text, 'execworld_owner_cpu_seconds_total', { owner, mode: 'user' });
-  const system = sample(text, 'execworld_owner_cpu_seconds_total', { owner, mode: 'system' });
+  const user = metricSample(text, 'execworld_owner_cpu_seconds_total', { owner, mode: 'user' });
+  const system = metricSample(text, 'execworld_owner_cpu_seconds_total', { owner, mode: 'system' });
   expect(user, `cpu of ${owner}`).toBeDefined();
   expect(system, `cpu of ${owner}`).toBeDefined();
   return user! + system!;
 }
 
 function limitHits(text: string, owner: string, limit: string): number {
-  const value = sample(text, 'execworld_owner_limit_hits_total', { owner, limit });
+  const value = metricSample(text, 'execworld_owner_limit_hits_total', { owner, limit });
   expect(value, `${limit} hits of ${owner}`).toBeDefined();
   return value!;
 }
@@ -108,7 +97,7 @@ describe('per-owner usage in GET /metrics', () => {
       'the holder to hold its memory',
       async () => {
         held = await scrape(daemon);
-        return (sample(held, 'execworld_owner_memory_bytes', { owner: 'alice' }) ?? 0) >= 64 << 20;
+        return (metricSample(held, 'execworld_owner_memory_bytes', { owner: 'alice' }) ?? 0) >= 64 << 20;
       },
       30_000,
     );
@@ -116,13 +105,13 @@ describe('per-owner usage in GET /metrics', () => {
     const after = await scrape(daemon);
     console.log(
       `limit hits: bob pids +${limitHits(after, 'bob', 'pids') - limitHits(before, 'bob', 'pids')}; alice memory +${limitHits(after, 'alice', 'memory') - limitHits(before, 'alice', 'memory')}; ` +
-        `alice memory now while the holder ran ${sample(held, 'execworld_owner_memory_bytes', { owner: 'alice' })} bytes`,
+        `alice memory now while the holder ran ${metricSample(held, 'execworld_owner_memory_bytes', { owner: 'alice' })} bytes`,
     );
     expect(limitHits(after, 'bob', 'pids') - limitHits(before, 'bob', 'pids')).toBe(1);
     expect(limitHits(after, 'alice', 'pids') - limitHits(before, 'alice', 'pids')).toBe(0);
     expect(limitHits(after, 'alice', 'memory') - limitHits(before, 'alice', 'memory')).toBe(1);
     expect(limitHits(after, 'bob', 'memory') - limitHits(before, 'bob', 'memory')).toBe(0);
-    const oom = (text: string, owner: string): number => sample(text, 'execworld_owner_oom_kills_total', { owner }) ?? Number.NaN;
+    const oom = (text: string, owner: string): number => metricSample(text, 'execworld_owner_oom_kills_total', { owner }) ?? Number.NaN;
     expect(oom(after, 'alice') - oom(before, 'alice')).toBeGreaterThanOrEqual(1);
     expect(oom(after, 'bob') - oom(before, 'bob')).toBe(0);
   });
@@ -151,7 +140,7 @@ describe('per-owner usage in GET /metrics', () => {
     }
     const busy = await timed();
     const text = await scrape(daemon);
-    expect(sample(text, 'execworld_sessions', { kind: 'process', state: 'running' })).toBeGreaterThanOrEqual(40);
+    expect(metricSample(text, 'execworld_sessions', { kind: 'process', state: 'running' })).toBeGreaterThanOrEqual(40);
     // Two owners, two modes: as many series as before the sessions, and no session id anywhere.
     const series = text.split('\n').filter((line) => line.startsWith('execworld_owner_cpu_seconds_total{'));
     expect(series.map((line) => line.split(' ')[0]).sort()).toEqual(

@@ -9,6 +9,7 @@ import { describe, expect } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
 import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
+import { metricSample } from '../helpers/metrics.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
@@ -25,16 +26,7 @@ async function scrape(target = daemon): Promise<string> {
 }
 
 /** The value of sample `name{labels}` in a scrape; 0 when it is not there. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  const wanted = Object.entries(labels).map(([key, value]) => `${key}="${value}"`);
-  for (const line of text.split('\n')) {
-    const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)$/.exec(line);
-    if (match?.[1] !== name) continue;
-    const have = (match[2] ?? '').split(',').filter(Boolean);
-    if (wanted.every((label) => have.includes(label))) return Number(match[3]);
-  }
-  return 0;
-}
+const sample = (text: string, name: string, labels: Record<string, string> = {}): number => metricSample(text, name, labels) ?? 0;
 
 const piped = (script: string) => ({
   argv: ['/bin/sh', '-c', script],
