@@ -46,10 +46,12 @@ export const ERROR_CATALOG = {
   LIMIT_EXCEEDED: {
     status: 429,
     description:
-      'A configured bound was reached; the message names which: sessions, connections or subscriptions per owner, ' +
-      'calls in flight or subscriptions on one connection, the daemon-wide collect budget, input waiting ' +
-      'for a program that does not read (retry once it reads), the cells of a terminal screen, or the daemon-wide ' +
-      'budget of request bodies (retry once other requests are done).',
+      'A configured bound was reached; the message names which. Per owner: its running terminals and processes, shells, ' +
+      'WebSocket connections, subscriptions, open uploads, creates with a requestId under way, or MCP tasks held. ' +
+      'On one connection: calls in flight or subscriptions (and, in the SDK, calls waiting for an answer or subscriptions open ' +
+      "on the client's side). Daemon-wide: the collect budget, or the budget of request bodies (retry once other requests " +
+      'are done). Input waiting for a program that does not read (retry once it reads); the cells of a terminal screen; ' +
+      "an MCP task's answer larger than a task keeps (read the output with output_read).",
   },
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
   UNSUPPORTED: {

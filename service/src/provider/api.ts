@@ -21,10 +21,10 @@ import type {
   SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
 import type { ArchiveResult, FileDigest, FsInfo, FsProvider, FsTarget, PackedArchive } from '@execworld/sdk/fs';
-import type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
+import type { ContainmentMode, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 import type { RunAs } from './run-as.ts';
 
-export type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
+export type { ContainmentMode, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 export type { RunAs } from './run-as.ts';
 export { CleanupError, ProviderError, type ProviderErrorCode } from './errors.ts';
 
@@ -91,6 +91,8 @@ export interface ProviderProcess extends SubprocessHandle {
   readonly treeExited: boolean;
   /** What the tree used (its cell's counters); undefined where its cell keeps none. */
   usage?(): SessionUsage | undefined;
+  /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
+  accounting?(): SessionAccounting | undefined;
   /** The live view of a collected stream; undefined unless it was spawned in collect mode. */
   collector(stream: 'stdout' | 'stderr'): CollectedStreamView | undefined;
   /**
@@ -108,6 +110,8 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
   resize(cols: number, rows: number): void;
   /** What the terminal's session used; undefined where its cell keeps none. */
   usage?(): SessionUsage | undefined;
+  /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
+  accounting?(): SessionAccounting | undefined;
   /** Starts measuring one run in the terminal (a persistent shell's command). */
   usageMeter?(): UsageMeter | undefined;
 }

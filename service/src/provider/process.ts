@@ -16,7 +16,7 @@ import type {
   SubprocessSpawnSpec,
 } from '@execworld/sdk/seam';
 import { OutputCollector, type SpillDirectory } from './collector.ts';
-import type { SessionCell, SessionUsage } from './containment/containment.ts';
+import type { SessionAccounting, SessionCell, SessionUsage } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
 import { InputBacklog } from './input-backlog.ts';
 import type { ManagedTree, TreeControl } from './platform/platform.ts';
@@ -100,6 +100,11 @@ export class ManagedProcess implements SubprocessHandle {
   /** What the tree used: its cell's counters; undefined where its cell keeps none. */
   usage(): SessionUsage | undefined {
     return this.#cell?.usage?.();
+  }
+
+  /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
+  accounting(): SessionAccounting | undefined {
+    return this.#cell?.accounting?.();
   }
 
   constructor(spec: SubprocessSpawnSpec, env: Record<string, string>, host: ProcessHost, hooks: SpawnHooks = {}) {

@@ -79,6 +79,8 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   metrics.readFrom({
     sessions: () => registry.counts(),
     memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held }),
+    owners: tokens.owners,
+    usage: () => registry.usage(),
   });
   return {
     registry,
