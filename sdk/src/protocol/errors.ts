@@ -47,7 +47,7 @@ export const ERROR_CATALOG = {
     status: 429,
     description:
       'A configured bound was reached; the message names which. Per owner: its running terminals and processes, shells, ' +
-      'WebSocket connections, subscriptions, open uploads, creates with a requestId under way, or MCP tasks held. ' +
+      'WebSocket connections, subscriptions, open uploads, creates with a requestId under way, MCP tasks held, or minted tokens that are good. ' +
       'On one connection: calls in flight or subscriptions (and, in the SDK, calls waiting for an answer or subscriptions open ' +
       "on the client's side). Daemon-wide: the collect budget, or the budget of request bodies (retry once other requests " +
       'are done). Input waiting for a program that does not read (retry once it reads); the cells of a terminal screen; ' +

@@ -366,6 +366,8 @@ class JobCell implements SessionCell {
     if (before === undefined) return undefined;
     return {
       usage: () => ({ ...usageBetween(before, this.#counters() ?? before), peakScope: 'session' }),
+      // It holds nothing open: the job's counters are read afresh each time.
+      close: () => {},
     };
   }
 
