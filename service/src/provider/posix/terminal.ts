@@ -20,7 +20,7 @@ import { retryableOnce } from '@execworld/sdk/seam';
 import type { SessionCell } from '../containment/containment.ts';
 import { CleanupError, ProviderError } from '../errors.ts';
 import { BaseTerminal, promised, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
-import type { ProcessInspector, ProcessRow, TerminalDevice } from '../inspect/inspector.ts';
+import { sessionRows, type ProcessInspector, type ProcessRow, type TerminalDevice } from '../inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
 import { QueryScanner } from '../query-scanner.ts';
 import { emptyCell, SessionMembers, survivorsError, union } from './terminal-members.ts';
@@ -113,7 +113,7 @@ export class LocalTerminal extends BaseTerminal {
     }
     cell?.attach(this.pid, [this.device]);
     this.#terminalDevice = this.#inspector.terminalDevice(this.device);
-    this.#rows = cell?.complete === true ? () => this.#inspector.snapshotOf(cell.pids()) : () => this.#inspector.snapshot();
+    this.#rows = () => sessionRows(this.#inspector, cell);
     this.#members = new SessionMembers(this.#inspector, this.#inspector.identity(this.pid), this.#rows);
   }
 
