@@ -37,9 +37,6 @@ function signalName(signal: number): NodeJS.Signals | null {
   return null;
 }
 
-/** Threads node-pty's fork starts in the forking thread's cgroups: one, which waits for the child. */
-const PTY_FORK_THREADS = 1;
-
 export class LocalTerminal extends BaseTerminal {
   readonly pid: number;
   readonly output: Readable;
@@ -97,7 +94,7 @@ export class LocalTerminal extends BaseTerminal {
         gid: options.gid,
         cols: options.cols,
         rows: options.rows,
-        ...(cell === undefined ? {} : { spawnInside: <T>(spawn: () => T): T => cell.spawnInside(spawn, PTY_FORK_THREADS) }),
+        ...(cell === undefined ? {} : { spawnInside: <T>(spawn: () => T, threads: number): T => cell.spawnInside(spawn, threads) }),
       },
       { onData: (chunk) => this.#onData(chunk), onExit: (exit) => this.#onExit(exit) },
     );
