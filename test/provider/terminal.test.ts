@@ -1,6 +1,8 @@
 import { readFileSync, statSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalRuntime } from '@execworld/service';
+import type { ProcessRow } from '../../service/src/provider/inspect/inspector.ts';
+import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
 import { asleepInForeground } from '../helpers/proc.ts';
 import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
 import { pidAlive, sleep, waitFor } from '../helpers/wait.ts';
@@ -133,5 +135,30 @@ describe('terminal: the spawn', () => {
     const killed = await openBash(runtime);
     process.kill(killed.terminal.pid, 'SIGKILL');
     await expect(killed.terminal.done).resolves.toEqual({ exitCode: null, signal: 'SIGKILL' });
+  });
+});
+
+describe('terminal: terminate in a cgroup', () => {
+  it('reads the cell once for members where the shell runs alone, not twice in the same instant, and leaves nothing', async () => {
+    class CountingInspector extends LinuxInspector {
+      cellReads = 0;
+      override snapshotOf(pids: readonly number[]): ProcessRow[] {
+        this.cellReads += 1;
+        return super.snapshotOf(pids);
+      }
+    }
+    const inspector = new CountingInspector();
+    const local = new LocalRuntime({ inspector });
+    try {
+      expect(local.containmentMode).toBe('cgroup');
+      const shell = await openBash(local);
+      inspector.cellReads = 0;
+      await shell.terminal.terminate();
+      // Before the hang-up, after the shell's exit, and the last look: three readings.
+      expect(inspector.cellReads).toBe(3);
+      expect(pidAlive(shell.terminal.pid)).toBe(false);
+    } finally {
+      await local.dispose();
+    }
   });
 });
