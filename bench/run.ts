@@ -688,6 +688,7 @@ if (enabled('scale')) {
         'RSS per session (KiB)',
         'health p50 (ms)',
         'health p99 (ms)',
+        'health p50 creating (ms)',
         'health p99 creating (ms)',
       ],
       rows.map((row) => [
@@ -700,6 +701,7 @@ if (enabled('scale')) {
         fmt(row.rssPerSessionKiB, 0),
         fmt(row.healthP50Ms),
         fmt(row.healthP99Ms),
+        fmt(row.healthCreatingP50Ms),
         fmt(row.healthCreatingP99Ms),
       ]),
     );

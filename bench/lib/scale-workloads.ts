@@ -35,6 +35,7 @@ export interface ScaleFigures {
   readonly healthP50Ms: number;
   readonly healthP99Ms: number;
   /** The same, while the sessions were made. */
+  readonly healthCreatingP50Ms: number;
   readonly healthCreatingP99Ms: number;
   readonly healthSamples: number;
   /** Health requests that failed, and how. */
@@ -120,6 +121,7 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
       rssPerSessionKiB: (rss - baseline) / count,
       healthP50Ms: percentile(health, 50),
       healthP99Ms: percentile(health, 99),
+      healthCreatingP50Ms: percentile(healthCreating, 50),
       healthCreatingP99Ms: percentile(healthCreating, 99),
       healthSamples: health.length,
       healthFailures,
