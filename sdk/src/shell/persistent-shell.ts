@@ -18,6 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
+import type { LimitsRequest, SessionLimits, UsageMeter, UsageMetering } from '../seam/usage.ts';
 import { ExecworldError, invalidArgument } from '../errors.ts';
 import { bash } from './bash.ts';
 import { RunCapture } from './capture.ts';
@@ -43,6 +44,11 @@ export interface ShellOptions {
   readonly startTimeoutMs?: number | undefined;
   /** Longest wait for the shell's prompt after an interrupt, before the shell is started anew. @default 3000 */
   readonly interruptGraceMs?: number | undefined;
+  /**
+   * What the shell's terminal session may use: every command it runs shares
+   * them (a runtime that takes `limits` on its terminals: both of execworld's).
+   */
+  readonly limits?: SessionLimits | undefined;
 }
 
 const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
@@ -173,6 +179,8 @@ class ShellSession {
 interface Run {
   readonly capture: RunCapture;
   readonly session: ShellSession;
+  /** Measures the run, where its terminal can (a local runtime's, in a cgroup). */
+  readonly meter: UsageMeter | undefined;
 }
 
 export class PersistentShell {
@@ -223,7 +231,9 @@ export class PersistentShell {
       const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
       const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes, this.#options.rows ?? DEFAULT_ROWS);
       session.capture = capture;
-      this.#run = { capture, session };
+      // From before its line is typed: cpu and the limits hit are the difference over the run, across its answers.
+      const meter = (session.terminal as Partial<UsageMetering>).usageMeter?.();
+      this.#run = { capture, session, meter };
       session.typed();
       try {
         await session.write(`${this.#dialect.wrap(command, runNonce, session.nonce)}\r`);
@@ -339,10 +349,18 @@ export class PersistentShell {
     const answers = dialect.queriesCursorAtPrompt;
     // The session answers the shell's queries: a runtime that would too (a daemon, through RemoteRuntime's
     // terminal options) is asked not to. A runtime without such options ignores the argument.
-    type WithOptions = (spec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => Promise<SubprocessTerminalHandle>;
+    type WithOptions = (spec: SubprocessTerminalSpawnSpec & LimitsRequest, options?: { answerQueries?: boolean }) => Promise<SubprocessTerminalHandle>;
     const spawnTerminal: WithOptions = this.#runtime.spawnTerminal.bind(this.#runtime);
     const terminal = await spawnTerminal(
-      { argv: dialect.argv(this.#options.shellPath), cwd: this.#options.cwd, env, ...size, graceMs: this.#options.graceMs ?? 2000, signal },
+      {
+        argv: dialect.argv(this.#options.shellPath),
+        cwd: this.#options.cwd,
+        env,
+        ...size,
+        graceMs: this.#options.graceMs ?? 2000,
+        signal,
+        ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
+      },
       answers ? { answerQueries: false } : undefined,
     );
     const session = new ShellSession(terminal, answers ? size : undefined);
@@ -513,6 +531,7 @@ export class PersistentShell {
       signal = session.exit!.signal;
     }
     const finalReason: RunReason = reason === 'completed' && exited ? 'shell_exited' : reason;
+    const usage = run.meter?.usage();
     if (!open) {
       this.#run = undefined;
       session.capture = undefined;
@@ -528,6 +547,7 @@ export class PersistentShell {
       ...(waitingFor === undefined ? {} : { waitingFor }),
       outputStart: taken.outputStart,
       outputEnd: taken.outputEnd,
+      ...(usage === undefined ? {} : { usage }),
     };
   }
 
