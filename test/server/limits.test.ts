@@ -152,7 +152,10 @@ describe('limits over the API', () => {
       expect(listed).toMatchObject({ limits: { pids: 16 }, usage: { oomKilled: false } });
       const terminalInfo = (await daemon.request('GET', `/v1/terminals/${terminal.body.id}`)).body;
       expect(terminalInfo).toMatchObject({ status: 'running', limits: { cpu: 0.5 }, usage: { limitHit: null } });
-      expect((await daemon.request('GET', '/v1/terminals')).body.terminals[0]).toMatchObject({ limits: { cpu: 0.5 }, usage: { oomKilled: false } });
+      expect((await daemon.request('GET', '/v1/terminals')).body.terminals.find((entry: { id: string }) => entry.id === terminal.body.id)).toMatchObject({
+        limits: { cpu: 0.5 },
+        usage: { oomKilled: false },
+      });
     } finally {
       await daemon.request('DELETE', `/v1/processes/${created.body.id}`);
       await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);
