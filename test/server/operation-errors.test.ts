@@ -7,7 +7,7 @@
  * cannot be, so a list cannot claim more than the daemon does either.
  */
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { connect as netConnect, type Socket } from 'node:net';
+import { connect as netConnect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
@@ -77,6 +77,8 @@ const BODIES: Record<string, Record<string, unknown>> = {
   'fs.digest': { path: '/etc/hostname' },
   'upload.create': { path: '/tmp/unused' },
   'upload.complete': {},
+  'port.shutdown': { offset: 0 },
+  'port.close': {},
 };
 
 /** The filesystem scenarios' directory: a text file, a binary file, a subdirectory, a link loop. */
@@ -95,6 +97,16 @@ symlinkSync('loop', loop);
 const CONFINED = 'carol-token-0123456789abcdefg';
 const owners = [{ owner: 'carol', token: CONFINED, root: subdirectory }];
 const QUERIES: Record<string, string> = { 'process.collected': 'from=0' };
+/** A server in the world for forwards to reach; its port, and one nothing listens on, are known once it listens. */
+const listener = createServer((connection) => connection.on('error', () => undefined).resume());
+const ports = { listening: 0, refused: 0 };
+
+/** A forward of alice's to the listening server: its id. */
+async function forwardId(): Promise<string> {
+  const made = await daemon.request('POST', '/v1/forwards', { body: { port: ports.listening } });
+  expect(made.status).toBe(201);
+  return made.body.id as string;
+}
 
 let daemon: TestDaemon;
 /** A daemon over the switchable inspector. */
@@ -130,6 +142,13 @@ const test = daemonTest(() => [{ maxBodyBytes: 256 * 1024 }, { owners }]);
 
 test.beforeAll(async ({ daemon: fileDaemon, startFileDaemon }) => {
   daemon = fileDaemon;
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  ports.listening = (listener.address() as AddressInfo).port;
+  const closed = createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  ports.refused = (closed.address() as AddressInfo).port;
+  await new Promise((resolve) => closed.close(resolve));
+  BODIES['port.connect'] = { port: ports.refused };
   inspector = new SwitchableInspector();
   limited = await startFileDaemon({}, { runtime: new LocalRuntime({ inspector }) });
   const exited = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
@@ -168,6 +187,7 @@ test.afterAll(() => {
   inspector.stubborn = false;
   inspector.unsupported = false;
   slowBody.destroy();
+  listener.close();
 });
 // The daemons a scenario makes for itself are the running test's, closed when it ends if the scenario did not close them.
 let startDaemon: StartDaemon;
@@ -395,6 +415,41 @@ const OWN: Record<string, Scenario[]> = {
         const empty = mkdtempSync(join(files, 'empty-'));
         return send(daemon, op('fs.rename'), '', { body: { from: empty, to: subdirectory, overwrite: true } });
       },
+    },
+  ],
+  'port.connect': [
+    {
+      what: 'a read-only token',
+      code: 'READ_ONLY',
+      send: () => send(daemon, op('port.connect'), '', { body: { port: ports.listening }, token: ALICE_READER }),
+    },
+    {
+      what: 'an owner at its bound of forwards',
+      code: 'LIMIT_EXCEEDED',
+      send: () =>
+        against(
+          () => startDaemon({ maxForwardsPerOwner: 1 }),
+          async (full) => {
+            expect((await full.request('POST', '/v1/forwards', { body: { port: ports.listening } })).status).toBe(201);
+            return send(full, op('port.connect'), '', { body: { port: ports.listening } });
+          },
+        ),
+    },
+    { what: 'a daemon shutting down', code: 'SHUTTING_DOWN', send: () => against(shuttingDown, (closing) => send(closing, op('port.connect'), '')) },
+    { what: 'a port nothing listens on', code: 'PORT_REFUSED', send: () => send(daemon, op('port.connect'), '') },
+  ],
+  'port.shutdown': [
+    {
+      what: "a read-only token on the owner's forward",
+      code: 'READ_ONLY',
+      send: async () => send(daemon, op('port.shutdown'), await forwardId(), { token: ALICE_READER }),
+    },
+  ],
+  'port.close': [
+    {
+      what: "a read-only token on the owner's forward",
+      code: 'READ_ONLY',
+      send: async () => send(daemon, op('port.close'), await forwardId(), { token: ALICE_READER }),
     },
   ],
   'fs.digest': [

@@ -121,6 +121,11 @@ export const ERROR_CATALOG = {
     description:
       'A create named an OS user (user) its owner may not run as: an owner mapped to an OS user (user= in the token file) may name only that user, and an owner that is not may name another user only when the daemon runs as root. Nothing was started.',
   },
+  PORT_REFUSED: {
+    status: 502,
+    description:
+      'Nothing in the world accepted the connection to the port (errno says why: ECONNREFUSED when nothing listens on it); a port forward closes the local connection it was for.',
+  },
 } as const satisfies Record<string, { status: number; description: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;

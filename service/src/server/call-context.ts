@@ -9,6 +9,7 @@ import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import type { Principal } from './auth.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { UploadRegistry } from './uploads.ts';
+import type { ForwardTable } from './forwards.ts';
 
 /** The transports calls arrive on, as metrics label them. */
 export type Transport = 'rest' | 'websocket' | 'mcp';
@@ -22,6 +23,8 @@ export interface CallContext {
   /** The transfer calls (beyond the seam) as the caller may make them. */
   readonly transfer: () => OwnerTransfer;
   readonly uploads: UploadRegistry;
+  /** The owners' port forwards. */
+  readonly forwards: ForwardTable;
   readonly version: string;
   /** Aborts when the caller went away. */
   readonly signal: AbortSignal;

@@ -16,7 +16,7 @@ import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from 
 import type { DaemonMetrics } from './metrics.ts';
 
 /** What every call reaches, the same for every transport. */
-export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'version'> {
+export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'forwards' | 'version'> {
   /** The world's files, whose view and transfer calls each call gets as its principal's. */
   readonly files: FileProvider;
 }
@@ -80,6 +80,7 @@ export class Dispatcher {
         files: () => files.view({ root: principal.root, runAs: principal.runAs }),
         transfer: () => files.transfer({ root: principal.root, runAs: principal.runAs }),
         uploads: this.#services.uploads,
+        forwards: this.#services.forwards,
         version: this.#services.version,
         signal: caller.signal,
         unbounded: caller.unbounded,

@@ -15,13 +15,14 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import type { FastifyBaseLogger as Logger } from 'fastify';
-import { ClientMessage, type Access, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
+import { ClientMessage, decodeDataFrame, WRITE_FRAME, type Access, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
 import type { z } from 'zod';
 import type { DaemonMetrics } from './metrics.ts';
 import type { Principal } from './auth.ts';
 import type { Caller, Dispatcher } from './dispatch.ts';
 import { describeZodError, ServiceError, toServiceError } from './errors.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
+import type { ForwardTable } from './forwards.ts';
 import { readsFreeRoom, type ByteStream } from './streams.ts';
 import { StreamFeed } from './ws-subscription.ts';
 
@@ -36,6 +37,8 @@ export const MAX_CALLS_IN_FLIGHT = 4096;
 
 export interface HubOptions {
   readonly registry: SessionRegistry;
+  /** The port forwards, whose streams the connections carry. */
+  readonly forwards: ForwardTable;
   /** Where every call goes. */
   readonly dispatcher: Dispatcher;
   readonly windowBytes: number;
@@ -56,6 +59,8 @@ export interface HubOptions {
   readonly metrics?: DaemonMetrics | undefined;
 }
 
+/** WebSocket close code of a connection that broke without a close frame (RFC 6455 §7.4.1). */
+const CLOSE_ABNORMAL = 1006;
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
 const CLOSE_POLICY_VIOLATION = 1008;
 
@@ -117,7 +122,7 @@ class ClientLink {
       // An unsolicited pong proves nothing: a peer that never reads could send them forever.
       if (this.#pingPayload !== undefined && payload.equals(this.#pingPayload)) this.#pingPayload = undefined;
     });
-    socket.on('close', () => this.#dispose());
+    socket.on('close', (code) => this.#dispose(code));
     socket.on('error', (error) => this.#log.debug({ err: error }, 'websocket error'));
     this.#heartbeat = setInterval(() => this.#beat(), options.heartbeatMs);
   }
@@ -238,7 +243,7 @@ class ClientLink {
 
   #onMessage(data: Buffer, isBinary: boolean): void {
     if (isBinary) {
-      this.send({ t: 'error', id: null, error: { code: 'INVALID_ARGUMENT', message: 'clients send text messages only' } });
+      this.#onWrite(data);
       return;
     }
     let json: unknown;
@@ -273,6 +278,16 @@ class ClientLink {
       case 'ack':
         this.#subscriptions.get(message.sub)?.ack(message.offset);
         return;
+    }
+  }
+
+  /** A write frame: bytes for a port forward's connection in the world. */
+  #onWrite(data: Buffer): void {
+    try {
+      const { sub, offset, payload } = decodeDataFrame(data, WRITE_FRAME);
+      this.#options.forwards.get(this.principal, sub).write(this, offset, payload as Buffer);
+    } catch (error) {
+      this.send({ t: 'error', id: null, error: toServiceError(error).body() });
     }
   }
 
@@ -321,7 +336,8 @@ class ClientLink {
       if (params.from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${params.from} is past the end of the stream (${stream.end})`);
       const sub = this.#nextSub++;
       const from = Math.max(params.from, stream.start);
-      const frees = readsFreeRoom(this.principal.access);
+      // A forward's stream has one reader, who opened it: its acks are what let the connection be read on.
+      const frees = params.target.kind === 'forward' || readsFreeRoom(this.principal.access);
       if (frees) stream.consumed(params.from);
       const subscription = new StreamFeed(sub, this, stream, from, params.window ?? this.#options.windowBytes, frees);
       this.#subscriptions.set(sub, subscription);
@@ -335,6 +351,12 @@ class ClientLink {
 
   #resolveStream(target: z.infer<typeof SubscribeParams>['target']): ByteStream {
     const registry = this.#options.registry;
+    if (target.kind === 'forward') {
+      if (target.stream !== 'output') throw new ServiceError('INVALID_ARGUMENT', "a forward has one stream, 'output'");
+      const forward = this.#options.forwards.get(this.principal, target.id);
+      forward.attach(this);
+      return forward.output;
+    }
     if (target.kind === 'terminal') {
       if (target.stream !== 'output') throw new ServiceError('INVALID_ARGUMENT', "a terminal has one stream, 'output'");
       return registry.get(this.principal.owner, target.id, 'terminal').output;
@@ -343,7 +365,10 @@ class ClientLink {
     return registry.get(this.principal.owner, target.id, 'process').stream(target.stream);
   }
 
-  #dispose(): void {
+  /** @param code the close code: 1006 when the connection broke without a close frame. */
+  #dispose(code: number): void {
+    // A broken connection's forwards wait for the client to resume them; a closed one's end now (see forwards.ts).
+    this.#options.forwards.detach(this, code === CLOSE_ABNORMAL);
     clearInterval(this.#heartbeat);
     clearImmediate(this.#drain);
     this.#waiting.clear();
