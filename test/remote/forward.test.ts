@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { get, type IncomingMessage } from 'node:http';
-import { connect as tcpConnect, type Socket } from 'node:net';
+import { connect as tcpConnect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterAll, describe, expect } from 'vitest';
 import { connect, isExecworldError, type RemoteRuntime } from '@execworld/sdk';
 import { FORWARD_WINDOW_BYTES } from '@execworld/sdk/protocol';
@@ -15,7 +15,7 @@ import { ALICE, ALICE_READER, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { freePort, patternSha256, startWorldServer as worldServer } from '../fixtures/world-server.ts';
+import { freePort, patternBytes, patternSha256, startWorldServer as worldServer } from '../fixtures/world-server.ts';
 
 const MiB = 1024 * 1024;
 const test = daemonTest();
@@ -58,6 +58,10 @@ function fetchHash(port: number, path: string, onBytes?: (bytes: number) => void
       res.on('error', reject);
     }).on('error', reject);
   });
+}
+
+function countConnections(server: Server): Promise<number> {
+  return new Promise((resolve, reject) => server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
 }
 
 /** What a raw local connection receives until it closes, and how it closed. */
@@ -114,6 +118,92 @@ describe('forwardPort', () => {
     }
   }, 120_000);
 
+  test('carries 32 MiB to the world byte-exact through a cut of the WebSocket halfway', async ({ daemon }) => {
+    const proxy = await FaultProxy.start(Number(new URL(daemon.url).port));
+    try {
+      const port = await worldServer(await runtimeOf(daemon.url), 'tcp');
+      const runtime = await runtimeOf(proxy.url);
+      const forward = await runtime.forwardPort({ remotePort: port });
+      const socket = tcpConnect({ host: '127.0.0.1', port: forward.port, allowHalfOpen: true });
+      const received = drain(socket);
+      const block = patternBytes(MiB);
+      let cut = false;
+      for (let sent = 0; sent < 32 * MiB; sent += MiB) {
+        if (!socket.write(block)) await new Promise((resolve) => socket.once('drain', resolve));
+        if (!cut && sent >= 16 * MiB) {
+          cut = true;
+          proxy.cut();
+        }
+      }
+      socket.end();
+      const expected = createHash('sha256');
+      for (let index = 0; index < 32; index += 1) expected.update(block);
+      expect(await received).toEqual({ text: `got ${32 * MiB} bytes sha256 ${expected.digest('hex')}\n`, error: undefined });
+      await forward.close();
+    } finally {
+      await proxy.close();
+    }
+  }, 120_000);
+
+  test('ends its forwards at once when the daemon closes the WebSocket (a token revoked, the daemon going away)', async ({ startDaemon }) => {
+    const own = await startDaemon();
+    // The world's side: a server of this test, which sees how its connection ends.
+    const ended: string[] = [];
+    const world = createServer((connection) => {
+      connection.on('error', (error: NodeJS.ErrnoException) => ended.push(error.code ?? 'error'));
+      connection.on('close', () => ended.push('closed'));
+    });
+    await new Promise<void>((resolve) => world.listen(0, '127.0.0.1', resolve));
+    try {
+      await using runtime = await connect(own.url, { token: ALICE, ...fast });
+      const forward = await runtime.forwardPort({ remotePort: (world.address() as AddressInfo).port });
+      const local = tcpConnect({ host: '127.0.0.1', port: forward.port });
+      const closed = drain(local);
+      local.write('hello');
+      await waitFor('the world to get the connection', async () => (await countConnections(world)) === 1);
+      // As a revocation closes it: a close frame from the daemon, not a broken connection.
+      own.daemon.hub.closeAll();
+      await waitFor('the world connection to end', () => ended.includes('closed'));
+      expect(ended).toContain('ECONNRESET');
+      expect((await closed).error).toBe('ECONNRESET');
+      await forward.close();
+    } finally {
+      world.close();
+    }
+  });
+
+  test('keeps a forward whose WebSocket broke for the grace period only, then resets it', async ({ startDaemon }) => {
+    const own = await startDaemon({ forwardGraceMs: 1000 });
+    const proxy = await FaultProxy.start(Number(new URL(own.url).port));
+    const ended: string[] = [];
+    const world = createServer((connection) => {
+      connection.on('error', (error: NodeJS.ErrnoException) => ended.push(error.code ?? 'error'));
+      connection.on('close', () => ended.push('closed'));
+    });
+    await new Promise<void>((resolve) => world.listen(0, '127.0.0.1', resolve));
+    try {
+      const runtime = await connect(proxy.url, { token: ALICE, ...fast, reconnectDeadlineMs: 60_000 });
+      const forward = await runtime.forwardPort({ remotePort: (world.address() as AddressInfo).port });
+      const local = tcpConnect({ host: '127.0.0.1', port: forward.port });
+      local.on('error', () => undefined);
+      local.write('hello');
+      await waitFor('the world to get the connection', async () => (await countConnections(world)) === 1);
+      // Broken, and kept from coming back: the daemon waits its grace, then resets the world's connection.
+      proxy.stall();
+      proxy.cut();
+      const brokenAt = performance.now();
+      await waitFor('the world connection to be reset', () => ended.includes('closed'), 30_000);
+      expect(performance.now() - brokenAt).toBeGreaterThanOrEqual(900);
+      expect(ended).toContain('ECONNRESET');
+      runtime.close();
+      local.destroy();
+      await forward.close();
+    } finally {
+      world.close();
+      await proxy.close();
+    }
+  });
+
   test('keeps half-close: a client that shut its write side still gets the answer', async ({ daemon }) => {
     const runtime = await runtimeOf(daemon.url);
     const port = await worldServer(runtime, 'tcp');
@@ -122,7 +212,7 @@ describe('forwardPort', () => {
     const received = drain(socket);
     socket.end('x'.repeat(300_000));
     // The world's server answers only once it read the client's FIN.
-    expect(await received).toEqual({ text: 'got 300000 bytes\n', error: undefined });
+    expect(await received).toEqual({ text: `got 300000 bytes sha256 ${createHash('sha256').update('x'.repeat(300_000)).digest('hex')}\n`, error: undefined });
     await forward.close();
   });
 
