@@ -15,6 +15,7 @@ import { ALICE, ALICE_READER, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
 import { freePort, patternBytes, patternSha256, startWorldServer as worldServer } from '../fixtures/world-server.ts';
 
 const MiB = 1024 * 1024;
@@ -274,6 +275,33 @@ describe('forwardPort', () => {
     expect(closed.text).toBe('');
     expect(isExecworldError(errors[0]) && errors[0].code).toBe('READ_ONLY');
     await forward.close();
+  });
+});
+
+describe.runIf(canMakeUsers)('a forward of an owner mapped to an OS user', () => {
+  const users = osUsers(afterAll);
+
+  test("connects as the owner's user: the world's server sees the user's uid on its peer, not root's", async ({ startDaemon }) => {
+    const user = users.make();
+    const token = 'dave-token-0123456789abcdefgh';
+    const own = await startDaemon({}, { owners: [{ owner: 'dave', token, user }] });
+    // The world's side: a server that answers each connection with its peer socket's uid from the kernel's TCP table.
+    const world = createServer((connection) => {
+      const hex = connection.remotePort!.toString(16).toUpperCase().padStart(4, '0');
+      const line = readFileSync('/proc/net/tcp', 'utf8')
+        .split('\n')
+        .find((row) => row.trim().split(/\s+/)[1] === `0100007F:${hex}`);
+      connection.end(`uid ${line?.trim().split(/\s+/)[7]}\n`);
+    });
+    await new Promise<void>((resolve) => world.listen(0, '127.0.0.1', resolve));
+    try {
+      await using runtime = await connect(own.url, { token, ...fast });
+      const forward = await runtime.forwardPort({ remotePort: (world.address() as AddressInfo).port });
+      expect(await drain(tcpConnect({ host: '127.0.0.1', port: forward.port }))).toEqual({ text: `uid ${user.uid}\n`, error: undefined });
+      await forward.close();
+    } finally {
+      world.close();
+    }
   });
 });
 
