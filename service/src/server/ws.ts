@@ -283,9 +283,15 @@ class ClientLink {
 
   /** A write frame: bytes for a port forward's connection in the world. */
   #onWrite(data: Buffer): void {
+    let frame: ReturnType<typeof decodeDataFrame>;
     try {
-      const { sub, offset, payload } = decodeDataFrame(data, WRITE_FRAME);
-      this.#options.forwards.get(this.principal, sub).write(this, offset, payload as Buffer);
+      frame = decodeDataFrame(data, WRITE_FRAME);
+    } catch (error) {
+      this.send({ t: 'error', id: null, error: { code: 'INVALID_ARGUMENT', message: `a binary message is a write frame: ${(error as Error).message}` } });
+      return;
+    }
+    try {
+      this.#options.forwards.get(this.principal, frame.sub).write(this, frame.offset, frame.payload as Buffer);
     } catch (error) {
       this.send({ t: 'error', id: null, error: toServiceError(error).body() });
     }
