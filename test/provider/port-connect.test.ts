@@ -4,27 +4,16 @@
  * uid column of /proc/net/tcp is the uid stamped on the socket when it was
  * made, which is what an iptables owner rule matches.
  */
-import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { connectToPort, PortConnectError } from '../../service/src/provider/port-connect.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
-
-/** The uid the kernel's TCP table gives the socket bound to 127.0.0.1:`localPort`. */
-function socketUid(localPort: number): number | undefined {
-  const hex = localPort.toString(16).toUpperCase().padStart(4, '0');
-  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
-    const fields = line.trim().split(/\s+/);
-    // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...
-    if (fields[1] === `0100007F:${hex}`) return Number(fields[7]);
-  }
-  return undefined;
-}
+import { socketUid } from '../helpers/proc.ts';
 
 /** A server that answers each connection with its peer's uid, as the kernel's table says, then echoes. */
 async function uidServer(): Promise<{ server: Server; port: number }> {
   const server = createServer((socket: Socket) => {
-    socket.write(`uid ${socketUid(socket.remotePort!)}\n`);
+    socket.write(`uid ${socketUid(socket.remotePort!, socket.localPort!)}\n`);
     socket.pipe(socket);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

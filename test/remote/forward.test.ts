@@ -16,6 +16,7 @@ import { daemonTest } from '../helpers/daemon-test.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
+import { socketUid } from '../helpers/proc.ts';
 import { freePort, patternBytes, patternSha256, startWorldServer as worldServer } from '../fixtures/world-server.ts';
 
 const MiB = 1024 * 1024;
@@ -286,13 +287,7 @@ describe.runIf(canMakeUsers)('a forward of an owner mapped to an OS user', () =>
     const token = 'dave-token-0123456789abcdefgh';
     const own = await startDaemon({}, { owners: [{ owner: 'dave', token, user }] });
     // The world's side: a server that answers each connection with its peer socket's uid from the kernel's TCP table.
-    const world = createServer((connection) => {
-      const hex = connection.remotePort!.toString(16).toUpperCase().padStart(4, '0');
-      const line = readFileSync('/proc/net/tcp', 'utf8')
-        .split('\n')
-        .find((row) => row.trim().split(/\s+/)[1] === `0100007F:${hex}`);
-      connection.end(`uid ${line?.trim().split(/\s+/)[7]}\n`);
-    });
+    const world = createServer((connection) => connection.end(`uid ${socketUid(connection.remotePort!, connection.localPort!)}\n`));
     await new Promise<void>((resolve) => world.listen(0, '127.0.0.1', resolve));
     try {
       await using runtime = await connect(own.url, { token, ...fast });
