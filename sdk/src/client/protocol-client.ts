@@ -192,6 +192,8 @@ export class ProtocolClient implements SubscriptionHost, ForwardWriterHost {
       this.#subscriptions.delete(subscription);
       subscription.handlers.onError(error);
     }
+    // Their forwards' output subscriptions failed above: what they kept for a resend goes with them.
+    for (const writer of [...this.#writers.values()]) writer.close();
     this.#resolveOpened();
   }
 
@@ -418,6 +420,7 @@ export class ProtocolClient implements SubscriptionHost, ForwardWriterHost {
     for (const call of [...this.#calls.values()]) this.#settle(call, closed);
     for (const subscription of [...this.#subscriptions]) subscription.handlers.onError(closed);
     this.#subscriptions.clear();
+    for (const writer of [...this.#writers.values()]) writer.close();
     this.#channel?.close(1000, 'closed by the client');
   }
 }
