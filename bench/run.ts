@@ -7,7 +7,7 @@
  *   npm run bench -- --rounds 5 --only echo,bulk --peers remote,ws-relay --quick
  *
  * Workloads (--only): prompt, inspect, echo, bulk, screen, tail, control, close, dsh, dsh-bulk, fs, transfer,
- * budgets, resume, stall, isolation, idle, scale (`--sizes 10,100,1000`; terminals, then processes).
+ * budgets, resume, stall, isolation, idle, forward, scale (`--sizes 10,100,1000`; terminals, then processes).
  *
  * Peers: local (LocalRuntime in process), dsh-local (@deepseek-ai/dsh-subprocess-local),
  * node-pty (raw), ws-relay (minimal relay), remote (the SDK over one connection
@@ -21,6 +21,7 @@ import { idleTerminals, isolation, resume, stallDaemon, stallRelay, type StallFi
 import { collectFlood, inputFlood, nonReadingClient } from './lib/budget-workloads.ts';
 import { chunkCounts, dshBulkMs, type BulkProvider } from './lib/dsh-bulk.ts';
 import { fsCallMs } from './lib/fs-workloads.ts';
+import { FORWARD_PATHS, forwardFigures } from './lib/forward-workloads.ts';
 import { TRANSFER_PATHS, transferMbps } from './lib/transfer-workloads.ts';
 import { dshPwsh, findPwsh, type PwshProvider } from './lib/dsh-pwsh.ts';
 import { dshEcho } from './lib/dsh-workload.ts';
@@ -446,6 +447,47 @@ if (enabled('transfer')) {
     ),
   );
   results.transfer = Object.fromEntries(table.peers().map((peer) => [peer, table.values(peer)]));
+}
+
+if (enabled('forward')) {
+  const throughput = new RoundTable();
+  const rtt = new RoundTable();
+  const fresh = new RoundTable();
+  const bytes = (quick ? 64 : 512) * 1024 * 1024;
+  for (let round = 0; round < rounds; round += 1) {
+    const figures = await forwardFigures(daemon, sshd, bytes, quick ? 200 : 1000);
+    for (const [path, one] of Object.entries(figures)) {
+      throughput.add(path, one.mbps);
+      rtt.add(path, one.rttMs);
+      fresh.add(path, one.connectMs);
+    }
+  }
+  const added = (table: RoundTable, path: string): string => {
+    const own = table.values(path);
+    const direct = table.values('direct');
+    return path === 'direct'
+      ? ''
+      : spread(
+          own.map((value, round) => value - direct[round]!),
+          3,
+        );
+  };
+  printTable(
+    `port forward: a ${bytes / 1024 / 1024} MiB download, and a small request kept-alive and on a fresh connection, from an HTTP server in the world directly, through forwardPort() (the SDK's WebSocket) and through ssh -L to a sshd on loopback`,
+    ['path', 'MB/s', 'vs ssh -L', 'request ms', 'added ms', 'fresh connection ms', 'added ms'],
+    FORWARD_PATHS.filter((path) => throughput.values(path).length > 0).map((path) => [
+      path,
+      spread(throughput.values(path), 1),
+      throughput.values('ssh -L').length === 0 || path === 'ssh -L' ? '' : ratioCell(throughput, path, 'ssh -L'),
+      spread(rtt.values(path), 3),
+      added(rtt, path),
+      spread(fresh.values(path), 3),
+      added(fresh, path),
+    ]),
+  );
+  results.forward = Object.fromEntries(
+    throughput.peers().map((path) => [path, { mbps: throughput.values(path), rttMs: rtt.values(path), connectMs: fresh.values(path) }]),
+  );
 }
 
 if (enabled('shell')) {

@@ -152,6 +152,7 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   READ_ONLY: AuthError,
   USER_NOT_ALLOWED: AuthError,
   TOKEN_SCOPE: AuthError,
+  PORT_REFUSED: DaemonError,
 };
 
 /**

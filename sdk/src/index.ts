@@ -33,6 +33,7 @@ export { RemoteProcess } from './remote/process.ts';
 export { RemoteTerminal } from './remote/terminal.ts';
 export type { RemoteTerminalForeground, TerminalScreen } from './remote/terminal.ts';
 export type { Logger } from './remote/connection.ts';
+export type { ForwardPortOptions, PortForward } from './remote/forward.ts';
 export {
   AuthError,
   ConnectionError,

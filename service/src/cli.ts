@@ -36,6 +36,11 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'send', summary: 'type input to the command of a kept shell that waits for it', load: async () => (await import('./cli/send.ts')).command },
   { name: 'interrupt', summary: 'interrupt (SIGINT) the command a kept shell runs', load: async () => (await import('./cli/interrupt.ts')).command },
   { name: 'mcp', summary: "serve the daemon's MCP tools on stdin and stdout (for an MCP client)", load: async () => (await import('./cli/mcp.ts')).command },
+  {
+    name: 'port-forward',
+    summary: 'forward local ports to ports in the world, as kubectl port-forward does',
+    load: async () => (await import('./cli/port-forward.ts')).command,
+  },
   { name: 'cp', summary: "copy a file or (-r) a directory to or from the daemon's world", load: async () => (await import('./cli/cp.ts')).command },
   { name: 'token', summary: 'mint (create) or revoke a token of the daemon on this machine', load: async () => (await import('./cli/token.ts')).command },
   {

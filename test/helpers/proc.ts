@@ -149,3 +149,19 @@ export function bystanders(afterEach: (cleanup: () => void) => void): { start(as
     },
   };
 }
+
+const loopback = (port: number): string => `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+
+/**
+ * The uid the kernel's TCP table gives the established connection from
+ * 127.0.0.1:`localPort` to 127.0.0.1:`remotePort`: the whole pair, as a
+ * connection of another test in TIME_WAIT (uid 0) may hold the same local port.
+ */
+export function socketUid(localPort: number, remotePort: number): number | undefined {
+  for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...; st 01 is ESTABLISHED.
+    if (fields[1] === loopback(localPort) && fields[2] === loopback(remotePort) && fields[3] === '01') return Number(fields[7]);
+  }
+  return undefined;
+}

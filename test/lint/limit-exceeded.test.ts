@@ -14,6 +14,7 @@ const BOUNDS: Record<string, readonly string[]> = {
   'sdk/src/client/protocol-client.ts': ['calls waiting for an answer', 'subscriptions open'],
   'service/src/provider/input-backlog.ts': ['Input waiting for a program that does not read'],
   'service/src/server/body-budget.ts': ['the budget of request bodies'],
+  'service/src/server/forwards.ts': ['port forwards open'],
   'service/src/server/handlers.ts': ['minted tokens that are good'],
   'service/src/server/mcp/tasks.ts': ['MCP tasks held', "an MCP task's answer larger than a task keeps"],
   'service/src/server/sessions/registry.ts': ['the collect budget', 'its running terminals and processes'],

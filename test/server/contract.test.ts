@@ -4,6 +4,7 @@
  * parses with its result schema. A new operation without an entry here fails.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
@@ -13,9 +14,11 @@ import { daemonTest } from '../helpers/daemon-test.ts';
 
 let daemon: TestDaemon;
 let socket: TestSocket;
-const ids = { terminal: '', process: '', shell: '', upload: '', spareUpload: '' };
 /** Minted tokens to revoke, one for each transport's tour. */
 const tokenIds: string[] = [];
+const ids = { terminal: '', process: '', shell: '', upload: '', spareUpload: '', forward: '' };
+/** A server in the world for the forward's calls to connect to. */
+const listener = createServer((connection) => connection.on('error', () => undefined).resume());
 /** The directory the filesystem calls work in, with a text file whose edit undoes itself. */
 const dir = mkdtempSync(join(tmpdir(), 'contract-'));
 const file = join(dir, 'notes.txt');
@@ -29,9 +32,11 @@ test.beforeAll(async ({ daemon: fileDaemon }) => {
   socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
   for (const _transport of ['rest', 'websocket'])
     tokenIds.push((await daemon.request('POST', '/v1/tokens', { body: { access: 'read', ttlMs: 60_000 } })).body.id);
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
 });
 test.afterAll(() => {
   socket.close();
+  listener.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -97,6 +102,9 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'upload.complete': () => ({ id: ids.upload, size: 0 }),
   // Another upload than the one completed, begun beside it.
   'upload.delete': () => ({ id: ids.spareUpload }),
+  'port.connect': () => ({ port: (listener.address() as AddressInfo).port }),
+  'port.shutdown': () => ({ id: ids.forward, offset: 0 }),
+  'port.close': () => ({ id: ids.forward }),
 };
 
 /** Runs the operations in table order, so a session exists before it is used and ends last. */
@@ -148,6 +156,7 @@ describe('operation contract', () => {
       if (spec.name === 'terminal.create') ids.terminal = (result as { id: string }).id;
       if (spec.name === 'process.create') ids.process = (result as { id: string }).id;
       if (spec.name === 'shell.create') ids.shell = (result as { id: string }).id;
+      if (spec.name === 'port.connect') ids.forward = (result as { id: string }).id;
       if (spec.name === 'upload.create') {
         ids.upload = (result as { id: string }).id;
         ids.spareUpload = (await daemon.request('POST', '/v1/files/uploads', { body: { path: join(dir, 'spare.bin') } })).body.id;

@@ -83,6 +83,7 @@ describe('ids are opaque', () => {
     'process.wait': { timeoutMs: 0 },
     'shell.run': { command: 'true' },
     'shell.send': { input: 'x' },
+    'port.shutdown': { offset: 0 },
   };
   /** The bytes of a call that carries them, with their media type. */
   const byteBody = (spec: (typeof withId)[number]) =>

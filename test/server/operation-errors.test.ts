@@ -7,7 +7,7 @@
  * cannot be, so a list cannot claim more than the daemon does either.
  */
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { connect as netConnect, type Socket } from 'node:net';
+import { connect as netConnect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
@@ -78,6 +78,8 @@ const BODIES: Record<string, Record<string, unknown>> = {
   'upload.create': { path: '/tmp/unused' },
   'upload.complete': {},
   'token.create': { access: 'read', ttlMs: 60_000 },
+  'port.shutdown': { offset: 0 },
+  'port.close': {},
 };
 
 /** The filesystem scenarios' directory: a text file, a binary file, a subdirectory, a link loop. */
@@ -96,6 +98,16 @@ symlinkSync('loop', loop);
 const CONFINED = 'carol-token-0123456789abcdefg';
 const owners = [{ owner: 'carol', token: CONFINED, root: subdirectory }];
 const QUERIES: Record<string, string> = { 'process.collected': 'from=0' };
+/** A server in the world for forwards to reach; its port, and one nothing listens on, are known once it listens. */
+const listener = createServer((connection) => connection.on('error', () => undefined).resume());
+const ports = { listening: 0, refused: 0 };
+
+/** A forward of alice's to the listening server: its id. */
+async function forwardId(): Promise<string> {
+  const made = await daemon.request('POST', '/v1/forwards', { body: { port: ports.listening } });
+  expect(made.status).toBe(201);
+  return made.body.id as string;
+}
 
 let daemon: TestDaemon;
 /** A daemon over the switchable inspector. */
@@ -130,10 +142,19 @@ async function pastBacklog(name: string, id: string, body: Record<string, unknow
 const test = daemonTest(() => [{ maxBodyBytes: 256 * 1024 }, { owners }]);
 /** A token alice minted for one port. */
 let portToken: string;
+let sessionToken: string;
 
 test.beforeAll(async ({ daemon: fileDaemon, startFileDaemon }) => {
   daemon = fileDaemon;
   portToken = (await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 3_600_000, port: 8080 } })).body.token;
+  sessionToken = (await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 3_600_000, session: 't_none' } })).body.token;
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  ports.listening = (listener.address() as AddressInfo).port;
+  const closed = createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  ports.refused = (closed.address() as AddressInfo).port;
+  await new Promise((resolve) => closed.close(resolve));
+  BODIES['port.connect'] = { port: ports.refused };
   inspector = new SwitchableInspector();
   limited = await startFileDaemon({}, { runtime: new LocalRuntime({ inspector }) });
   const exited = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
@@ -172,6 +193,7 @@ test.afterAll(() => {
   inspector.stubborn = false;
   inspector.unsupported = false;
   slowBody.destroy();
+  listener.close();
 });
 // The daemons a scenario makes for itself are the running test's, closed when it ends if the scenario did not close them.
 let startDaemon: StartDaemon;
@@ -225,8 +247,14 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
   ];
   if (spec.auth) {
     scenarios.push({ what: 'no token', code: 'UNAUTHORIZED', send: () => send(daemon, spec, unknown, { token: null }) });
-    // A minted write token of one port makes no call at all.
-    scenarios.push({ what: 'a token of one port', code: 'TOKEN_SCOPE', send: () => send(daemon, spec, unknown, { token: portToken }) });
+    if (spec.name.startsWith('port.') && spec.path.includes('{id}')) {
+      // A minted token of one port makes its forwards' calls, and a forward that is not there is not found; a token
+      // of one session makes none of them.
+      scenarios.push({ what: 'a token of one session', code: 'TOKEN_SCOPE', send: () => send(daemon, spec, unknown, { token: sessionToken }) });
+    } else {
+      // A minted write token of one port makes no call at all but a forward to its port (8080, not the one asked).
+      scenarios.push({ what: 'a token of one port', code: 'TOKEN_SCOPE', send: () => send(daemon, spec, unknown, { token: portToken }) });
+    }
   }
   // Refused before anything is looked up: the id names nothing, and the reader learns nothing of it.
   if (spec.auth && spec.access === 'write') {
@@ -403,6 +431,41 @@ const OWN: Record<string, Scenario[]> = {
         const empty = mkdtempSync(join(files, 'empty-'));
         return send(daemon, op('fs.rename'), '', { body: { from: empty, to: subdirectory, overwrite: true } });
       },
+    },
+  ],
+  'port.connect': [
+    {
+      what: 'a read-only token',
+      code: 'READ_ONLY',
+      send: () => send(daemon, op('port.connect'), '', { body: { port: ports.listening }, token: ALICE_READER }),
+    },
+    {
+      what: 'an owner at its bound of forwards',
+      code: 'LIMIT_EXCEEDED',
+      send: () =>
+        against(
+          () => startDaemon({ maxForwardsPerOwner: 1 }),
+          async (full) => {
+            expect((await full.request('POST', '/v1/forwards', { body: { port: ports.listening } })).status).toBe(201);
+            return send(full, op('port.connect'), '', { body: { port: ports.listening } });
+          },
+        ),
+    },
+    { what: 'a daemon shutting down', code: 'SHUTTING_DOWN', send: () => against(shuttingDown, (closing) => send(closing, op('port.connect'), '')) },
+    { what: 'a port nothing listens on', code: 'PORT_REFUSED', send: () => send(daemon, op('port.connect'), '') },
+  ],
+  'port.shutdown': [
+    {
+      what: "a read-only token on the owner's forward",
+      code: 'READ_ONLY',
+      send: async () => send(daemon, op('port.shutdown'), await forwardId(), { token: ALICE_READER }),
+    },
+  ],
+  'port.close': [
+    {
+      what: "a read-only token on the owner's forward",
+      code: 'READ_ONLY',
+      send: async () => send(daemon, op('port.close'), await forwardId(), { token: ALICE_READER }),
     },
   ],
   'fs.digest': [

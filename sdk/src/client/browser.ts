@@ -22,7 +22,7 @@ export interface DomWebSocket {
   onmessage: ((event: { readonly data: unknown }) => void) | null;
   onclose: ((event: { readonly code: number; readonly reason: string }) => void) | null;
   onerror: ((event: unknown) => void) | null;
-  send(data: string): void;
+  send(data: string | Uint8Array): void;
   close(code?: number, reason?: string): void;
 }
 
@@ -70,6 +70,10 @@ export class BrowserChannel implements Channel {
 
   send(text: string): void {
     if (this.#state === 'open') this.#socket.send(text);
+  }
+
+  sendBinary(bytes: Uint8Array): void {
+    if (this.#state === 'open') this.#socket.send(bytes);
   }
 
   close(code = 1000, reason = ''): void {

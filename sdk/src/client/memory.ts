@@ -32,7 +32,7 @@ export class MemoryChannel implements Channel {
     this.#deliver(text);
   }
 
-  /** Sends a binary frame (a daemon's data frame): the `Channel` seam carries binary frames from the daemon only. */
+  /** Sends a binary frame: a daemon's data frame, or a client's write frame. */
   sendBinary(bytes: Uint8Array): void {
     this.#deliver(bytes.slice());
   }

@@ -20,13 +20,17 @@
  * Runtime-neutral: nothing of Node, of a socket library or of the DOM.
  * @module
  */
-import { DATA_HEADER_BYTES, decodeDataFrame } from '../protocol/codec.ts';
+import { DATA_HEADER_BYTES, decodeDataFrame, encodeDataFrame, WRITE_FRAME } from '../protocol/codec.ts';
 import { ERROR_CATALOG } from '../protocol/errors.ts';
 import type { ServerMessage, StreamRef } from '../protocol/frames.ts';
 import { OPERATIONS, isIdempotentCall, type CallName, type OperationInput, type OperationResult } from '../protocol/operations.ts';
 import { ConnectionError, LimitError, remoteError, type ExecworldError } from '../errors.ts';
 import type { Channel, ChannelCloseReason } from './channel.ts';
 import { Subscription, type StreamHandlers, type SubscriptionHost } from './subscription.ts';
+import { ForwardWriter, type ForwardWriterHost } from './forward-writer.ts';
+
+/** Largest payload of one write frame, as the daemon's data frames. */
+const WRITE_FRAME_BYTES = 64 * 1024;
 
 /** What the SDK logs through, when given a logger. */
 export interface Logger {
@@ -80,7 +84,7 @@ interface PendingCall {
   reject(error: Error): void;
 }
 
-export class ProtocolClient implements SubscriptionHost {
+export class ProtocolClient implements SubscriptionHost, ForwardWriterHost {
   readonly options: ProtocolClientOptions;
   #channel: Channel | undefined;
   #open = false;
@@ -90,6 +94,8 @@ export class ProtocolClient implements SubscriptionHost {
   readonly #calls = new Map<number, PendingCall>();
   readonly #subscriptions = new Set<Subscription>();
   readonly #byServerSub = new Map<number, Subscription>();
+  /** The port forwards' directions toward the world, by forward number. */
+  readonly #writers = new Map<number, ForwardWriter>();
   /** Resolves when a channel is (again) open, or the client failed. */
   #opened: Promise<void>;
   #resolveOpened!: () => void;
@@ -147,6 +153,8 @@ export class ProtocolClient implements SubscriptionHost {
     };
     channel.onclose = (reason) => this.#onClose(channel, reason);
     for (const subscription of this.#subscriptions) this.#sendSubscribe(subscription);
+    // Before the calls: a forward's shutdown call comes after its last bytes.
+    for (const writer of this.#writers.values()) for (const { offset, bytes } of writer.resend()) this.sendWrite(writer, offset, bytes);
     for (const call of [...this.#calls.values()].sort((a, b) => a.id - b.id)) if (call.sentOn === undefined) this.#send(call);
     this.#resolveOpened();
   }
@@ -184,6 +192,8 @@ export class ProtocolClient implements SubscriptionHost {
       this.#subscriptions.delete(subscription);
       subscription.handlers.onError(error);
     }
+    // Their forwards' output subscriptions failed above: what they kept for a resend goes with them.
+    for (const writer of [...this.#writers.values()]) writer.close();
     this.#resolveOpened();
   }
 
@@ -293,6 +303,25 @@ export class ProtocolClient implements SubscriptionHost {
     });
   }
 
+  /** A port forward's direction toward the world (see {@link ForwardWriter}); it lives until it is closed. */
+  forwardWriter(fwd: number): ForwardWriter {
+    const writer = new ForwardWriter(this, fwd);
+    this.#writers.get(fwd)?.close();
+    this.#writers.set(fwd, writer);
+    return writer;
+  }
+
+  sendWrite(writer: ForwardWriter, offset: number, bytes: Uint8Array): void {
+    if (!this.#open || writer.closed) return;
+    for (let at = 0; at < bytes.length; at += WRITE_FRAME_BYTES) {
+      this.#channel!.sendBinary(encodeDataFrame(writer.fwd, offset + at, bytes.subarray(at, at + WRITE_FRAME_BYTES), WRITE_FRAME));
+    }
+  }
+
+  dropWriter(writer: ForwardWriter): void {
+    if (this.#writers.get(writer.fwd) === writer) this.#writers.delete(writer.fwd);
+  }
+
   sendAck(subscription: Subscription): void {
     if (this.#open && subscription.serverSub !== undefined) {
       this.#channel!.send(`{"t":"ack","sub":${subscription.serverSub},"offset":${subscription.acked}}`);
@@ -347,9 +376,12 @@ export class ProtocolClient implements SubscriptionHost {
         this.#byServerSub.delete(message.sub);
         this.#subscriptions.delete(subscription);
         subscription.closed = true;
-        subscription.handlers.onEnd(message.offset);
+        subscription.handlers.onEnd(message.offset, message.reset === true);
         return;
       }
+      case 'written':
+        this.#writers.get(message.fwd)?.onWritten(message.offset);
+        return;
     }
   }
 
@@ -388,6 +420,7 @@ export class ProtocolClient implements SubscriptionHost {
     for (const call of [...this.#calls.values()]) this.#settle(call, closed);
     for (const subscription of [...this.#subscriptions]) subscription.handlers.onError(closed);
     this.#subscriptions.clear();
+    for (const writer of [...this.#writers.values()]) writer.close();
     this.#channel?.close(1000, 'closed by the client');
   }
 }

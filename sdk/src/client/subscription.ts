@@ -18,8 +18,8 @@ export interface StreamHandlers {
   onData(chunk: Uint8Array, offset: number): void;
   /** Bytes [from, to) are gone for good; delivery goes on at `to`. */
   onGap(from: number, to: number): void;
-  /** The stream ended at `offset`, after its last byte. */
-  onEnd(offset: number): void;
+  /** The stream ended at `offset`, after its last byte; `reset` when a port forward's connection was reset in the world rather than closed. */
+  onEnd(offset: number, reset?: boolean): void;
   /** The subscription cannot go on: the connection is lost, or the daemon refused it. */
   onError(error: ExecworldError): void;
 }

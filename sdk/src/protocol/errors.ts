@@ -47,8 +47,8 @@ export const ERROR_CATALOG = {
     status: 429,
     description:
       'A configured bound was reached; the message names which. Per owner: its running terminals and processes, shells, ' +
-      'WebSocket connections, subscriptions, open uploads, creates with a requestId under way, MCP tasks held, or minted tokens that are good. ' +
-      'On one connection: calls in flight or subscriptions (and, in the SDK, calls waiting for an answer or subscriptions open ' +
+      'WebSocket connections, subscriptions, open uploads, creates with a requestId under way, MCP tasks held, minted tokens that are good, or port forwards open. ' +
+      'On one connection: calls in flight, subscriptions, or bytes written to a port forward past its window (and, in the SDK, calls waiting for an answer or subscriptions open ' +
       "on the client's side). Daemon-wide: the collect budget, or the budget of request bodies (retry once other requests " +
       'are done). Input waiting for a program that does not read (retry once it reads); the cells of a terminal screen; ' +
       "an MCP task's answer larger than a task keeps (read the output with output_read).",
@@ -126,7 +126,12 @@ export const ERROR_CATALOG = {
   TOKEN_SCOPE: {
     status: 403,
     description:
-      'The token is a minted one whose scope does not reach what was asked: a token of one session acts on that session only (no other, no create, no files), a token of one port reaches that port only (no operation), and a minted token mints, lists and revokes no tokens. Nothing was done.',
+      'The token is a minted one whose scope does not reach what was asked: a token of one session acts on that session only (no other, no create, no files), a token of one port reaches that port only (its forward and preview, no other operation), and a minted token mints, lists and revokes no tokens. Nothing was done.',
+  },
+  PORT_REFUSED: {
+    status: 502,
+    description:
+      'Nothing in the world accepted the connection to the port (errno says why: ECONNREFUSED when nothing listens on it); a port forward closes the local connection it was for.',
   },
 } as const satisfies Record<string, { status: number; description: string }>;
 

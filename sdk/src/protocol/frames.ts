@@ -7,13 +7,25 @@
 import { z } from 'zod';
 import { ErrorBody } from './errors.ts';
 
-export { base64url, DATA_FRAME, DATA_HEADER_BYTES, decodeDataFrame, encodeDataFrame, WS_SUBPROTOCOL, WS_TOKEN_PROTOCOL_PREFIX } from './codec.ts';
+export {
+  base64url,
+  DATA_FRAME,
+  DATA_HEADER_BYTES,
+  decodeDataFrame,
+  encodeDataFrame,
+  FORWARD_WINDOW_BYTES,
+  WRITE_FRAME,
+  WS_SUBPROTOCOL,
+  WS_TOKEN_PROTOCOL_PREFIX,
+} from './codec.ts';
 
 export const StreamRef = z
   .strictObject({
-    kind: z.enum(['terminal', 'process']),
+    kind: z.enum(['terminal', 'process', 'forward']),
     id: z.string(),
-    stream: z.enum(['output', 'stdout', 'stderr']).meta({ description: "A terminal has 'output'; a process 'stdout' and 'stderr'." }),
+    stream: z
+      .enum(['output', 'stdout', 'stderr'])
+      .meta({ description: "A terminal has 'output'; a process 'stdout' and 'stderr'; a port forward 'output', the bytes from the world." }),
   })
   .meta({ id: 'StreamRef' });
 export type StreamRef = z.infer<typeof StreamRef>;
@@ -55,8 +67,18 @@ export const ServerMessage = z
   .discriminatedUnion('t', [
     z.object({ t: z.literal('result'), id: z.int(), result: z.unknown() }),
     z.object({ t: z.literal('error'), id: z.int().nullable(), error: ErrorBody.shape.error }),
-    z.object({ t: z.literal('end'), sub: z.int(), offset: z.int().meta({ description: 'The stream ended here, after every data frame of it.' }) }),
+    z.object({
+      t: z.literal('end'),
+      sub: z.int(),
+      offset: z.int().meta({ description: 'The stream ended here, after every data frame of it.' }),
+      reset: z.literal(true).optional().meta({ description: "A port forward's connection was reset (or cut) in the world rather than closed." }),
+    }),
     z.object({ t: z.literal('gap'), sub: z.int(), from: z.int(), to: z.int() }),
+    z.object({
+      t: z.literal('written'),
+      fwd: z.int(),
+      offset: z.int().meta({ description: "Every byte of the forward's write frames before offset was taken by its connection in the world." }),
+    }),
   ])
   .meta({ id: 'ServerMessage', description: 'A text message from the daemon. Stream bytes arrive as binary data frames.' });
 export type ServerMessage = z.infer<typeof ServerMessage>;

@@ -1013,6 +1013,48 @@ export const OPERATIONS = {
     access: 'write',
     bytes: { body: 'application/x-tar' },
   }),
+  'port.connect': op({
+    name: 'port.connect',
+    method: 'POST',
+    path: '/v1/forwards',
+    summary: "Connect to a port in the world as the owner's OS user, for a port forward over the WebSocket",
+    description:
+      "The connection's bytes travel on the WebSocket (see its protocol): a forward no WebSocket takes up is reset after the daemon's --forward-grace-ms. " +
+      'A token scoped to a port may connect to that port only; any other token needs write access.',
+    input: s.PortConnect,
+    result: s.Forward,
+    status: 201,
+    errors: ['READ_ONLY', 'LIMIT_EXCEEDED', 'SHUTTING_DOWN', 'PORT_REFUSED'],
+    idempotent: false,
+    waits: false,
+    access: 'read',
+  }),
+  'port.shutdown': op({
+    name: 'port.shutdown',
+    method: 'POST',
+    path: '/v1/forwards/{id}/shutdown',
+    summary: "Shut the forward's direction to the world (a FIN) once every byte before offset is written",
+    params: { id: s.ForwardRef },
+    input: s.ForwardShutdown,
+    result: s.Ok,
+    errors: ['READ_ONLY'],
+    idempotent: true,
+    waits: false,
+    access: 'read',
+  }),
+  'port.close': op({
+    name: 'port.close',
+    method: 'POST',
+    path: '/v1/forwards/{id}/close',
+    summary: 'End a forward: close its connection in the world, or reset it',
+    params: { id: s.ForwardRef },
+    input: s.ForwardClose,
+    result: s.Ok,
+    errors: ['READ_ONLY'],
+    idempotent: true,
+    waits: false,
+    access: 'read',
+  }),
 } as const;
 
 export type Operations = typeof OPERATIONS;

@@ -727,6 +727,39 @@ export const ShellHistory = z
   })
   .meta({ id: 'ShellHistory' });
 
+/** A TCP port in the world. */
+export const Port = z.int().min(1).max(65535).meta({ description: 'A TCP port on 127.0.0.1 in the world, 1 to 65535.' });
+
+export const ForwardRef = z
+  .string()
+  .meta({ description: 'A port forward stream, as port.connect numbered it; one that names nothing of this owner answers 404.' });
+
+export const PortConnect = z.strictObject({ port: Port }).meta({ id: 'PortConnect' });
+export const Forward = z
+  .object({
+    id: ForwardRef,
+    port: Port,
+  })
+  .meta({
+    id: 'Forward',
+    description:
+      "A connection to a port in the world, made as the owner's OS user: its bytes from the world are the stream {kind: 'forward', id, stream: 'output'} of the WebSocket, its bytes to the world go in write frames; see the WebSocket protocol.",
+  });
+export const ForwardShutdown = z
+  .strictObject({
+    offset: z
+      .int()
+      .min(0)
+      .max(Number.MAX_SAFE_INTEGER)
+      .meta({ description: 'The end of what was sent to the world: its write side is shut once every byte before it is written.' }),
+  })
+  .meta({ id: 'ForwardShutdown' });
+export const ForwardClose = z
+  .strictObject({
+    reset: z.boolean().default(false).meta({ description: 'Reset the connection (RST) rather than close it.' }),
+  })
+  .meta({ id: 'ForwardClose' });
+
 export const Empty = z.strictObject({});
 export const Ok = z.object({ ok: z.literal(true) }).meta({ id: 'Ok' });
 

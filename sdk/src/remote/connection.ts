@@ -19,6 +19,7 @@ import type { CallName, OperationInput, OperationResult } from '../protocol/oper
 import { ProtocolClient, type Logger } from '../client/protocol-client.ts';
 import { Redialer } from '../client/redial.ts';
 import type { StreamHandlers, Subscription } from '../client/subscription.ts';
+import type { ForwardWriter } from '../client/forward-writer.ts';
 import type { CertificateAuthority } from './reach.ts';
 import { dialChannel } from './ws-channel.ts';
 
@@ -93,6 +94,11 @@ export class Connection {
   /** Subscribes to a stream from `from`; the subscription lives until it ends, is closed, or the connection fails. */
   subscribe(target: StreamRef, from: number, handlers: StreamHandlers, window = this.options.windowBytes): Subscription {
     return this.#client.subscribe(target, from, handlers, window);
+  }
+
+  /** A port forward's direction toward the world; see {@link ProtocolClient.forwardWriter}. */
+  forwardWriter(fwd: number): ForwardWriter {
+    return this.#client.forwardWriter(fwd);
   }
 
   /** Resolves once the connection is open again (or failed). */

@@ -13,6 +13,7 @@ import { abortReasonText, assertEnvironment, assertGraceMs, assertProgram, type 
 import { randomUUID } from 'node:crypto';
 import { ConnectionError, invalidArgument } from '../errors.ts';
 import { Connection, type ConnectionOptions, type Logger } from './connection.ts';
+import { forwardPort, type ForwardPortOptions, type PortForward } from './forward.ts';
 import { RemoteProcess } from './process.ts';
 import { daemonHeaders, type TokenHeader } from './headers.ts';
 import { RawHttp } from './raw-http.ts';
@@ -343,6 +344,17 @@ export class RemoteRuntime implements SubprocessRuntime {
   close(): void {
     this.#connection.close();
     this.#http?.close();
+  }
+
+  /**
+   * Forwards a local port to `options.remotePort` on 127.0.0.1 in the world,
+   * as `kubectl port-forward` does, over this runtime's connection (see
+   * forward.ts): resolves once it listens, with the local address and a close.
+   */
+  async forwardPort(options: ForwardPortOptions): Promise<PortForward> {
+    this.#assertOpen();
+    await this.start();
+    return await forwardPort(this.#connection, options);
   }
 
   /** @internal The connection, for tests and benchmarks. */

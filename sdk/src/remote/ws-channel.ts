@@ -61,6 +61,10 @@ export class WsChannel implements Channel {
     if (this.#state === 'open') this.#socket.send(text);
   }
 
+  sendBinary(bytes: Uint8Array): void {
+    if (this.#state === 'open') this.#socket.send(bytes, { binary: true });
+  }
+
   close(code = 1000, reason = ''): void {
     if (this.#state !== 'open') return;
     this.#state = 'closing';

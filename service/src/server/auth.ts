@@ -68,6 +68,8 @@ export interface MintedScope {
  * world when spoken to.
  */
 export function permitsPort(principal: Principal, port: number): boolean {
+  // A token of one session acts on that session only.
+  if (principal.minted?.session !== undefined) return false;
   const scoped = principal.minted?.port;
   return scoped === undefined ? principal.access === 'write' : scoped === port;
 }
@@ -82,7 +84,7 @@ export function permitsSession(principal: Principal, id: string): boolean {
 /**
  * How far `principal` reaches through the API: `owner`, everything of its owner (as its access allows);
  * `session`, one session only (the ids permitsSession admits), and no create, file or token call; `port`, no
- * call at all (its token is for its port's forward or preview, which ask permitsPort).
+ * call but its port forward's (its token is for its port's forward or preview, which ask permitsPort).
  */
 export function reachOf(principal: Principal): 'owner' | 'session' | 'port' {
   if (principal.minted?.port !== undefined) return 'port';

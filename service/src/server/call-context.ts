@@ -10,6 +10,7 @@ import type { Principal } from './auth.ts';
 import type { TokenMinter } from './minted.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { UploadRegistry } from './uploads.ts';
+import type { ForwardTable } from './forwards.ts';
 
 /** The transports calls arrive on, as metrics label them. */
 export type Transport = 'rest' | 'websocket' | 'mcp';
@@ -27,6 +28,8 @@ export interface CallContext {
   readonly minter: TokenMinter;
   /** The longest lifetime of a token an owner mints (--max-token-ttl-ms). */
   readonly maxTokenTtlMs: number;
+  /** The owners' port forwards. */
+  readonly forwards: ForwardTable;
   readonly version: string;
   /** Aborts when the caller went away. */
   readonly signal: AbortSignal;

@@ -17,6 +17,7 @@ import { DaemonMetrics } from './metrics.ts';
 import { TokenMinter } from './minted.ts';
 import { SessionRegistry } from './sessions/registry.ts';
 import { UploadRegistry } from './uploads.ts';
+import { ForwardTable } from './forwards.ts';
 import { WebSocketHub } from './ws.ts';
 
 export interface ComposeOptions {
@@ -63,9 +64,11 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   const files = options.files ?? own?.files ?? hostFiles(config);
   const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
   const bodies = new BodyBudget(config.bodyBudgetBytes);
-  const dispatcher = new Dispatcher({ registry, files, uploads, version, minter, grants, maxTokenTtlMs: config.maxTokenTtlMs }, metrics);
+  const forwards = new ForwardTable({ maxPerOwner: config.maxForwardsPerOwner, graceMs: config.forwardGraceMs });
+  const dispatcher = new Dispatcher({ registry, files, uploads, forwards, version, minter, grants, maxTokenTtlMs: config.maxTokenTtlMs }, metrics);
   const hub = new WebSocketHub({
     registry,
+    forwards,
     dispatcher,
     windowBytes: config.windowBytes,
     heartbeatMs: config.heartbeatMs,
@@ -95,6 +98,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
       await own?.recover();
     },
     close: async () => {
+      forwards.shutdown();
       await Promise.all([registry.shutdown(), uploads.shutdown()]);
       await files.close?.();
       // Every session ended: nothing is left for a later start to end.

@@ -279,6 +279,20 @@ export const SETTINGS = {
     default: 3_600_000,
     help: 'an upload its owner has not written to this long is discarded with its bytes (asking for its offset does not count)',
   },
+  maxForwardsPerOwner: {
+    flag: 'max-forwards',
+    env: 'EXECWORLD_MAX_FORWARDS',
+    schema: positiveInt(100_000),
+    default: 256,
+    help: 'port forward connections one owner may have open at once, over all its WebSockets',
+  },
+  forwardGraceMs: {
+    flag: 'forward-grace-ms',
+    env: 'EXECWORLD_FORWARD_GRACE_MS',
+    schema: positiveInt(MAX_TIMER_DELAY_MS),
+    default: 30_000,
+    help: 'how long a port forward whose WebSocket broke keeps its connection in the world for the client to resume it; then it is reset',
+  },
   connectionBufferBytes: {
     flag: 'connection-buffer-bytes',
     env: 'EXECWORLD_CONNECTION_BUFFER_BYTES',

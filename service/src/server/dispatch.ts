@@ -17,7 +17,7 @@ import type { LiveGrants } from './grants.ts';
 import type { DaemonMetrics } from './metrics.ts';
 
 /** What every call reaches, the same for every transport. */
-export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'version' | 'minter' | 'maxTokenTtlMs'> {
+export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'forwards' | 'version' | 'minter' | 'maxTokenTtlMs'> {
   /** The world's files, whose view and transfer calls each call gets as its principal's. */
   readonly files: FileProvider;
   /** Where a minted token's expiry and revocation are checked, and a waiting call held until they come. */
@@ -26,16 +26,20 @@ export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads'
 
 /** The kinds of session, by the prefix of their operations' names. */
 const SESSION_OPERATIONS = /^(terminal|process|shell)\./;
+/** The operations of a port forward: a token of one port makes these, and their handlers ask permitsPort for its port. */
+const PORT_OPERATIONS = /^port\./;
 
 /**
  * Why `principal`'s token does not reach operation `spec` with `params` (validated), if it does not. A token
  * of one session makes the calls of that session (its id in the params) and the lists of its kind, which are
- * cut to it ({@link inScope}), and identity.get; a token of one port makes none.
+ * cut to it ({@link inScope}), and identity.get; a token of one port makes only the port forward's calls.
  */
 function scopeProblem(spec: BoundOperation['spec'], principal: Principal, params: unknown): ServiceError | undefined {
   const reach = reachOf(principal);
   if (reach === 'owner') return undefined;
-  if (reach === 'port') return scopeRefusal(`the token reaches one port in the world only: ${spec.name} is no call of it`);
+  if (reach === 'port') {
+    return PORT_OPERATIONS.test(spec.name) ? undefined : scopeRefusal(`the token reaches one port in the world only: ${spec.name} is no call of it`);
+  }
   if (spec.name === 'identity.get') return undefined;
   if (SESSION_OPERATIONS.test(spec.name)) {
     if (spec.name.endsWith('.list')) return undefined;
@@ -137,6 +141,7 @@ export class Dispatcher {
         uploads: this.#services.uploads,
         minter: this.#services.minter,
         maxTokenTtlMs: this.#services.maxTokenTtlMs,
+        forwards: this.#services.forwards,
         version: this.#services.version,
         signal,
         unbounded: caller.unbounded,

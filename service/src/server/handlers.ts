@@ -340,6 +340,18 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'fs.rename': (ctx, params) => ctx.transfer().rename(params.from, params.to, params, ctx.signal),
   'fs.digest': (ctx, params) => ctx.transfer().digest(params.path, params, ctx.signal),
   'upload.create': (ctx, params) => ctx.uploads.create(ctx.principal.owner, ctx.transfer(), params),
+  'port.connect': (ctx, params) => {
+    if (ctx.registry.shuttingDown) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
+    return ctx.forwards.connect(ctx.principal, params.port);
+  },
+  'port.shutdown': (ctx, params) => {
+    ctx.forwards.get(ctx.principal, params.id).shutdown(params.offset);
+    return { ok: true as const };
+  },
+  'port.close': (ctx, params) => {
+    ctx.forwards.get(ctx.principal, params.id).close(params.reset);
+    return { ok: true as const };
+  },
   'upload.get': (ctx, params) => ctx.uploads.get(ctx.principal.owner, params.id),
   'upload.complete': (ctx, params) => ctx.uploads.complete(ctx.principal.owner, params.id, params),
   'upload.delete': async (ctx, params) => {

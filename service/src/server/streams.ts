@@ -33,6 +33,8 @@ export interface ByteStream {
   /** Offset of the next byte to come: the bytes produced so far. */
   readonly end: number;
   readonly ended: boolean;
+  /** Set on a stream that ended cut off rather than closed (a port forward's connection reset in the world). */
+  readonly reset?: boolean;
   /** Up to `maxBytes` retained bytes from `from`. */
   read(from: number, maxBytes: number): StreamSlice;
   /** A reader has every byte before `offset`; a blocking stream may free room. */

@@ -113,7 +113,7 @@ export class StreamFeed {
     }
     if (stream.ended && this.#sent === stream.end && !this.#endSent) {
       this.#endSent = true;
-      this.#connection.send({ t: 'end', sub: this.id, offset: this.#sent });
+      this.#connection.send({ t: 'end', sub: this.id, offset: this.#sent, ...(stream.reset === true ? { reset: true as const } : {}) });
     }
   }
 

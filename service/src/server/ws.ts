@@ -15,7 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import type { FastifyBaseLogger as Logger } from 'fastify';
-import { ClientMessage, type Access, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
+import { ClientMessage, decodeDataFrame, WRITE_FRAME, type Access, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
 import type { z } from 'zod';
 import type { DaemonMetrics } from './metrics.ts';
 import { permitsSession, type Principal } from './auth.ts';
@@ -23,6 +23,7 @@ import type { Caller, Dispatcher } from './dispatch.ts';
 import { describeZodError, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
 import type { LiveGrants } from './grants.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
+import type { ForwardTable } from './forwards.ts';
 import { readsFreeRoom, type ByteStream } from './streams.ts';
 import { StreamFeed } from './ws-subscription.ts';
 
@@ -37,6 +38,8 @@ export const MAX_CALLS_IN_FLIGHT = 4096;
 
 export interface HubOptions {
   readonly registry: SessionRegistry;
+  /** The port forwards, whose streams the connections carry. */
+  readonly forwards: ForwardTable;
   /** Where every call goes. */
   readonly dispatcher: Dispatcher;
   readonly windowBytes: number;
@@ -59,6 +62,8 @@ export interface HubOptions {
   readonly grants?: LiveGrants | undefined;
 }
 
+/** WebSocket close code of a connection that broke without a close frame (RFC 6455 §7.4.1). */
+const CLOSE_ABNORMAL = 1006;
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
 const CLOSE_POLICY_VIOLATION = 1008;
 
@@ -120,7 +125,7 @@ class ClientLink {
       // An unsolicited pong proves nothing: a peer that never reads could send them forever.
       if (this.#pingPayload !== undefined && payload.equals(this.#pingPayload)) this.#pingPayload = undefined;
     });
-    socket.on('close', () => this.#dispose());
+    socket.on('close', (code) => this.#dispose(code));
     socket.on('error', (error) => this.#log.debug({ err: error }, 'websocket error'));
     this.#heartbeat = setInterval(() => this.#beat(), options.heartbeatMs);
   }
@@ -247,7 +252,7 @@ class ClientLink {
       return;
     }
     if (isBinary) {
-      this.send({ t: 'error', id: null, error: { code: 'INVALID_ARGUMENT', message: 'clients send text messages only' } });
+      this.#onWrite(data);
       return;
     }
     let json: unknown;
@@ -282,6 +287,22 @@ class ClientLink {
       case 'ack':
         this.#subscriptions.get(message.sub)?.ack(message.offset);
         return;
+    }
+  }
+
+  /** A write frame: bytes for a port forward's connection in the world. */
+  #onWrite(data: Buffer): void {
+    let frame: ReturnType<typeof decodeDataFrame>;
+    try {
+      frame = decodeDataFrame(data, WRITE_FRAME);
+    } catch (error) {
+      this.send({ t: 'error', id: null, error: { code: 'INVALID_ARGUMENT', message: `a binary message is a write frame: ${(error as Error).message}` } });
+      return;
+    }
+    try {
+      this.#options.forwards.get(this.principal, frame.sub).write(this, frame.offset, frame.payload as Buffer);
+    } catch (error) {
+      this.send({ t: 'error', id: null, error: toServiceError(error).body() });
     }
   }
 
@@ -330,7 +351,8 @@ class ClientLink {
       if (params.from > stream.end) throw new ServiceError('INVALID_ARGUMENT', `from ${params.from} is past the end of the stream (${stream.end})`);
       const sub = this.#nextSub++;
       const from = Math.max(params.from, stream.start);
-      const frees = readsFreeRoom(this.principal.access);
+      // A forward's stream has one reader, who opened it: its acks are what let the connection be read on.
+      const frees = params.target.kind === 'forward' || readsFreeRoom(this.principal.access);
       if (frees) stream.consumed(params.from);
       const subscription = new StreamFeed(sub, this, stream, from, params.window ?? this.#options.windowBytes, frees);
       this.#subscriptions.set(sub, subscription);
@@ -344,6 +366,12 @@ class ClientLink {
 
   #resolveStream(target: z.infer<typeof SubscribeParams>['target']): ByteStream {
     const registry = this.#options.registry;
+    if (target.kind === 'forward') {
+      if (target.stream !== 'output') throw new ServiceError('INVALID_ARGUMENT', "a forward has one stream, 'output'");
+      const forward = this.#options.forwards.get(this.principal, target.id);
+      forward.attach(this);
+      return forward.output;
+    }
     if (!permitsSession(this.principal, target.id)) throw scopeRefusal(`the token does not reach session ${target.id}`);
     if (target.kind === 'terminal') {
       if (target.stream !== 'output') throw new ServiceError('INVALID_ARGUMENT', "a terminal has one stream, 'output'");
@@ -353,7 +381,10 @@ class ClientLink {
     return registry.get(this.principal.owner, target.id, 'process').stream(target.stream);
   }
 
-  #dispose(): void {
+  /** @param code the close code: 1006 when the connection broke without a close frame. */
+  #dispose(code: number): void {
+    // A broken connection's forwards wait for the client to resume them; a closed one's end now (see forwards.ts).
+    this.#options.forwards.detach(this, code === CLOSE_ABNORMAL);
     clearInterval(this.#heartbeat);
     clearImmediate(this.#drain);
     this.#waiting.clear();

@@ -7,7 +7,6 @@
  * evidence, not waiting, not alive.
  * @module
  */
-import type { SessionCell } from '../containment/containment.ts';
 import { ProviderError } from '../errors.ts';
 
 /**
@@ -166,13 +165,19 @@ export class ProcessIndex {
   }
 }
 
+/** What a session's cell (containment's SessionCell) says of its processes: whether it holds every one, and their pids. */
+export interface CellMembers {
+  readonly complete: boolean;
+  pids(): number[];
+}
+
 /**
  * The rows a session's processes are found in: a complete cell's alone (a
  * cgroup), so reading one session costs the same however many other sessions
  * the host runs; otherwise, with no cell or one that may miss processes, the
  * whole process table.
  */
-export function sessionRows(inspector: ProcessInspector, cell: Pick<SessionCell, 'complete' | 'pids'> | undefined): ProcessRow[] {
+export function sessionRows(inspector: ProcessInspector, cell: CellMembers | undefined): ProcessRow[] {
   return cell?.complete === true ? inspector.snapshotOf(cell.pids()) : inspector.snapshot();
 }
 
