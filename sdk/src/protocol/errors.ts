@@ -121,6 +121,14 @@ export const ERROR_CATALOG = {
     description:
       'A create named an OS user (user) its owner may not run as: an owner mapped to an OS user (user= in the token file) may name only that user, and an owner that is not may name another user only when the daemon runs as root. Nothing was started.',
   },
+  PORT_FORBIDDEN: {
+    status: 403,
+    description: 'The token may not reach this port in the world: it is scoped to another port, or to a session.',
+  },
+  PORT_NOT_LISTENING: {
+    status: 502,
+    description: 'Nothing in the world listens on the port a preview asked for (the connection to 127.0.0.1 was refused), or it could not be reached.',
+  },
 } as const satisfies Record<string, { status: number; description: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;

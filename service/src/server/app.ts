@@ -26,6 +26,8 @@ import { registerRestRoutes } from './rest-routes.ts';
 import { registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
 import { registerUi } from './ui.ts';
+import { PreviewTunnels, previewToken, registerPreview } from './preview.ts';
+import { connectToPort } from './daemon-runtime.ts';
 
 export const CONNECT_PATH = '/v1/connect';
 /** Node's default headers timeout. */
@@ -47,6 +49,8 @@ declare module 'fastify' {
     access?: Access;
     /** A browser's Origin must be allowed, as for a WebSocket upgrade (/mcp). */
     checkOrigin?: boolean;
+    /** A preview route (preview.ts): its token may come in the query or its cookie, and an upgrade goes on to the app. */
+    preview?: boolean;
   }
 }
 
@@ -75,6 +79,8 @@ export interface Daemon {
   readonly hub: WebSocketHub;
   /** The bytes of JSON bodies all requests hold, against --body-budget-bytes. */
   readonly bodies: BodyBudget;
+  /** The WebSockets open through previews. */
+  readonly tunnels: PreviewTunnels;
 }
 
 /** Per-request lines at debug: a terminal's keystrokes and long polls are requests too. */
@@ -142,6 +148,7 @@ export function buildApp(options: AppOptions): Daemon {
     ownsHostProcess: options.ownsHostProcess === true,
   });
   const { registry, hub, bodies, metrics, dispatcher } = parts;
+  const tunnels = new PreviewTunnels();
 
   app.decorateRequest('principal');
   const scheme = https === null ? 'http' : 'https';
@@ -153,7 +160,8 @@ export function buildApp(options: AppOptions): Daemon {
     const token =
       bearerToken(request.headers.authorization) ??
       headerToken(request.headers[TOKEN_HEADER]) ??
-      (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
+      (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined) ??
+      (request.routeOptions.config.preview === true ? previewToken(request) : undefined);
     const principal = tokens.identify(token);
     if (principal === undefined) {
       metrics.authFailure();
@@ -191,7 +199,7 @@ export function buildApp(options: AppOptions): Daemon {
    * an unknown path stays NOT_FOUND.
    */
   const upgradeRefusal = (request: FastifyRequest): ServiceError | undefined =>
-    request.ws && !request.is404
+    request.ws && !request.is404 && request.routeOptions.config.preview !== true
       ? new ServiceError('INVALID_ARGUMENT', `${request.url.split('?')[0]} is not a WebSocket: the daemon's one WebSocket is GET ${CONNECT_PATH}`)
       : undefined;
 
@@ -223,6 +231,7 @@ export function buildApp(options: AppOptions): Daemon {
   // Upgraded sockets keep the server open: close them before the server waits for its connections.
   app.addHook('preClose', (done) => {
     hub.closeAll();
+    tunnels.closeAll();
     done();
   });
   app.addHook('onReady', () => parts.recover());
@@ -280,6 +289,7 @@ export function buildApp(options: AppOptions): Daemon {
     registerMcp(scope, { dispatcher, bodies, maxBodyBytes: config.maxBodyBytes, version, log: logger });
 
     if (config.ui === 'on') registerUi(scope);
+    registerPreview(scope, { connect: connectToPort, scheme, tunnels });
 
     scope.route({
       method: 'GET',
@@ -303,5 +313,5 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub, bodies };
+  return { app, registry, hub, bodies, tunnels };
 }

@@ -19,9 +19,13 @@ import { startSessionWatcher, type SessionWatcher } from '../provider/containmen
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { hostPlatform } from '../provider/platform/index.ts';
 import { lookupAccount } from '../provider/run-as.ts';
+import { connectToPort } from '../provider/port-connect.ts';
 import { allowedEnvironment } from './child-env.ts';
 import type { HostAccounts } from './sessions/registry.ts';
 import { defaultStateDir, defaultTokenFile, type Config } from './config.ts';
+
+/** How the preview proxy connects to a port in the world, as an owner's OS user. */
+export { connectToPort };
 
 /**
  * This host's users, for the creates that name one: the passwd database

@@ -1,0 +1,162 @@
+/**
+ * Preview URLs (/v1/ports/{port}/…): a real HTTP server started inside the
+ * world through the daemon, reached through the daemon's proxy. The app gets
+ * the request as asked of localhost:{port}, with X-Forwarded-* set and none
+ * of the daemon's credentials; a token in the query becomes a cookie scoped
+ * to the port's path; the port is checked against the token's scope; a port
+ * nothing listens on answers 502 PORT_NOT_LISTENING.
+ */
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { WebSocket } from 'ws';
+import { afterAll, beforeAll, describe, expect } from 'vitest';
+import type { Principal } from '../../service/src/server/auth.ts';
+import { ALICE, ALICE_READER, type TestDaemon } from '../helpers/daemon.ts';
+import { daemonTest } from '../helpers/daemon-test.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+const APP = join(import.meta.dirname, '../fixtures/preview-app.ts');
+/** The app runs as TypeScript through tsx's loader, named by its path: the app's cwd is not the checkout. */
+export const APP_ARGV = (port: number): string[] => [process.execPath, '--import', import.meta.resolve('tsx'), APP, String(port)];
+const SCOPED_READ = 'minted-port-scoped-read-token-0123';
+const OTHER_SCOPE = 'minted-other-port-scoped-token-0123';
+
+/** A port of 127.0.0.1 free at the moment it is asked for. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+let appPort = 0;
+let idlePort = 0;
+const scoped = (port: number, access: 'read' | 'write'): Principal => ({
+  owner: 'alice',
+  access,
+  runAs: undefined,
+  root: undefined,
+  minted: { id: `m-${port}`, expiresAt: Date.now() + 3_600_000, port },
+});
+
+const test = daemonTest(() => [{}, { principals: { [SCOPED_READ]: scoped(appPort, 'read'), [OTHER_SCOPE]: scoped(idlePort, 'write') } }]);
+
+describe('preview URLs', () => {
+  let daemon: TestDaemon;
+  let prefix: string;
+
+  beforeAll(async () => {
+    appPort = await freePort();
+    idlePort = await freePort();
+    prefix = `/v1/ports/${appPort}`;
+  });
+
+  test.beforeAll(async ({ daemon: fileDaemon }) => {
+    daemon = fileDaemon;
+    const started = await daemon.request('POST', '/v1/processes', {
+      body: { argv: APP_ARGV(appPort), cwd: tmpdir(), stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
+    });
+    expect(started.status).toBe(201);
+    await waitFor('the app to listen', async () => (await fetch(`http://127.0.0.1:${appPort}/headers`).catch(() => undefined))?.ok === true, 30_000);
+  }, 60_000);
+
+  afterAll(() => undefined);
+
+  test('the app gets the request as asked of localhost:{port}, with X-Forwarded-* and none of the daemon credentials', async () => {
+    const response = await fetch(`${daemon.url}${prefix}/headers?keep=1&token=${ALICE}&also=2`, {
+      headers: { authorization: `Bearer ${ALICE}`, 'x-execworld-token': ALICE, cookie: `app=1; execworld_preview=${ALICE}; other=2` },
+    });
+    expect(response.status).toBe(200);
+    const seen = (await response.json()) as { url: string; headers: Record<string, string> };
+    expect(seen.url).toBe('/headers?keep=1&also=2');
+    expect(seen.headers.authorization).toBeUndefined();
+    expect(seen.headers['x-execworld-token']).toBeUndefined();
+    expect(seen.headers.cookie).toBe('app=1; other=2');
+    expect(JSON.stringify(seen.headers)).not.toContain(ALICE);
+    expect(seen.headers.host).toBe(`localhost:${appPort}`);
+    expect(seen.headers['x-forwarded-host']).toBe(new URL(daemon.url).host);
+    expect(seen.headers['x-forwarded-proto']).toBe('http');
+    expect(seen.headers['x-forwarded-prefix']).toBe(prefix);
+    expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1');
+  });
+
+  test('a token in the query becomes a cookie of the port path, and the redirect drops it from the URL', async () => {
+    const first = await fetch(`${daemon.url}${prefix}/headers?token=${encodeURIComponent(ALICE)}&x=1`, { redirect: 'manual' });
+    expect(first.status).toBe(303);
+    expect(first.headers.get('location')).toBe(`${prefix}/headers?x=1`);
+    const cookie = first.headers.get('set-cookie') ?? '';
+    expect(cookie).toContain(`execworld_preview=${ALICE}`);
+    expect(cookie).toContain(`Path=${prefix}`);
+    expect(cookie).toContain('HttpOnly');
+    expect(cookie).toContain('SameSite=Lax');
+    const next = await fetch(`${daemon.url}${prefix}/headers?x=1`, { headers: { cookie: cookie.split(';')[0]! } });
+    expect(next.status).toBe(200);
+    expect(((await next.json()) as { headers: Record<string, string> }).headers.cookie).toBeUndefined();
+    // The port alone is sent to its path with a /, so that the page's relative URLs resolve under the prefix.
+    const bare = await fetch(`${daemon.url}${prefix}`, { redirect: 'manual', headers: { authorization: `Bearer ${ALICE}` } });
+    expect(bare.status).toBe(303);
+    expect(bare.headers.get('location')).toBe(`${prefix}/`);
+  });
+
+  test('no token is 401, a read token 403 READ_ONLY, a token scoped to another port 403 PORT_FORBIDDEN; one scoped to it passes', async () => {
+    const none = await daemon.request('GET', `${prefix}/headers`, { token: null });
+    expect(none.status).toBe(401);
+    expect(none.body.error.code).toBe('UNAUTHORIZED');
+    const reader = await daemon.request('GET', `${prefix}/headers`, { token: ALICE_READER });
+    expect(reader.status).toBe(403);
+    expect(reader.body.error.code).toBe('READ_ONLY');
+    const other = await daemon.request('GET', `${prefix}/headers`, { token: OTHER_SCOPE });
+    expect(other.status).toBe(403);
+    expect(other.body.error.code).toBe('PORT_FORBIDDEN');
+    const own = await daemon.request('GET', `${prefix}/headers`, { token: SCOPED_READ });
+    expect(own.status).toBe(200);
+    // A port-scoped token reaches nothing else of the daemon.
+    const sessions = await daemon.request('POST', '/v1/processes', { token: SCOPED_READ, body: { argv: ['/bin/true'] } });
+    expect(sessions.status).toBe(403);
+  });
+
+  test('a port nothing listens on is 502 PORT_NOT_LISTENING; a port out of range is 400', async () => {
+    const idle = await daemon.request('GET', `/v1/ports/${idlePort}/`);
+    expect(idle.status).toBe(502);
+    expect(idle.body.error.code).toBe('PORT_NOT_LISTENING');
+    expect(idle.body.error.message).toContain(String(idlePort));
+    for (const port of ['0', '65536', 'abc', '080']) {
+      const bad = await daemon.request('GET', `/v1/ports/${port}/`);
+      expect(bad.status, port).toBe(400);
+      expect(bad.body.error.code).toBe('INVALID_ARGUMENT');
+    }
+  });
+
+  test('a body streams to the app whatever its type, larger than the JSON body limit', async () => {
+    const bytes = 24 * 1024 * 1024;
+    const response = await fetch(`${daemon.url}${prefix}/upload`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ALICE}`, 'content-type': 'application/octet-stream' },
+      body: Buffer.alloc(bytes, 7),
+    });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ bytes });
+  });
+
+  test('a WebSocket reaches the app, without the daemon cookie, and ending its tunnel closes it', async () => {
+    const url = `${daemon.url.replace(/^http/, 'ws')}${prefix}/echo`;
+    const socket = new WebSocket(url, { headers: { cookie: `execworld_preview=${encodeURIComponent(ALICE)}; app=3` } });
+    const messages: string[] = [];
+    socket.on('message', (data: Buffer) => messages.push(data.toString()));
+    await new Promise<void>((resolve, reject) => socket.once('open', () => resolve()).once('error', reject));
+    socket.send('hello');
+    await waitFor('the echo', () => messages.length > 0);
+    expect(messages[0]).toBe('hello cookie=app=3');
+    const { tunnels } = daemon.daemon;
+    expect(tunnels.size).toBe(1);
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    tunnels.closeAll();
+    await closed;
+    expect(tunnels.size).toBe(0);
+    const refused = new WebSocket(url);
+    const status = await new Promise<number>((resolve) => refused.once('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0)));
+    expect(status).toBe(401);
+  });
+});
