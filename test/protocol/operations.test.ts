@@ -79,6 +79,7 @@ describe('the operation table', () => {
         'fs.listDir',
         'fs.digest',
         'upload.get',
+        'ports.list',
       ].sort(),
     );
     for (const spec of OPERATION_LIST) {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import type { Principal } from '../../service/src/server/auth.ts';
-import { ALICE, ALICE_READER, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -33,6 +33,8 @@ export async function freePort(): Promise<number> {
 
 let appPort = 0;
 let idlePort = 0;
+let appProcess = '';
+let appPid = 0;
 const scoped = (port: number, access: 'read' | 'write'): Principal => ({
   owner: 'alice',
   access,
@@ -59,6 +61,8 @@ describe('preview URLs', () => {
       body: { argv: APP_ARGV(appPort), cwd: tmpdir(), stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
     });
     expect(started.status).toBe(201);
+    appProcess = started.body.id;
+    appPid = started.body.pid;
     await waitFor('the app to listen', async () => (await fetch(`http://127.0.0.1:${appPort}/headers`).catch(() => undefined))?.ok === true, 30_000);
   }, 60_000);
 
@@ -158,5 +162,15 @@ describe('preview URLs', () => {
     const refused = new WebSocket(url);
     const status = await new Promise<number>((resolve) => refused.once('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0)));
     expect(status).toBe(401);
+  });
+
+  test.runIf(process.platform === 'linux')('discovery lists the port the app listens on, its pid and its session; another owner sees none', async () => {
+    const listed = await daemon.request('GET', '/v1/ports', { token: ALICE_READER });
+    expect(listed.status).toBe(200);
+    expect(listed.body.supported).toBe(true);
+    expect(listed.body.ports).toContainEqual({ port: appPort, address: '127.0.0.1', pid: appPid, session: appProcess, kind: 'process' });
+    expect(listed.body.ports.filter((entry: { port: number }) => entry.port === idlePort)).toEqual([]);
+    const bob = await daemon.request('GET', '/v1/ports', { token: BOB });
+    expect(bob.body).toEqual({ supported: true, ports: [] });
   });
 });

@@ -23,9 +23,11 @@ import type {
 import type { ArchiveResult, FileDigest, FsInfo, FsProvider, FsTarget, PackedArchive } from '@execworld/sdk/fs';
 import type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 import type { RunAs } from './run-as.ts';
+import type { ListeningSocket } from './inspect/listening.ts';
 
 export type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 export type { RunAs } from './run-as.ts';
+export type { ListeningSocket } from './inspect/listening.ts';
 export { CleanupError, ProviderError, type ProviderErrorCode } from './errors.ts';
 
 /** What the provider can do on its host, as `/v1/health` reports it. */
@@ -91,6 +93,8 @@ export interface ProviderProcess extends SubprocessHandle {
   readonly treeExited: boolean;
   /** What the tree used (its cell's counters); undefined where its cell keeps none. */
   usage?(): SessionUsage | undefined;
+  /** The pids of the tree's live processes now; undefined where they cannot be told. */
+  members?(): number[] | undefined;
   /** The live view of a collected stream; undefined unless it was spawned in collect mode. */
   collector(stream: 'stdout' | 'stderr'): CollectedStreamView | undefined;
   /**
@@ -108,6 +112,8 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
   resize(cols: number, rows: number): void;
   /** What the terminal's session used; undefined where its cell keeps none. */
   usage?(): SessionUsage | undefined;
+  /** The pids of the terminal's session's live processes now; undefined where they cannot be told. */
+  members?(): number[] | undefined;
   /** Starts measuring one run in the terminal (a persistent shell's command). */
   usageMeter?(): UsageMeter | undefined;
 }
@@ -124,6 +130,8 @@ export interface ExecutionProvider {
   spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions?: TerminalExtensions): Promise<ProviderTerminal>;
   /** Which session limits this provider enforces, and why not the others. */
   limitSupport?(): LimitSupport;
+  /** The TCP sockets the processes `pids` listen on; undefined where this host cannot tell. */
+  listeningSockets?(pids: readonly number[]): ListeningSocket[] | undefined;
   /** Terminates everything still running and waits until it is gone; later spawns fail. */
   dispose(): Promise<void>;
 }
