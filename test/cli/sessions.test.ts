@@ -67,11 +67,28 @@ describe('execworld ps', () => {
     const result = await runCli(['ps'], { env });
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split('\n')).toEqual([
-      expect.stringMatching(row('ID', 'PID', 'STATUS', 'EXIT', 'ARGV')),
-      expect.stringMatching(row(terminal.id, String(terminal.pid), 'running', '-', '/bin/bash --noprofile --norc -i')),
-      expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', "sh -c 'exit 4'")),
-      expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', 'sleep 300')),
+      expect.stringMatching(row('ID', 'PID', 'STATUS', 'EXIT', 'PORTS', 'ARGV')),
+      expect.stringMatching(row(terminal.id, String(terminal.pid), 'running', '-', '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', '-', "sh -c 'exit 4'")),
+      expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', '-', 'sleep 300')),
     ]);
+  });
+
+  test.runIf(process.platform === 'linux')('lists the TCP ports a process listens on', async () => {
+    const script = "require('http').createServer().listen(0, '127.0.0.1', function () { console.log(this.address().port) })";
+    const server = await createProcess([process.execPath, '-e', script]);
+    let port = '';
+    await waitFor('the server to print its port', async () => {
+      const read = await daemon.request('GET', `/v1/processes/${server.id}/output/stdout?from=0`);
+      port = Buffer.from(String(read.body.data ?? ''), 'base64')
+        .toString('utf8')
+        .trim();
+      return /^\d+$/.test(port);
+    });
+    await waitFor('ps to list the port', async () => (await runCli(['ps'], { env })).stdout.includes(` ${port} `));
+    const result = await runCli(['ps'], { env });
+    const line = result.stdout.split('\n').find((each) => each.startsWith(`${server.id} `)) ?? '';
+    expect(line.split(/ +/).slice(0, 5)).toEqual([server.id, String(server.pid), 'running', '-', port]);
   });
 });
 
@@ -92,9 +109,9 @@ describe('kept shells', () => {
     const result = await runCli(['ps'], { env });
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split('\n')).toEqual([
-      expect.stringMatching(row('ID', 'PID', 'STATUS', 'EXIT', 'ARGV')),
-      expect.stringMatching(row(idle.id, String(pid), 'idle', '-', '/bin/bash --noprofile --norc -i')),
-      expect.stringMatching(new RegExp(`^${open} +\\d+ +open +- +/bin/bash --noprofile --norc -i$`)),
+      expect.stringMatching(row('ID', 'PID', 'STATUS', 'EXIT', 'PORTS', 'ARGV')),
+      expect.stringMatching(row(idle.id, String(pid), 'idle', '-', '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(new RegExp(`^${open} +\\d+ +open +- +- +/bin/bash --noprofile --norc -i$`)),
     ]);
   });
 

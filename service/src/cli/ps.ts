@@ -13,7 +13,9 @@ const HELP = `Usage: execworld ps [options]
 Lists the terminals (ids t_…), processes (ids p_…) and shells (ids s_…, kept
 by 'execworld run --keep') the daemon runs or still remembers for this token's
 owner, oldest first: ID, PID, STATUS, EXIT (the exit code, or the signal that
-ended it; - while running) and the program's argv. A terminal's or process's
+ended it; - while running), PORTS (the TCP ports its processes listen on, each
+reached at /v1/ports/<port>/ of the daemon; - for none, or where the daemon
+cannot tell) and the program's argv. A terminal's or process's
 STATUS is running, exited, or failed (the spawn was refused); a shell's is
 idle (ready for 'execworld run --shell <id>'), running (a command runs), open
 (its command waits for input or went idle: 'execworld send' answers it,
@@ -33,6 +35,8 @@ interface Row {
   readonly exit: { exitCode: number | null; signal: string | null } | null;
   readonly argv: readonly string[];
   readonly createdAt: string;
+  /** The TCP ports the session's processes listen on. */
+  readonly ports?: readonly number[];
 }
 
 /** The EXIT column: the code, or the signal that ended the program. */
@@ -44,8 +48,15 @@ function exitColumn(exit: Row['exit']): string {
 /** Rows as columns padded to their widest cell; the last column (argv) is not padded. */
 export function formatTable(rows: readonly Row[]): string {
   const cells = [
-    ['ID', 'PID', 'STATUS', 'EXIT', 'ARGV'],
-    ...rows.map((row) => [row.id, row.pid === null ? '-' : String(row.pid), row.status, exitColumn(row.exit), shellQuote(row.argv)]),
+    ['ID', 'PID', 'STATUS', 'EXIT', 'PORTS', 'ARGV'],
+    ...rows.map((row) => [
+      row.id,
+      row.pid === null ? '-' : String(row.pid),
+      row.status,
+      exitColumn(row.exit),
+      row.ports === undefined || row.ports.length === 0 ? '-' : row.ports.join(','),
+      shellQuote(row.argv),
+    ]),
   ];
   const widths = cells[0]!.map((_cell, column) => Math.max(...cells.map((line) => line[column]!.length)));
   return cells.map((line) => line.map((cell, column) => (column === line.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ')).join('\n') + '\n';
@@ -55,16 +66,30 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   expectPositionals(positionals, []);
   const runtime = await openRuntime(values);
   try {
-    const [terminals, processes, { shells }] = await Promise.all([runtime.listTerminals(), runtime.listProcesses(), runtime.call('shell.list', {})]);
+    const [terminals, processes, { shells }, listening] = await Promise.all([
+      runtime.listTerminals(),
+      runtime.listProcesses(),
+      runtime.call('shell.list', {}),
+      // A daemon without discovery leaves the column empty.
+      runtime.call('ports.list', {}).catch(() => ({ supported: false, ports: [] })),
+    ]);
+    const ports = (session: string | null): number[] => [...new Set(listening.ports.filter((entry) => entry.session === session).map((entry) => entry.port))];
     // A shell stands for its terminal: one row, the shell's id and state with the terminal's pid and argv.
     const shellTerminals = new Set(shells.flatMap((shell) => (shell.terminalId === null ? [] : [shell.terminalId])));
     const shellRows = shells.map((shell): Row => {
       const terminal = terminals.find((each) => each.id === shell.terminalId);
-      return { id: shell.id, pid: terminal?.pid ?? null, status: shell.state, exit: null, argv: terminal?.argv ?? [shell.dialect], createdAt: shell.createdAt };
+      return {
+        id: shell.id,
+        pid: terminal?.pid ?? null,
+        status: shell.state,
+        exit: null,
+        argv: terminal?.argv ?? [shell.dialect],
+        createdAt: shell.createdAt,
+        ports: ports(shell.terminalId),
+      };
     });
-    const rows: Row[] = [...terminals.filter((terminal) => !shellTerminals.has(terminal.id)), ...processes, ...shellRows].sort((a, b) =>
-      a.createdAt.localeCompare(b.createdAt),
-    );
+    const sessions = [...terminals.filter((terminal) => !shellTerminals.has(terminal.id)), ...processes].map((row) => ({ ...row, ports: ports(row.id) }));
+    const rows: Row[] = [...sessions, ...shellRows].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
     process.stdout.write(formatTable(rows));
     return 0;
   } finally {
