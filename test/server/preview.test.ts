@@ -6,30 +6,16 @@
  * to the port's path; the port is checked against the token's scope; a port
  * nothing listens on answers 502 PORT_NOT_LISTENING.
  */
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { WebSocket } from 'ws';
-import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { beforeAll, describe, expect } from 'vitest';
 import type { Principal } from '../../service/src/server/auth.ts';
 import { ALICE, ALICE_READER, BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
+import { freePort, startPreviewApp } from '../helpers/preview-app.ts';
 import { waitFor } from '../helpers/wait.ts';
 
-const APP = join(import.meta.dirname, '../fixtures/preview-app.ts');
-/** The app runs as TypeScript through tsx's loader, named by its path: the app's cwd is not the checkout. */
-export const APP_ARGV = (port: number): string[] => [process.execPath, '--import', import.meta.resolve('tsx'), APP, String(port)];
 const SCOPED_READ = 'minted-port-scoped-read-token-0123';
 const OTHER_SCOPE = 'minted-other-port-scoped-token-0123';
-
-/** A port of 127.0.0.1 free at the moment it is asked for. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 let appPort = 0;
 let idlePort = 0;
@@ -57,16 +43,10 @@ describe('preview URLs', () => {
 
   test.beforeAll(async ({ daemon: fileDaemon }) => {
     daemon = fileDaemon;
-    const started = await daemon.request('POST', '/v1/processes', {
-      body: { argv: APP_ARGV(appPort), cwd: tmpdir(), stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 },
-    });
-    expect(started.status).toBe(201);
-    appProcess = started.body.id;
-    appPid = started.body.pid;
-    await waitFor('the app to listen', async () => (await fetch(`http://127.0.0.1:${appPort}/headers`).catch(() => undefined))?.ok === true, 30_000);
+    const started = await startPreviewApp(daemon, appPort, 30_000);
+    appProcess = started.id;
+    appPid = started.pid;
   }, 60_000);
-
-  afterAll(() => undefined);
 
   test('the app gets the request as asked of localhost:{port}, with X-Forwarded-* and none of the daemon credentials', async () => {
     const response = await fetch(`${daemon.url}${prefix}/headers?keep=1&token=${ALICE}&also=2`, {
