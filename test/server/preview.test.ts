@@ -113,6 +113,16 @@ describe('preview URLs', () => {
     }
   });
 
+  test("the app's answer streams: the first chunk of a body that never ends arrives", async () => {
+    const aborted = new AbortController();
+    const response = await fetch(`${daemon.url}${prefix}/stream`, { headers: { authorization: `Bearer ${ALICE}` }, signal: aborted.signal });
+    expect(response.status).toBe(200);
+    const reader = response.body!.getReader();
+    const { value } = await reader.read();
+    expect(Buffer.from(value ?? []).toString()).toBe('first chunk\n');
+    aborted.abort();
+  });
+
   test('a body streams to the app whatever its type, larger than the JSON body limit', async () => {
     const bytes = 24 * 1024 * 1024;
     const response = await fetch(`${daemon.url}${prefix}/upload`, {
@@ -139,9 +149,13 @@ describe('preview URLs', () => {
     tunnels.closeAll();
     await closed;
     expect(tunnels.size).toBe(0);
-    const refused = new WebSocket(url);
-    const status = await new Promise<number>((resolve) => refused.once('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0)));
-    expect(status).toBe(401);
+    const refusal = (headers: Record<string, string>): Promise<number> => {
+      const refused = new WebSocket(url, { headers });
+      return new Promise<number>((resolve) => refused.once('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0)));
+    };
+    expect(await refusal({})).toBe(401);
+    expect(await refusal({ authorization: `Bearer ${ALICE_READER}` })).toBe(403);
+    expect(await refusal({ authorization: `Bearer ${OTHER_SCOPE}` })).toBe(403);
   });
 
   test.runIf(process.platform === 'linux')('discovery lists the port the app listens on, its pid and its session; another owner sees none', async () => {
