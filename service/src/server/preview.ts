@@ -315,16 +315,15 @@ export function registerPreview(scope: FastifyInstance, options: PreviewOptions)
     );
   };
 
-  const proxy = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+  const proxy = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const url = previewUrl(request.raw.url ?? '');
     // The app's page must be asked for under a path ending in /, so that its relative URLs resolve under the prefix.
     // A token in the query moves to the cookie: the redirect takes it out of the address bar before the app is asked.
     const navigation = request.method === 'GET' || request.method === 'HEAD';
     if (navigation && (url.bare || url.token !== undefined)) {
-      const token = previewToken(request);
-      if (url.token !== undefined && token !== undefined) void reply.header('set-cookie', previewCookie(token, url.prefix, scheme));
+      if (url.token !== undefined) void reply.header('set-cookie', previewCookie(url.token, url.prefix, scheme));
       void reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
-      return reply.redirect(`${url.prefix}${url.path}${url.query}`, 303) as unknown as undefined;
+      return reply.redirect(`${url.prefix}${url.path}${url.query}`, 303);
     }
     // Streamed: timed by its pauses, not its length, as an upload is.
     bodyIsStreamed(request.raw);
