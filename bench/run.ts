@@ -7,7 +7,7 @@
  *   npm run bench -- --rounds 5 --only echo,bulk --peers remote,ws-relay --quick
  *
  * Workloads (--only): prompt, inspect, echo, bulk, screen, tail, control, close, dsh, dsh-bulk, fs, transfer,
- * budgets, resume, stall, isolation, idle, scale (`--sizes 10,100,1000`).
+ * budgets, resume, stall, isolation, idle, scale (`--sizes 10,100,1000`; terminals, then processes).
  *
  * Peers: local (LocalRuntime in process), dsh-local (@deepseek-ai/dsh-subprocess-local),
  * node-pty (raw), ws-relay (minimal relay), remote (the SDK over one connection
@@ -27,7 +27,7 @@ import { dshEcho } from './lib/dsh-workload.ts';
 import { dshToolFigures, engineFigures, pwshFigures, type ShellFigures } from './lib/shell.ts';
 import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
 import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } from './lib/remote-peers.ts';
-import { scale, TERMINATE_IN_FLIGHT, type ScaleFigures } from './lib/scale-workloads.ts';
+import { scale, TERMINATE_IN_FLIGHT, type ScaleFigures, type ScaleKind } from './lib/scale-workloads.ts';
 import { SCREEN_MODES, screenPeers, snapshotLatency } from './lib/screen-workloads.ts';
 import { ssh2ColdPeer, ssh2Peer, startSshd } from './lib/ssh-peer.ts';
 import { fmt, median, percentile, printTable, RoundTable, spread } from './lib/stats.ts';
@@ -670,35 +670,45 @@ if (enabled('idle')) {
 }
 
 if (enabled('scale')) {
-  // A fresh daemon per size: creates of idle terminals over REST one after another, then all ended at once.
+  // A fresh daemon per size and kind: creates of idle sessions over REST one after another, then all ended at once.
   const figures: ScaleFigures[] = [];
-  for (const size of (args.sizes ?? '').split(',').map(Number)) figures.push(await scale(size));
-  const base = figures[0]!;
-  printTable(
-    `scale: idle sh terminals on one daemon, created one after another over REST, then all ended at once (${String(TERMINATE_IN_FLIGHT)} DELETEs in flight)`,
-    [
-      'sessions',
-      'create p50 (ms)',
-      'create p99 (ms)',
-      'last tenth p50 (ms)',
-      `p50 vs ${String(base.sessions)}`,
-      'terminate all (ms)',
-      'RSS per session (KiB)',
-      'health p99 (ms)',
-    ],
-    figures.map((row) => [
-      String(row.sessions),
-      fmt(row.createP50Ms),
-      fmt(row.createP99Ms),
-      fmt(row.lastTenthP50Ms),
-      `${fmt(row.createP50Ms / base.createP50Ms, 2)}×`,
-      fmt(row.terminateAllMs, 0),
-      fmt(row.rssPerSessionKiB, 0),
-      fmt(row.healthP99Ms),
-    ]),
-  );
-  for (const row of figures)
-    if (row.healthFailures.length > 0) console.log(`health failures at ${String(row.sessions)} sessions: ${row.healthFailures.join('; ')}`);
+  for (const kind of ['terminal', 'process'] as const satisfies readonly ScaleKind[]) {
+    const rows: ScaleFigures[] = [];
+    for (const size of (args.sizes ?? '').split(',').map(Number)) rows.push(await scale(size, { kind }));
+    const base = rows[0]!;
+    printTable(
+      `scale: idle ${kind === 'terminal' ? 'sh terminals' : 'sleep processes'} on one daemon, created one after another over REST, then all ended at once (${String(TERMINATE_IN_FLIGHT)} DELETEs in flight)`,
+      [
+        'sessions',
+        'create p50 (ms)',
+        'create p99 (ms)',
+        'last tenth p50 (ms)',
+        `p50 vs ${String(base.sessions)}`,
+        'terminate all (ms)',
+        'RSS per session (KiB)',
+        'health p50 (ms)',
+        'health p99 (ms)',
+        'health p50 creating (ms)',
+        'health p99 creating (ms)',
+      ],
+      rows.map((row) => [
+        String(row.sessions),
+        fmt(row.createP50Ms),
+        fmt(row.createP99Ms),
+        fmt(row.lastTenthP50Ms),
+        `${fmt(row.createP50Ms / base.createP50Ms, 2)}×`,
+        fmt(row.terminateAllMs, 0),
+        fmt(row.rssPerSessionKiB, 0),
+        fmt(row.healthP50Ms),
+        fmt(row.healthP99Ms),
+        fmt(row.healthCreatingP50Ms),
+        fmt(row.healthCreatingP99Ms),
+      ]),
+    );
+    for (const row of rows)
+      if (row.healthFailures.length > 0) console.log(`health failures at ${String(row.sessions)} ${kind} sessions: ${row.healthFailures.join('; ')}`);
+    figures.push(...rows);
+  }
   results.scale = figures;
 }
 

@@ -1,15 +1,26 @@
 /**
- * The scale workload: one fresh daemon per size, `count` idle `sh` terminals
- * created one after another over REST, the daemon's health answered the whole
- * time, then every terminal ended at once. A create should cost the same with
- * 10 or 1,000 sessions, and ending them all should be parallel work.
+ * The scale workload: one fresh daemon per size, `count` idle sessions (`sh`
+ * terminals, or `sleep` processes) created one after another over REST, the
+ * daemon's health answered the whole time, then every session ended at once.
+ * A create should cost the same with 10 or 1,000 sessions, and ending them
+ * all should be parallel work.
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startDaemonProcess } from './daemon.ts';
 import { percentile } from './stats.ts';
 
+/** What the sessions are: idle `sh` terminals, or `sleep` processes (each its own process group and cell). */
+export type ScaleKind = 'terminal' | 'process';
+
+export interface ScaleOptions {
+  readonly kind?: ScaleKind;
+  /** Node's arguments for the daemon (a profiler, a preload). */
+  readonly nodeArgs?: string[];
+}
+
 export interface ScaleFigures {
+  readonly kind: ScaleKind;
   readonly sessions: number;
   /** One create's round trip, ms, over all `sessions` creates. */
   readonly createP50Ms: number;
@@ -21,7 +32,11 @@ export interface ScaleFigures {
   /** Daemon RSS growth per idle session, KiB. */
   readonly rssPerSessionKiB: number;
   /** GET /v1/health round trips while the sessions were made and ended. */
+  readonly healthP50Ms: number;
   readonly healthP99Ms: number;
+  /** The same, while the sessions were made. */
+  readonly healthCreatingP50Ms: number;
+  readonly healthCreatingP99Ms: number;
   readonly healthSamples: number;
   /** Health requests that failed, and how. */
   readonly healthFailures: readonly string[];
@@ -32,8 +47,15 @@ export const TERMINATE_IN_FLIGHT = 64;
 /** Health is asked every `HEALTH_EVERY_MS` from the first create to the last terminate. */
 const HEALTH_EVERY_MS = 25;
 
-export async function scale(count: number): Promise<ScaleFigures> {
-  const daemon = await startDaemonProcess(['--max-sessions', String(Math.max(count, 256))]);
+const CREATES: Record<ScaleKind, { path: string; body: unknown }> = {
+  terminal: { path: '/v1/terminals', body: { argv: ['/bin/sh'], cwd: '/tmp', env: { PATH: '/usr/bin:/bin', PS1: '$ ' }, rows: 24, cols: 80 } },
+  process: { path: '/v1/processes', body: { argv: ['/bin/sleep', '3600'], cwd: '/tmp', stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' } } },
+};
+
+export async function scale(count: number, options: ScaleOptions = {}): Promise<ScaleFigures> {
+  const kind = options.kind ?? 'terminal';
+  const create = CREATES[kind];
+  const daemon = await startDaemonProcess(['--max-sessions', String(Math.max(count, 256))], options.nodeArgs);
   const headers = { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' };
   const call = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
     const response = await fetch(`${daemon.url}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
@@ -65,12 +87,13 @@ export async function scale(count: number): Promise<ScaleFigures> {
     const ids: string[] = [];
     for (let index = 0; index < count; index += 1) {
       const started = performance.now();
-      const answer = await call('POST', '/v1/terminals', { argv: ['/bin/sh'], cwd: '/tmp', env: { PATH: '/usr/bin:/bin', PS1: '$ ' }, rows: 24, cols: 80 });
+      const answer = await call('POST', create.path, create.body);
       creates.push(performance.now() - started);
       if (answer.status !== 201 && answer.status !== 200)
         throw new Error(`create ${String(index)} answered ${String(answer.status)}: ${JSON.stringify(answer.json)}`);
       ids.push(answer.json.id as string);
     }
+    const healthCreating = [...health];
     await sleep(500);
     const rss = daemon.rssKiB();
     const started = performance.now();
@@ -80,7 +103,7 @@ export async function scale(count: number): Promise<ScaleFigures> {
     const queue = [...ids];
     await Promise.all(
       Array.from({ length: Math.min(TERMINATE_IN_FLIGHT, ids.length) }, async () => {
-        for (let id = queue.shift(); id !== undefined; id = queue.shift()) ended.push(await call('DELETE', `/v1/terminals/${id}`));
+        for (let id = queue.shift(); id !== undefined; id = queue.shift()) ended.push(await call('DELETE', `${create.path}/${id}`));
       }),
     );
     const terminateAllMs = performance.now() - started;
@@ -89,13 +112,17 @@ export async function scale(count: number): Promise<ScaleFigures> {
     sampling = false;
     await sampler;
     return {
+      kind,
       sessions: count,
       createP50Ms: percentile(creates, 50),
       createP99Ms: percentile(creates, 99),
       lastTenthP50Ms: percentile(creates.slice(Math.floor(count * 0.9)), 50),
       terminateAllMs,
       rssPerSessionKiB: (rss - baseline) / count,
+      healthP50Ms: percentile(health, 50),
       healthP99Ms: percentile(health, 99),
+      healthCreatingP50Ms: percentile(healthCreating, 50),
+      healthCreatingP99Ms: percentile(healthCreating, 99),
       healthSamples: health.length,
       healthFailures,
     };

@@ -151,7 +151,7 @@ export const REMOTE_ERROR_CLASSES: Record<ErrorCode, RemoteErrorClass> = {
   UPLOAD_OFFSET_MISMATCH: StateError,
   READ_ONLY: AuthError,
   USER_NOT_ALLOWED: AuthError,
-  PORT_FORBIDDEN: AuthError,
+  TOKEN_SCOPE: AuthError,
   PORT_NOT_LISTENING: DaemonError,
 };
 

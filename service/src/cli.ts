@@ -37,6 +37,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'interrupt', summary: 'interrupt (SIGINT) the command a kept shell runs', load: async () => (await import('./cli/interrupt.ts')).command },
   { name: 'mcp', summary: "serve the daemon's MCP tools on stdin and stdout (for an MCP client)", load: async () => (await import('./cli/mcp.ts')).command },
   { name: 'cp', summary: "copy a file or (-r) a directory to or from the daemon's world", load: async () => (await import('./cli/cp.ts')).command },
+  { name: 'token', summary: 'mint (create) or revoke a token of the daemon on this machine', load: async () => (await import('./cli/token.ts')).command },
   {
     name: 'token-file',
     summary: 'print the path of the token file a local daemon uses by default',
@@ -51,7 +52,7 @@ function usage(): string {
 Commands:
 ${COMMANDS.map((entry) => `  ${entry.name.padEnd(width)} ${entry.summary}`).join('\n')}
 
-The commands but serve and token-file talk to a daemon, named by these options
+The commands but serve, token and token-file talk to a daemon, named by these options
 (before the command or among its own):
 ${optionLines(CLIENT_OPTIONS)}
 

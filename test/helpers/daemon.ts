@@ -3,7 +3,7 @@ import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL, type ServerMessage } from '@execworld/sdk/protocol';
 import type { ExecutionProvider } from '../../service/src/provider/api.ts';
 import { buildApp, type Daemon } from '../../service/src/server/app.ts';
-import { TokenTable, type Principal, type TokenEntry } from '../../service/src/server/auth.ts';
+import { TokenTable, type TokenEntry } from '../../service/src/server/auth.ts';
 import { DEFAULT_CONFIG, type Config } from '../../service/src/server/config.ts';
 
 export const ALICE = 'alice-token-0123456789abcdef';
@@ -29,28 +29,14 @@ export interface InProcessDaemonOptions {
   readonly runtime?: ExecutionProvider;
   /** Owners beside alice and bob. */
   readonly owners?: readonly TokenEntry[];
-  /** Tokens that stand for these principals, as minted ones would (a scope the token file cannot give). */
-  readonly principals?: Readonly<Record<string, Principal>>;
-}
-
-/** A token table that also knows tokens standing for given principals. */
-class WithPrincipals extends TokenTable {
-  readonly #principals: Readonly<Record<string, Principal>>;
-  constructor(entries: readonly TokenEntry[], principals: Readonly<Record<string, Principal>>) {
-    super(entries, 'test');
-    this.#principals = principals;
-  }
-  override identify(token: string | undefined): Principal | undefined {
-    return super.identify(token) ?? (token === undefined || !Object.hasOwn(this.#principals, token) ? undefined : this.#principals[token]);
-  }
 }
 
 /** A daemon built with buildApp in this process, listening on a free port of 127.0.0.1; tests get one through daemon-test.ts's fixtures. */
 export async function startInProcessDaemon(overrides: Partial<Config> = {}, options: InProcessDaemonOptions = {}): Promise<TestDaemon> {
   const config = { ...DEFAULT_CONFIG, host: '127.0.0.1', port: 0, logLevel: 'silent', ...overrides } as Config;
-  const tokens = new WithPrincipals(
+  const tokens = new TokenTable(
     [{ owner: 'alice', token: ALICE }, { owner: 'alice', token: ALICE_READER, access: 'read' }, { owner: 'bob', token: BOB }, ...(options.owners ?? [])],
-    options.principals ?? {},
+    'test',
   );
   const daemon = buildApp({ config, tokens, logger: pino({ level: 'silent' }), ...(options.runtime === undefined ? {} : { runtime: options.runtime }) });
   const address = await daemon.app.listen({ host: '127.0.0.1', port: 0 });

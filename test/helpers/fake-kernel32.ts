@@ -6,7 +6,18 @@
  * with switches for what goes wrong (invalid handles, failed calls).
  */
 import { LocalRuntime } from '../../service/src/provider/local-runtime.ts';
-import { WAIT_OBJECT_0, WAIT_TIMEOUT, type Handle, type Kernel32, type ProcessEntry } from '../../service/src/provider/win32/kernel32.ts';
+import {
+  JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+  WAIT_OBJECT_0,
+  WAIT_TIMEOUT,
+  type Handle,
+  type JobAccounting,
+  type JobCpuRate,
+  type JobLimits,
+  type JobMessage,
+  type Kernel32,
+  type ProcessEntry,
+} from '../../service/src/provider/win32/kernel32.ts';
 
 export interface FakeProcess {
   pid: number;
@@ -19,15 +30,36 @@ export interface FakeProcess {
 }
 
 interface OpenHandle {
-  kind: 'process' | 'job';
+  kind: 'process' | 'job' | 'port';
   process?: FakeProcess;
   job?: number;
+  port?: JobMessage[];
 }
+
+/** A fake job: what was set on it, what its processes used (100 ns units, bytes), and where its messages go. */
+export interface FakeJob {
+  killOnClose: boolean;
+  closed: boolean;
+  limits: Omit<JobLimits, 'peakJobMemoryUsed'> | undefined;
+  cpuRate: JobCpuRate | undefined;
+  userTime: bigint;
+  kernelTime: bigint;
+  peakMemory: bigint;
+  port: { queue: JobMessage[]; key: number } | undefined;
+}
+
+/** ERROR_INVALID_PARAMETER, what Wine answers for a CPU rate. */
+export const ERROR_INVALID_PARAMETER = 87;
 
 export class FakeKernel32 implements Kernel32 {
   /** Every process ever created, newest last; a recycled pid has several. */
   readonly processes: FakeProcess[] = [];
-  readonly jobs = new Map<number, { killOnClose: boolean; closed: boolean }>();
+  readonly jobs = new Map<number, FakeJob>();
+  /** Read every job limit back as 0, as Wine does (Windows reads back what was set). */
+  forgetLimits = false;
+  /** Refuse a CPU rate with ERROR_INVALID_PARAMETER, as Wine does. */
+  refuseCpuRate = false;
+  #lastError = 0;
   /** What OpenProcess answers instead of a handle, when set (null, 0, -1…). */
   invalid: { readonly handle: Handle } | undefined;
   /** What WaitForSingleObject answers instead of the truth, when set. */
@@ -111,15 +143,95 @@ export class FakeKernel32 implements Kernel32 {
   CreateJobObject(): Handle {
     if (this.failJobs) return null;
     const id = this.#nextJob++;
-    this.jobs.set(id, { killOnClose: false, closed: false });
+    this.jobs.set(id, {
+      killOnClose: false,
+      closed: false,
+      limits: undefined,
+      cpuRate: undefined,
+      userTime: 0n,
+      kernelTime: 0n,
+      peakMemory: 0n,
+      port: undefined,
+    });
     return this.#handle({ kind: 'job', job: id });
   }
 
-  setKillOnJobClose(job: Handle): boolean {
-    const open = this.#get(job);
-    if (open?.kind !== 'job') return false;
-    this.jobs.get(open.job!)!.killOnClose = true;
+  /** The fake job a handle names. */
+  job(handle: Handle): FakeJob | undefined {
+    const open = this.#get(handle);
+    return open?.kind === 'job' ? this.jobs.get(open.job!) : undefined;
+  }
+
+  /** The job `pid` is in, newest first: where Windows would account for it. */
+  jobOf(pid: number): FakeJob | undefined {
+    const process = this.live(pid);
+    const id = process === undefined ? undefined : [...process.jobs].at(-1);
+    return id === undefined ? undefined : this.jobs.get(id);
+  }
+
+  /** Windows queues `message` about `pid` on the port of the job. */
+  post(job: FakeJob, message: number, pid = 0): void {
+    job.port?.queue.push({ message, key: job.port.key, pid });
+  }
+
+  setJobLimits(handle: Handle, limits: Omit<JobLimits, 'peakJobMemoryUsed'>): boolean {
+    const job = this.job(handle);
+    if (job === undefined) return false;
+    job.limits = { ...limits };
+    job.killOnClose = (limits.limitFlags & JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE) !== 0;
     return true;
+  }
+
+  jobLimits(handle: Handle): JobLimits | undefined {
+    const job = this.job(handle);
+    if (job === undefined) return undefined;
+    if (this.forgetLimits || job.limits === undefined) return { limitFlags: 0, activeProcessLimit: 0, jobMemoryLimit: 0n, peakJobMemoryUsed: 0n };
+    return { ...job.limits, peakJobMemoryUsed: job.peakMemory };
+  }
+
+  setJobCpuRate(handle: Handle, rate: JobCpuRate): boolean {
+    const job = this.job(handle);
+    if (job === undefined) return false;
+    if (this.refuseCpuRate) {
+      this.#lastError = ERROR_INVALID_PARAMETER;
+      return false;
+    }
+    job.cpuRate = { ...rate };
+    return true;
+  }
+
+  jobCpuRate(handle: Handle): JobCpuRate | undefined {
+    const job = this.job(handle);
+    if (job === undefined || this.refuseCpuRate) return undefined;
+    return job.cpuRate ?? { controlFlags: 0, cpuRate: 0 };
+  }
+
+  jobAccounting(handle: Handle): JobAccounting | undefined {
+    const open = this.#get(handle);
+    const job = this.job(handle);
+    if (job === undefined) return undefined;
+    const active = this.#members(open!.job!).length;
+    return { totalUserTime: job.userTime, totalKernelTime: job.kernelTime, totalProcesses: active, activeProcesses: active };
+  }
+
+  createCompletionPort(): Handle {
+    return this.#handle({ kind: 'port', port: [] });
+  }
+
+  associateCompletionPort(handle: Handle, port: Handle, key: number): boolean {
+    const job = this.job(handle);
+    const queue = this.#get(port)?.port;
+    if (job === undefined || queue === undefined) return false;
+    job.port = { queue, key };
+    return true;
+  }
+
+  takeCompletions(port: Handle, max: number): JobMessage[] {
+    return this.#get(port)?.port?.splice(0, max) ?? [];
+  }
+
+  GetLastError(): number {
+    return this.#lastError;
   }
 
   AssignProcessToJobObject(job: Handle, handle: Handle): boolean {

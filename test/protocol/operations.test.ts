@@ -54,6 +54,7 @@ describe('the operation table', () => {
       [
         'health.get',
         'identity.get',
+        'token.list',
         'executable.resolve',
         'files.content',
         'archive.pack',

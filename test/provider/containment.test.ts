@@ -6,6 +6,8 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { SubprocessSpawnSpec } from '@execworld/sdk/seam';
 import { LocalRuntime } from '@execworld/service';
+import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
+import type { ProcStat } from '../../service/src/provider/inspect/linux-proc.ts';
 import { killMarked, markerPids, sleepMarkers } from '../helpers/proc.ts';
 import { openBash } from '../helpers/terminal.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -53,6 +55,38 @@ describe('containment: managed processes', () => {
     await expect(handle.waitForExit(AbortSignal.timeout(300))).resolves.toBe(false);
     killMarked(m);
     await expect(handle.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
+  });
+});
+
+/** The host's inspector, counting its readings of the whole process table. */
+class CountingInspector extends LinuxInspector {
+  wholeTable = 0;
+  override table(): ProcStat[] {
+    this.wholeTable += 1;
+    return super.table();
+  }
+}
+
+describe('containment: a process tree in a cgroup', () => {
+  it('is signalled and told gone from its cell alone, never the whole process table, and nothing of it is left', async () => {
+    const inspector = new CountingInspector();
+    const local = new LocalRuntime({ inspector });
+    try {
+      expect(local.containmentMode).toBe('cgroup');
+      const [member, escapee] = [marker(), marker()];
+      // The leader exits at once: its group lives on in one sleep, and another left the group and the session.
+      const handle = local.spawn(sh(`sleep ${member} & setsid -f sleep ${escapee}; exit 0`));
+      await handle.done;
+      await waitFor('the group member and the escapee', () => markerPids(member).length === 1 && markerPids(escapee).length === 1);
+      inspector.wholeTable = 0;
+      handle.terminate();
+      await expect(handle.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
+      expect(markerPids(member)).toEqual([]);
+      expect(markerPids(escapee)).toEqual([]);
+      expect(inspector.wholeTable).toBe(0);
+    } finally {
+      await local.dispose();
+    }
   });
 });
 

@@ -5,8 +5,13 @@
  * plain files the kernel would have made. It checks which files a limited
  * session's cgroup gets and how its counters are read; the kernel's
  * enforcement of them is what test/provider/limits.test.ts proves on v1.
+ * The per-run peak of a shell's run rests on `memory.peak`'s descriptor-local
+ * reset (Linux 6.12), which a plain file cannot show: what is checked is that
+ * a run opens the file, writes its reset, reads its peak through that same
+ * descriptor, holds no more than one, and falls back to the session's peak
+ * where the write is refused.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -65,6 +70,63 @@ describe('limits on cgroup v2', () => {
     expect(() => controllers.cell('s-1', session, { cpu: 1 })).toThrow(
       expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringContaining('limits.cpu') }),
     );
+    controllers.close();
+  });
+
+  it("a run resets memory.peak through a descriptor of its own and reads the run's peak through it", () => {
+    const { daemon, session } = v2Cgroup('memory pids cpu');
+    const controllers = new CgroupControllers(daemon, 'unused', { hierarchies: [] });
+    const cell = controllers.cell('s-1', session, undefined);
+    const peakFile = join(session, 'memory.peak');
+    writeFileSync(join(session, 'cpu.stat'), 'usage_usec 0\nuser_usec 0\nsystem_usec 0\n');
+    writeFileSync(peakFile, `${90 << 20}\n`);
+    const openFds = (): number => readdirSync('/proc/self/fd').length;
+    const fds = openFds();
+    const meter = cell.meter();
+    // The reset went to the file, through the run's descriptor.
+    expect(readFileSync(peakFile, 'latin1').startsWith('reset')).toBe(true);
+    expect(openFds()).toBe(fds + 1);
+    // What the kernel shows through that descriptor after the reset: the run's peak.
+    writeFileSync(peakFile, `${4 << 20}\n`);
+    expect(meter.usage()).toMatchObject({ peakMemoryBytes: 4 << 20, peakScope: 'run' });
+    // Read through the descriptor, not the path: a file put in its place is not what the run reads.
+    rmSync(peakFile);
+    writeFileSync(peakFile, `${200 << 20}\n`);
+    expect(meter.usage()).toMatchObject({ peakMemoryBytes: 4 << 20, peakScope: 'run' });
+    expect(cell.usage().peakMemoryBytes).toBe(200 << 20);
+
+    // One descriptor a cell: the next run's replaces the last one's; the end of a run closes its own.
+    const runs = Array.from({ length: 5 }, () => cell.meter());
+    expect(openFds()).toBe(fds + 1);
+    writeFileSync(peakFile, `${8 << 20}\n`);
+    runs.at(-1)!.close();
+    expect(openFds()).toBe(fds);
+    // Closed, a run keeps the peak it read last, at its end.
+    writeFileSync(peakFile, `${16 << 20}\n`);
+    expect(runs.at(-1)!.usage()).toMatchObject({ peakMemoryBytes: 8 << 20, peakScope: 'run' });
+    // The removal of the cgroups closes the open run's.
+    cell.meter();
+    expect(openFds()).toBe(fds + 1);
+    expect(cell.remove()).toBe(true);
+    expect(openFds()).toBe(fds);
+    controllers.close();
+  });
+
+  it("falls back to the session's peak where memory.peak cannot be reset (a kernel before 6.12) or is missing", () => {
+    const { daemon, session } = v2Cgroup('memory pids cpu');
+    const controllers = new CgroupControllers(daemon, 'unused', { hierarchies: [] });
+    const cell = controllers.cell('s-1', session, undefined);
+    const openFds = (): number => readdirSync('/proc/self/fd').length;
+    const fds = openFds();
+    // No memory.peak (before 5.19).
+    expect(cell.meter().usage()).toMatchObject({ peakMemoryBytes: null, peakScope: 'session' });
+    // A memory.peak that opens for writing but refuses the write: a kernel file that takes only a number
+    // (this process's oom_score_adj answers EINVAL to \`reset\`), as a kernel that cannot reset the peak would.
+    symlinkSync('/proc/self/oom_score_adj', join(session, 'memory.peak'));
+    const before = readFileSync('/proc/self/oom_score_adj', 'latin1');
+    expect(cell.meter().usage()).toMatchObject({ peakScope: 'session' });
+    expect(readFileSync('/proc/self/oom_score_adj', 'latin1')).toBe(before);
+    expect(openFds()).toBe(fds);
     controllers.close();
   });
 });

@@ -1,5 +1,8 @@
+import { readFileSync, statSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalRuntime } from '@execworld/service';
+import type { ProcessRow } from '../../service/src/provider/inspect/inspector.ts';
+import { LinuxInspector } from '../../service/src/provider/inspect/linux.ts';
 import { asleepInForeground } from '../helpers/proc.ts';
 import { openBash, PROMPT, waitForForeground } from '../helpers/terminal.ts';
 import { pidAlive, sleep, waitFor } from '../helpers/wait.ts';
@@ -78,5 +81,84 @@ describe('terminal: terminate', () => {
     await shell.terminal.done;
     const child = Number(/child=(\d+)/.exec(shell.text())?.[1]);
     await waitFor('the runtime to sweep the session', () => !pidAlive(child));
+  });
+});
+
+describe('terminal: the spawn', () => {
+  /** The threads of this process now. */
+  const threads = (): number => Number(/^Threads:\s+(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
+
+  it('leaves no thread per terminal in the host, whose moves into a cgroup cost more with each thread', async () => {
+    const count = 16;
+    const before = threads();
+    const shells = [];
+    for (let index = 0; index < count; index += 1) shells.push(await openBash(runtime));
+    try {
+      // libuv's threadpool (4 threads) may start meanwhile; a thread per terminal would add 16.
+      expect(threads() - before).toBeLessThan(count / 2);
+    } finally {
+      await Promise.all(shells.map((shell) => shell.terminal.terminate()));
+    }
+  });
+
+  it('runs the program as the leader of a session whose controlling terminal is its own, with the modes of a new terminal, and reports its exit', async () => {
+    const shell = await openBash(runtime);
+    const pid = shell.terminal.pid;
+    // /proc/<pid>/stat after the name: state, ppid, pgrp, session, tty_nr, tpgid.
+    const [, , pgrp, session, ttyNr] = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ').map(Number);
+    expect({ pgrp, session }).toEqual({ pgrp: pid, session: pid });
+    expect(ttyNr).toBe(statSync(shell.terminal.device).rdev);
+    expect(await shell.run('tty')).toContain(shell.terminal.device);
+    const modes = await shell.run('stty -a');
+    for (const mode of [
+      'icrnl',
+      'ixon',
+      'ixany',
+      'imaxbel',
+      'brkint',
+      'iutf8',
+      'opost',
+      'onlcr',
+      'cs8',
+      'hupcl',
+      'icanon',
+      'isig',
+      'iexten',
+      'echo',
+      'echoctl',
+      'echoke',
+    ])
+      expect(modes).toMatch(new RegExp(`(^|\\s)${mode}(\\s|$)`, 'm'));
+    expect(modes).toMatch(/intr = \^C; quit = \^\\; erase = \^\?; kill = \^U; eof = \^D/);
+    await shell.terminal.write('exit 7\r');
+    await expect(shell.terminal.done).resolves.toEqual({ exitCode: 7, signal: null });
+    const killed = await openBash(runtime);
+    process.kill(killed.terminal.pid, 'SIGKILL');
+    await expect(killed.terminal.done).resolves.toEqual({ exitCode: null, signal: 'SIGKILL' });
+  });
+});
+
+describe('terminal: terminate in a cgroup', () => {
+  it('reads the cell once for members where the shell runs alone, not twice in the same instant, and leaves nothing', async () => {
+    class CountingInspector extends LinuxInspector {
+      cellReads = 0;
+      override snapshotOf(pids: readonly number[]): ProcessRow[] {
+        this.cellReads += 1;
+        return super.snapshotOf(pids);
+      }
+    }
+    const inspector = new CountingInspector();
+    const local = new LocalRuntime({ inspector });
+    try {
+      expect(local.containmentMode).toBe('cgroup');
+      const shell = await openBash(local);
+      inspector.cellReads = 0;
+      await shell.terminal.terminate();
+      // Before the hang-up, after the shell's exit, and the last look: three readings.
+      expect(inspector.cellReads).toBe(3);
+      expect(pidAlive(shell.terminal.pid)).toBe(false);
+    } finally {
+      await local.dispose();
+    }
   });
 });

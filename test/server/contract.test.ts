@@ -14,6 +14,8 @@ import { daemonTest } from '../helpers/daemon-test.ts';
 let daemon: TestDaemon;
 let socket: TestSocket;
 const ids = { terminal: '', process: '', shell: '', upload: '', spareUpload: '' };
+/** Minted tokens to revoke, one for each transport's tour. */
+const tokenIds: string[] = [];
 /** The directory the filesystem calls work in, with a text file whose edit undoes itself. */
 const dir = mkdtempSync(join(tmpdir(), 'contract-'));
 const file = join(dir, 'notes.txt');
@@ -25,6 +27,8 @@ const test = daemonTest();
 test.beforeAll(async ({ daemon: fileDaemon }) => {
   daemon = fileDaemon;
   socket = await TestSocket.open(daemon.wsUrl, { token: ALICE });
+  for (const _transport of ['rest', 'websocket'])
+    tokenIds.push((await daemon.request('POST', '/v1/tokens', { body: { access: 'read', ttlMs: 60_000 } })).body.id);
 });
 test.afterAll(() => {
   socket.close();
@@ -38,6 +42,9 @@ const PROCESS = { argv: ['/bin/cat'], cwd: '/tmp', stdio: { stdin: 'pipe', stdou
 const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'health.get': () => ({}),
   'identity.get': () => ({}),
+  'token.create': () => ({ access: 'read', ttlMs: 60_000, session: 't_any' }),
+  'token.list': () => ({}),
+  'token.revoke': () => ({ id: tokenIds.shift() }),
   'executable.resolve': () => ({ command: 'sh' }),
   'terminal.create': () => TERMINAL,
   'terminal.list': () => ({}),

@@ -64,6 +64,11 @@ test.afterAll(() => {
 });
 
 /** GETs the content route with `query`; the body as bytes, or the error answer parsed. */
+/** A write token alice mints for one port, which makes no call. */
+async function portToken(): Promise<string> {
+  return (await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 3_600_000, port: 8080 } })).body.token;
+}
+
 async function content(query: Record<string, string>, options: { token?: string | null; headers?: Record<string, string> } = {}) {
   const token = options.token === undefined ? ALICE : options.token;
   const response = await fetch(`${daemon.url}/v1/files/content?${new URLSearchParams(query).toString()}`, {
@@ -130,6 +135,7 @@ describe('GET /v1/files/content', () => {
     const scenarios: [ErrorCode, () => ReturnType<typeof content>][] = [
       ['INVALID_ARGUMENT', () => content({ path: file, offset: String(data.length + 1) })],
       ['UNAUTHORIZED', () => content({ path: file }, { token: null })],
+      ['TOKEN_SCOPE', async () => content({ path: file }, { token: await portToken() })],
       ['FS_PERMISSION_DENIED', () => content({ path: file }, { token: CAROL })],
       ['FS_NOT_FOUND', () => content({ path: join(scratch, 'missing') })],
       ['FS_NOT_REGULAR_FILE', () => content({ path: scratch })],
@@ -397,6 +403,7 @@ describe('PUT /v1/files/content: a whole text written from the bytes of the body
       const scenarios: [ErrorCode, () => ReturnType<typeof put>][] = [
         ['INVALID_ARGUMENT', () => put({ path, ifAbsent: 'true', ifVersion: 'v' }, Buffer.from('x'))],
         ['UNAUTHORIZED', () => put({ path }, Buffer.from('x'), { token: null })],
+        ['TOKEN_SCOPE', async () => put({ path }, Buffer.from('x'), { token: await portToken() })],
         ['READ_ONLY', () => put({ path }, Buffer.from('x'), { token: ALICE_READER })],
         ['UNSUPPORTED_MEDIA_TYPE', () => put({ path }, Buffer.from('x'), { contentType: 'text/plain' })],
         ['FS_PERMISSION_DENIED', () => put({ path: join(outside, 'no.txt') }, Buffer.from('x'), { token: CAROL })],

@@ -2,12 +2,14 @@
  * GET /metrics: the counters move with real activity (sessions, bytes in and
  * out, ring evictions, flow-control pauses, calls by operation, auth and
  * spawn failures, memory in use), behind the token unless configured
- * otherwise, and no session id or token is ever a label.
+ * otherwise, and no session id or token is ever a label (an owner is, of its
+ * usage only: test/server/metrics-usage.test.ts).
  */
 import { describe, expect } from 'vitest';
 import { METRICS_PATH } from '@execworld/sdk/protocol';
 import { ALICE, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
+import { metricSample } from '../helpers/metrics.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
@@ -24,16 +26,7 @@ async function scrape(target = daemon): Promise<string> {
 }
 
 /** The value of sample `name{labels}` in a scrape; 0 when it is not there. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number {
-  const wanted = Object.entries(labels).map(([key, value]) => `${key}="${value}"`);
-  for (const line of text.split('\n')) {
-    const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)$/.exec(line);
-    if (match?.[1] !== name) continue;
-    const have = (match[2] ?? '').split(',').filter(Boolean);
-    if (wanted.every((label) => have.includes(label))) return Number(match[3]);
-  }
-  return 0;
-}
+const sample = (text: string, name: string, labels: Record<string, string> = {}): number => metricSample(text, name, labels) ?? 0;
 
 const piped = (script: string) => ({
   argv: ['/bin/sh', '-c', script],
@@ -88,8 +81,9 @@ describe('GET /metrics', () => {
     expect(delta('execworld_call_duration_seconds_count', { operation: 'terminal.list', transport: 'websocket', outcome: 'ok' })).toBe(1);
     expect(sample(after, 'execworld_memory_bytes', { budget: 'rings' })).toBeGreaterThan(0);
     expect(sample(after, 'execworld_process_resident_memory_bytes')).toBeGreaterThan(0);
-    // Kinds, operations and codes only: no session id, no owner, no token.
-    for (const secret of [echo.body.id as string, flood.body.id as string, ALICE, 'alice']) expect(after).not.toContain(secret);
+    // Kinds, operations and codes only: no session id, no token; an owner only as the owner label of its usage.
+    for (const secret of [echo.body.id as string, flood.body.id as string, ALICE]) expect(after).not.toContain(secret);
+    for (const line of after.split('\n').filter((text) => text.includes('alice'))) expect(line).toMatch(/^execworld_owner_\w+\{owner="alice"[,}]/);
 
     await daemon.request('DELETE', `/v1/processes/${echo.body.id}`);
     await daemon.request('DELETE', `/v1/processes/${flood.body.id}`);

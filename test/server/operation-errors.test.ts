@@ -77,6 +77,7 @@ const BODIES: Record<string, Record<string, unknown>> = {
   'fs.digest': { path: '/etc/hostname' },
   'upload.create': { path: '/tmp/unused' },
   'upload.complete': {},
+  'token.create': { access: 'read', ttlMs: 60_000 },
 };
 
 /** The filesystem scenarios' directory: a text file, a binary file, a subdirectory, a link loop. */
@@ -127,9 +128,12 @@ async function pastBacklog(name: string, id: string, body: Record<string, unknow
 }
 
 const test = daemonTest(() => [{ maxBodyBytes: 256 * 1024 }, { owners }]);
+/** A token alice minted for one port. */
+let portToken: string;
 
 test.beforeAll(async ({ daemon: fileDaemon, startFileDaemon }) => {
   daemon = fileDaemon;
+  portToken = (await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 3_600_000, port: 8080 } })).body.token;
   inspector = new SwitchableInspector();
   limited = await startFileDaemon({}, { runtime: new LocalRuntime({ inspector }) });
   const exited = await daemon.request('POST', '/v1/terminals', { body: { ...TERMINAL, argv: ['/bin/sh', '-c', 'exit 0'] } });
@@ -219,7 +223,11 @@ function shapeScenarios(spec: OperationSpec): Scenario[] {
     },
     { what: 'headers past 16 KiB', code: 'HEADERS_TOO_LARGE', send: () => send(daemon, spec, unknown, { headers: { 'x-padding': 'p'.repeat(20_000) } }) },
   ];
-  if (spec.auth) scenarios.push({ what: 'no token', code: 'UNAUTHORIZED', send: () => send(daemon, spec, unknown, { token: null }) });
+  if (spec.auth) {
+    scenarios.push({ what: 'no token', code: 'UNAUTHORIZED', send: () => send(daemon, spec, unknown, { token: null }) });
+    // A minted write token of one port makes no call at all.
+    scenarios.push({ what: 'a token of one port', code: 'TOKEN_SCOPE', send: () => send(daemon, spec, unknown, { token: portToken }) });
+  }
   // Refused before anything is looked up: the id names nothing, and the reader learns nothing of it.
   if (spec.auth && spec.access === 'write') {
     scenarios.push({ what: 'a read-only token', code: 'READ_ONLY', send: () => send(daemon, spec, unknown, { token: ALICE_READER }) });

@@ -8,32 +8,32 @@
  */
 import { WebSocket } from 'ws';
 import { beforeAll, describe, expect } from 'vitest';
-import type { Principal } from '../../service/src/server/auth.ts';
 import { ALICE, ALICE_READER, BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { freePort, startPreviewApp } from '../helpers/preview-app.ts';
 import { waitFor } from '../helpers/wait.ts';
 
-const SCOPED_READ = 'minted-port-scoped-read-token-0123';
-const OTHER_SCOPE = 'minted-other-port-scoped-token-0123';
-
 let appPort = 0;
 let idlePort = 0;
 let appProcess = '';
 let appPid = 0;
-const scoped = (port: number, access: 'read' | 'write'): Principal => ({
-  owner: 'alice',
-  access,
-  runAs: undefined,
-  root: undefined,
-  minted: { id: `m-${port}`, expiresAt: Date.now() + 3_600_000, port },
-});
 
-const test = daemonTest(() => [{}, { principals: { [SCOPED_READ]: scoped(appPort, 'read'), [OTHER_SCOPE]: scoped(idlePort, 'write') } }]);
+const test = daemonTest();
 
 describe('preview URLs', () => {
   let daemon: TestDaemon;
   let prefix: string;
+  /** Minted tokens: one that may only read, scoped to the app's port; one scoped to another port. */
+  let scopedRead: string;
+  let otherScope: string;
+
+  /** A token alice mints, for an hour unless said, and its id. */
+  async function mintWithId(scope: { access: 'read' | 'write'; port: number }): Promise<{ id: string; token: string }> {
+    const minted = await daemon.request('POST', '/v1/tokens', { body: { ttlMs: 3_600_000, ...scope } });
+    expect(minted.status).toBe(201);
+    return minted.body as { id: string; token: string };
+  }
+  const mint = async (scope: { access: 'read' | 'write'; port: number }): Promise<string> => (await mintWithId(scope)).token;
 
   beforeAll(async () => {
     appPort = await freePort();
@@ -46,6 +46,8 @@ describe('preview URLs', () => {
     const started = await startPreviewApp(daemon, appPort, 30_000);
     appProcess = started.id;
     appPid = started.pid;
+    scopedRead = await mint({ access: 'read', port: appPort });
+    otherScope = await mint({ access: 'write', port: idlePort });
   }, 60_000);
 
   test('the app gets the request as asked of localhost:{port}, with X-Forwarded-* and none of the daemon credentials', async () => {
@@ -84,20 +86,20 @@ describe('preview URLs', () => {
     expect(bare.headers.get('location')).toBe(`${prefix}/`);
   });
 
-  test('no token is 401, a read token 403 READ_ONLY, a token scoped to another port 403 PORT_FORBIDDEN; one scoped to it passes', async () => {
+  test('no token is 401, a read token 403 READ_ONLY, a token scoped to another port 403 TOKEN_SCOPE; one scoped to it passes', async () => {
     const none = await daemon.request('GET', `${prefix}/headers`, { token: null });
     expect(none.status).toBe(401);
     expect(none.body.error.code).toBe('UNAUTHORIZED');
     const reader = await daemon.request('GET', `${prefix}/headers`, { token: ALICE_READER });
     expect(reader.status).toBe(403);
     expect(reader.body.error.code).toBe('READ_ONLY');
-    const other = await daemon.request('GET', `${prefix}/headers`, { token: OTHER_SCOPE });
+    const other = await daemon.request('GET', `${prefix}/headers`, { token: otherScope });
     expect(other.status).toBe(403);
-    expect(other.body.error.code).toBe('PORT_FORBIDDEN');
-    const own = await daemon.request('GET', `${prefix}/headers`, { token: SCOPED_READ });
+    expect(other.body.error.code).toBe('TOKEN_SCOPE');
+    const own = await daemon.request('GET', `${prefix}/headers`, { token: scopedRead });
     expect(own.status).toBe(200);
     // A port-scoped token reaches nothing else of the daemon.
-    const sessions = await daemon.request('POST', '/v1/processes', { token: SCOPED_READ, body: { argv: ['/bin/true'] } });
+    const sessions = await daemon.request('POST', '/v1/processes', { token: scopedRead, body: { argv: ['/bin/true'] } });
     expect(sessions.status).toBe(403);
   });
 
@@ -155,7 +157,22 @@ describe('preview URLs', () => {
     };
     expect(await refusal({})).toBe(401);
     expect(await refusal({ authorization: `Bearer ${ALICE_READER}` })).toBe(403);
-    expect(await refusal({ authorization: `Bearer ${OTHER_SCOPE}` })).toBe(403);
+    expect(await refusal({ authorization: `Bearer ${otherScope}` })).toBe(403);
+  });
+
+  test("a preview's WebSocket closes when its minted token is revoked, and the token reaches the port no more", async () => {
+    const { id, token } = await mintWithId({ access: 'write', port: appPort });
+    const socket = new WebSocket(`${daemon.url.replace(/^http/, 'ws')}${prefix}/echo?token=${encodeURIComponent(token)}`);
+    const messages: string[] = [];
+    socket.on('message', (data: Buffer) => messages.push(data.toString()));
+    await new Promise<void>((resolve, reject) => socket.once('open', () => resolve()).once('error', reject));
+    socket.send('before');
+    await waitFor('the echo', () => messages.length > 0);
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    expect((await daemon.request('DELETE', `/v1/tokens/${id}`)).status).toBe(200);
+    await closed;
+    const after = await daemon.request('GET', `${prefix}/headers`, { token });
+    expect(after.status).toBe(401);
   });
 
   test.runIf(process.platform === 'linux')('discovery lists the port the app listens on, its pid and its session; another owner sees none', async () => {

@@ -41,6 +41,11 @@ test.afterAll(() => {
 });
 
 /** A byte request: the answer's status, its bytes, and its error when it failed. */
+/** A write token alice mints for one port, which makes no call. */
+async function portToken(): Promise<string> {
+  return (await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 3_600_000, port: 8080 } })).body.token;
+}
+
 async function bytes(
   method: 'GET' | 'PUT',
   path: string,
@@ -95,6 +100,7 @@ describe('PUT /v1/files/uploads/{id}', () => {
     const scenarios: [ErrorCode, () => ReturnType<typeof bytes>][] = [
       ['INVALID_ARGUMENT', () => bytes('PUT', `/v1/files/uploads/${id}?offset=-1`, { body: 'x' })],
       ['UNAUTHORIZED', () => bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'x', token: null })],
+      ['TOKEN_SCOPE', async () => bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'x', token: await portToken() })],
       ['READ_ONLY', () => bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'x', token: ALICE_READER })],
       // Another owner's upload is not found: nothing is told about it.
       ['NOT_FOUND', () => bytes('PUT', `/v1/files/uploads/${id}?offset=0`, { body: 'x', token: BOB })],
@@ -142,6 +148,7 @@ describe('/v1/files/archive', () => {
     const pack: [ErrorCode, () => ReturnType<typeof bytes>][] = [
       ['INVALID_ARGUMENT', () => bytes('GET', '/v1/files/archive')],
       ['UNAUTHORIZED', () => bytes('GET', `/v1/files/archive?path=${empty}`, { token: null })],
+      ['TOKEN_SCOPE', async () => bytes('GET', `/v1/files/archive?path=${empty}`, { token: await portToken() })],
       ['FS_NOT_FOUND', () => bytes('GET', `/v1/files/archive?path=${join(scratch, 'missing')}`)],
       ['FS_NOT_DIRECTORY', () => bytes('GET', `/v1/files/archive?path=${file}`)],
       ['FS_PERMISSION_DENIED', () => bytes('GET', `/v1/files/archive?path=${join(root, 'door')}`, { token: CAROL })],
@@ -155,6 +162,7 @@ describe('/v1/files/archive', () => {
     const unpackScenarios: [ErrorCode, () => ReturnType<typeof bytes>][] = [
       ['INVALID_ARGUMENT', () => bytes('PUT', '/v1/files/archive', { body: tar, contentType: 'application/x-tar' })],
       ['UNAUTHORIZED', () => unpack(empty, { token: null })],
+      ['TOKEN_SCOPE', async () => unpack(empty, { token: await portToken() })],
       // A pack only reads; an unpack writes.
       ['READ_ONLY', () => unpack(empty, { token: ALICE_READER })],
       ['UNSUPPORTED_MEDIA_TYPE', () => unpack(empty, { body: '{}', contentType: 'application/json' })],

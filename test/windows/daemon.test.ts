@@ -72,6 +72,41 @@ describe('a daemon on Windows node.exe under Wine', () => {
     expect(daemon.log()).toContain('"containment":"job"');
   });
 
+  it('says which limits Wine lets a job keep, refuses a limit it does not, and reports usage from the job', async () => {
+    const health = await runtime.call('health.get', {});
+    // Wine stores no job limit (every one reads back 0) and refuses a CPU rate (docs/platforms.md).
+    expect(health.capabilities.limits).toEqual({
+      supported: [],
+      unsupported: [
+        {
+          name: 'memoryBytes',
+          reason: expect.stringMatching(/^the job does not keep its JobMemoryLimit: QueryInformationJobObject read it back as 0 .*\(Wine /),
+        },
+        { name: 'pids', reason: expect.stringMatching(/^the job does not keep its ActiveProcessLimit: QueryInformationJobObject read it back as 0 .*\(Wine /) },
+        { name: 'cpu', reason: expect.stringMatching(/^SetInformationJobObject\(JobObjectCpuRateControlInformation\) failed with error 87 \(Wine /) },
+      ],
+    });
+    const run = async (body: object): Promise<{ status: number; body: any }> => {
+      const answer = await fetch(`${daemon.url}/v1/run`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ cwd: 'C:\\windows', ...body }),
+      });
+      return { status: answer.status, body: await answer.json() };
+    };
+    const refused = await run({ argv: [WINDOWS_NODE, '-e', '0'], limits: { pids: 8 } });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^limits\.pids: this host cannot enforce it: /) });
+    const busy = await run({ argv: [WINDOWS_NODE, '-e', 'const end = Date.now() + 500; while (Date.now() < end);'] });
+    console.log(`a 0.5 s busy loop under Wine: usage ${JSON.stringify(busy.body.usage)}`);
+    expect(busy.status).toBe(200);
+    // Wine's job accounting counts processes but keeps no times and no peak: zeros, where Windows has the job's own.
+    expect(busy.body).toMatchObject({
+      exitCode: 0,
+      usage: { cpuUserMs: expect.any(Number), cpuSystemMs: expect.any(Number), peakMemoryBytes: expect.any(Number), limitHit: null, oomKilled: false },
+    });
+  });
+
   it('takes its sessions with it when it is killed, a detached grandchild included', async () => {
     const victim = await startWineDaemon();
     const client = await connect(victim.url, { token: victim.token });

@@ -11,7 +11,7 @@ export const ERROR_CATALOG = {
     description:
       'A request field is missing, of the wrong type or out of range (the message names it), or the request is not valid HTTP or not a valid WebSocket handshake (an upgrade of any path but /v1/connect among them).',
   },
-  UNAUTHORIZED: { status: 401, description: 'The bearer token is missing or wrong.' },
+  UNAUTHORIZED: { status: 401, description: 'The bearer token is missing or wrong, or a minted token expired or was revoked.' },
   FORBIDDEN_ORIGIN: { status: 403, description: 'A browser upgrade, or a request to /mcp, came from an origin that is not allowed.' },
   NOT_FOUND: { status: 404, description: 'No such route or operation, or no terminal or process of this owner by that id, whatever its shape.' },
   TERMINAL_EXITED: { status: 409, description: 'The terminal has exited; it takes no input, resize or signal.' },
@@ -46,10 +46,12 @@ export const ERROR_CATALOG = {
   LIMIT_EXCEEDED: {
     status: 429,
     description:
-      'A configured bound was reached; the message names which: sessions, connections or subscriptions per owner, ' +
-      'calls in flight or subscriptions on one connection, the daemon-wide collect budget, input waiting ' +
-      'for a program that does not read (retry once it reads), the cells of a terminal screen, or the daemon-wide ' +
-      'budget of request bodies (retry once other requests are done).',
+      'A configured bound was reached; the message names which. Per owner: its running terminals and processes, shells, ' +
+      'WebSocket connections, subscriptions, open uploads, creates with a requestId under way, MCP tasks held, or minted tokens that are good. ' +
+      'On one connection: calls in flight or subscriptions (and, in the SDK, calls waiting for an answer or subscriptions open ' +
+      "on the client's side). Daemon-wide: the collect budget, or the budget of request bodies (retry once other requests " +
+      'are done). Input waiting for a program that does not read (retry once it reads); the cells of a terminal screen; ' +
+      "an MCP task's answer larger than a task keeps (read the output with output_read).",
   },
   CLEANUP_FAILED: { status: 500, description: 'Processes of a session survived its cleanup; the message lists them.' },
   UNSUPPORTED: {
@@ -121,9 +123,10 @@ export const ERROR_CATALOG = {
     description:
       'A create named an OS user (user) its owner may not run as: an owner mapped to an OS user (user= in the token file) may name only that user, and an owner that is not may name another user only when the daemon runs as root. Nothing was started.',
   },
-  PORT_FORBIDDEN: {
+  TOKEN_SCOPE: {
     status: 403,
-    description: 'The token may not reach this port in the world: it is scoped to another port, or to a session.',
+    description:
+      'The token is a minted one whose scope does not reach what was asked: a token of one session acts on that session only (no other, no create, no files), a token of one port reaches that port only (no operation), and a minted token mints, lists and revokes no tokens. Nothing was done.',
   },
   PORT_NOT_LISTENING: {
     status: 502,

@@ -152,7 +152,8 @@ const EVERY_REQUEST = ['INVALID_ARGUMENT', 'HEADERS_TOO_LARGE', 'CLIENT_TIMEOUT'
 /** The codes any request with this method, path, auth and access can get, whatever the operation does. */
 function requestErrors(method: OperationSpec['method'], path: string, auth: boolean, access: Access, body: BodyKind): ErrorCode[] {
   const codes: ErrorCode[] = [...EVERY_REQUEST];
-  if (auth) codes.push('UNAUTHORIZED');
+  // A minted token may lapse (UNAUTHORIZED) or be scoped to one session or one port, which no call of another reaches.
+  if (auth) codes.push('UNAUTHORIZED', 'TOKEN_SCOPE');
   if (auth && access === 'write') codes.push('READ_ONLY');
   // An id that names nothing of this owner, or a segment past the router's limit.
   if (path.includes('{')) codes.push('NOT_FOUND', 'URI_TOO_LONG');
@@ -255,6 +256,44 @@ export const OPERATIONS = {
     idempotent: true,
     waits: false,
     access: 'read',
+  }),
+
+  'token.create': op({
+    name: 'token.create',
+    method: 'POST',
+    path: '/v1/tokens',
+    summary: 'Mint a lesser token for the owner: signed, expiring, revocable, perhaps scoped to one session or one port',
+    description:
+      "The token has no more access than the caller's and lasts at most --max-token-ttl-ms. Only a token of the token file mints: a minted token is " +
+      'refused (TOKEN_SCOPE), so that one handed on cannot outlive its own revocation by minting others.',
+    input: s.TokenCreate,
+    result: s.MintedToken,
+    status: 201,
+    errors: ['LIMIT_EXCEEDED'],
+    idempotent: false,
+    waits: false,
+    access: 'write',
+  }),
+  'token.list': op({
+    name: 'token.list',
+    method: 'GET',
+    path: '/v1/tokens',
+    summary: "List the owner's minted tokens that are still good",
+    result: s.TokenList,
+    idempotent: true,
+    waits: false,
+    access: 'read',
+  }),
+  'token.revoke': op({
+    name: 'token.revoke',
+    method: 'DELETE',
+    path: '/v1/tokens/{id}',
+    summary: 'Revoke a minted token of the owner: every call with it is refused, and its connections close, within a second',
+    params: { id: s.TokenId },
+    result: s.Ok,
+    idempotent: true,
+    waits: false,
+    access: 'write',
   }),
 
   'executable.resolve': op({

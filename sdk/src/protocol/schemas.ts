@@ -543,6 +543,51 @@ export const Identity = z
   .meta({ id: 'Identity', description: 'Who the token is, and what it may do.' });
 export type Identity = z.infer<typeof Identity>;
 
+// Minted tokens
+
+export const TokenId = z.string().meta({
+  id: 'TokenId',
+  description:
+    "A minted token's id: when it expires (milliseconds since the epoch, in base 36), a dash and 24 hex digits. One that names no token of this owner answers 404.",
+});
+
+const TokenAccess = z.enum(['read', 'write']).meta({ description: 'What the token may do: read, or write (no more than the token that asks for it).' });
+const TokenPort = z
+  .int()
+  .min(1)
+  .max(65535)
+  .meta({ description: 'The one port in the world the token reaches (a forward or a preview); it makes no call of the API.' });
+const TokenSession = SessionRef.meta({ description: 'The one session (terminal, process or shell) the token acts on.' });
+
+export const TokenCreate = z
+  .strictObject({
+    access: TokenAccess,
+    ttlMs: z.int().min(1).meta({ description: "How long the token lasts, in milliseconds: at most the daemon's --max-token-ttl-ms." }),
+    port: TokenPort.optional(),
+    session: TokenSession.optional(),
+  })
+  .meta({ id: 'TokenCreate', description: "A token to mint for the caller's owner: its access, lifetime, and at most one of a port or a session." });
+
+export const TokenInfo = z
+  .object({
+    id: TokenId,
+    access: TokenAccess,
+    expiresAt: z.string().meta({ description: 'When it expires (ISO 8601, UTC).' }),
+    port: TokenPort.optional(),
+    session: TokenSession.optional(),
+  })
+  .meta({ id: 'TokenInfo', description: 'A minted token, without its secret.' });
+
+export const MintedToken = TokenInfo.extend({
+  token: z.string().meta({ description: 'The token itself (ewm1.…), signed by the daemon; it is shown once and never kept.' }),
+}).meta({ id: 'MintedToken' });
+
+export const TokenList = z
+  .object({
+    tokens: z.array(TokenInfo).meta({ description: "The owner's minted tokens that have not expired and were not revoked, soonest to expire first." }),
+  })
+  .meta({ id: 'TokenList' });
+
 // Shells
 
 export const ShellDialectName = z

@@ -21,11 +21,11 @@ import type {
   SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
 import type { ArchiveResult, FileDigest, FsInfo, FsProvider, FsTarget, PackedArchive } from '@execworld/sdk/fs';
-import type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
+import type { ContainmentMode, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 import type { RunAs } from './run-as.ts';
 import type { ListeningSocket } from './inspect/listening.ts';
 
-export type { ContainmentMode, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
+export type { ContainmentMode, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 export type { RunAs } from './run-as.ts';
 export type { ListeningSocket } from './inspect/listening.ts';
 export { CleanupError, ProviderError, type ProviderErrorCode } from './errors.ts';
@@ -93,6 +93,8 @@ export interface ProviderProcess extends SubprocessHandle {
   readonly treeExited: boolean;
   /** What the tree used (its cell's counters); undefined where its cell keeps none. */
   usage?(): SessionUsage | undefined;
+  /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
+  accounting?(): SessionAccounting | undefined;
   /** The pids of the tree's live processes now; undefined where they cannot be told. */
   members?(): number[] | undefined;
   /** The live view of a collected stream; undefined unless it was spawned in collect mode. */
@@ -112,6 +114,8 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
   resize(cols: number, rows: number): void;
   /** What the terminal's session used; undefined where its cell keeps none. */
   usage?(): SessionUsage | undefined;
+  /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
+  accounting?(): SessionAccounting | undefined;
   /** The pids of the terminal's session's live processes now; undefined where they cannot be told. */
   members?(): number[] | undefined;
   /** Starts measuring one run in the terminal (a persistent shell's command). */

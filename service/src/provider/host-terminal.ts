@@ -13,7 +13,7 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SubprocessOutcome, SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '@execworld/sdk/seam';
 import { MAX_TERMINAL_SIZE, TERMINAL_SIGNALS } from '@execworld/sdk/seam';
-import type { SessionCell, SessionUsage, UsageMeter } from './containment/containment.ts';
+import type { SessionAccounting, SessionCell, SessionUsage, UsageMeter } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
 import type { ProcessInspector } from './inspect/inspector.ts';
 import { InputBacklog } from './input-backlog.ts';
@@ -46,6 +46,8 @@ export interface HostTerminal extends SubprocessTerminalHandle {
   terminateForHostExit(): void;
   /** What the terminal's session used (its cell's counters); undefined where its cell keeps none. */
   usage(): SessionUsage | undefined;
+  /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
+  accounting(): SessionAccounting | undefined;
   /** Starts measuring one run in the terminal (a persistent shell's command); undefined where its cell keeps no counters. */
   usageMeter(): UsageMeter | undefined;
   /** The pids of the terminal's session's live processes now; undefined where they cannot be told. */
@@ -103,6 +105,10 @@ export abstract class BaseTerminal implements HostTerminal {
 
   usageMeter(): UsageMeter | undefined {
     return this.#usageCell?.usageMeter?.();
+  }
+
+  accounting(): SessionAccounting | undefined {
+    return this.#usageCell?.accounting?.();
   }
 
   abstract get exited(): boolean;

@@ -12,7 +12,7 @@ import type { SessionRecorder } from './containment/journal.ts';
 import { ProviderError, type ProviderErrorCode } from './errors.ts';
 import { UserWorkers, type FileWorker } from './fs/worker-files.ts';
 import type { WorkerFailure } from './fs/worker-protocol.ts';
-import type { ProcessInspector } from './inspect/inspector.ts';
+import { sessionRows, type ProcessInspector } from './inspect/inspector.ts';
 import { hostPlatform, platformFor, type Platform, type PlatformOverrides } from './platform/index.ts';
 import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
 import { launchFailure, resolveExecutable } from './resolve-executable.ts';
@@ -384,11 +384,16 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       tree: this.#platform.tree,
       spill: this.#spillFor(runAs),
       inputBacklogBytes: this.#options.inputBacklogBytes,
-      groupHasLiveMembers: (pgid) => this.#getInspector().groupHasLiveMembers(pgid),
-      processGroups: () =>
+      groupHasLiveMembers: (pgid, cell) => {
+        const inspector = this.#getInspector();
+        if (cell?.complete !== true) return inspector.groupHasLiveMembers(pgid);
+        // The tree's group lies in its POSIX session (setsid at the spawn), whose every process descends
+        // from the tree and is held by a complete cell: a group with no live member there has none anywhere.
+        return sessionRows(inspector, cell).some((row) => row.alive && row.pgrp === pgid);
+      },
+      processGroups: (cell) =>
         new Map(
-          this.#getInspector()
-            .snapshot()
+          sessionRows(this.#getInspector(), cell)
             .filter((row) => row.alive)
             .map((row) => [row.identity.pid, row.pgrp]),
         ),

@@ -16,7 +16,7 @@ import type {
   SubprocessSpawnSpec,
 } from '@execworld/sdk/seam';
 import { OutputCollector, type SpillDirectory } from './collector.ts';
-import type { SessionCell, SessionUsage } from './containment/containment.ts';
+import type { SessionAccounting, SessionCell, SessionUsage } from './containment/containment.ts';
 import { ProviderError } from './errors.ts';
 import { InputBacklog } from './input-backlog.ts';
 import type { ManagedTree, TreeControl } from './platform/platform.ts';
@@ -33,13 +33,14 @@ export interface ProcessHost {
   /**
    * Whether a process group has a live (non-zombie) member; undefined when that
    * cannot be told. Used once the leader is gone, when `kill(-pgid, 0)` still
-   * succeeds for a group of zombies.
+   * succeeds for a group of zombies. With a complete `cell` holding the group's
+   * session, only the cell's processes are read.
    */
-  groupHasLiveMembers(pgid: number): boolean | undefined;
+  groupHasLiveMembers(pgid: number, cell?: SessionCell): boolean | undefined;
   /** The containment cell the process is spawned into and owns from then on, where the tree control takes cells. */
   readonly cell?: SessionCell | undefined;
-  /** The process group of each live process, from one reading of the process table. */
-  processGroups?(): ReadonlyMap<number, number | undefined>;
+  /** The process group of each live process, from one reading of the process table, or of a complete `cell`'s processes. */
+  processGroups?(cell?: SessionCell): ReadonlyMap<number, number | undefined>;
   /** Input bytes waiting in the stdin pipe for the program to read them, at most. @default DEFAULT_INPUT_BACKLOG_BYTES */
   readonly inputBacklogBytes?: number | undefined;
 }
@@ -100,6 +101,11 @@ export class ManagedProcess implements SubprocessHandle {
   /** What the tree used: its cell's counters; undefined where its cell keeps none. */
   usage(): SessionUsage | undefined {
     return this.#cell?.usage?.();
+  }
+
+  /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
+  accounting(): SessionAccounting | undefined {
+    return this.#cell?.accounting?.();
   }
 
   /**
@@ -290,13 +296,14 @@ export class ManagedProcess implements SubprocessHandle {
 
   #treeView(): ManagedTree {
     const host = this.#host;
+    const cell = this.#cell;
     this.#tree ??= {
       pid: this.pid,
       child: this.#child,
-      cell: this.#cell,
+      cell,
       rootExited: () => this.#childExited,
-      groupHasLiveMembers: (pgid) => host.groupHasLiveMembers(pgid),
-      processGroups: () => host.processGroups?.(),
+      groupHasLiveMembers: (pgid) => host.groupHasLiveMembers(pgid, cell),
+      processGroups: () => host.processGroups?.(cell),
     };
     return this.#tree;
   }

@@ -12,16 +12,17 @@ import Fastify, { LogController, type FastifyInstance, type FastifyRequest } fro
 import { pino, type Logger } from 'pino';
 import { ERROR_CATALOG, LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER, WS_SUBPROTOCOL, type Access, type ErrorCode } from '@execworld/sdk/protocol';
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
-import { bearerToken, headerToken, subprotocolToken, type Principal, type TokenTable } from './auth.ts';
+import { bearerToken, headerToken, reachOf, subprotocolToken, type Principal, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
 import type { BodyBudget } from './body-budget.ts';
 import type { Config } from './config.ts';
-import { readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
+import { readOnlyRefusal, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
 import { composeDaemon } from './compose.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { WebSocketHub } from './ws.ts';
+import type { LiveGrants } from './grants.ts';
 import { registerRestRoutes } from './rest-routes.ts';
 import { registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
@@ -79,6 +80,8 @@ export interface Daemon {
   readonly hub: WebSocketHub;
   /** The bytes of JSON bodies all requests hold, against --body-budget-bytes. */
   readonly bodies: BodyBudget;
+  /** What holds minted tokens: connections and waits that end when their token does. */
+  readonly grants: LiveGrants;
   /** The WebSockets open through previews. */
   readonly tunnels: PreviewTunnels;
 }
@@ -148,7 +151,7 @@ export function buildApp(options: AppOptions): Daemon {
     ownsHostProcess: options.ownsHostProcess === true,
   });
   const { registry, hub, bodies, metrics, dispatcher } = parts;
-  const tunnels = new PreviewTunnels();
+  const tunnels = new PreviewTunnels(parts.grants);
 
   app.decorateRequest('principal');
   const scheme = https === null ? 'http' : 'https';
@@ -162,18 +165,22 @@ export function buildApp(options: AppOptions): Daemon {
       headerToken(request.headers[TOKEN_HEADER]) ??
       (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined) ??
       (request.routeOptions.config.preview === true ? previewToken(request) : undefined);
-    const principal = tokens.identify(token);
+    let refused = 'the bearer token is not valid';
+    const principal = tokens.identify(token, (reason) => (refused = reason));
     if (principal === undefined) {
       metrics.authFailure();
-      return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : 'the bearer token is not valid');
+      return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : refused);
     }
     request.principal = principal;
+    // The daemon's counts are no part of one session's or one port's.
+    if (reachOf(principal) !== 'owner' && request.routeOptions.url === METRICS_PATH) return scopeRefusal(`the token is scoped: ${METRICS_PATH} is beyond it`);
     // Every line logged for a request on a session names the session.
     const session = (request.params as { id?: unknown } | undefined)?.id;
     if (typeof session === 'string') request.log = request.log.child({ session });
     const origin = request.headers.origin;
     // The daemon's own origin, as this request addressed it, is allowed too: a page it serves (/ui) opens its
-    // WebSocket from there. That admits no ambient authority: tokens are bearer-only, never cookies, so a page
+    // WebSocket from there. That admits no ambient authority: tokens are bearer-only, never cookies (but a preview's,
+    // which its own path alone reads: preview.ts), so a page
     // (even one on a name rebound to this address) gets in only with a token its user gave it. The same check
     // holds for /mcp, which the MCP transport asks of a server (a browser page may post to it as to any URL).
     const own = request.headers.host !== undefined && origin === `${scheme}://${request.headers.host}`;
@@ -289,7 +296,7 @@ export function buildApp(options: AppOptions): Daemon {
     registerMcp(scope, { dispatcher, bodies, maxBodyBytes: config.maxBodyBytes, version, log: logger });
 
     if (config.ui === 'on') registerUi(scope);
-    registerPreview(scope, { connect: connectToPort, scheme, tunnels });
+    registerPreview(scope, { connect: connectToPort, scheme, tunnels, grants: parts.grants });
 
     scope.route({
       method: 'GET',
@@ -313,5 +320,5 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub, bodies, tunnels };
+  return { app, registry, hub, bodies, grants: parts.grants, tunnels };
 }

@@ -12,6 +12,7 @@ import { DEFAULT_OWNER, MIN_TOKEN_LENGTH, tokenFileLines, type TokenAccess } fro
 import { fileModesGuardPrivacy } from '../platform-facts.ts';
 import type { RunAs } from '../provider/api.ts';
 import { ConfigError } from './config.ts';
+import { MINTED_TOKEN_PREFIX, type Claims, type Lapse } from './minted.ts';
 import { readSecretFile } from './secret-file.ts';
 
 export { MIN_TOKEN_LENGTH };
@@ -78,9 +79,27 @@ export function permitsSession(principal: Principal, id: string): boolean {
   return scoped === undefined || scoped === id;
 }
 
+/**
+ * How far `principal` reaches through the API: `owner`, everything of its owner (as its access allows);
+ * `session`, one session only (the ids permitsSession admits), and no create, file or token call; `port`, no
+ * call at all (its token is for its port's forward or preview, which ask permitsPort).
+ */
+export function reachOf(principal: Principal): 'owner' | 'session' | 'port' {
+  if (principal.minted?.port !== undefined) return 'port';
+  return principal.minted?.session === undefined ? 'owner' : 'session';
+}
+
+/** What verifies minted tokens for a token table (minted.ts's TokenMinter). */
+export interface MintedVerifier {
+  verify(token: string): Claims | 'invalid' | Lapse;
+}
+
 export class TokenTable {
   readonly #entries: { digest: Buffer; principal: Principal }[];
   readonly #users = new Map<string, RunAs>();
+  /** Each owner's principal at the most its token file's lines give it: what a minted token of the owner is made from. */
+  readonly #owners = new Map<string, Principal>();
+  #minted: MintedVerifier | undefined;
   /** Where the tokens came from, for the log. */
   readonly source: string;
 
@@ -93,7 +112,15 @@ export class TokenTable {
     const principal = (entry: TokenEntry): Principal =>
       Object.freeze({ owner: entry.owner, access: entry.access ?? 'write', runAs: this.#users.get(entry.owner), root: roots.get(entry.owner) });
     this.#entries = entries.map((entry) => ({ digest: digest(entry.token), principal: principal(entry) }));
+    for (const { principal: each } of this.#entries) {
+      if (this.#owners.get(each.owner)?.access !== 'write') this.#owners.set(each.owner, each);
+    }
     this.source = source;
+  }
+
+  /** Has `verifier` check the minted tokens presented from now on; without one, every minted token is refused. */
+  trust(verifier: MintedVerifier): void {
+    this.#minted = verifier;
   }
 
   /** Owner to OS user name, for the log. */
@@ -110,15 +137,47 @@ export class TokenTable {
     return [...new Set(this.#entries.map((entry) => entry.principal.owner))];
   }
 
-  /** The principal `token` stands for, or undefined. Takes the same time whichever token matches. */
-  identify(token: string | undefined): Principal | undefined {
+  /**
+   * The principal `token` stands for, or undefined; `refused` is told why a minted token was not taken. The one
+   * place a token becomes a principal. A token of the file takes the same time whichever matches. A minted token
+   * (its prefix is no file token's) stands for its owner as the file says the owner is (its OS user and root),
+   * with no more access than it was minted with nor than the owner's lines give, and carries its scope; one
+   * whose owner is no longer in the file is refused.
+   */
+  identify(token: string | undefined, refused?: (reason: string) => void): Principal | undefined {
     if (token === undefined || token.length === 0) return undefined;
+    if (token.startsWith(MINTED_TOKEN_PREFIX)) return this.#identifyMinted(token, refused ?? (() => {}));
     const presented = digest(token);
     let principal: Principal | undefined;
     for (const entry of this.#entries) {
       if (timingSafeEqual(presented, entry.digest)) principal ??= entry.principal;
     }
     return principal;
+  }
+
+  #identifyMinted(token: string, refused: (reason: string) => void): Principal | undefined {
+    const claims = this.#minted?.verify(token) ?? 'invalid';
+    if (typeof claims === 'string') {
+      refused(claims === 'invalid' ? 'the bearer token is not valid' : claims === 'expired' ? 'the token expired' : 'the token was revoked');
+      return undefined;
+    }
+    const owner = this.#owners.get(claims.owner);
+    if (owner === undefined) {
+      refused(`the token's owner ${claims.owner} is no longer in the token file`);
+      return undefined;
+    }
+    return Object.freeze({
+      owner: owner.owner,
+      access: owner.access === 'write' ? claims.access : 'read',
+      runAs: owner.runAs,
+      root: owner.root,
+      minted: Object.freeze({
+        id: claims.id,
+        expiresAt: claims.expiresAt,
+        ...(claims.port === undefined ? {} : { port: claims.port }),
+        ...(claims.session === undefined ? {} : { session: claims.session }),
+      }),
+    });
   }
 }
 
@@ -152,6 +211,9 @@ export function parseTokenFile(text: string, path: string): TokenLine[] {
     if ('problem' in line) throw new ConfigError(`${path} line ${line.line}: ${line.problem}`);
     const first = seen.get(line.token);
     if (first !== undefined) throw new ConfigError(`${path} lines ${first} and ${line.line} hold the same token; give each token one line`);
+    // Tokens of this shape are the daemon's minted ones: one in the file could be taken for either.
+    if (line.token.startsWith(MINTED_TOKEN_PREFIX))
+      throw new ConfigError(`${path} line ${line.line}: a token may not begin with ${MINTED_TOKEN_PREFIX}, which marks a minted token`);
     seen.set(line.token, line.line);
     return {
       owner: line.owner,

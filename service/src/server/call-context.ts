@@ -7,6 +7,7 @@
 import type { Readable } from 'node:stream';
 import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import type { Principal } from './auth.ts';
+import type { TokenMinter } from './minted.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { UploadRegistry } from './uploads.ts';
 
@@ -22,6 +23,10 @@ export interface CallContext {
   /** The transfer calls (beyond the seam) as the caller may make them. */
   readonly transfer: () => OwnerTransfer;
   readonly uploads: UploadRegistry;
+  /** The daemon's minted tokens: minting, listing and revoking them. */
+  readonly minter: TokenMinter;
+  /** The longest lifetime of a token an owner mints (--max-token-ttl-ms). */
+  readonly maxTokenTtlMs: number;
   readonly version: string;
   /** Aborts when the caller went away. */
   readonly signal: AbortSignal;

@@ -9,10 +9,12 @@ import type { Logger } from 'pino';
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import type { TokenTable } from './auth.ts';
 import { BodyBudget } from './body-budget.ts';
-import type { Config } from './config.ts';
+import { defaultStateDir, type Config } from './config.ts';
 import { daemonRuntime, hostAccounts, hostFiles } from './daemon-runtime.ts';
 import { Dispatcher } from './dispatch.ts';
+import { LiveGrants } from './grants.ts';
 import { DaemonMetrics } from './metrics.ts';
+import { TokenMinter } from './minted.ts';
 import { SessionRegistry } from './sessions/registry.ts';
 import { UploadRegistry } from './uploads.ts';
 import { WebSocketHub } from './ws.ts';
@@ -39,6 +41,8 @@ export interface DaemonParts {
   readonly metrics: DaemonMetrics;
   readonly dispatcher: Dispatcher;
   readonly hub: WebSocketHub;
+  /** What ends the connections and waits of minted tokens that expire or are revoked. */
+  readonly grants: LiveGrants;
   /** Ends what daemons that died left; runs before the first session starts. */
   recover(): Promise<void>;
   /** Ends every session and upload, then what the provider holds. */
@@ -47,6 +51,11 @@ export interface DaemonParts {
 
 export function composeDaemon(options: ComposeOptions): DaemonParts {
   const { config, tokens, logger, version } = options;
+  // Before the runtime: the signing key exists when the files' guard takes the identities of the daemon's secrets.
+  const minter = new TokenMinter(config.stateDir ?? defaultStateDir(), { log: logger });
+  tokens.trust(minter);
+  minter.watch();
+  const grants = new LiveGrants(minter);
   const own = options.runtime === undefined ? daemonRuntime(config, logger, options.ownsHostProcess, tokens.uids) : undefined;
   const runtime = options.runtime ?? own!.runtime;
   const metrics = new DaemonMetrics();
@@ -54,7 +63,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   const files = options.files ?? own?.files ?? hostFiles(config);
   const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
   const bodies = new BodyBudget(config.bodyBudgetBytes);
-  const dispatcher = new Dispatcher({ registry, files, uploads, version }, metrics);
+  const dispatcher = new Dispatcher({ registry, files, uploads, version, minter, grants, maxTokenTtlMs: config.maxTokenTtlMs }, metrics);
   const hub = new WebSocketHub({
     registry,
     dispatcher,
@@ -65,10 +74,13 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
     maxSubscriptionsPerOwner: config.maxSubscriptionsPerOwner,
     log: logger,
     metrics,
+    grants,
   });
   metrics.readFrom({
     sessions: () => registry.counts(),
     memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held }),
+    owners: tokens.owners,
+    usage: () => registry.usage(),
   });
   return {
     registry,
@@ -78,6 +90,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
     metrics,
     dispatcher,
     hub,
+    grants,
     recover: async () => {
       await own?.recover();
     },
@@ -86,6 +99,8 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
       await files.close?.();
       // Every session ended: nothing is left for a later start to end.
       own?.close();
+      grants.close();
+      minter.close();
     },
   };
 }

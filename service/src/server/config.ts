@@ -293,6 +293,13 @@ export const SETTINGS = {
     default: 120_000,
     help: 'longest time a client may take over an HTTP request: its headers (60 s at most anyway), then a JSON body; a streamed body (upload bytes, an archive to unpack) may take longer but not pause this long between bytes',
   },
+  maxTokenTtlMs: {
+    flag: 'max-token-ttl-ms',
+    env: 'EXECWORLD_MAX_TOKEN_TTL_MS',
+    schema: positiveInt(MAX_TIMER_DELAY_MS),
+    default: 24 * 3_600_000,
+    help: 'longest lifetime of a token an owner mints for itself (token.create ttlMs); a longer one is refused with 400',
+  },
   orphanTimeoutMs: {
     flag: 'orphan-timeout-ms',
     env: 'EXECWORLD_ORPHAN_TIMEOUT_MS',

@@ -23,6 +23,7 @@ import { connectToPort } from '../provider/port-connect.ts';
 import { allowedEnvironment } from './child-env.ts';
 import type { HostAccounts } from './sessions/registry.ts';
 import { defaultStateDir, defaultTokenFile, type Config } from './config.ts';
+import { signingKeyPath } from './minted.ts';
 
 /** How the preview proxy connects to a port in the world, as an owner's OS user. */
 export { connectToPort };
@@ -172,7 +173,10 @@ function hostFilesOptions(config: Config): HostFilesOptions {
     maxTextBytes: config.maxReadTextBytes,
     maxListEntries: config.maxListEntries,
     secrets: {
-      files: [config.tokenFile ?? defaultTokenFile(), ...(config.tlsKey === undefined ? [] : [config.tlsKey])].map((path) => resolve(path)),
+      // The signing key is in the state directory; named too, so that no other name for it (a hard link) reaches it.
+      files: [config.tokenFile ?? defaultTokenFile(), signingKeyPath(stateDir), ...(config.tlsKey === undefined ? [] : [config.tlsKey])].map((path) =>
+        resolve(path),
+      ),
       directories: [resolve(stateDir)],
       except: [resolve(stateDir, 'spill')],
     },

@@ -9,16 +9,53 @@
  */
 import type { Readable } from 'node:stream';
 import type { FileProvider } from '../provider/api.ts';
-import type { Principal } from './auth.ts';
+import { permitsSession, reachOf, type Principal } from './auth.ts';
 import type { CallContext, Transport } from './call-context.ts';
 import { BOUND_OPERATIONS, type BoundOperation } from './handlers.ts';
-import { describeZodError, readOnlyRefusal, ServiceError, toServiceError } from './errors.ts';
+import { describeZodError, readOnlyRefusal, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
+import type { LiveGrants } from './grants.ts';
 import type { DaemonMetrics } from './metrics.ts';
 
 /** What every call reaches, the same for every transport. */
-export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'version'> {
+export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'version' | 'minter' | 'maxTokenTtlMs'> {
   /** The world's files, whose view and transfer calls each call gets as its principal's. */
   readonly files: FileProvider;
+  /** Where a minted token's expiry and revocation are checked, and a waiting call held until they come. */
+  readonly grants: LiveGrants;
+}
+
+/** The kinds of session, by the prefix of their operations' names. */
+const SESSION_OPERATIONS = /^(terminal|process|shell)\./;
+
+/**
+ * Why `principal`'s token does not reach operation `spec` with `params` (validated), if it does not. A token
+ * of one session makes the calls of that session (its id in the params) and the lists of its kind, which are
+ * cut to it ({@link inScope}), and identity.get; a token of one port makes none.
+ */
+function scopeProblem(spec: BoundOperation['spec'], principal: Principal, params: unknown): ServiceError | undefined {
+  const reach = reachOf(principal);
+  if (reach === 'owner') return undefined;
+  if (reach === 'port') return scopeRefusal(`the token reaches one port in the world only: ${spec.name} is no call of it`);
+  if (spec.name === 'identity.get') return undefined;
+  if (SESSION_OPERATIONS.test(spec.name)) {
+    if (spec.name.endsWith('.list')) return undefined;
+    const id = (params as { id?: unknown }).id;
+    if (spec.params.id !== undefined && typeof id === 'string') {
+      return permitsSession(principal, id) ? undefined : scopeRefusal(`the token acts on one session only, not on ${id}`);
+    }
+  }
+  return scopeRefusal(`the token acts on one session only: ${spec.name} reaches beyond it`);
+}
+
+/** A list's answer as a token of one session sees it: that session only. */
+function inScope(principal: Principal, result: unknown): unknown {
+  if (reachOf(principal) === 'owner' || typeof result !== 'object' || result === null) return result;
+  return Object.fromEntries(
+    Object.entries(result).map(([key, value]) => [
+      key,
+      Array.isArray(value) ? value.filter((item) => permitsSession(principal, String((item as { id?: unknown }).id))) : value,
+    ]),
+  );
 }
 
 export type { Transport } from './call-context.ts';
@@ -63,6 +100,9 @@ export class Dispatcher {
   async call(operation: BoundOperation, caller: Caller, params: unknown): Promise<unknown> {
     const { spec } = operation;
     const { principal } = caller;
+    // Expiry and revocation are checked on every call, whatever carried it; health, which needs no token, has no principal.
+    const lapsed = spec.auth ? this.#services.grants.refusal(principal) : undefined;
+    if (lapsed !== undefined) throw new ServiceError('UNAUTHORIZED', lapsed);
     if (spec.access === 'write' && principal.access === 'read') throw readOnlyRefusal(spec.name);
     if (spec.bytes !== undefined && caller.transport !== 'rest') {
       throw new ServiceError('INVALID_ARGUMENT', `${spec.name} carries bytes: it is made over REST only, as ${spec.method} ${spec.path}`);
@@ -72,7 +112,22 @@ export class Dispatcher {
     try {
       const validated = operation.schema.safeParse(params);
       if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, caller.where));
+      const outside = spec.auth ? scopeProblem(spec, principal, validated.data) : undefined;
+      if (outside !== undefined) throw outside;
       const { files } = this.#services;
+      // A call that waits, or that takes a stream of bytes (an upload's, an unpack's), holds its token: one that
+      // expires or is revoked meanwhile ends the call, refused.
+      let ended: string | undefined;
+      let signal = caller.signal;
+      let release = (): void => {};
+      if ((spec.waits || spec.bytes?.body !== undefined) && principal.minted !== undefined) {
+        const grant = new AbortController();
+        release = this.#services.grants.hold(principal, (reason) => {
+          ended = reason;
+          grant.abort();
+        });
+        signal = AbortSignal.any([caller.signal, grant.signal]);
+      }
       const ctx: CallContext = {
         principal,
         registry: this.#services.registry,
@@ -80,12 +135,25 @@ export class Dispatcher {
         files: () => files.view({ root: principal.root, runAs: principal.runAs }),
         transfer: () => files.transfer({ root: principal.root, runAs: principal.runAs }),
         uploads: this.#services.uploads,
+        minter: this.#services.minter,
+        maxTokenTtlMs: this.#services.maxTokenTtlMs,
         version: this.#services.version,
-        signal: caller.signal,
+        signal,
         unbounded: caller.unbounded,
         body: caller.body,
       };
-      return await operation.handler(ctx, validated.data);
+      let result: unknown;
+      try {
+        result = await operation.handler(ctx, validated.data);
+      } catch (error) {
+        // What the call stopped with (aborted, say) is the token's lapse.
+        if (ended !== undefined) throw new ServiceError('UNAUTHORIZED', ended);
+        throw error;
+      } finally {
+        release();
+      }
+      if (ended !== undefined) throw new ServiceError('UNAUTHORIZED', ended);
+      return SESSION_OPERATIONS.test(spec.name) && spec.name.endsWith('.list') ? inScope(principal, result) : result;
     } catch (error) {
       const serviceError = toServiceError(error);
       outcome = serviceError.code;

@@ -160,6 +160,11 @@ export function toServiceError(error: unknown): ServiceError {
   return new ServiceError('INTERNAL', 'internal error', { cause: error });
 }
 
+/** The refusal of a call beyond a minted token's scope. */
+export function scopeRefusal(message: string): ServiceError {
+  return new ServiceError('TOKEN_SCOPE', message);
+}
+
 /** The refusal of `what` (an operation, a route) to a token that may only read. */
 export function readOnlyRefusal(what: string): ServiceError {
   return new ServiceError('READ_ONLY', `the token may only read: ${what} acts on the owner's sessions or files`);

@@ -19,7 +19,8 @@ import type { CallContext } from './call-context.ts';
 import { appendUpload, fileContent, packArchive, unpackArchive, wholeText, type ByteReply } from './byte-calls.ts';
 import { runOptions } from './sessions/shells.ts';
 import { runCommandSession } from './sessions/command-run.ts';
-import { ServiceError } from './errors.ts';
+import { scopeRefusal, ServiceError } from './errors.ts';
+import { MAX_LIVE_MINTED_PER_OWNER, type MintedInfo } from './minted.ts';
 import { listeningPorts } from './ports.ts';
 import { readsFreeRoom, waitForBytes, type ByteStream } from './streams.ts';
 
@@ -123,6 +124,31 @@ function limitsCapability(runtime: ExecutionProvider): { limits?: OperationResul
   return support === undefined ? {} : { limits: { supported: [...support.supported], unsupported: support.unsupported.map((entry) => ({ ...entry })) } };
 }
 
+/**
+ * Refuses `what` (mint, list, revoke) to a minted token: one handed on (to a preview, a job) could otherwise
+ * mint a fresh token before its own is revoked, and live on under another id.
+ */
+function mintsTokens(ctx: CallContext, what: string): void {
+  if (ctx.principal.minted !== undefined) throw scopeRefusal(`a minted token may not ${what} tokens: only a token of the token file does`);
+}
+
+/** A minted token as the wire says it. */
+function wireToken(claims: Pick<MintedInfo, 'id' | 'access' | 'expiresAt'> & { readonly port?: number | undefined; readonly session?: string | undefined }): {
+  id: string;
+  access: 'read' | 'write';
+  expiresAt: string;
+  port?: number;
+  session?: string;
+} {
+  return {
+    id: claims.id,
+    access: claims.access,
+    expiresAt: new Date(claims.expiresAt).toISOString(),
+    ...(claims.port === undefined ? {} : { port: claims.port }),
+    ...(claims.session === undefined ? {} : { session: claims.session }),
+  };
+}
+
 export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'health.get': (ctx) => {
     const { platform, terminals, exactInputWait, containment, signals } = ctx.registry.runtime.capabilities;
@@ -146,6 +172,36 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   },
 
   'identity.get': (ctx) => ({ owner: ctx.principal.owner, access: ctx.principal.access }),
+
+  'token.create': (ctx, params) => {
+    mintsTokens(ctx, 'mint');
+    if (params.port !== undefined && params.session !== undefined)
+      throw new ServiceError('INVALID_ARGUMENT', 'port and session: a token is scoped to one port or one session, not both');
+    if (params.ttlMs > ctx.maxTokenTtlMs)
+      throw new ServiceError('INVALID_ARGUMENT', `ttlMs ${params.ttlMs} is longer than the daemon's --max-token-ttl-ms, ${ctx.maxTokenTtlMs}`);
+    if (ctx.minter.liveOf(ctx.principal.owner) >= MAX_LIVE_MINTED_PER_OWNER)
+      throw new ServiceError('LIMIT_EXCEEDED', `owner ${ctx.principal.owner} already has ${MAX_LIVE_MINTED_PER_OWNER} minted tokens that are good (the limit)`);
+    // The access asked for is checked by the schema; the dispatcher let only a write token get here, so it is never more.
+    const { token, claims } = ctx.minter.mint({
+      owner: ctx.principal.owner,
+      access: params.access,
+      ttlMs: params.ttlMs,
+      port: params.port,
+      session: params.session,
+    });
+    return { token, ...wireToken(claims) };
+  },
+  'token.list': (ctx) => {
+    mintsTokens(ctx, 'list');
+    return { tokens: ctx.minter.list(ctx.principal.owner).map(wireToken) };
+  },
+  'token.revoke': (ctx, params) => {
+    mintsTokens(ctx, 'revoke');
+    if (!ctx.minter.owns(ctx.principal.owner, params.id))
+      throw new ServiceError('NOT_FOUND', `no good token of owner ${ctx.principal.owner} has id ${params.id}`);
+    ctx.minter.revoke(params.id);
+    return { ok: true as const };
+  },
 
   'executable.resolve': async (ctx, params) => ({
     path: await ctx.registry.resolveExecutable(ctx.principal, params.command, params.env, ctx.signal),

@@ -1,12 +1,15 @@
 /**
  * The daemon's metrics in Prometheus' text format (`GET /metrics`), kept by
  * prom-client in a registry of the daemon's own. Labels name kinds,
- * operations and codes, never a session or an owner: a scrape says how the
- * daemon is doing, not who uses it.
+ * operations, codes and limits, never a session or a token; the per-owner
+ * usage (cpu, limits hit, OOM kills, memory now) is labelled by owner, and
+ * its labels stay bounded: the owners are those of the token file, a set
+ * fixed when the daemon starts, each present from the first scrape.
  * @module
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Transport } from './call-context.ts';
+import type { LimitHit, OwnerUsage } from './sessions/owner-usage.ts';
 import type { StreamMeter } from './streams.ts';
 
 /** The operations that start a program: their failures are spawn failures, counted by code. */
@@ -20,7 +23,13 @@ export interface MetricsSources {
   sessions(): { kind: string; state: string; count: number }[];
   /** Bytes held now, by budget (rings, connection buffers, request bodies). */
   memory(): Record<string, number>;
+  /** The owners of the token file: the one set the owner label takes its values from. */
+  readonly owners?: readonly string[];
+  /** Each owner's usage over every session it ran; read once a scrape. */
+  usage?(): ReadonlyMap<string, OwnerUsage>;
 }
+
+const LIMITS: readonly LimitHit[] = ['memory', 'pids', 'cpu'];
 
 export class DaemonMetrics {
   readonly registry = new Registry();
@@ -33,10 +42,14 @@ export class DaemonMetrics {
   readonly streams: StreamMeter;
 
   #sources: MetricsSources | undefined;
+  /** The owners' usage as the last scrape read it, once for the four metrics made of it. */
+  #usage: ReadonlyMap<string, OwnerUsage> | undefined;
 
   constructor() {
     const registers = [this.registry];
     const sources = (): MetricsSources | undefined => this.#sources;
+    /** Each owner of the token file with its usage (zero for one that ran nothing). */
+    const owners = (): [string, OwnerUsage | undefined][] => (sources()?.owners ?? []).map((owner) => [owner, this.#usage?.get(owner)]);
     collectDefaultMetrics({ register: this.registry, prefix: 'execworld_' });
     new Gauge({
       name: 'execworld_sessions',
@@ -56,6 +69,49 @@ export class DaemonMetrics {
       collect() {
         this.reset();
         for (const [budget, bytes] of Object.entries(sources()?.memory() ?? {})) this.set({ budget }, bytes);
+      },
+    });
+    new Counter({
+      name: 'execworld_owner_cpu_seconds_total',
+      help: "CPU seconds used by an owner's sessions (running ones so far, and every one that ended), by owner and mode (user, system).",
+      labelNames: ['owner', 'mode'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [owner, usage] of owners()) {
+          this.inc({ owner, mode: 'user' }, (usage?.cpuUserMs ?? 0) / 1000);
+          this.inc({ owner, mode: 'system' }, (usage?.cpuSystemMs ?? 0) / 1000);
+        }
+      },
+    });
+    new Counter({
+      name: 'execworld_owner_limit_hits_total',
+      help: "An owner's sessions that ran into a limit, by owner and limit (memory, pids, cpu); a session counts once per limit.",
+      labelNames: ['owner', 'limit'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [owner, usage] of owners()) for (const limit of LIMITS) this.inc({ owner, limit }, usage?.limitHits[limit] ?? 0);
+      },
+    });
+    new Counter({
+      name: 'execworld_owner_oom_kills_total',
+      help: "Processes of an owner's sessions the kernel's OOM killer killed, by owner.",
+      labelNames: ['owner'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [owner, usage] of owners()) this.inc({ owner }, usage?.oomKills ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'execworld_owner_memory_bytes',
+      help: "Memory in use now by an owner's running sessions, by owner; only where a memory controller follows sessions.",
+      labelNames: ['owner'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [owner, usage] of owners()) if (usage?.memoryBytes !== null && usage?.memoryBytes !== undefined) this.set({ owner }, usage.memoryBytes);
       },
     });
     this.#calls = new Histogram({
@@ -121,6 +177,8 @@ export class DaemonMetrics {
 
   /** The text a scrape answers. */
   async text(): Promise<{ contentType: string; body: string }> {
+    // Kept after the scrape: one under way beside it reads this or a later one, never less (the totals only grow).
+    this.#usage = this.#sources?.usage?.();
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 }

@@ -23,7 +23,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TOKEN_HEADER, WS_TOKEN_PROTOCOL_PREFIX } from '@execworld/sdk/protocol';
 import { permitsPort, type Principal } from './auth.ts';
 import { bodyIsStreamed } from './body-timeouts.ts';
-import { readOnlyRefusal, ServiceError } from './errors.ts';
+import { readOnlyRefusal, scopeRefusal, ServiceError } from './errors.ts';
+import type { LiveGrants } from './grants.ts';
 import { rawErrorResponse } from './http-errors.ts';
 import type { RunAs } from '../provider/api.ts';
 
@@ -217,7 +218,7 @@ function notListening(port: number, error: unknown): ServiceError {
 function portRefusal(principal: Principal, port: number, method: string, path: string): ServiceError | undefined {
   if (permitsPort(principal, port)) return undefined;
   const scoped = principal.minted?.port;
-  if (scoped !== undefined) return new ServiceError('PORT_FORBIDDEN', `the token reaches port ${scoped} only, not port ${port}`);
+  if (scoped !== undefined) return scopeRefusal(`the token reaches port ${scoped} only, not port ${port}`);
   return readOnlyRefusal(`${method} ${path}`);
 }
 
@@ -227,14 +228,26 @@ export interface PreviewTunnel {
   readonly port: number;
 }
 
-/** The WebSockets open through previews, so that one can be ended (its token revoked) and all of them at shutdown. */
+/**
+ * The WebSockets open through previews, so that one can be ended and all of them at shutdown. Each is held as a
+ * grant of its token: it ends when a minted token expires or is revoked.
+ */
 export class PreviewTunnels {
-  readonly #open = new Map<PreviewTunnel, { client: Socket; upstream: Socket }>();
+  readonly #open = new Map<PreviewTunnel, { client: Socket; upstream: Socket; release: () => void }>();
+  readonly #grants: Pick<LiveGrants, 'hold'> | undefined;
+
+  constructor(grants?: Pick<LiveGrants, 'hold'>) {
+    this.#grants = grants;
+  }
 
   /** Pipes `client` and `upstream` into each other until either ends; the tunnel is forgotten when both are closed. */
   open(principal: Principal, port: number, client: Socket, upstream: Socket): PreviewTunnel {
     const tunnel: PreviewTunnel = { principal, port };
-    this.#open.set(tunnel, { client, upstream });
+    this.#open.set(tunnel, { client, upstream, release: () => {} });
+    const release = this.#grants?.hold(principal, () => this.end(tunnel));
+    const open = this.#open.get(tunnel);
+    if (open !== undefined && release !== undefined) open.release = release;
+    else release?.();
     const end = (): void => this.end(tunnel);
     // pipe() holds back a side whose reader is slow: at most a high-water mark of bytes waits on each.
     client.pipe(upstream).on('error', end);
@@ -249,6 +262,7 @@ export class PreviewTunnels {
     const sockets = this.#open.get(tunnel);
     if (sockets === undefined) return;
     this.#open.delete(tunnel);
+    sockets.release();
     sockets.client.destroy();
     sockets.upstream.destroy();
   }
@@ -264,6 +278,8 @@ export class PreviewTunnels {
 
 export interface PreviewOptions {
   readonly connect: PortConnector;
+  /** What ends a preview's answer under way when its minted token expires or is revoked. */
+  readonly grants: Pick<LiveGrants, 'hold'>;
   readonly scheme: 'http' | 'https';
   readonly tunnels: PreviewTunnels;
 }
@@ -283,7 +299,7 @@ function previewCookie(token: string, prefix: string, scheme: 'http' | 'https'):
  * the port is checked against it with `permitsPort`.
  */
 export function registerPreview(scope: FastifyInstance, options: PreviewOptions): void {
-  const { connect, scheme, tunnels } = options;
+  const { connect, scheme, tunnels, grants } = options;
 
   /** An upgrade is passed to the app byte for byte: the app answers the handshake. */
   const tunnel = (request: FastifyRequest, reply: FastifyReply, url: PreviewUrl): void => {
@@ -355,8 +371,14 @@ export function registerPreview(scope: FastifyInstance, options: PreviewOptions)
         response.end(JSON.stringify({ error: refusal.body() }));
       } else response.destroy();
     });
+    // An answer under way (a stream of events, a long download) ends when its minted token does.
+    const release = grants.hold(request.principal, () => {
+      outgoing.destroy();
+      response.destroy();
+    });
     // A client that goes away ends the app's request too.
     response.on('close', () => {
+      release();
       if (!response.writableFinished) outgoing.destroy();
     });
     pipeline(request.raw, outgoing, () => {

@@ -18,9 +18,10 @@ import type { FastifyBaseLogger as Logger } from 'fastify';
 import { ClientMessage, type Access, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
 import type { z } from 'zod';
 import type { DaemonMetrics } from './metrics.ts';
-import type { Principal } from './auth.ts';
+import { permitsSession, type Principal } from './auth.ts';
 import type { Caller, Dispatcher } from './dispatch.ts';
-import { describeZodError, ServiceError, toServiceError } from './errors.ts';
+import { describeZodError, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
+import type { LiveGrants } from './grants.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import { readsFreeRoom, type ByteStream } from './streams.ts';
 import { StreamFeed } from './ws-subscription.ts';
@@ -54,6 +55,8 @@ export interface HubOptions {
   readonly log: Logger;
   /** Where calls and paused connections are counted; nowhere when absent. */
   readonly metrics?: DaemonMetrics | undefined;
+  /** What closes the connection of a minted token that expires or is revoked; none when absent. */
+  readonly grants?: LiveGrants | undefined;
 }
 
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
@@ -237,6 +240,12 @@ class ClientLink {
   }
 
   #onMessage(data: Buffer, isBinary: boolean): void {
+    // Every message is checked, not only the connection: a token may lapse before its holder hears of it.
+    const lapsed = this.#options.grants?.refusal(this.principal);
+    if (lapsed !== undefined) {
+      this.close(CLOSE_POLICY_VIOLATION, lapsed);
+      return;
+    }
     if (isBinary) {
       this.send({ t: 'error', id: null, error: { code: 'INVALID_ARGUMENT', message: 'clients send text messages only' } });
       return;
@@ -335,6 +344,7 @@ class ClientLink {
 
   #resolveStream(target: z.infer<typeof SubscribeParams>['target']): ByteStream {
     const registry = this.#options.registry;
+    if (!permitsSession(this.principal, target.id)) throw scopeRefusal(`the token does not reach session ${target.id}`);
     if (target.kind === 'terminal') {
       if (target.stream !== 'output') throw new ServiceError('INVALID_ARGUMENT', "a terminal has one stream, 'output'");
       return registry.get(this.principal.owner, target.id, 'terminal').output;
@@ -353,7 +363,7 @@ class ClientLink {
     this.#calls.clear();
   }
 
-  /** Closes the socket as the daemon goes away. */
+  /** Closes the socket: as the daemon goes away, or as its token expires or is revoked. */
   close(code: number, reason: string): void {
     this.#socket.close(code, reason);
   }
@@ -409,7 +419,11 @@ export class WebSocketHub {
     }
     const connection = new ClientLink(socket, principal, this, this.#options, log);
     this.#connections.add(connection);
-    socket.on('close', () => this.#connections.delete(connection));
+    const release = this.#options.grants?.hold(principal, (reason) => connection.close(CLOSE_POLICY_VIOLATION, reason));
+    socket.on('close', () => {
+      this.#connections.delete(connection);
+      release?.();
+    });
   }
 
   closeAll(): void {

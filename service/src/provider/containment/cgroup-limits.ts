@@ -25,9 +25,10 @@
  *
  * Usage: cpu from v2's `cpu.stat` (kept by every v2 cgroup, controller or
  * not) or v1's `cpuacct`; peak memory from `memory.peak` (v2, with the
- * memory controller) or `memory.max_usage_in_bytes` (v1); which limit was
- * hit from `memory.events` / `memory.oom_control` and `memory.failcnt`,
- * `pids.events`, and `cpu.stat`'s `nr_throttled`.
+ * memory controller) or `memory.max_usage_in_bytes` (v1), reset for each run
+ * of a persistent shell where the kernel allows ({@link CellControls.meter});
+ * which limit was hit from `memory.events` / `memory.oom_control` and
+ * `memory.failcnt`, `pids.events`, and `cpu.stat`'s `nr_throttled`.
  *
  * The daemon keeps out of the OOM killer's way: it lowers its own
  * `oom_score_adj` ({@link DAEMON_OOM_SCORE_ADJ}, where it may: root), and a
@@ -38,7 +39,7 @@
  * process before the daemon.
  * @module
  */
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { ProviderError } from '../errors.ts';
@@ -62,6 +63,18 @@ export interface SessionUsage {
   readonly limitHit: 'memory' | 'pids' | 'cpu' | null;
   /** The kernel's OOM killer killed a process of the session. */
   readonly oomKilled: boolean;
+}
+
+/** A session's counters for the daemon's metrics: what it used so far, which limits it ran into, and its memory now. */
+export interface SessionAccounting {
+  readonly cpuUserMs: number;
+  readonly cpuSystemMs: number;
+  /** Memory in use now (v2 `memory.current`, v1 `memory.usage_in_bytes`); 0 once the session's cgroups are gone, null where no memory controller follows it. */
+  readonly memoryBytes: number | null;
+  /** Every limit the session ran into so far (not only the first, as `limitHit` says). */
+  readonly limitsHit: readonly ('memory' | 'pids' | 'cpu')[];
+  /** Processes of the session the kernel's OOM killer killed. */
+  readonly oomKills: number;
 }
 
 /** Which limits this host's daemon can enforce, and why not the others. */
@@ -515,6 +528,60 @@ function usageBetween(before: Counters, now: Counters): SessionUsage {
 /** The usage of one run of a session, from when it was started; `peakScope` says whose the peak is. */
 export interface UsageMeter {
   usage(): SessionUsage & { readonly peakScope: 'run' | 'session' };
+  /** Ends the run: what it holds open (a descriptor of `memory.peak`) is closed, its last peak kept. */
+  close(): void;
+}
+
+/**
+ * One run's descriptor of v2 `memory.peak`, reset through it: the peak read
+ * back through it is the run's. Read at the start of the file each time
+ * (pread at 0: a kernfs file shows its value from the start).
+ */
+class RunPeak {
+  #fd: number | undefined;
+  #last: number | null = null;
+
+  private constructor(fd: number) {
+    this.#fd = fd;
+  }
+
+  /** The descriptor, reset; undefined where the file is missing or the kernel refuses the reset (before 6.12). */
+  static open(path: string): RunPeak | undefined {
+    let fd: number;
+    try {
+      fd = openSync(path, 'r+');
+    } catch (_error) {
+      return undefined;
+    }
+    try {
+      writeSync(fd, 'reset', 0);
+    } catch (_error) {
+      closeQuietly(fd);
+      return undefined;
+    }
+    return new RunPeak(fd);
+  }
+
+  /** The run's peak so far; the last one read once closed. */
+  read(): number | null {
+    if (this.#fd === undefined) return this.#last;
+    const buffer = Buffer.alloc(32);
+    let text: string;
+    try {
+      text = buffer.toString('latin1', 0, readSync(this.#fd, buffer, 0, buffer.length, 0)).trim();
+    } catch (_error) {
+      return this.#last;
+    }
+    if (/^\d+$/.test(text)) this.#last = Number(text);
+    return this.#last;
+  }
+
+  close(): void {
+    if (this.#fd === undefined) return;
+    this.read();
+    closeQuietly(this.#fd);
+    this.#fd = undefined;
+  }
 }
 
 /** The limits and counters of one session's cgroups. */
@@ -527,11 +594,16 @@ export class CellControls {
   /** The usage read just before the cgroups were removed, and its counters. */
   #final: SessionUsage | undefined;
   #lastCounters: Counters | undefined;
+  /** The open run's descriptor of v2 `memory.peak`, reset for it; at most one. */
+  #runPeak: RunPeak | undefined;
+  /** A memory controller follows the session (its memory now is known while it runs). */
+  readonly #memoryFollowed: boolean;
 
   constructor(controllers: CgroupControllers, v2Path: string, v1: { controller: V1Controller; path: string; tasks: number }[], limits: SessionLimits) {
     this.#controllers = controllers;
     this.#v2Path = v2Path;
     this.#v1 = v1;
+    this.#memoryFollowed = controllers.v2.has('memory') || v1.some((entry) => entry.controller === 'memory');
     this.limits = limits;
   }
 
@@ -621,18 +693,66 @@ export class CellControls {
     return usageBetween(ZERO_COUNTERS, this.#counters());
   }
 
+  /** Every limit the counters say the session ran into, memory first. */
+  static #hits(counters: Counters): ('memory' | 'pids' | 'cpu')[] {
+    const hits: ('memory' | 'pids' | 'cpu')[] = [];
+    if (counters.oomKills > 0 || counters.memoryFails > 0) hits.push('memory');
+    if (counters.pidsMax > 0) hits.push('pids');
+    if (counters.throttled > 0) hits.push('cpu');
+    return hits;
+  }
+
+  /**
+   * The session's counters for the daemon's metrics: the same files as
+   * {@link usage}, and its memory in use now; once its cgroups are gone, the
+   * last counters read before, and no file is read.
+   */
+  accounting(): SessionAccounting {
+    const ended = this.#released;
+    const counters = ended ? (this.#lastCounters ?? ZERO_COUNTERS) : this.#counters();
+    let memoryBytes: number | null = null;
+    const memory = this.#path('memory');
+    if (ended) memoryBytes = this.#memoryFollowed ? 0 : null;
+    else if (this.#controllers.v2.has('memory')) memoryBytes = readNumber(join(this.#v2Path, 'memory.current')) ?? null;
+    else if (memory !== undefined) memoryBytes = readNumber(join(memory, 'memory.usage_in_bytes')) ?? null;
+    return {
+      cpuUserMs: Math.round(counters.cpuUserMs),
+      cpuSystemMs: Math.round(counters.cpuSystemMs),
+      memoryBytes,
+      limitsHit: CellControls.#hits(counters),
+      oomKills: counters.oomKills,
+    };
+  }
+
   /**
    * Starts measuring one run of a long-lived session (a persistent shell's
    * command): cpu and the limits hit as the difference over the run; peak
-   * memory reset for it where the kernel allows (v1: a write of 0 to
-   * `memory.max_usage_in_bytes`; v2 has `memory.peak` writable only since
-   * Linux 6.12, not done here), else the session's peak, which `peakScope` says.
+   * memory reset for it where the kernel allows, else the session's peak,
+   * which `peakScope` says.
+   *
+   * v1: a write of 0 to `memory.max_usage_in_bytes` resets the cgroup's peak.
+   * v2: since Linux 6.12 a write of any non-empty string to an open
+   * descriptor of `memory.peak` resets the peak as seen through that
+   * descriptor only (every other reader keeps the cgroup's own); the run
+   * opens the file, writes `reset`, and reads its peak through the same
+   * descriptor. An older kernel refuses it (5.19 to 6.11: the file has no
+   * write, so opening it for writing fails with EACCES; a write that fails
+   * is taken so too) or has no `memory.peak` (before 5.19): then the
+   * session's peak. A cell holds at most one such descriptor, the open run's:
+   * a new run closes the last one's, as do {@link UsageMeter.close} at the
+   * run's end and the removal of the cgroups.
    */
   meter(): UsageMeter {
     const before = this.#counters();
     let peakScope: 'run' | 'session' = 'session';
+    let peak: RunPeak | undefined;
     const memory = this.#path('memory');
-    if (!this.#controllers.v2.has('memory') && memory !== undefined) {
+    if (this.#controllers.v2.has('memory') && !this.#released) {
+      this.#runPeak?.close();
+      peak = RunPeak.open(join(this.#v2Path, 'memory.peak'));
+      this.#runPeak = peak;
+      if (peak !== undefined) peakScope = 'run';
+    } else if (memory !== undefined) {
       try {
         writeFileSync(join(memory, 'memory.max_usage_in_bytes'), '0');
         peakScope = 'run';
@@ -640,12 +760,24 @@ export class CellControls {
         // The session's peak, then.
       }
     }
-    return { usage: () => ({ ...usageBetween(before, this.#final === undefined ? this.#counters() : this.#lastCounters!), peakScope }) };
+    const counters = (): Counters => {
+      const now = this.#final === undefined ? this.#counters() : this.#lastCounters!;
+      return peak === undefined ? now : { ...now, peakMemoryBytes: peak.read() };
+    };
+    return {
+      usage: () => ({ ...usageBetween(before, counters()), peakScope }),
+      close: () => {
+        peak?.close();
+        if (this.#runPeak === peak) this.#runPeak = undefined;
+      },
+    };
   }
 
   /** Removes the session's v1 cgroups once empty; false while one is in use. */
   remove(): boolean {
     if (this.#released) return true;
+    this.#runPeak?.close();
+    this.#runPeak = undefined;
     this.#lastCounters = this.#counters();
     this.#final = usageBetween(ZERO_COUNTERS, this.#lastCounters);
     let removed = true;

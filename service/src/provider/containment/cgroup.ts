@@ -39,6 +39,7 @@ import {
   type CellControls,
   type LimitSupport,
   type SessionLimits,
+  type SessionAccounting,
   type SessionUsage,
   type UsageMeter,
 } from './cgroup-limits.ts';
@@ -288,6 +289,10 @@ class CgroupCell implements SessionCell {
 
   usageMeter(): UsageMeter | undefined {
     return this.#controls?.meter();
+  }
+
+  accounting(): SessionAccounting | undefined {
+    return this.#controls?.accounting();
   }
 
   attach(_pid: number, _stdio?: readonly string[]): void {

@@ -18,9 +18,9 @@
  * @module
  */
 import type { ProcessIdentity } from '../inspect/inspector.ts';
-import type { LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
+import type { LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
 
-export type { LimitName, LimitSupport, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
+export type { LimitName, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
 
 export type ContainmentMode = 'cgroup' | 'subreaper' | 'job' | 'none';
 
@@ -74,6 +74,8 @@ export interface SessionCell {
   readonly complete: boolean;
   /** What the session used so far (its last counters once removed); undefined where the cell keeps none. */
   usage?(): SessionUsage | undefined;
+  /** The session's counters for the daemon's metrics; undefined where the cell keeps none. */
+  accounting?(): SessionAccounting | undefined;
   /** Starts measuring one run of the session (a persistent shell's command); undefined where the cell keeps no counters. */
   usageMeter?(): UsageMeter | undefined;
   /** SIGKILLs everything in the cell (`cgroup.kill`), escapees included. Synchronous. */

@@ -7,6 +7,7 @@
  * evidence, not waiting, not alive.
  * @module
  */
+import type { SessionCell } from '../containment/containment.ts';
 import { ProviderError } from '../errors.ts';
 
 /**
@@ -163,6 +164,16 @@ export class ProcessIndex {
     }
     return order;
   }
+}
+
+/**
+ * The rows a session's processes are found in: a complete cell's alone (a
+ * cgroup), so reading one session costs the same however many other sessions
+ * the host runs; otherwise, with no cell or one that may miss processes, the
+ * whole process table.
+ */
+export function sessionRows(inspector: ProcessInspector, cell: Pick<SessionCell, 'complete' | 'pids'> | undefined): ProcessRow[] {
+  return cell?.complete === true ? inspector.snapshotOf(cell.pids()) : inspector.snapshot();
 }
 
 /** `kill(pid, signal)` that reports failure as false instead of throwing. */

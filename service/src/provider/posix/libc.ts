@@ -31,6 +31,7 @@ interface Libc {
   waitpid(pid: number, status: null, options: number): number;
   renameat2?: (oldDir: number, oldPath: string, newDir: number, newPath: string, flags: number) => number;
   closeRange?: (first: number, last: number, flags: number) => number;
+  tcsetattr?: (fd: number, actions: number, termios: Buffer) => number;
   errno(): number;
 }
 
@@ -69,6 +70,7 @@ function libc(): Libc {
   const closeRange = hostFacts.linuxCalls
     ? (optionalFunction(library, 'int close_range(unsigned int first, unsigned int last, int flags)') as Libc['closeRange'])
     : undefined;
+  const tcsetattr = hostFacts.linuxCalls ? (library.func('int tcsetattr(int fd, int optional_actions, void *termios_p)') as Libc['tcsetattr']) : undefined;
   loaded = {
     fcntl,
     waitpid,
@@ -76,6 +78,7 @@ function libc(): Libc {
     ...(prctl === undefined ? {} : { prctl }),
     ...(renameat2 === undefined ? {} : { renameat2 }),
     ...(closeRange === undefined ? {} : { closeRange }),
+    ...(tcsetattr === undefined ? {} : { tcsetattr }),
   };
   return loaded;
 }
@@ -102,6 +105,52 @@ export function setCloseOnExec(fd: number): void {
 }
 
 /** Whether `fd` is close-on-exec; undefined when it cannot be told. */
+/**
+ * Linux's `struct termios` as glibc lays it out (60 bytes: four flag words,
+ * the line discipline, 32 control characters, then the two speeds), with the
+ * modes node-pty's fork gives a new terminal: a UTF-8 line-editing terminal
+ * with echo, signals from ^C ^\\ ^Z, ^D as end of file, DEL as erase, 38400 baud.
+ */
+function defaultTermios(): Buffer {
+  const termios = Buffer.alloc(60);
+  const [B38400, VEOL, VEOL2] = [0o17, 11, 16];
+  termios.writeUInt32LE(0o400 | 0o2000 | 0o4000 | 0o20000 | 0o2 | 0o40000, 0); // ICRNL IXON IXANY IMAXBEL BRKINT IUTF8
+  termios.writeUInt32LE(0o1 | 0o4, 4); // OPOST ONLCR
+  termios.writeUInt32LE(0o200 | 0o60 | 0o2000 | B38400, 8); // CREAD CS8 HUPCL
+  termios.writeUInt32LE(0o2 | 0o1 | 0o100000 | 0o10 | 0o20 | 0o40 | 0o4000 | 0o1000, 12); // ICANON ISIG IEXTEN ECHO ECHOE ECHOK ECHOKE ECHOCTL
+  const cc = 17;
+  // VINTR VQUIT VERASE VKILL VEOF VTIME VMIN, then VSTART VSTOP VSUSP, VREPRINT VDISCARD VWERASE VLNEXT.
+  for (const [index, value] of [
+    [0, 3],
+    [1, 0x1c],
+    [2, 0x7f],
+    [3, 21],
+    [4, 4],
+    [5, 0],
+    [6, 1],
+    [8, 17],
+    [9, 19],
+    [10, 26],
+    [12, 18],
+    [13, 15],
+    [14, 23],
+    [15, 22],
+    [VEOL, 0xff],
+    [VEOL2, 0xff],
+  ] as const)
+    termios[cc + index] = value;
+  termios.writeUInt32LE(B38400, 52);
+  termios.writeUInt32LE(B38400, 56);
+  return termios;
+}
+
+/** Gives the terminal `fd` (either side) the modes of a new terminal (see {@link defaultTermios}). Linux only. */
+export function setDefaultTerminalModes(fd: number): void {
+  const c = libc();
+  if (c.tcsetattr === undefined) throw new Error('tcsetattr is bound on Linux only');
+  if (c.tcsetattr(fd, 0, defaultTermios()) !== 0) throw new Error(`tcsetattr(${fd}) failed with errno ${c.errno()}`);
+}
+
 export function isCloseOnExec(fd: number): boolean | undefined {
   const flags = libc().fcntl(fd, F_GETFD);
   return flags < 0 ? undefined : (flags & FD_CLOEXEC) !== 0;

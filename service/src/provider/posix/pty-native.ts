@@ -1,5 +1,5 @@
 /**
- * node-pty's native binding, loaded once: its `fork` and `resize`, which
+ * node-pty's native binding, loaded once: its `fork`, `open` and `resize`, which
  * `pty.ts` drives (it reads the master itself).
  * @module
  */
@@ -22,6 +22,8 @@ export interface NativePty {
     helperPath: string,
     onexit: (code: number, signal: number) => void,
   ): { fd: number; pid: number; pty: string };
+  /** openpty: a new terminal's two sides, neither close-on-exec, with the kernel's default modes. */
+  open(cols: number, rows: number): { master: number; slave: number; pty: string };
   resize(fd: number, cols: number, rows: number): void;
 }
 

@@ -1,8 +1,18 @@
 /**
  * A pseudo-terminal with a child process on it, for Linux and macOS.
  *
- * It uses node-pty's native `fork` (forkpty on Linux, posix_spawn through
- * spawn-helper on macOS) and its `resize`, and reads the master side itself,
+ * On Linux the terminal is opened with node-pty's `open` (openpty) and given
+ * node-pty's modes, and the child is started with Node's own spawn on the
+ * slave, through `setsid -c` (`--ctty`), which makes it a session leader with the
+ * terminal as its controlling terminal before it execs the program (the pid
+ * stays the same). libuv reaps it with every other child, on SIGCHLD. node-pty's
+ * `fork` (forkpty) would leave a thread in this process per terminal, waiting
+ * for its child; moving the daemon into a session's cgroup for the next spawn
+ * moves every thread it has, so each spawn cost more the more terminals ran
+ * (40 ms at 1,000). Without a `setsid` on the host, and on macOS (posix_spawn
+ * through spawn-helper), node-pty's `fork` is used.
+ *
+ * It uses node-pty's `resize`, and reads the master side itself,
  * because node-pty's reader loses the end of the output of a command that
  * exits right after printing (microsoft/node-pty#72). The cause is in libuv:
  * when the slave side hangs up, a poll that reports POLLHUP after a short read
@@ -17,9 +27,12 @@
  * the child is reaped and the drain is delivered: no timer.
  * @module
  */
-import { closeSync, readSync, writeSync } from 'node:fs';
+import { spawn as spawnChild } from 'node:child_process';
+import { closeSync, existsSync, readSync, writeSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { ReadStream } from 'node:tty';
-import { setCloseOnExec } from './libc.ts';
+import { hostFacts } from '../platform/host.ts';
+import { setCloseOnExec, setDefaultTerminalModes } from './libc.ts';
 import { nativePty, type NativePty } from './pty-native.ts';
 
 export interface PtySpawnOptions {
@@ -35,8 +48,9 @@ export interface PtySpawnOptions {
   /**
    * Runs the fork, which is synchronous, e.g. inside a session's cgroup. Only
    * the fork itself: the rest of the setup is this process's own business.
+   * `threads`: the threads the fork starts in this process.
    */
-  readonly spawnInside?: <T>(spawn: () => T) => T;
+  readonly spawnInside?: <T>(spawn: () => T, threads: number) => T;
 }
 
 /** Exit facts as the kernel reports them: a code, or a signal number. */
@@ -93,23 +107,9 @@ export class UnixPty {
 
   constructor(options: PtySpawnOptions, events: PtyEvents) {
     this.#events = events;
-    const { native, helperPath } = nativePty();
-    const env = Object.entries(options.env).map(([name, value]) => `${name}=${value}`);
-    const fork = (): ReturnType<NativePty['fork']> =>
-      native.fork(
-        options.file,
-        [...options.args],
-        env,
-        options.cwd,
-        options.cols,
-        options.rows,
-        options.uid ?? -1,
-        options.gid ?? -1,
-        true,
-        helperPath,
-        (exitCode, signal) => this.#onChildExit({ exitCode, signal }),
-      );
-    const term = options.spawnInside === undefined ? fork() : options.spawnInside(fork);
+    const onExit = (exit: PtyExit): void => this.#onChildExit(exit);
+    const setsid = setsidPath();
+    const term = setsid === undefined ? forkOnNewTerminal(options, onExit) : spawnOnNewTerminal(options, setsid, onExit);
     this.pid = term.pid;
     this.device = term.pty;
     this.#fd = term.fd;
@@ -332,6 +332,79 @@ export class UnixPty {
     this.#exitReported = true;
     this.#socket.destroy();
     this.#events.onExit(this.#exit);
+  }
+}
+
+/** What a started terminal is: its child, its master, the slave's path. */
+type Started = ReturnType<NativePty['fork']>;
+
+/** Threads node-pty's fork leaves in this process for each terminal: one, which waits for the child. */
+const NODE_PTY_FORK_THREADS = 1;
+
+let setsidFound: { path: string | undefined } | undefined;
+
+/** util-linux's (or busybox's) `setsid`, on Linux, where the host has one. */
+function setsidPath(): string | undefined {
+  setsidFound ??= { path: hostFacts.linuxCalls ? ['/usr/bin/setsid', '/bin/setsid'].find((path) => existsSync(path)) : undefined };
+  return setsidFound.path;
+}
+
+/** The child on a new terminal, with node-pty's fork (forkpty on Linux, spawn-helper on macOS). */
+function forkOnNewTerminal(options: PtySpawnOptions, onExit: (exit: PtyExit) => void): Started {
+  const { native, helperPath } = nativePty();
+  const env = Object.entries(options.env).map(([name, value]) => `${name}=${value}`);
+  const fork = (): Started =>
+    native.fork(
+      options.file,
+      [...options.args],
+      env,
+      options.cwd,
+      options.cols,
+      options.rows,
+      options.uid ?? -1,
+      options.gid ?? -1,
+      true,
+      helperPath,
+      (exitCode, signal) => onExit({ exitCode, signal }),
+    );
+  return options.spawnInside === undefined ? fork() : options.spawnInside(fork, NODE_PTY_FORK_THREADS);
+}
+
+/**
+ * The child on a new terminal, started by Node's spawn (libuv: it resets the
+ * signal dispositions and mask, drops the supplementary groups before it takes
+ * `gid` and `uid`, changes to `cwd`, and returns once the child exec'd) on the
+ * slave as its stdio. `setsid -c` (`--ctty`) then leaves the daemon's process group
+ * for a session of its own, takes the slave (its stdin) as its controlling
+ * terminal (TIOCSCTTY), and execs the program. Both sides are made
+ * close-on-exec before anything else is spawned, so no other child inherits
+ * them; the slave is dup'd onto the child's 0-2, and the daemon's copy is
+ * closed once the child runs.
+ */
+function spawnOnNewTerminal(options: PtySpawnOptions, setsid: string, onExit: (exit: PtyExit) => void): Started {
+  const { native } = nativePty();
+  const { master, slave, pty } = native.open(options.cols, options.rows);
+  try {
+    setCloseOnExec(master);
+    setCloseOnExec(slave);
+    setDefaultTerminalModes(slave);
+    const ids = {
+      ...(options.uid === undefined || options.uid < 0 ? {} : { uid: options.uid }),
+      ...(options.gid === undefined || options.gid < 0 ? {} : { gid: options.gid }),
+    };
+    const start = () =>
+      spawnChild(setsid, ['-c', '--', options.file, ...options.args], { cwd: options.cwd, env: options.env, stdio: [slave, slave, slave], ...ids });
+    const child = options.spawnInside === undefined ? start() : options.spawnInside(start, 0);
+    // A spawn that failed reports it here (and once more as an event, which is not the host's failure).
+    child.on('error', () => {});
+    if (child.pid === undefined) throw new Error(`cannot start ${options.file} on a terminal: the spawn failed`);
+    child.once('exit', (code, signal) => onExit({ exitCode: code ?? 0, signal: signal === null ? 0 : osConstants.signals[signal] }));
+    return { pid: child.pid, fd: master, pty };
+  } catch (error) {
+    closeDescriptor(master);
+    throw error;
+  } finally {
+    closeDescriptor(slave);
   }
 }
 

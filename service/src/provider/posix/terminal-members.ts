@@ -99,7 +99,8 @@ export class SessionMembers {
     }
     let survivors = first.length > 0 ? await this.#survivorsAfter(first, graceMs) : [];
     for (let round = 0; round < KILL_ROUNDS; round += 1) {
-      const targets = union(survivors, this.refresh());
+      // With no member at first nothing was awaited since that reading: a second one now would read the same instant.
+      const targets = round === 0 && first.length === 0 ? [] : union(survivors, this.refresh());
       if (targets.length === 0) return [];
       for (const target of targets) this.#inspector.signalProcess(target, 'SIGKILL');
       survivors = await this.#survivorsAfter(targets, graceMs);

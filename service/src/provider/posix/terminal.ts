@@ -20,7 +20,7 @@ import { retryableOnce } from '@execworld/sdk/seam';
 import type { SessionCell } from '../containment/containment.ts';
 import { CleanupError, ProviderError } from '../errors.ts';
 import { BaseTerminal, promised, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
-import type { ProcessInspector, ProcessRow, TerminalDevice } from '../inspect/inspector.ts';
+import { sessionRows, type ProcessInspector, type ProcessRow, type TerminalDevice } from '../inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
 import { QueryScanner } from '../query-scanner.ts';
 import { emptyCell, SessionMembers, survivorsError, union } from './terminal-members.ts';
@@ -36,9 +36,6 @@ function signalName(signal: number): NodeJS.Signals | null {
   for (const [name, value] of Object.entries(osConstants.signals)) if (value === signal) return name as NodeJS.Signals;
   return null;
 }
-
-/** Threads node-pty's fork starts in the forking thread's cgroups: one, which waits for the child. */
-const PTY_FORK_THREADS = 1;
 
 export class LocalTerminal extends BaseTerminal {
   readonly pid: number;
@@ -97,7 +94,7 @@ export class LocalTerminal extends BaseTerminal {
         gid: options.gid,
         cols: options.cols,
         rows: options.rows,
-        ...(cell === undefined ? {} : { spawnInside: <T>(spawn: () => T): T => cell.spawnInside(spawn, PTY_FORK_THREADS) }),
+        ...(cell === undefined ? {} : { spawnInside: <T>(spawn: () => T, threads: number): T => cell.spawnInside(spawn, threads) }),
       },
       { onData: (chunk) => this.#onData(chunk), onExit: (exit) => this.#onExit(exit) },
     );
@@ -113,7 +110,7 @@ export class LocalTerminal extends BaseTerminal {
     }
     cell?.attach(this.pid, [this.device]);
     this.#terminalDevice = this.#inspector.terminalDevice(this.device);
-    this.#rows = cell?.complete === true ? () => this.#inspector.snapshotOf(cell.pids()) : () => this.#inspector.snapshot();
+    this.#rows = () => sessionRows(this.#inspector, cell);
     this.#members = new SessionMembers(this.#inspector, this.#inspector.identity(this.pid), this.#rows);
   }
 

@@ -11,6 +11,7 @@ import type { SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworl
 import type { ExecutionProvider, RunAs } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
+import { OwnerUsageLedger, type OwnerUsage } from './owner-usage.ts';
 import { collectBytesOf, ProcessSession } from './process-session.ts';
 import { RequestLedger } from './request-ledger.ts';
 import { ShellRegistry } from './shells.ts';
@@ -99,6 +100,8 @@ export class SessionRegistry {
    */
   readonly #ledger: RequestLedger<AnySession>;
   readonly #evictions = new Map<string, NodeJS.Timeout>();
+  /** What the owners' sessions used, those forgotten included, for the metrics. */
+  readonly #usage = new OwnerUsageLedger();
   /** Collect-mode bytes (maxBytes) of the process creates under way, before their sessions count their own. */
   #collectPending = 0;
   /** Per owner, creates under way: they hold a slot before their session exists. */
@@ -124,6 +127,11 @@ export class SessionRegistry {
 
   get size(): number {
     return this.#sessions.size;
+  }
+
+  /** Each owner's usage (cpu, limits hit, OOM kills, memory now) over every session it ran, for the metrics. */
+  usage(): Map<string, OwnerUsage> {
+    return this.#usage.totals(this.#sessions.values());
   }
 
   /** Sessions by kind and state (running, or exited and retained), for the metrics. */
@@ -377,6 +385,7 @@ export class SessionRegistry {
     const session = this.#sessions.get(id);
     if (session === undefined) return;
     this.#sessions.delete(id);
+    this.#usage.forget(session);
     session.dispose();
     this.#ledger.forget(id);
   }

@@ -221,6 +221,7 @@ export class ShellRegistry {
     const before = record?.state;
     if (record !== undefined) record.state = 'running';
     if (record !== undefined && command !== undefined) {
+      entry.meter?.meter.close();
       const meter = entry.terminal?.handle.usageMeter?.();
       entry.meter = meter === undefined ? undefined : { terminalId: entry.terminalId, meter };
     }
@@ -230,6 +231,8 @@ export class ShellRegistry {
       if (record !== undefined) DaemonShell.answer(record, result);
       // A run that started a new shell (the last one exited) has no counters from its start.
       const usage = entry.meter !== undefined && entry.meter.terminalId === entry.terminalId ? entry.meter.meter.usage() : undefined;
+      // A run that ended holds nothing open: its counters stay as last read.
+      if (!shell.pending) entry.meter?.meter.close();
       return { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId, ...(usage === undefined ? {} : { usage }) };
     } catch (error) {
       if (record !== undefined) {
@@ -247,6 +250,7 @@ export class ShellRegistry {
   async delete(owner: string, id: string): Promise<void> {
     const entry = this.get(owner, id);
     entry.closed = true;
+    entry.meter?.meter.close();
     await entry.shell?.close();
     this.#shells.delete(id);
     // Its terminals were the shell's way of running, not sessions of their own: they go with it, so that nothing
