@@ -5,7 +5,7 @@
  * relative URL) and its WebSocket echo all come through, and the app sees no
  * cookie of the daemon's. The browser view lists the port with a link that
  * opens the preview. The page's load time through the preview and direct is
- * printed side by side.
+ * printed side by side. The link carries a token minted for the port alone.
  */
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, describe, expect } from 'vitest';
@@ -13,6 +13,7 @@ import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { requiredTool } from '../helpers/tools.ts';
 import { freePort, startPreviewApp } from '../helpers/preview-app.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const CHROMIUM = requiredTool('chromium', { installedBy: '.ci/run (apt-get install chromium)' });
 /** Generous: Chromium's first start on a loaded machine is slow. */
@@ -92,10 +93,18 @@ describe.skipIf(CHROMIUM.skip)(`a preview URL in the browser${CHROMIUM.note}`, (
       const link = page.locator(`#ports li[data-port="${port}"] a`);
       await link.waitFor({ timeout: DEADLINE });
       expect(await link.getAttribute('href')).toBe(`${prefix}/`);
+      // The page mints the link's token as the port is listed: the link is followed once it has.
+      await waitFor('the page to mint a token of the port', async () =>
+        ((await daemon.request('GET', '/v1/tokens')).body.tokens as { port?: number }[]).some((token) => token.port === port),
+      );
       expect(await page.locator(`#ports li[data-port="${port}"] .state`).textContent()).toMatch(/^127\.0\.0\.1 · pid \d+ · p_/);
       const [opened] = await Promise.all([context.waitForEvent('page'), link.click()]);
       await opened.locator('#status', { hasText: 'echo ping-42 cookie=none' }).waitFor({ timeout: DEADLINE });
       expect(opened.url()).toBe(`${daemon.url}${prefix}/`);
+      // The link carried a token minted for this port alone, never the page's own.
+      const [cookie] = await context.cookies();
+      expect(cookie?.path).toBe(prefix);
+      expect(decodeURIComponent(cookie?.value ?? '')).toMatch(/^ewm1\./);
       await context.close();
     },
     DEADLINE * 2,

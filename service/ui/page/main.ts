@@ -17,6 +17,8 @@ type PortList = OperationResult<'ports.list'>;
 const TOKEN_KEY = 'execworld.token';
 /** How often the lists are asked for again. */
 const POLL_MS = 1500;
+/** How long the token a preview link carries lasts; one is minted again once less than a tenth of this is left. */
+const PREVIEW_TOKEN_TTL_MS = 3_600_000;
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => document.getElementById(id) as T;
 
@@ -143,8 +145,10 @@ class Page {
   /** The ended groups a person opened, kept open across the lists' refreshes. */
   readonly #unfolded = new Set<string>();
 
-  /** The page's token, which a preview link carries to the daemon (which moves it to a cookie of the port's path). */
+  /** The page's token, which a preview link carries where no token of the port alone could be minted. */
   readonly #token: string;
+  /** A token minted for each port's preview (reaching that port and nothing else), and when it expires. */
+  readonly #previewTokens = new Map<number, { token: string; expiresAt: number } | 'minting' | 'refused'>();
 
   constructor(link: Link, writable: boolean, token: string) {
     this.#link = link;
@@ -333,9 +337,28 @@ class Page {
   }
 
   /**
-   * The ports the sessions listen on. A token that may write previews one in a new tab: the link carries the token
-   * (put on it only as it is followed, so it is never in the page's markup), which the daemon moves to a cookie of the
-   * port's path and drops from the address. A read-only token may not reach a port: its ports are listed as text.
+   * The token a preview link of `port` carries: one minted for that port alone (it reaches nothing else of the daemon,
+   * and expires), minted when the port is first listed; the page's own while none is, or where the daemon mints none
+   * for this token (a minted one mints no other).
+   */
+  #previewToken(port: number): string {
+    const held = this.#previewTokens.get(port);
+    if (typeof held === 'object' && held.expiresAt - Date.now() > PREVIEW_TOKEN_TTL_MS / 10) return held.token;
+    if (held !== 'minting' && held !== 'refused') {
+      this.#previewTokens.set(port, 'minting');
+      this.#link.call('token.create', { access: 'read', ttlMs: PREVIEW_TOKEN_TTL_MS, port }).then(
+        (minted) => this.#previewTokens.set(port, { token: minted.token, expiresAt: Date.parse(minted.expiresAt) }),
+        () => this.#previewTokens.set(port, 'refused'),
+      );
+    }
+    return typeof held === 'object' ? held.token : this.#token;
+  }
+
+  /**
+   * The ports the sessions listen on. A token that may write previews one in a new tab: the link carries a token of
+   * that port (put on it only as it is followed, so it is never in the page's markup), which the daemon moves to a
+   * cookie of the port's path and drops from the address. A read-only token may not reach a port: its ports are
+   * listed as text.
    */
   #fillPorts(list: PortList): void {
     const ul = $('ports');
@@ -349,7 +372,8 @@ class Page {
         label.href = preview;
         label.target = '_blank';
         label.rel = 'noopener noreferrer';
-        const carry = (): void => void (label.href = `${preview}?token=${encodeURIComponent(this.#token)}`);
+        this.#previewToken(entry.port);
+        const carry = (): void => void (label.href = `${preview}?token=${encodeURIComponent(this.#previewToken(entry.port))}`);
         const drop = (): void => void setTimeout(() => (label.href = preview));
         label.addEventListener('mousedown', carry);
         label.addEventListener('keydown', carry);
