@@ -6,6 +6,11 @@
 export { DSH_ENV_PREFIX, SENSITIVE_ENV_PATTERN, mergeEnvironment, scrubEnvironment } from './seam/index.ts';
 export type {
   CommandResult,
+  LimitsRequest,
+  RunUsage,
+  SessionLimits,
+  SessionUsage,
+  UsageReporting,
   RunCommandOptions,
   SpawnRequest,
   SubprocessHandle,

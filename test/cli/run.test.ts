@@ -46,6 +46,44 @@ describe('execworld run', () => {
     await daemon.request('DELETE', `/v1/shells/${id}`);
   });
 
+  test('--memory, --pids-limit and --cpus limit the new shell; --usage prints what the command used on stderr', async ({ startDaemon }) => {
+    const limited = await startDaemon({ containment: 'cgroup' });
+    const limitedEnv = cliEnv(limited.url, ALICE);
+    const pidsMax = 'cat /sys/fs/cgroup/pids$(grep :pids: /proc/self/cgroup | cut -d: -f3)/pids.max';
+    const result = await runCli(
+      ['run', '--memory', '100m', '--pids-limit', '64', '--cpus', '0.5', '--usage', `${pidsMax}; head -c 50000000 /dev/zero | sha256sum >/dev/null`],
+      {
+        env: limitedEnv,
+      },
+    );
+    console.log('run --usage stderr', JSON.stringify(result.stderr));
+    expect(result).toMatchObject({ code: 0, stdout: '64\n' });
+    expect(result.stderr).toMatch(
+      /^execworld: usage cpu_user_ms=\d+ cpu_system_ms=\d+ peak_memory_bytes=\d+ peak_scope=(run|session) limit_hit=(-|cpu) oom_killed=false\n$/,
+    );
+    const hog = await runCli(['run', '-m', '64m', '--usage', `python3 -c "x = b'x' * (600 << 20)"`], { env: limitedEnv });
+    expect(hog.code).toBe(137);
+    expect(hog.stderr).toMatch(/ limit_hit=memory oom_killed=true\n$/);
+  });
+
+  test('bad limits are usage errors naming the flag', async () => {
+    for (const [args, flag] of [
+      [['--memory', 'lots'], '--memory'],
+      [['--memory', '1k'], '--memory'],
+      [['--pids-limit', '0'], '--pids-limit'],
+      [['--pids-limit', '1.5'], '--pids-limit'],
+      [['--cpus', 'half'], '--cpus'],
+      [['--cpus', '5000'], '--cpus'],
+      [['--shell', 's_x', '--cpus', '1'], '--cpus'],
+    ] as const) {
+      const result = await runCli(['run', ...args, 'true'], { env });
+      expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(2);
+      expect(result.stderr).toContain(flag);
+      // Refused as a value, not as an option the command does not know.
+      expect(result.stderr).not.toMatch(/unknown option/i);
+    }
+  });
+
   /** The owner's shells on the daemon. */
   const shells = async (): Promise<{ id: string; state: string }[]> => (await daemon.request('GET', '/v1/shells')).body.shells;
 

@@ -55,8 +55,13 @@ async function processEnded(id: string): Promise<void> {
   await waitFor(`${id} to end`, async () => (await daemon.request('GET', `/v1/processes/${id}`)).body.status === 'exited');
 }
 
-/** A line of ps's table, its columns separated by runs of blanks. */
-const row = (...cells: string[]): RegExp => new RegExp(`^${cells.map((cell) => cell.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join(' +')}$`);
+/** A line of ps's table, its columns separated by runs of blanks; a RegExp cell is matched as it says. */
+const row = (...cells: (string | RegExp)[]): RegExp =>
+  new RegExp(`^${cells.map((cell) => (typeof cell === 'string' ? cell.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') : cell.source)).join(' +')}$`);
+/** ps's CPU and MEM cells: numbers where a cgroup counts the session, else -. */
+const CPU = /(?:\d+\.\d\ds|-)/;
+const MEM = /(?:\d+(?:\.\d)?[kMGT]?|-)/;
+const HEADER = row('ID', 'PID', 'STATUS', 'EXIT', 'CPU', 'MEM', 'LIMITS', 'PORTS', 'ARGV');
 
 describe('execworld ps', () => {
   test('lists terminals and processes oldest first: id, pid, status, exit and argv', async () => {
@@ -67,10 +72,10 @@ describe('execworld ps', () => {
     const result = await runCli(['ps'], { env });
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split('\n')).toEqual([
-      expect.stringMatching(row('ID', 'PID', 'STATUS', 'EXIT', 'PORTS', 'ARGV')),
-      expect.stringMatching(row(terminal.id, String(terminal.pid), 'running', '-', '-', '/bin/bash --noprofile --norc -i')),
-      expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', '-', "sh -c 'exit 4'")),
-      expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', '-', 'sleep 300')),
+      expect.stringMatching(HEADER),
+      expect.stringMatching(row(terminal.id, String(terminal.pid), 'running', '-', CPU, MEM, '-', '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', CPU, MEM, '-', '-', "sh -c 'exit 4'")),
+      expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', CPU, MEM, '-', '-', 'sleep 300')),
     ]);
   });
 
@@ -88,7 +93,38 @@ describe('execworld ps', () => {
     await waitFor('ps to list the port', async () => (await runCli(['ps'], { env })).stdout.includes(` ${port} `));
     const result = await runCli(['ps'], { env });
     const line = result.stdout.split('\n').find((each) => each.startsWith(`${server.id} `)) ?? '';
-    expect(line.split(/ +/).slice(0, 5)).toEqual([server.id, String(server.pid), 'running', '-', port]);
+    expect(line.split(/ +/).slice(0, 4)).toEqual([server.id, String(server.pid), 'running', '-']);
+    expect(line.split(/ +/)[7]).toBe(port);
+  });
+
+  test('shows the cpu time and peak memory of every session, running ones included, and the limits it runs under', async ({ startDaemon }) => {
+    const limited = await startDaemon({ containment: 'cgroup' });
+    const created = await limited.request('POST', '/v1/processes', {
+      body: {
+        argv: ['python3', '-c', 'import time\nx = b"x" * (40 << 20)\nsum(range(3 * 10 ** 7))\ntime.sleep(300)'],
+        cwd: '/tmp',
+        limits: { memoryBytes: 100 << 20, pids: 64, cpu: 0.5 },
+      },
+    });
+    expect(created.status).toBe(201);
+    // Running, its cpu so far is what its cgroup counted at the call.
+    let cells: string[] = [];
+    await waitFor(
+      'the work to show in ps',
+      async () => {
+        const result = await runCli(['ps'], { env: cliEnv(limited.url, ALICE) });
+        expect(result.code, result.stderr).toBe(0);
+        const [header, line] = result.stdout.trimEnd().split('\n');
+        expect(header).toMatch(HEADER);
+        cells = line!.split(/ +/);
+        return Number(cells[4]!.replace('s', '')) >= 0.1 && /M$/.test(cells[5]!) && Number(cells[5]!.replace('M', '')) >= 40;
+      },
+      30_000,
+    );
+    console.log('ps of a running limited process', JSON.stringify(cells));
+    expect(cells.slice(0, 4)).toEqual([created.body.id, String(created.body.pid), 'running', '-']);
+    expect(cells[6]).toBe('mem=100M,pids=64,cpus=0.5');
+    await limited.request('DELETE', `/v1/processes/${created.body.id}`);
   });
 });
 
@@ -109,9 +145,9 @@ describe('kept shells', () => {
     const result = await runCli(['ps'], { env });
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split('\n')).toEqual([
-      expect.stringMatching(row('ID', 'PID', 'STATUS', 'EXIT', 'PORTS', 'ARGV')),
-      expect.stringMatching(row(idle.id, String(pid), 'idle', '-', '-', '/bin/bash --noprofile --norc -i')),
-      expect.stringMatching(new RegExp(`^${open} +\\d+ +open +- +- +/bin/bash --noprofile --norc -i$`)),
+      expect.stringMatching(HEADER),
+      expect.stringMatching(row(idle.id, String(pid), 'idle', '-', CPU, MEM, '-', '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(open, /\d+/, 'open', '-', CPU, MEM, '-', '-', '/bin/bash --noprofile --norc -i')),
     ]);
   });
 

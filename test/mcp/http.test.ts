@@ -208,6 +208,28 @@ describe('a scripted agent loop', () => {
   });
 });
 
+describe('limits and usage', () => {
+  test('shell_run and terminal_open take limits; the answers carry usage and the limits a session runs under', async ({ startDaemon }) => {
+    const limited = await startDaemon({ containment: 'cgroup' });
+    const client = await McpTestClient.http(limited.url, ALICE);
+    try {
+      const pidsMax = 'cat /sys/fs/cgroup/pids$(grep :pids: /proc/self/cgroup | cut -d: -f3)/pids.max';
+      const run = await client.ok('shell_run', { command: pidsMax, limits: { pids: 48 } });
+      expect(run).toMatchObject({ status: 'exited', exitCode: 0, output: '48\n', usage: { limitHit: null, oomKilled: false } });
+      const shellLimited = await client.ok('shell_run', { command: `python3 -c "x = b'x' * (600 << 20)"`, limits: { memoryBytes: 100 << 20 } });
+      console.log('MCP shell_run usage of a memory hog', JSON.stringify(shellLimited.usage));
+      expect(shellLimited).toMatchObject({ status: 'exited', exitCode: 137, usage: { limitHit: 'memory', oomKilled: true } });
+      const terminal = await client.ok('terminal_open', { argv: ['sleep', '30'], limits: { cpu: 0.5, pids: 8 } });
+      expect(terminal).toMatchObject({ status: 'running', limits: { cpu: 0.5, pids: 8 }, usage: { oomKilled: false } });
+      // A bad limit is a tool error naming it.
+      expect(await client.call('terminal_open', { argv: ['true'], limits: { pids: 0 } })).toMatchObject({ isError: true, code: 'INVALID_ARGUMENT' });
+      await client.ok('session_end', { id: terminal.terminal });
+    } finally {
+      await client.close();
+    }
+  });
+});
+
 describe('a PowerShell shell', () => {
   test.skipIf(PWSH.skip)(`runs pwsh where it is found, with the same answers${PWSH.note}`, { timeout: 120_000 }, async () => {
     const pwsh = PWSH.require();

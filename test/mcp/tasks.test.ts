@@ -71,10 +71,11 @@ async function refusal(promise: Promise<unknown>): Promise<{ code: number; catal
   return { code, catalog: (data as { code?: string } | undefined)?.code, message };
 }
 
-/** A run's answer without what differs from one run to the next (its shell, its duration). */
+/** A run's answer without what differs from one run to the next (its shell, its duration, its usage figures). */
 function comparable(structured: any): Record<string, unknown> {
-  const { durationMs: _durationMs, handle: _handle, ...rest } = structured;
-  return rest;
+  // Two runs' usage is two measurements: they agree on what they say, not on the figures.
+  const { durationMs: _durationMs, handle: _handle, usage, ...rest } = structured;
+  return { ...rest, usage: usage === undefined ? undefined : Object.keys(usage).sort() };
 }
 
 const LONG_TOOLS = ['shell_run', 'shell_send', 'shell_wait'];

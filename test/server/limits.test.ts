@@ -9,6 +9,7 @@
 import { describe, expect } from 'vitest';
 import { BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { FORK_BOMB } from '../fixtures/fork-bomb.ts';
 
 const test = daemonTest({ containment: 'cgroup' });
@@ -125,6 +126,40 @@ describe('limits over the API', () => {
     expect(terminal.status).toBe(201);
     const ended = await daemon.request('GET', `/v1/terminals/${terminal.body.id}/done?timeoutMs=30000`);
     expect(ended.body).toMatchObject({ settled: true, exit: { exitCode: 3 }, usage: { limitHit: null, oomKilled: false } });
+  });
+
+  test("a running session's info and the lists carry its limits and its usage so far", async ({ daemon }) => {
+    const created = await daemon.request('POST', '/v1/processes', {
+      body: {
+        argv: ['python3', '-c', 'import time\nsum(range(3 * 10 ** 7))\ntime.sleep(30)'],
+        cwd: '/tmp',
+        limits: { pids: 16 },
+      },
+    });
+    expect(created.status).toBe(201);
+    const terminal = await daemon.request('POST', '/v1/terminals', { body: { argv: ['sleep', '30'], cwd: '/tmp', rows: 24, cols: 80, limits: { cpu: 0.5 } } });
+    expect(terminal.status).toBe(201);
+    try {
+      // Its cpu so far is read at the call, while it runs: the sum's work (some 100s of ms of cpu) shows once done.
+      let info: { status: string; limits?: object; usage?: { cpuUserMs: number; cpuSystemMs: number } } = created.body;
+      await waitFor('the busy part to show in the info', async () => {
+        info = (await daemon.request('GET', `/v1/processes/${created.body.id}`)).body;
+        return (info.usage?.cpuUserMs ?? 0) + (info.usage?.cpuSystemMs ?? 0) >= 100;
+      });
+      console.log('running process info usage', JSON.stringify(info.usage));
+      expect(info).toMatchObject({ status: 'running', limits: { pids: 16 }, usage: { limitHit: null, oomKilled: false } });
+      const listed = (await daemon.request('GET', '/v1/processes')).body.processes.find((entry: { id: string }) => entry.id === created.body.id);
+      expect(listed).toMatchObject({ limits: { pids: 16 }, usage: { oomKilled: false } });
+      const terminalInfo = (await daemon.request('GET', `/v1/terminals/${terminal.body.id}`)).body;
+      expect(terminalInfo).toMatchObject({ status: 'running', limits: { cpu: 0.5 }, usage: { limitHit: null } });
+      expect((await daemon.request('GET', '/v1/terminals')).body.terminals.find((entry: { id: string }) => entry.id === terminal.body.id)).toMatchObject({
+        limits: { cpu: 0.5 },
+        usage: { oomKilled: false },
+      });
+    } finally {
+      await daemon.request('DELETE', `/v1/processes/${created.body.id}`);
+      await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);
+    }
   });
 
   test("a shell's commands share its limits", async ({ daemon }) => {

@@ -18,6 +18,7 @@ import {
   MAX_WAIT_MS,
   TERMINAL_SIGNALS,
 } from '../seam/limits.ts';
+import type { SessionLimits as SeamLimits, SessionUsage as SeamUsage } from '../seam/usage.ts';
 import { ErrorBody } from './errors.ts';
 
 export { MAX_TERMINAL_SIZE, MAX_TIMER_DELAY_MS, MAX_WAIT_MS, TERMINAL_SIGNALS };
@@ -171,6 +172,11 @@ export const SessionUsage = z
   .meta({ id: 'SessionUsage', description: "What the session's processes used, all together, from its start." });
 export type SessionUsage = z.infer<typeof SessionUsage>;
 
+/** The runtimes' types of limits and usage are the wire's: each side takes the other's values as they are. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const _sameLimits: Same<Required<SessionLimits>, Required<{ -readonly [K in keyof SeamLimits]: Exclude<SeamLimits[K], undefined> }>> = true;
+const _sameUsage: Same<SessionUsage, { -readonly [K in keyof SeamUsage]: SeamUsage[K] }> = true;
+
 // Terminals
 
 export const TerminalCreate = z
@@ -213,6 +219,10 @@ export const TerminalInfo = z
     exitedAt: z.string().nullable(),
     answerQueries: z.boolean().meta({ description: "Whether the daemon answers the program's terminal queries (see TerminalCreate)." }),
     output: StreamState,
+    limits: SessionLimits.optional().meta({ description: "The limits its session runs under (asked for, or the daemon's defaults); absent: none." }),
+    usage: SessionUsage.optional().meta({
+      description: 'What its session used so far, read from its cgroups at the call (once ended, what they last held); absent where no cgroup counts.',
+    }),
   })
   .meta({ id: 'TerminalInfo' });
 export type TerminalInfo = z.infer<typeof TerminalInfo>;
@@ -388,6 +398,8 @@ export const ProcessInfo = z
     stderr: ProcessStreamInfo.nullable(),
     createdAt: z.string(),
     exitedAt: z.string().nullable(),
+    limits: TerminalInfo.shape.limits,
+    usage: TerminalInfo.shape.usage,
   })
   .meta({ id: 'ProcessInfo' });
 export type ProcessInfo = z.infer<typeof ProcessInfo>;

@@ -12,6 +12,7 @@ import { PassThrough, type Readable, type Writable } from 'node:stream';
 import type { SubprocessCollectedOutputs, SubprocessHandle, SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } from '../seam/types.ts';
 import type { OperationResult } from '../protocol/operations.ts';
 import { MAX_WAIT_MS } from '../seam/limits.ts';
+import type { SessionLimits, SessionUsage, UsageReporting } from '../seam/usage.ts';
 import { remoteError } from '../errors.ts';
 import type { Connection, Logger } from './connection.ts';
 import { RemoteCollector, RemoteStdin, SubscribedReadable } from './streams.ts';
@@ -30,7 +31,7 @@ function wireEnv(env: NodeJS.ProcessEnv | undefined): Record<string, string | nu
   return Object.fromEntries(Object.entries(env).map(([name, value]) => [name, value ?? null]));
 }
 
-export class RemoteProcess implements SubprocessHandle {
+export class RemoteProcess implements SubprocessHandle, UsageReporting {
   readonly stdin: Writable | undefined;
   readonly stdout: Readable | undefined;
   readonly stderr: Readable | undefined;
@@ -41,6 +42,7 @@ export class RemoteProcess implements SubprocessHandle {
   readonly #connection: Connection;
   readonly #log: Logger | undefined;
   #info: ProcessInfo | undefined;
+  #usage: SessionUsage | undefined;
   /** Names this handle's writes: sequence numbers are counted per writer. */
   readonly #writer = randomUUID();
   #seq = 0;
@@ -50,7 +52,7 @@ export class RemoteProcess implements SubprocessHandle {
   /** @internal Made by RemoteRuntime.spawn; without `cwd` the daemon picks the world's. */
   constructor(
     connection: Connection,
-    spec: Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined; user?: string | undefined },
+    spec: Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined; user?: string | undefined; limits?: SessionLimits | undefined },
     log: Logger | undefined,
   ) {
     this.#connection = connection;
@@ -63,6 +65,7 @@ export class RemoteProcess implements SubprocessHandle {
       stdio: { stdin: stdio.stdin, stdout: wireOutput(stdio.stdout), stderr: wireOutput(stdio.stderr) },
       graceMs: spec.graceMs,
       ...(spec.user === undefined ? {} : { user: spec.user }),
+      ...(spec.limits === undefined ? {} : { limits: { ...spec.limits } }),
       // The request id makes the create safe to send again after a reconnect.
       requestId: randomUUID(),
     });
@@ -118,6 +121,15 @@ export class RemoteProcess implements SubprocessHandle {
     return this.#info?.pid ?? -1;
   }
 
+  /**
+   * What the process tree used, as the daemon's done answer said: undefined
+   * until `done` settled, and where the daemon's cell keeps no counters. The
+   * daemon's process info (`process.get`) reads it while it runs.
+   */
+  usage(): SessionUsage | undefined {
+    return this.#usage;
+  }
+
   /** The daemon's id of this process, once started. */
   get id(): string | undefined {
     return this.#info?.id;
@@ -150,6 +162,7 @@ export class RemoteProcess implements SubprocessHandle {
   async #settle(collectors: { stdout?: RemoteCollector; stderr?: RemoteCollector }): Promise<SubprocessOutcome> {
     const info = await this.started;
     const result = await this.#connection.call('process.done', { id: info.id });
+    this.#usage = result.usage;
     // Collected readers hold every byte before done resolves, so readFrom(0) is the batch result.
     const replicas = Object.entries(collectors) as ['stdout' | 'stderr', RemoteCollector][];
     await Promise.all(replicas.map(([, replica]) => replica.ended));

@@ -186,7 +186,9 @@ export class RemoteRuntime implements SubprocessRuntime {
    * be left out: stdio entries are pipes and the grace is 5 s (filled in here,
    * where the streams are made), and the daemon picks the working directory:
    * the owner's home for an owner mapped to an OS user, else its own.
-   * `user` names the OS user it runs as, where the owner may (a daemon extension).
+   * `user` names the OS user it runs as, where the owner may, and `limits`
+   * what its tree may use together (daemon extensions); the handle's
+   * `usage()` says what it used once `done` settled.
    */
   spawn(request: SpawnRequest): RemoteProcess {
     assertProgram(request?.argv, 'expected a non-empty program name at argv[0]', invalid);
@@ -221,6 +223,7 @@ export class RemoteRuntime implements SubprocessRuntime {
       cols: spec.cols,
       graceMs: spec.graceMs,
       ...(spec.user === undefined ? {} : { user: spec.user }),
+      ...(spec.limits === undefined ? {} : { limits: { ...spec.limits } }),
       requestId: randomUUID(),
       ...(options.answerQueries === undefined ? {} : { answerQueries: options.answerQueries }),
     });

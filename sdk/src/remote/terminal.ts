@@ -11,6 +11,7 @@ import { retryableOnce } from '../seam/teardown.ts';
 import type { Connection } from './connection.ts';
 import { toOutcome } from './process.ts';
 import { SubscribedReadable } from './streams.ts';
+import type { SessionUsage, UsageReporting } from '../seam/usage.ts';
 
 type TerminalInfo = OperationResult<'terminal.get'>;
 /** A terminal's screen at an exact output offset (`terminal.screen`). */
@@ -23,7 +24,7 @@ export interface RemoteTerminalForeground extends SubprocessTerminalForeground {
   command?: string | undefined;
 }
 
-export class RemoteTerminal implements SubprocessTerminalHandle {
+export class RemoteTerminal implements SubprocessTerminalHandle, UsageReporting {
   /** The daemon's id of this terminal, for attaching to it again. */
   readonly id: string;
   readonly pid: number;
@@ -39,6 +40,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
   readonly #writer = randomUUID();
   #seq = 0;
   #exited = false;
+  #usage: SessionUsage | undefined;
   readonly #terminate = retryableOnce(() => this.#terminateOnce());
 
   /** @internal Made by RemoteRuntime. */
@@ -59,6 +61,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
     const exit = connection.call('terminal.done', { id: this.id }).then((result) => {
       // The program is gone: what is left of its output is finite, so a paused reader no longer holds up done.
       this.#output.release();
+      this.#usage = result.usage;
       return result;
     });
     // The outcome comes after the last output byte, as the seam promises; a lost connection rejects it.
@@ -68,6 +71,15 @@ export class RemoteTerminal implements SubprocessTerminalHandle {
     });
     this.done.catch(() => undefined);
     ended.catch(() => undefined);
+  }
+
+  /**
+   * What the terminal's session used, as the daemon's done answer said:
+   * undefined until `done` settled, and where the daemon's cell keeps no
+   * counters. {@link info} reads it while the terminal runs.
+   */
+  usage(): SessionUsage | undefined {
+    return this.#usage;
   }
 
   /** Tracks a call, so terminate can join it. */

@@ -12,6 +12,7 @@
  */
 import { DEFAULT_GRACE_MS } from './limits.ts';
 import type { SubprocessSpawnSpec, SubprocessStdio, SubprocessTerminalSpawnSpec } from './types.ts';
+import type { LimitsRequest } from './usage.ts';
 
 export { DEFAULT_GRACE_MS };
 
@@ -37,7 +38,8 @@ export type SpawnRequest = Omit<SubprocessSpawnSpec, 'cwd' | 'stdio' | 'graceMs'
   stdio?: { [K in keyof SubprocessStdio]?: SubprocessStdio[K] | undefined } | undefined;
   /** @default {@link DEFAULT_GRACE_MS} */
   graceMs?: number | undefined;
-} & RunAsRequest;
+} & RunAsRequest &
+  LimitsRequest;
 
 /** A terminal spec whose `cwd` and `graceMs` may be left out. */
 export type TerminalSpawnRequest = Omit<SubprocessTerminalSpawnSpec, 'cwd' | 'graceMs'> & {
@@ -45,13 +47,17 @@ export type TerminalSpawnRequest = Omit<SubprocessTerminalSpawnSpec, 'cwd' | 'gr
   cwd?: string | undefined;
   /** @default {@link DEFAULT_GRACE_MS} */
   graceMs?: number | undefined;
-} & RunAsRequest;
+} & RunAsRequest &
+  LimitsRequest;
 
 /** `spec` with its stdio entries and grace filled in, and its cwd, when it has none, from `cwd()`. */
 export function spawnDefaults(spec: SpawnRequest, cwd: () => string): SubprocessSpawnSpec;
 /** `spec` with its stdio entries and grace filled in; its cwd as given, for the other side to fill in. */
-export function spawnDefaults(spec: SpawnRequest): Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest;
-export function spawnDefaults(spec: SpawnRequest, cwd?: () => string): Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest {
+export function spawnDefaults(spec: SpawnRequest): Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest & LimitsRequest;
+export function spawnDefaults(
+  spec: SpawnRequest,
+  cwd?: () => string,
+): Omit<SubprocessSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest & LimitsRequest {
   const given = spec.stdio ?? {};
   const stdio: SubprocessStdio = {
     stdin: given.stdin ?? DEFAULT_STDIO.stdin,
@@ -64,10 +70,12 @@ export function spawnDefaults(spec: SpawnRequest, cwd?: () => string): Omit<Subp
 /** `spec` with its grace filled in, and its cwd, when it has none, from `cwd()`. */
 export function terminalDefaults(spec: TerminalSpawnRequest, cwd: () => string): SubprocessTerminalSpawnSpec;
 /** `spec` with its grace filled in; its cwd as given, for the other side to fill in. */
-export function terminalDefaults(spec: TerminalSpawnRequest): Omit<SubprocessTerminalSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest;
+export function terminalDefaults(
+  spec: TerminalSpawnRequest,
+): Omit<SubprocessTerminalSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest & LimitsRequest;
 export function terminalDefaults(
   spec: TerminalSpawnRequest,
   cwd?: () => string,
-): Omit<SubprocessTerminalSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest {
+): Omit<SubprocessTerminalSpawnSpec, 'cwd'> & { cwd?: string | undefined } & RunAsRequest & LimitsRequest {
   return { ...spec, graceMs: spec.graceMs ?? DEFAULT_GRACE_MS, cwd: spec.cwd ?? cwd?.() };
 }

@@ -14,6 +14,7 @@ import { ByteTail, concat } from './byte-tail.ts';
 import type { SpawnRequest } from './defaults.ts';
 import { DEFAULT_GRACE_MS, DEFAULT_RUN_OUTPUT_BYTES, MAX_RUN_OUTPUT_BYTES, MAX_TIMER_DELAY_MS } from './limits.ts';
 import type { SubprocessHandle, SubprocessOutcome } from './types.ts';
+import type { SessionLimits, SessionUsage, UsageReporting } from './usage.ts';
 import type { InvalidArgument } from './validate.ts';
 
 export { DEFAULT_RUN_OUTPUT_BYTES, MAX_RUN_OUTPUT_BYTES };
@@ -40,6 +41,8 @@ export interface RunCommandOptions {
   readonly graceMs?: number | undefined;
   /** The OS user the command runs as, by name or uid (see `SpawnRequest`'s `user`). @default the owner's */
   readonly user?: string | undefined;
+  /** What the command's processes may use together (see `SpawnRequest`'s `limits`). @default none asked */
+  readonly limits?: SessionLimits | undefined;
 }
 
 /** How a run ended, with its output. */
@@ -58,6 +61,8 @@ export interface CommandResult {
   timedOut: boolean;
   /** Milliseconds from the start to the end of the run. */
   durationMs: number;
+  /** What the command's processes used, where its session's cell keeps counters (a cgroup). */
+  usage?: SessionUsage;
 }
 
 /**
@@ -231,7 +236,7 @@ export function runningHandle(handle: SubprocessHandle): RunningProcess {
  * @param worldPlatform - the world's platform, as its runtime reports it, which picks the shell of a string command.
  */
 export async function runCommand(
-  spawn: (spec: SpawnRequest) => SubprocessHandle,
+  spawn: (spec: SpawnRequest) => SubprocessHandle & Partial<UsageReporting>,
   worldPlatform: string | undefined,
   command: string | readonly string[],
   options: RunCommandOptions,
@@ -248,6 +253,7 @@ export async function runCommand(
     ...(options.env === undefined ? {} : { env: options.env }),
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
     ...(options.user === undefined ? {} : { user: options.user }),
+    ...(options.limits === undefined ? {} : { limits: options.limits }),
     stdio: { stdin: stdin === undefined ? 'ignore' : typeof stdin === 'string' ? { data: stdin } : 'pipe', stdout: 'pipe', stderr: 'pipe' },
   });
   if (stdin instanceof Uint8Array) {
@@ -255,5 +261,7 @@ export async function runCommand(
     handle.stdin?.on('error', () => undefined);
     handle.stdin?.end(stdin);
   }
-  return await finishRun(runningHandle(handle), options, startedAt);
+  const result = await finishRun(runningHandle(handle), options, startedAt);
+  const usage = handle.usage?.();
+  return usage === undefined ? result : { ...result, usage };
 }

@@ -18,6 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
+import type { LimitsRequest, SessionLimits, UsageMeter, UsageMetering } from '../seam/usage.ts';
 import { ExecworldError, invalidArgument } from '../errors.ts';
 import { bash } from './bash.ts';
 import { RunCapture } from './capture.ts';
@@ -43,6 +44,11 @@ export interface ShellOptions {
   readonly startTimeoutMs?: number | undefined;
   /** Longest wait for the shell's prompt after an interrupt, before the shell is started anew. @default 3000 */
   readonly interruptGraceMs?: number | undefined;
+  /**
+   * What the shell's terminal session may use: every command it runs shares
+   * them (a runtime that takes `limits` on its terminals: both of execworld's).
+   */
+  readonly limits?: SessionLimits | undefined;
 }
 
 const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
@@ -173,6 +179,8 @@ class ShellSession {
 interface Run {
   readonly capture: RunCapture;
   readonly session: ShellSession;
+  /** Measures the run, where its terminal can (a local runtime's, in a cgroup). */
+  readonly meter: UsageMeter | undefined;
 }
 
 export class PersistentShell {
@@ -223,12 +231,15 @@ export class PersistentShell {
       const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
       const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes, this.#options.rows ?? DEFAULT_ROWS);
       session.capture = capture;
-      this.#run = { capture, session };
+      // From before its line is typed: cpu and the limits hit are the difference over the run, across its answers.
+      const meter = (session.terminal as Partial<UsageMetering>).usageMeter?.();
+      this.#run = { capture, session, meter };
       session.typed();
       try {
         await session.write(`${this.#dialect.wrap(command, runNonce, session.nonce)}\r`);
       } catch (error) {
         // The line never reached the shell (its terminal ended meanwhile): no run is open, and the next starts afresh.
+        meter?.close();
         this.#run = undefined;
         session.capture = undefined;
         this.#reset(session);
@@ -270,6 +281,7 @@ export class PersistentShell {
    */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#run?.meter?.close();
     this.#run = undefined;
     const started = await this.#session?.catch(() => undefined);
     await started?.terminal.terminate();
@@ -339,10 +351,18 @@ export class PersistentShell {
     const answers = dialect.queriesCursorAtPrompt;
     // The session answers the shell's queries: a runtime that would too (a daemon, through RemoteRuntime's
     // terminal options) is asked not to. A runtime without such options ignores the argument.
-    type WithOptions = (spec: SubprocessTerminalSpawnSpec, options?: { answerQueries?: boolean }) => Promise<SubprocessTerminalHandle>;
+    type WithOptions = (spec: SubprocessTerminalSpawnSpec & LimitsRequest, options?: { answerQueries?: boolean }) => Promise<SubprocessTerminalHandle>;
     const spawnTerminal: WithOptions = this.#runtime.spawnTerminal.bind(this.#runtime);
     const terminal = await spawnTerminal(
-      { argv: dialect.argv(this.#options.shellPath), cwd: this.#options.cwd, env, ...size, graceMs: this.#options.graceMs ?? 2000, signal },
+      {
+        argv: dialect.argv(this.#options.shellPath),
+        cwd: this.#options.cwd,
+        env,
+        ...size,
+        graceMs: this.#options.graceMs ?? 2000,
+        signal,
+        ...(this.#options.limits === undefined ? {} : { limits: this.#options.limits }),
+      },
       answers ? { answerQueries: false } : undefined,
     );
     const session = new ShellSession(terminal, answers ? size : undefined);
@@ -513,7 +533,10 @@ export class PersistentShell {
       signal = session.exit!.signal;
     }
     const finalReason: RunReason = reason === 'completed' && exited ? 'shell_exited' : reason;
+    const usage = run.meter?.usage();
     if (!open) {
+      // The run is over: its meter keeps its last figures and holds nothing open.
+      run.meter?.close();
       this.#run = undefined;
       session.capture = undefined;
       if (session.exit !== undefined || session.broken) this.#reset(session);
@@ -528,6 +551,7 @@ export class PersistentShell {
       ...(waitingFor === undefined ? {} : { waitingFor }),
       outputStart: taken.outputStart,
       outputEnd: taken.outputEnd,
+      ...(usage === undefined ? {} : { usage }),
     };
   }
 

@@ -2,6 +2,7 @@
  * What a persistent shell's caller sees: the options of a run and its result.
  * @module
  */
+import type { RunUsage } from '../seam/usage.ts';
 
 /**
  * Why a run answered:
@@ -63,4 +64,10 @@ export interface RunResult {
   /** Offsets of `output` in the terminal's output stream: the raw bytes stay readable there while retained. */
   readonly outputStart: number;
   readonly outputEnd: number;
+  /**
+   * What the run used so far, where the shell's terminal measures runs (a
+   * local runtime's, in a cgroup): cpu and the limits hit over the run, the
+   * peak the run's or, where the kernel cannot reset it, the shell's (`peakScope`).
+   */
+  readonly usage?: RunUsage | undefined;
 }

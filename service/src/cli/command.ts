@@ -11,6 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { schemas } from '@execworld/sdk/protocol';
 
 /** Exit status of a usage error: an unknown command or option, a missing argument. */
 export const USAGE_STATUS = 2;
@@ -288,6 +289,54 @@ export const CREATE_OPTIONS = {
     help: "environment variables from a file of K=V lines, as docker reads one (# comments; a bare K takes this command's value; repeatable)",
   },
 } as const satisfies OptionTable;
+
+/**
+ * What a new session may use, named as docker run names its limits: its
+ * memory (swap included), its processes and threads, its cores.
+ */
+export const LIMIT_OPTIONS = {
+  memory: {
+    type: 'string',
+    short: 'm',
+    value: '<bytes>',
+    help: "memory its processes may use together, swap included (docker's -m: a number with b, k, m or g; 100m); past it the OOM killer ends one",
+  },
+  'pids-limit': { type: 'string', value: '<n>', help: 'processes and threads it may hold at once; a fork past it fails' },
+  cpus: { type: 'string', value: '<cores>', help: 'cores it may use, fractional (0.5: half a core)' },
+} as const satisfies OptionTable;
+
+const MEMORY_UNITS: Readonly<Record<string, number>> = { '': 1, b: 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+
+/**
+ * The limits the {@link LIMIT_OPTIONS} ask for, held to the wire's bounds
+ * (`SessionLimits`), or a {@link UsageError} naming the option.
+ */
+export function limitOptions(values: {
+  readonly memory?: string | undefined;
+  readonly 'pids-limit'?: string | undefined;
+  readonly cpus?: string | undefined;
+}): {
+  memoryBytes?: number;
+  pids?: number;
+  cpu?: number;
+} {
+  const limits: { memoryBytes?: number; pids?: number; cpu?: number } = {};
+  const check = (option: string, name: 'memoryBytes' | 'pids' | 'cpu', value: number, given: string): void => {
+    const parsed = schemas.SessionLimits.shape[name].safeParse(value);
+    if (!parsed.success || !Number.isFinite(value)) {
+      throw new UsageError(`--${option} ${given}: ${parsed.error?.issues[0]?.message ?? 'not a number'} (SessionLimits.${name})`);
+    }
+    limits[name] = value;
+  };
+  if (values.memory !== undefined) {
+    const match = /^(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?$/i.exec(values.memory.trim());
+    if (match === null) throw new UsageError(`--memory must be a number of bytes with b, k, m, g or t (100m), got ${values.memory}`);
+    check('memory', 'memoryBytes', Math.floor(Number(match[1]) * MEMORY_UNITS[match[2]!.toLowerCase()]!), values.memory);
+  }
+  if (values['pids-limit'] !== undefined) check('pids-limit', 'pids', Number(values['pids-limit']), values['pids-limit']);
+  if (values.cpus !== undefined) check('cpus', 'cpu', values.cpus.trim() === '' ? Number.NaN : Number(values.cpus), values.cpus);
+  return limits;
+}
 
 /** A `--<option> <ms>` value: a positive whole number of milliseconds, or a {@link UsageError}. */
 export function milliseconds(value: string | undefined, option: string): number | undefined {

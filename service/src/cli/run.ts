@@ -10,13 +10,15 @@ import {
   defineCommand,
   environmentOptions,
   expectPositionals,
+  LIMIT_OPTIONS,
+  limitOptions,
   milliseconds,
   optionHelp,
   type OptionTable,
   placeOptions,
   UsageError,
 } from './command.ts';
-import { assertEnded, interruptCommand, shellBusy, streamRun, type RunAnswer } from './shell-run.ts';
+import { assertEnded, interruptCommand, shellBusy, streamRun, usageLine, type RunAnswer } from './shell-run.ts';
 
 /** Exit status after Ctrl-C, as a shell gives a command SIGINT ended. */
 const INTERRUPTED_STATUS = 130;
@@ -30,6 +32,9 @@ const OPTIONS = {
   },
   // Where, as whom and with what environment the new shell runs.
   ...CREATE_OPTIONS,
+  // What the new shell's session may use: every command it runs shares them.
+  ...LIMIT_OPTIONS,
+  usage: { type: 'boolean', help: 'print what the command used on stderr after its output (see below)' },
   timeout: { type: 'string', value: '<ms>', help: 'interrupt the command (SIGINT) after this long' },
   'idle-timeout': { type: 'string', value: '<ms>', help: 'give up after this long without output (the command runs on in the shell)' },
   ...CLIENT_OPTIONS,
@@ -45,6 +50,15 @@ variables and functions.
 
 Options:
 ${optionHelp(OPTIONS)}
+
+--memory, --pids-limit and --cpus limit the new shell's session (its
+commands share them), as docker run's do; the daemon refuses a limit past its
+--max-session-* ceilings, or one its host cannot enforce. --usage prints one
+line on stderr after the output, what the command used (where a cgroup
+counts it; fields separated by spaces, values in bytes and milliseconds, -
+for none):
+
+  execworld: usage cpu_user_ms=<n> cpu_system_ms=<n> peak_memory_bytes=<n|-> peak_scope=<run|session> limit_hit=<memory|pids|cpu|-> oom_killed=<true|false>
 
 Ctrl-C interrupts the command (SIGINT to it on the daemon's host), prints what
 it printed and exits 130; the new shell is ended unless --keep. A second
@@ -65,9 +79,11 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   const timeoutMs = milliseconds(values.timeout, 'timeout');
   const idleTimeoutMs = milliseconds(values['idle-timeout'], 'idle-timeout');
   const where = placeOptions(values);
-  const makesShell = values.pwsh === true || Object.keys(where).length > 0 || values.env !== undefined || values['env-file'] !== undefined;
+  const limits = limitOptions(values);
+  const makesShell =
+    values.pwsh === true || Object.keys(where).length > 0 || Object.keys(limits).length > 0 || values.env !== undefined || values['env-file'] !== undefined;
   if (values.shell !== undefined && makesShell) {
-    throw new UsageError('--pwsh, --workdir, --user, --env and --env-file make a new shell; they do not go with --shell');
+    throw new UsageError('--pwsh, --workdir, --user, --env, --env-file, --memory, --pids-limit and --cpus make a new shell; they do not go with --shell');
   }
   const env = environmentOptions(values);
   const runtime = await openRuntime(values);
@@ -100,6 +116,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
         ...(values.pwsh === true ? { dialect: 'pwsh' as const } : {}),
         ...where,
         ...(env === undefined ? {} : { env }),
+        ...(Object.keys(limits).length === 0 ? {} : { limits }),
       });
       id = created = shell.id;
       if (keep) process.stderr.write(`execworld: shell ${id}\n`);
@@ -123,6 +140,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
       gaveUp,
     ]);
     running = false;
+    if (result !== undefined && values.usage === true) process.stderr.write(`${usageLine(result.usage)}\n`);
     if (result === undefined || interrupted) return INTERRUPTED_STATUS;
     if (result.reason === 'waiting_for_input' || result.reason === 'idle_timeout') {
       // Its program is still there: the shell is kept so that it can be answered or interrupted.

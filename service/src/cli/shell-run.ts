@@ -23,6 +23,19 @@ import { CliError } from './command.ts';
 
 export type RunAnswer = OperationResult<'shell.run'>;
 
+/**
+ * The line `run --usage` prints on stderr: one line of name=value fields in a
+ * fixed order, bytes and milliseconds, `-` for none (docs/cli.md has it).
+ */
+export function usageLine(usage: RunAnswer['usage']): string {
+  if (usage === undefined) return 'execworld: usage unknown: no cgroup counts this shell (the daemon contains sessions without one)';
+  return (
+    `execworld: usage cpu_user_ms=${usage.cpuUserMs} cpu_system_ms=${usage.cpuSystemMs} ` +
+    `peak_memory_bytes=${usage.peakMemoryBytes ?? '-'} peak_scope=${usage.peakScope} ` +
+    `limit_hit=${usage.limitHit ?? '-'} oom_killed=${usage.oomKilled}`
+  );
+}
+
 const START = /__EW_START_[A-Za-z0-9]+__\r?\n/;
 const END = Buffer.from('__EW_END_', 'latin1');
 /** OSC 133;D: the shell's prompt marker, printed when it is back at its prompt. */

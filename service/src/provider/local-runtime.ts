@@ -180,7 +180,9 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
 
   /**
    * Beyond the seam, `cwd`, `stdio` (or any of its entries) and `graceMs` may
-   * be left out: this process's working directory, pipes, and 5 s.
+   * be left out: this process's working directory, pipes, and 5 s; `limits`
+   * holds the tree's cell to them (as `hooks.limits`, which wins), and
+   * `usage()` reads what the tree used from that cell.
    */
   spawn(request: SpawnRequest, hooks: ProcessExtensions = {}): ManagedProcess {
     this.#assertActive();
@@ -195,7 +197,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     assertStdio(spec.stdio);
     const env = this.#environmentFor(spec.env, hooks.runAs);
     this.#platform.sealDescriptors();
-    const { key, cell } = this.#cells.create(hooks.limits);
+    const { key, cell } = this.#cells.create(hooks.limits ?? request.limits);
     let handle: ManagedProcess;
     try {
       handle = new ManagedProcess(spec, env, { ...this.#processHost(hooks.runAs), cell }, hooks);
@@ -228,7 +230,10 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     return handle;
   }
 
-  /** Beyond the seam, `cwd` and `graceMs` may be left out: this process's working directory, and 5 s. */
+  /**
+   * Beyond the seam, `cwd` and `graceMs` may be left out: this process's working directory, and 5 s;
+   * `limits` holds the terminal's session to them (as `extensions.limits`, which wins).
+   */
   async spawnTerminal(request: TerminalSpawnRequest, extensions: TerminalExtensions = {}): Promise<HostTerminal> {
     this.#assertActive();
     assertProgram(request?.argv, 'terminal argv must contain a program');
@@ -259,7 +264,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       program = launchAs(runAs, file, args, spec.cwd);
     }
     this.#platform.sealDescriptors();
-    const { key, cell } = this.#cells.create(extensions.limits);
+    const { key, cell } = this.#cells.create(extensions.limits ?? request.limits);
     let terminal: HostTerminal;
     try {
       terminal = terminals.open({

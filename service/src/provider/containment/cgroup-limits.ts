@@ -42,28 +42,14 @@
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
+import type { SessionLimits, SessionUsage, UsageMeter } from '@execworld/sdk/seam';
 import { ProviderError } from '../errors.ts';
 import { childCgroups, errnoCode, type MountInfoEntry } from './cgroup-fs.ts';
 
-/** What a session may use: bytes of memory (swap included), tasks, and cores (fractional). */
-export interface SessionLimits {
-  readonly memoryBytes?: number | undefined;
-  readonly pids?: number | undefined;
-  readonly cpu?: number | undefined;
-}
+export type { SessionLimits, SessionUsage, UsageMeter };
+
 export type LimitName = 'memoryBytes' | 'pids' | 'cpu';
 export const LIMIT_NAMES: readonly LimitName[] = ['memoryBytes', 'pids', 'cpu'];
-
-/** What a session used; `limitHit` names the limit it ran into, memory first. */
-export interface SessionUsage {
-  readonly cpuUserMs: number;
-  readonly cpuSystemMs: number;
-  /** The session's peak memory; null where no memory controller follows it. */
-  readonly peakMemoryBytes: number | null;
-  readonly limitHit: 'memory' | 'pids' | 'cpu' | null;
-  /** The kernel's OOM killer killed a process of the session. */
-  readonly oomKilled: boolean;
-}
 
 /** A session's counters for the daemon's metrics: what it used so far, which limits it ran into, and its memory now. */
 export interface SessionAccounting {
@@ -523,13 +509,6 @@ function usageBetween(before: Counters, now: Counters): SessionUsage {
     limitHit: memoryHit ? 'memory' : now.pidsMax > before.pidsMax ? 'pids' : now.throttled > before.throttled ? 'cpu' : null,
     oomKilled: now.oomKills > before.oomKills,
   };
-}
-
-/** The usage of one run of a session, from when it was started; `peakScope` says whose the peak is. */
-export interface UsageMeter {
-  usage(): SessionUsage & { readonly peakScope: 'run' | 'session' };
-  /** Ends the run: what it holds open (a descriptor of `memory.peak`) is closed, its last peak kept. */
-  close(): void;
 }
 
 /**

@@ -109,6 +109,7 @@ const RunAnswer = z.object({
   truncatedBytes: z.int().min(0).meta({ description: 'Bytes of output cut between the head and the tail (0: all of it is here).' }),
   durationMs: z.number(),
   handle: Handle,
+  usage: s.RunResult.shape.usage,
 });
 type RunAnswer = z.infer<typeof RunAnswer>;
 type WireRun = z.infer<typeof s.RunResult>;
@@ -141,6 +142,7 @@ function runAnswer(shell: string, result: WireRun): ToolResult {
     truncatedBytes: result.truncated ? Number(CUT_LINE.exec(result.output)?.[1] ?? 0) : 0,
     durationMs: result.durationMs,
     handle: { shell, terminal: result.terminalId, offset: result.outputEnd },
+    ...(result.usage === undefined ? {} : { usage: result.usage }),
   };
   return { structured: answer, text: runText(answer) };
 }
@@ -167,7 +169,15 @@ function runText(answer: RunAnswer): string {
       break;
   }
   const cut = answer.truncatedBytes > 0 ? ` (${answer.truncatedBytes} bytes cut from the middle)` : '';
-  return `${head} ${where}${cut}\n${answer.output}`;
+  return `${head} ${where}${cut}${usageText(answer.usage)}\n${answer.output}`;
+}
+
+/** What a command or session used, as the text of an answer says it; nothing where no cgroup counts it. */
+function usageText(usage: z.infer<typeof s.SessionUsage> | undefined): string {
+  if (usage === undefined) return '';
+  const limit = usage.limitHit === null ? '' : `, hit its ${usage.limitHit} limit`;
+  const peak = usage.peakMemoryBytes === null ? '' : `, peak memory ${usage.peakMemoryBytes} bytes`;
+  return ` [cpu ${usage.cpuUserMs} ms user + ${usage.cpuSystemMs} ms system${peak}${limit}${usage.oomKilled ? ', OOM-killed' : ''}]`;
 }
 
 const waitArgs = {
@@ -191,6 +201,9 @@ const shellRun: Tool = {
     dialect: s.ShellCreate.shape.dialect,
     cwd: s.ShellCreate.shape.cwd,
     env: s.ShellCreate.shape.env.meta({ description: "The new shell's environment beside the daemon's allowlisted one (PATH where pwsh is found, say)." }),
+    limits: s.ShellCreate.shape.limits.meta({
+      description: "What the new shell's session may use (memoryBytes, pids, cpu in cores); every command it runs shares them. Not with shell.",
+    }),
     ...waitArgs,
     maxOutputBytes: s.ShellRun.shape.maxOutputBytes.meta({ description: `Output one answer holds at most (default ${DEFAULT_OUTPUT_BYTES}).` }),
   }),
@@ -201,9 +214,9 @@ const shellRun: Tool = {
     const defaults = { waitMs: DEFAULT_WAIT_MS, maxOutputBytes: DEFAULT_OUTPUT_BYTES };
     if (args.shell !== undefined)
       return runAnswer(args.shell as string, (await call('shell.run', { ...defaults, ...without(args, 'shell'), id: args.shell })) as WireRun);
-    const { id } = (await call('shell.create', pick(args, 'dialect', 'cwd', 'env'))) as { id: string };
+    const { id } = (await call('shell.create', pick(args, 'dialect', 'cwd', 'env', 'limits'))) as { id: string };
     try {
-      return runAnswer(id, (await call('shell.run', { ...defaults, ...without(args, 'dialect', 'cwd', 'env'), id })) as WireRun);
+      return runAnswer(id, (await call('shell.run', { ...defaults, ...without(args, 'dialect', 'cwd', 'env', 'limits'), id })) as WireRun);
     } catch (error) {
       // A run refused (bad arguments) leaves no shell started for it behind.
       await call('shell.delete', { id }).catch(() => undefined);
@@ -267,6 +280,8 @@ const TerminalAnswer = z.object({
   status: s.TerminalInfo.shape.status,
   exit: s.Outcome.nullable(),
   offset: z.int().min(0).meta({ description: "The end of the terminal's output so far: output_read reads on from here." }),
+  limits: s.TerminalInfo.shape.limits,
+  usage: s.TerminalInfo.shape.usage,
 });
 
 function terminalAnswer(info: z.infer<typeof s.TerminalInfo>): ToolResult {
@@ -279,8 +294,14 @@ function terminalAnswer(info: z.infer<typeof s.TerminalInfo>): ToolResult {
     status: info.status,
     exit: info.exit,
     offset: info.output.end,
+    ...(info.limits === undefined ? {} : { limits: info.limits }),
+    ...(info.usage === undefined ? {} : { usage: info.usage }),
   };
-  return { structured: answer, text: `terminal ${info.id}: ${info.status}, pid ${info.pid}, ${info.cols}x${info.rows}, ${JSON.stringify(info.argv)}` };
+  const limits = info.limits === undefined ? '' : `, limits ${JSON.stringify(info.limits)}`;
+  return {
+    structured: answer,
+    text: `terminal ${info.id}: ${info.status}, pid ${info.pid}, ${info.cols}x${info.rows}, ${JSON.stringify(info.argv)}${limits}${usageText(info.usage)}`,
+  };
 }
 
 const terminalOpen: Tool = {
@@ -295,6 +316,7 @@ const terminalOpen: Tool = {
     env: s.TerminalCreate.shape.env,
     rows: z.int().optional(),
     cols: z.int().optional(),
+    limits: s.TerminalCreate.shape.limits.meta({ description: "What the terminal's session may use (memoryBytes, pids, cpu in cores)." }),
   }),
   output: TerminalAnswer,
   operations: ['terminal.create'],

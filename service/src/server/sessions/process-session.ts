@@ -211,6 +211,7 @@ export class ProcessSession extends Session {
       stderr: stream('stderr'),
       createdAt: this.createdAt.toISOString(),
       exitedAt: this.exitedAt?.toISOString() ?? null,
+      ...this.accounting(this.handle.usage?.()),
     };
   }
 }

@@ -249,6 +249,7 @@ export class SessionRegistry {
           },
           this.#log,
         );
+        session.limits = limits;
         this.#sessions.set(session.id, session);
         this.#log.info({ session: session.id, owner, pid: handle.pid, user: runAs?.name }, 'terminal started');
         return session;
@@ -284,6 +285,7 @@ export class SessionRegistry {
         const handle = await this.runtime.startProcess(spec, { runAs, limits, onCollected: (stream) => made.session?.collected(stream) });
         const session: ProcessSession = new ProcessSession(owner, spec, handle, { ...this.#limits, onFinished: () => this.#finished(session) }, this.#log);
         made.session = session;
+        session.limits = limits;
         // Registered, the session counts its own bytes (see #collectHeld); in the same turn, the pending ones go.
         this.#sessions.set(session.id, session);
         this.#log.info({ session: session.id, owner, pid: session.handle.pid, user: runAs?.name }, 'process started');

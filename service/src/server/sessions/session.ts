@@ -9,6 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
+import type { SessionLimits, SessionUsage } from '../../provider/api.ts';
 import { InputSequencer } from '../input-sequencer.ts';
 
 const newId = (prefix: 't' | 'p'): string => `${prefix}_${randomBytes(12).toString('base64url')}`;
@@ -20,6 +21,8 @@ export abstract class Session {
   lastTouched = Date.now();
   /** Nothing of the session runs any more; from now on its facts are only kept. */
   finishedAt: Date | undefined;
+  /** The limits it runs under, as its create and the daemon's settings made them; undefined for none. */
+  limits: SessionLimits | undefined;
   /** Makes retried input writes idempotent, per writer. */
   protected readonly writes = new InputSequencer();
   protected readonly log: Logger;
@@ -35,6 +38,15 @@ export abstract class Session {
   abstract terminate(): Promise<void>;
   /** Bytes of output the session holds in memory now. */
   abstract retainedBytes(): number;
+
+  /**
+   * The limits and usage of its info: `usage`, read from its cell at the
+   * call (a few small reads of its cgroup files), or what the cell kept when
+   * it was removed; left out where the cell keeps no counters.
+   */
+  protected accounting(usage: SessionUsage | undefined): { limits?: SessionLimits; usage?: SessionUsage } {
+    return { ...(this.limits === undefined ? {} : { limits: { ...this.limits } }), ...(usage === undefined ? {} : { usage }) };
+  }
 
   /** Releases what the session holds outside memory once it is forgotten (spill files). */
   dispose(): void {

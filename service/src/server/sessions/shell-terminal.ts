@@ -6,13 +6,13 @@
  * @module
  */
 import { Readable } from 'node:stream';
-import type { SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal } from '@execworld/sdk/seam';
+import type { SubprocessTerminalForeground, SubprocessTerminalHandle, SubprocessTerminalSignal, UsageMetering } from '@execworld/sdk/seam';
 import type { TerminalSession } from './terminal-session.ts';
 
 /** Largest piece pushed at once. */
 const PIECE_BYTES = 64 * 1024;
 
-export function terminalView(session: TerminalSession): SubprocessTerminalHandle {
+export function terminalView(session: TerminalSession): SubprocessTerminalHandle & UsageMetering {
   const ring = session.output;
   let sent = ring.start;
   /** Offset up to which the shell's listeners were handed every byte (or the ring dropped it first). */
@@ -53,5 +53,7 @@ export function terminalView(session: TerminalSession): SubprocessTerminalHandle
     },
     signalForeground: (signal: SubprocessTerminalSignal) => session.handle.signalForeground(signal),
     terminate: () => session.terminate(),
+    // The shell measures each run from its session's cell, as it would a local terminal's.
+    usageMeter: () => session.handle.usageMeter?.(),
   };
 }

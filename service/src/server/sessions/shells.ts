@@ -10,7 +10,7 @@ import { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
 import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
-import type { ExecutionProvider, ShellDefaults, UsageMeter } from '../../provider/api.ts';
+import type { ExecutionProvider, ShellDefaults } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
 import { RequestLedger } from './request-ledger.ts';
 import type { TerminalSession } from './terminal-session.ts';
@@ -64,10 +64,6 @@ class DaemonShell {
   terminalId: string | null = null;
   /** Every terminal the shell ran on (a new one after each exit of the shell), forgotten with it. */
   readonly terminalIds: string[] = [];
-  /** The terminal the shell runs on now, for its counters. */
-  terminal: Pick<TerminalSession, 'handle'> | undefined;
-  /** Measures the open run: from its start to each of its answers. */
-  meter: { readonly terminalId: string | null; readonly meter: UsageMeter } | undefined;
   running = false;
   closed = false;
   /**
@@ -175,7 +171,6 @@ export class ShellRegistry {
           limits: spec.limits,
         });
         entry.terminalId = session.id;
-        entry.terminal = session;
         entry.terminalIds.push(session.id);
         return terminalView(session);
       },
@@ -220,20 +215,12 @@ export class ShellRegistry {
     const record = busy ? undefined : command !== undefined ? entry.begin(command) : shell.pending ? entry.runs.at(-1) : undefined;
     const before = record?.state;
     if (record !== undefined) record.state = 'running';
-    if (record !== undefined && command !== undefined) {
-      entry.meter?.meter.close();
-      const meter = entry.terminal?.handle.usageMeter?.();
-      entry.meter = meter === undefined ? undefined : { terminalId: entry.terminalId, meter };
-    }
     entry.running = true;
     try {
       const result = await body(shell);
       if (record !== undefined) DaemonShell.answer(record, result);
-      // A run that started a new shell (the last one exited) has no counters from its start.
-      const usage = entry.meter !== undefined && entry.meter.terminalId === entry.terminalId ? entry.meter.meter.usage() : undefined;
-      // A run that ended holds nothing open: its counters stay as last read.
-      if (!shell.pending) entry.meter?.meter.close();
-      return { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId, ...(usage === undefined ? {} : { usage }) };
+      // The engine measures each run on the terminal it typed it into (see terminalView's usageMeter).
+      return { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId };
     } catch (error) {
       if (record !== undefined) {
         // A run that never started leaves the list; a call on the open run that failed leaves it as it was.
@@ -250,7 +237,6 @@ export class ShellRegistry {
   async delete(owner: string, id: string): Promise<void> {
     const entry = this.get(owner, id);
     entry.closed = true;
-    entry.meter?.meter.close();
     await entry.shell?.close();
     this.#shells.delete(id);
     // Its terminals were the shell's way of running, not sessions of their own: they go with it, so that nothing

@@ -161,6 +161,7 @@ export class TerminalSession extends Session {
       exitedAt: this.exitedAt?.toISOString() ?? null,
       answerQueries: this.answerQueries,
       output: { start: this.output.start, end: this.output.end, ended: this.output.ended },
+      ...this.accounting(this.handle.usage?.()),
     };
   }
 }
