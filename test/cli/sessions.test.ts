@@ -61,7 +61,7 @@ const row = (...cells: (string | RegExp)[]): RegExp =>
 /** ps's CPU and MEM cells: numbers where a cgroup counts the session, else -. */
 const CPU = /(?:\d+\.\d\ds|-)/;
 const MEM = /(?:\d+(?:\.\d)?[kMGT]?|-)/;
-const HEADER = row('ID', 'PID', 'STATUS', 'EXIT', 'CPU', 'MEM', 'LIMITS', 'ARGV');
+const HEADER = row('ID', 'PID', 'STATUS', 'EXIT', 'CPU', 'MEM', 'LIMITS', 'PORTS', 'ARGV');
 
 describe('execworld ps', () => {
   test('lists terminals and processes oldest first: id, pid, status, exit and argv', async () => {
@@ -73,10 +73,28 @@ describe('execworld ps', () => {
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split('\n')).toEqual([
       expect.stringMatching(HEADER),
-      expect.stringMatching(row(terminal.id, String(terminal.pid), 'running', '-', CPU, MEM, '-', '/bin/bash --noprofile --norc -i')),
-      expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', CPU, MEM, '-', "sh -c 'exit 4'")),
-      expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', CPU, MEM, '-', 'sleep 300')),
+      expect.stringMatching(row(terminal.id, String(terminal.pid), 'running', '-', CPU, MEM, '-', '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', CPU, MEM, '-', '-', "sh -c 'exit 4'")),
+      expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', CPU, MEM, '-', '-', 'sleep 300')),
     ]);
+  });
+
+  test.runIf(process.platform === 'linux')('lists the TCP ports a process listens on', async () => {
+    const script = "require('http').createServer().listen(0, '127.0.0.1', function () { console.log(this.address().port) })";
+    const server = await createProcess([process.execPath, '-e', script]);
+    let port = '';
+    await waitFor('the server to print its port', async () => {
+      const read = await daemon.request('GET', `/v1/processes/${server.id}/output/stdout?from=0`);
+      port = Buffer.from(String(read.body.data ?? ''), 'base64')
+        .toString('utf8')
+        .trim();
+      return /^\d+$/.test(port);
+    });
+    await waitFor('ps to list the port', async () => (await runCli(['ps'], { env })).stdout.includes(` ${port} `));
+    const result = await runCli(['ps'], { env });
+    const line = result.stdout.split('\n').find((each) => each.startsWith(`${server.id} `)) ?? '';
+    expect(line.split(/ +/).slice(0, 4)).toEqual([server.id, String(server.pid), 'running', '-']);
+    expect(line.split(/ +/)[7]).toBe(port);
   });
 
   test('shows the cpu time and peak memory of every session, running ones included, and the limits it runs under', async ({ startDaemon }) => {
@@ -128,8 +146,8 @@ describe('kept shells', () => {
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split('\n')).toEqual([
       expect.stringMatching(HEADER),
-      expect.stringMatching(row(idle.id, String(pid), 'idle', '-', CPU, MEM, '-', '/bin/bash --noprofile --norc -i')),
-      expect.stringMatching(row(open, /\d+/, 'open', '-', CPU, MEM, '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(idle.id, String(pid), 'idle', '-', CPU, MEM, '-', '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(open, /\d+/, 'open', '-', CPU, MEM, '-', '-', '/bin/bash --noprofile --norc -i')),
     ]);
   });
 

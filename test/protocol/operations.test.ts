@@ -84,6 +84,7 @@ describe('the operation table', () => {
         'port.connect',
         'port.shutdown',
         'port.close',
+        'ports.list',
       ].sort(),
     );
     for (const spec of OPERATION_LIST) {

@@ -65,6 +65,7 @@ const FIXTURES: Record<string, () => Record<string, unknown>> = {
   'terminal.delete': () => ({ id: ids.terminal }),
   'process.create': () => PROCESS,
   'process.list': () => ({}),
+  'ports.list': () => ({}),
   'process.get': () => ({ id: ids.process }),
   'process.stdin': () => ({ id: ids.process, data: 'x' }),
   'process.closeStdin': () => ({ id: ids.process }),

@@ -131,7 +131,8 @@ export const ERROR_CATALOG = {
   PORT_REFUSED: {
     status: 502,
     description:
-      'Nothing in the world accepted the connection to the port (errno says why: ECONNREFUSED when nothing listens on it); a port forward closes the local connection it was for.',
+      'The connection to the port in the world failed: nothing accepted it (errno says why: ECONNREFUSED when nothing listens on it), ' +
+      'or the app closed it before it answered a preview. A port forward resets the local connection it was for; a preview answers 502.',
   },
 } as const satisfies Record<string, { status: number; description: string }>;
 

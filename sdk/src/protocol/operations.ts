@@ -1055,6 +1055,19 @@ export const OPERATIONS = {
     waits: false,
     access: 'read',
   }),
+  'ports.list': op({
+    name: 'ports.list',
+    method: 'GET',
+    path: '/v1/ports',
+    summary: "The TCP ports the owner's running sessions listen on",
+    description:
+      "Read from the kernel's socket tables (/proc/net/tcp and tcp6, LISTEN rows) mapped to the sessions' processes through their descriptors; " +
+      'Linux only (elsewhere `supported` is false). Each port is reached at /v1/ports/{port}/ (a preview).',
+    result: s.PortList,
+    idempotent: true,
+    waits: false,
+    access: 'read',
+  }),
 } as const;
 
 export type Operations = typeof OPERATIONS;

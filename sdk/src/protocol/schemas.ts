@@ -1000,3 +1000,22 @@ export const ArchiveUnpacked = z
     }),
   })
   .meta({ id: 'ArchiveUnpacked' });
+
+export const ListeningPort = z
+  .object({
+    port: z.number().int().min(1).max(65_535),
+    address: z.string().meta({ description: 'The local address it listens on: 0.0.0.0 or :: for every address, 127.0.0.1, ::1, …' }),
+    pid: z.number().int().meta({ description: 'A process of the session holding the listening socket.' }),
+    session: SessionRef,
+    kind: z.enum(['terminal', 'process']).meta({ description: "The session's kind; a shell's ports are its terminal's." }),
+  })
+  .meta({ id: 'ListeningPort', description: 'A TCP port a process of a session listens on; preview it at /v1/ports/{port}/.' });
+
+export const PortList = z
+  .object({
+    supported: z
+      .boolean()
+      .meta({ description: 'False where the daemon cannot read which ports processes listen on (every platform but Linux): ports is then empty.' }),
+    ports: z.array(ListeningPort),
+  })
+  .meta({ id: 'PortList' });

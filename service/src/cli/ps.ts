@@ -15,7 +15,9 @@ by 'execworld run --keep') the daemon runs or still remembers for this token's
 owner, oldest first: ID, PID, STATUS, EXIT (the exit code, or the signal that
 ended it; - while running), CPU (user and system time of all its processes
 so far, in seconds), MEM (their peak memory together: k, M, G of 1024),
-LIMITS (memory, pids and cpus it runs under) and the program's argv. CPU and
+LIMITS (memory, pids and cpus it runs under), PORTS (the TCP ports its
+processes listen on, each reached at /v1/ports/<port>/ of the daemon; - for
+none, or where the daemon cannot tell) and the program's argv. CPU and
 MEM are read from the session's cgroup when asked, running or not; - where
 no cgroup counts it (and, for LIMITS, where it has none). A terminal's or process's
 STATUS is running, exited, or failed (the spawn was refused); a shell's is
@@ -39,6 +41,8 @@ interface Row {
   readonly createdAt: string;
   readonly usage?: { readonly cpuUserMs: number; readonly cpuSystemMs: number; readonly peakMemoryBytes: number | null } | undefined;
   readonly limits?: { readonly memoryBytes?: number | undefined; readonly pids?: number | undefined; readonly cpu?: number | undefined } | undefined;
+  /** The TCP ports the session's processes listen on. */
+  readonly ports?: readonly number[];
 }
 
 /** Bytes in the units of 1024 (k, M, G, T), to one decimal below ten. */
@@ -79,7 +83,7 @@ function exitColumn(exit: Row['exit']): string {
 /** Rows as columns padded to their widest cell; the last column (argv) is not padded. */
 export function formatTable(rows: readonly Row[]): string {
   const cells = [
-    ['ID', 'PID', 'STATUS', 'EXIT', 'CPU', 'MEM', 'LIMITS', 'ARGV'],
+    ['ID', 'PID', 'STATUS', 'EXIT', 'CPU', 'MEM', 'LIMITS', 'PORTS', 'ARGV'],
     ...rows.map((row) => [
       row.id,
       row.pid === null ? '-' : String(row.pid),
@@ -88,6 +92,7 @@ export function formatTable(rows: readonly Row[]): string {
       cpuColumn(row.usage),
       bytesColumn(row.usage?.peakMemoryBytes),
       limitsColumn(row.limits),
+      row.ports === undefined || row.ports.length === 0 ? '-' : row.ports.join(','),
       shellQuote(row.argv),
     ]),
   ];
@@ -99,7 +104,14 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   expectPositionals(positionals, []);
   const runtime = await openRuntime(values);
   try {
-    const [terminals, processes, { shells }] = await Promise.all([runtime.listTerminals(), runtime.listProcesses(), runtime.call('shell.list', {})]);
+    const [terminals, processes, { shells }, listening] = await Promise.all([
+      runtime.listTerminals(),
+      runtime.listProcesses(),
+      runtime.call('shell.list', {}),
+      // A daemon without discovery leaves the column empty.
+      runtime.call('ports.list', {}).catch(() => ({ supported: false, ports: [] })),
+    ]);
+    const ports = (session: string | null): number[] => [...new Set(listening.ports.filter((entry) => entry.session === session).map((entry) => entry.port))];
     // A shell stands for its terminal: one row, the shell's id and state with the terminal's pid and argv.
     const shellTerminals = new Set(shells.flatMap((shell) => (shell.terminalId === null ? [] : [shell.terminalId])));
     const shellRows = shells.map((shell): Row => {
@@ -113,11 +125,11 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
         createdAt: shell.createdAt,
         usage: terminal?.usage,
         limits: terminal?.limits,
+        ports: ports(shell.terminalId),
       };
     });
-    const rows: Row[] = [...terminals.filter((terminal) => !shellTerminals.has(terminal.id)), ...processes, ...shellRows].sort((a, b) =>
-      a.createdAt.localeCompare(b.createdAt),
-    );
+    const sessions = [...terminals.filter((terminal) => !shellTerminals.has(terminal.id)), ...processes].map((row) => ({ ...row, ports: ports(row.id) }));
+    const rows: Row[] = [...sessions, ...shellRows].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
     process.stdout.write(formatTable(rows));
     return 0;
   } finally {

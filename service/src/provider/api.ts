@@ -23,9 +23,11 @@ import type {
 import type { ArchiveResult, FileDigest, FsInfo, FsProvider, FsTarget, PackedArchive } from '@execworld/sdk/fs';
 import type { ContainmentMode, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 import type { RunAs } from './run-as.ts';
+import type { ListeningSocket } from './inspect/listening.ts';
 
 export type { ContainmentMode, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 export type { RunAs } from './run-as.ts';
+export type { ListeningSocket } from './inspect/listening.ts';
 export { CleanupError, ProviderError, type ProviderErrorCode } from './errors.ts';
 
 /** What the provider can do on its host, as `/v1/health` reports it. */
@@ -93,6 +95,8 @@ export interface ProviderProcess extends SubprocessHandle {
   usage?(): SessionUsage | undefined;
   /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
   accounting?(): SessionAccounting | undefined;
+  /** The pids of the tree's live processes now; undefined where they cannot be told. */
+  members?(): number[] | undefined;
   /** The live view of a collected stream; undefined unless it was spawned in collect mode. */
   collector(stream: 'stdout' | 'stderr'): CollectedStreamView | undefined;
   /**
@@ -112,6 +116,8 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
   usage?(): SessionUsage | undefined;
   /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
   accounting?(): SessionAccounting | undefined;
+  /** The pids of the terminal's session's live processes now; undefined where they cannot be told. */
+  members?(): number[] | undefined;
   /** Starts measuring one run in the terminal (a persistent shell's command). */
   usageMeter?(): UsageMeter | undefined;
 }
@@ -128,6 +134,8 @@ export interface ExecutionProvider {
   spawnTerminal(spec: SubprocessTerminalSpawnSpec, extensions?: TerminalExtensions): Promise<ProviderTerminal>;
   /** Which session limits this provider enforces, and why not the others. */
   limitSupport?(): LimitSupport;
+  /** The TCP sockets the processes `pids` listen on; undefined where this host cannot tell. */
+  listeningSockets?(pids: readonly number[]): ListeningSocket[] | undefined;
   /** Terminates everything still running and waits until it is gone; later spawns fail. */
   dispose(): Promise<void>;
 }

@@ -50,6 +50,8 @@ export interface HostTerminal extends SubprocessTerminalHandle {
   accounting(): SessionAccounting | undefined;
   /** Starts measuring one run in the terminal (a persistent shell's command); undefined where its cell keeps no counters. */
   usageMeter(): UsageMeter | undefined;
+  /** The pids of the terminal's session's live processes now; undefined where they cannot be told. */
+  members?(): number[] | undefined;
 }
 
 /** The signals `signalForeground` accepts. */

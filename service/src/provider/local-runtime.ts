@@ -4,7 +4,7 @@
  */
 import { endAll, mergeEnvironment, runCommand, scrubEnvironment, settleAll, spawnDefaults, terminalDefaults } from '@execworld/sdk/seam';
 import type { CommandResult, RunCommandOptions, SpawnRequest, SubprocessRuntime, SubprocessSpawnSpec, TerminalSpawnRequest } from '@execworld/sdk/seam';
-import type { ExecutionProvider, ProcessExtensions, ProviderCapabilities, ShellDefaults, TerminalExtensions } from './api.ts';
+import type { ExecutionProvider, ListeningSocket, ProcessExtensions, ProviderCapabilities, ShellDefaults, TerminalExtensions } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
 import type { LimitSupport } from './containment/containment.ts';
@@ -118,6 +118,11 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       journal: options.journal,
       identityOf: (pid) => this.#getInspector().identity(pid),
     });
+  }
+
+  /** The TCP sockets the processes `pids` listen on, as this host's platform reads them; undefined where it cannot. */
+  listeningSockets(pids: readonly number[]): ListeningSocket[] | undefined {
+    return this.#platform.listeningSockets(pids);
   }
 
   get capabilities(): ProviderCapabilities {

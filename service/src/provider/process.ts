@@ -108,6 +108,18 @@ export class ManagedProcess implements SubprocessHandle {
     return this.#cell?.accounting?.();
   }
 
+  /**
+   * The pids of the tree's live processes now: its cell's, or without one the members of the process group it leads
+   * (what left the group is not seen there).
+   */
+  members(): number[] | undefined {
+    if (this.pid <= 0 || this.#gone) return [];
+    if (this.#cell !== undefined) return this.#cell.pids();
+    const groups = this.#host.processGroups?.();
+    if (groups === undefined) return this.#childExited ? undefined : [this.pid];
+    return [...groups].filter(([, pgid]) => pgid === this.pid).map(([pid]) => pid);
+  }
+
   constructor(spec: SubprocessSpawnSpec, env: Record<string, string>, host: ProcessHost, hooks: SpawnHooks = {}) {
     this.#host = host;
     this.#graceMs = spec.graceMs;

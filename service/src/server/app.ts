@@ -27,6 +27,8 @@ import { registerRestRoutes } from './rest-routes.ts';
 import { registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
 import { registerUi } from './ui.ts';
+import { PreviewTunnels, previewToken, registerPreview } from './preview.ts';
+import { connectToPort } from '../provider/api.ts';
 
 export const CONNECT_PATH = '/v1/connect';
 /** Node's default headers timeout. */
@@ -48,6 +50,8 @@ declare module 'fastify' {
     access?: Access;
     /** A browser's Origin must be allowed, as for a WebSocket upgrade (/mcp). */
     checkOrigin?: boolean;
+    /** A preview route (preview.ts): its token may come in the query or its cookie, and an upgrade goes on to the app. */
+    preview?: boolean;
   }
 }
 
@@ -78,6 +82,8 @@ export interface Daemon {
   readonly bodies: BodyBudget;
   /** What holds minted tokens: connections and waits that end when their token does. */
   readonly grants: LiveGrants;
+  /** The WebSockets open through previews. */
+  readonly tunnels: PreviewTunnels;
 }
 
 /** Per-request lines at debug: a terminal's keystrokes and long polls are requests too. */
@@ -145,6 +151,7 @@ export function buildApp(options: AppOptions): Daemon {
     ownsHostProcess: options.ownsHostProcess === true,
   });
   const { registry, hub, bodies, metrics, dispatcher } = parts;
+  const tunnels = new PreviewTunnels(parts.grants);
 
   app.decorateRequest('principal');
   const scheme = https === null ? 'http' : 'https';
@@ -156,7 +163,8 @@ export function buildApp(options: AppOptions): Daemon {
     const token =
       bearerToken(request.headers.authorization) ??
       headerToken(request.headers[TOKEN_HEADER]) ??
-      (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined);
+      (isUpgrade ? subprotocolToken(request.headers['sec-websocket-protocol']) : undefined) ??
+      (request.routeOptions.config.preview === true ? previewToken(request) : undefined);
     let refused = 'the bearer token is not valid';
     const principal = tokens.identify(token, (reason) => (refused = reason));
     if (principal === undefined) {
@@ -171,7 +179,8 @@ export function buildApp(options: AppOptions): Daemon {
     if (typeof session === 'string') request.log = request.log.child({ session });
     const origin = request.headers.origin;
     // The daemon's own origin, as this request addressed it, is allowed too: a page it serves (/ui) opens its
-    // WebSocket from there. That admits no ambient authority: tokens are bearer-only, never cookies, so a page
+    // WebSocket from there. That admits no ambient authority: tokens are bearer-only, never cookies (but a preview's,
+    // which its own path alone reads: preview.ts), so a page
     // (even one on a name rebound to this address) gets in only with a token its user gave it. The same check
     // holds for /mcp, which the MCP transport asks of a server (a browser page may post to it as to any URL).
     const own = request.headers.host !== undefined && origin === `${scheme}://${request.headers.host}`;
@@ -197,7 +206,7 @@ export function buildApp(options: AppOptions): Daemon {
    * an unknown path stays NOT_FOUND.
    */
   const upgradeRefusal = (request: FastifyRequest): ServiceError | undefined =>
-    request.ws && !request.is404
+    request.ws && !request.is404 && request.routeOptions.config.preview !== true
       ? new ServiceError('INVALID_ARGUMENT', `${request.url.split('?')[0]} is not a WebSocket: the daemon's one WebSocket is GET ${CONNECT_PATH}`)
       : undefined;
 
@@ -229,6 +238,7 @@ export function buildApp(options: AppOptions): Daemon {
   // Upgraded sockets keep the server open: close them before the server waits for its connections.
   app.addHook('preClose', (done) => {
     hub.closeAll();
+    tunnels.closeAll();
     done();
   });
   app.addHook('onReady', () => parts.recover());
@@ -286,6 +296,7 @@ export function buildApp(options: AppOptions): Daemon {
     registerMcp(scope, { dispatcher, bodies, maxBodyBytes: config.maxBodyBytes, version, log: logger });
 
     if (config.ui === 'on') registerUi(scope);
+    registerPreview(scope, { connect: connectToPort, scheme, tunnels, grants: parts.grants });
 
     scope.route({
       method: 'GET',
@@ -309,5 +320,5 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub, bodies, grants: parts.grants };
+  return { app, registry, hub, bodies, grants: parts.grants, tunnels };
 }

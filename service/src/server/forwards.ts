@@ -39,9 +39,10 @@
 import type { Socket } from 'node:net';
 import { MAX_TIMER_DELAY_MS } from '@execworld/sdk/seam';
 import { FORWARD_WINDOW_BYTES, type ServerMessage } from '@execworld/sdk/protocol';
-import { connectToPort, PortConnectError } from '../provider/api.ts';
-import { permitsPort, type Principal } from './auth.ts';
-import { scopeRefusal, ServiceError } from './errors.ts';
+import { connectToPort } from '../provider/api.ts';
+import type { Principal } from './auth.ts';
+import { ServiceError } from './errors.ts';
+import { connectFailure, portRefusal } from './port-access.ts';
 import { RingStream } from './streams.ts';
 
 export interface ForwardTableOptions {
@@ -226,7 +227,8 @@ export class ForwardTable {
    */
   async connect(principal: Principal, port: number): Promise<{ id: string; port: number }> {
     if (this.#closed) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
-    if (!permitsPort(principal, port)) throw portRefusal(principal, port);
+    const refusal = portRefusal(principal, port);
+    if (refusal !== undefined) throw refusal;
     const { owner } = principal;
     const open = this.#count(owner) + (this.#connecting.get(owner) ?? 0);
     if (open >= this.#options.maxPerOwner) {
@@ -237,8 +239,7 @@ export class ForwardTable {
     try {
       socket = await connectToPort(principal.runAs, port);
     } catch (error) {
-      if (error instanceof PortConnectError) throw new ServiceError('PORT_REFUSED', `port ${port} in the world: ${error.message}`, { errno: error.errno });
-      throw error;
+      throw connectFailure(port, error);
     } finally {
       const left = (this.#connecting.get(owner) ?? 1) - 1;
       if (left === 0) this.#connecting.delete(owner);
@@ -255,12 +256,13 @@ export class ForwardTable {
     return { id: String(id), port };
   }
 
-  /** The forward `id` of `principal`'s owner, which its token may reach. @throws {ServiceError} NOT_FOUND, READ_ONLY */
+  /** The forward `id` of `principal`'s owner, which its token may reach. @throws {ServiceError} NOT_FOUND, READ_ONLY or TOKEN_SCOPE */
   get(principal: Principal, id: number | string): Forward {
     // Ids are opaque to callers: one of another shape names nothing, as an unknown one.
     const forward = typeof id === 'number' || /^[0-9]{1,10}$/.test(id) ? this.#forwards.get(Number(id)) : undefined;
     if (forward === undefined || forward.principal.owner !== principal.owner) throw new ServiceError('NOT_FOUND', `no forward ${id}`);
-    if (!permitsPort(principal, forward.port)) throw portRefusal(principal, forward.port);
+    const refusal = portRefusal(principal, forward.port);
+    if (refusal !== undefined) throw refusal;
     return forward;
   }
 
@@ -284,10 +286,4 @@ export class ForwardTable {
     for (const forward of this.#forwards.values()) if (forward.principal.owner === owner) count += 1;
     return count;
   }
-}
-
-function portRefusal(principal: Principal, port: number): ServiceError {
-  if (principal.minted?.port !== undefined) return scopeRefusal(`the token reaches port ${principal.minted.port} only, not port ${port}`);
-  if (principal.minted?.session !== undefined) return scopeRefusal(`the token acts on session ${principal.minted.session} only, not on a port`);
-  return new ServiceError('READ_ONLY', `the token may only read: reaching port ${port} in the world takes a write token, or one scoped to that port`);
 }

@@ -21,6 +21,7 @@ import { runOptions } from './sessions/shells.ts';
 import { runCommandSession } from './sessions/command-run.ts';
 import { scopeRefusal, ServiceError } from './errors.ts';
 import { MAX_LIVE_MINTED_PER_OWNER, type MintedInfo } from './minted.ts';
+import { listeningPorts } from './ports.ts';
 import { readsFreeRoom, waitForBytes, type ByteStream } from './streams.ts';
 
 /** Default and largest slice one output read returns. */
@@ -246,6 +247,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   },
 
   'process.create': async (ctx, params) => (await ctx.registry.createProcess(ctx.principal, processSpec(ctx, params), params)).info(),
+  'ports.list': (ctx) => listeningPorts(ctx.registry, ctx.principal.owner),
   'process.list': (ctx) => ({ processes: ctx.registry.list(ctx.principal.owner, 'process').map((session) => session.info()) }),
   'process.get': (ctx, params) => ctx.registry.get(ctx.principal.owner, params.id, 'process').info(),
   'process.stdin': async (ctx, params) => {

@@ -1,7 +1,8 @@
 /**
  * The daemon's browser view: asks for a token (or takes it from the address's
  * `#token=`), learns whose it is and whether it may write, then lists that
- * owner's terminals, processes and shells and shows the one chosen, live.
+ * owner's terminals, processes and shells and shows the one chosen, live,
+ * and the ports they listen on, each a link to its preview.
  * A token that may write also starts terminals and shells, runs commands in a
  * shell, and ends sessions. Everything goes through the daemon's own API with
  * that token.
@@ -11,10 +12,13 @@ import { Link, randomId } from './link.ts';
 import { message, outcomeText, ProcessView, ShellView, TerminalView, type ProcessInfo, type ShellInfo, type TerminalInfo } from './views.ts';
 
 type Identity = OperationResult<'identity.get'>;
+type PortList = OperationResult<'ports.list'>;
 
 const TOKEN_KEY = 'execworld.token';
 /** How often the lists are asked for again. */
 const POLL_MS = 1500;
+/** How long the token a preview link carries lasts; one is minted again once less than a tenth of this is left. */
+const PREVIEW_TOKEN_TTL_MS = 3_600_000;
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => document.getElementById(id) as T;
 
@@ -76,7 +80,7 @@ async function begin(token: string): Promise<void> {
       () => undefined,
     );
   };
-  new Page(link, identity.access === 'write').start();
+  new Page(link, identity.access === 'write', token).start();
 }
 
 type Selection = { kind: 'terminal' | 'process' | 'shell'; id: string };
@@ -141,9 +145,15 @@ class Page {
   /** The ended groups a person opened, kept open across the lists' refreshes. */
   readonly #unfolded = new Set<string>();
 
-  constructor(link: Link, writable: boolean) {
+  /** The page's token, which a preview link carries where no token of the port alone could be minted. */
+  readonly #token: string;
+  /** A token minted for each port's preview (reaching that port and nothing else), and when it expires. */
+  readonly #previewTokens = new Map<number, { token: string; expiresAt: number } | 'minting' | 'refused'>();
+
+  constructor(link: Link, writable: boolean, token: string) {
     this.#link = link;
     this.#writable = writable;
+    this.#token = token;
   }
 
   start(): void {
@@ -238,12 +248,15 @@ class Page {
     clearTimeout(this.#poll);
     if (this.#link.open) {
       try {
-        const [terminals, processes, shells] = await Promise.all([
+        const [terminals, processes, shells, ports] = await Promise.all([
           this.#link.call('terminal.list', {}),
           this.#link.call('process.list', {}),
           this.#link.call('shell.list', {}),
+          // A daemon without discovery lists no port.
+          this.#link.call('ports.list', {}).catch((): PortList => ({ supported: false, ports: [] })),
         ]);
         this.#render(terminals.terminals, processes.processes, shells.shells);
+        this.#fillPorts(ports);
       } catch (error) {
         this.#viewStatus(`could not list sessions: ${message(error)}`);
       }
@@ -321,6 +334,65 @@ class Page {
       li.append(details);
       ul.append(li);
     }
+  }
+
+  /**
+   * The token a preview link of `port` carries: one minted for that port alone (it reaches nothing else of the daemon,
+   * and expires), minted when the port is first listed; the page's own while none is, or where the daemon mints none
+   * for this token (a minted one mints no other).
+   */
+  #previewToken(port: number): string {
+    const held = this.#previewTokens.get(port);
+    if (typeof held === 'object' && held.expiresAt - Date.now() > PREVIEW_TOKEN_TTL_MS / 10) return held.token;
+    if (held !== 'minting' && held !== 'refused') {
+      this.#previewTokens.set(port, 'minting');
+      this.#link.call('token.create', { access: 'read', ttlMs: PREVIEW_TOKEN_TTL_MS, port }).then(
+        (minted) => this.#previewTokens.set(port, { token: minted.token, expiresAt: Date.parse(minted.expiresAt) }),
+        () => this.#previewTokens.set(port, 'refused'),
+      );
+    }
+    return typeof held === 'object' ? held.token : this.#token;
+  }
+
+  /**
+   * The ports the sessions listen on. A token that may write previews one in a new tab: the link carries a token of
+   * that port (put on it only as it is followed, so it is never in the page's markup), which the daemon moves to a
+   * cookie of the port's path and drops from the address. A read-only token may not reach a port: its ports are
+   * listed as text.
+   */
+  #fillPorts(list: PortList): void {
+    const ul = $('ports');
+    const items = list.ports.map((entry) => {
+      const li = document.createElement('li');
+      li.dataset.port = String(entry.port);
+      const label = document.createElement(this.#writable ? 'a' : 'span');
+      label.textContent = `:${entry.port}`;
+      if (label instanceof HTMLAnchorElement) {
+        const preview = `/v1/ports/${entry.port}/`;
+        label.href = preview;
+        label.target = '_blank';
+        label.rel = 'noopener noreferrer';
+        this.#previewToken(entry.port);
+        const carry = (): void => void (label.href = `${preview}?token=${encodeURIComponent(this.#previewToken(entry.port))}`);
+        const drop = (): void => void setTimeout(() => (label.href = preview));
+        label.addEventListener('mousedown', carry);
+        label.addEventListener('keydown', carry);
+        label.addEventListener('click', drop);
+        label.addEventListener('auxclick', drop);
+      }
+      const state = document.createElement('div');
+      state.className = 'state';
+      state.textContent = `${entry.address} · pid ${entry.pid} · ${entry.session}`;
+      li.append(label, state);
+      return li;
+    });
+    if (items.length === 0) {
+      const li = document.createElement('li');
+      li.className = 'empty';
+      li.textContent = list.supported ? 'none' : 'not told on this host';
+      items.push(li);
+    }
+    ul.replaceChildren(...items);
   }
 
   #item(list: string, row: Row): HTMLLIElement {

@@ -10,6 +10,7 @@ import type { ShellDefaults } from '../api.ts';
 import type { SessionCell } from '../containment/containment.ts';
 import type { ContainmentChoice, ContainmentSelection, SelectOptions } from '../containment/index.ts';
 import type { ProcessIdentity, ProcessInspector } from '../inspect/inspector.ts';
+import type { ListeningSocket } from '../inspect/listening.ts';
 import type { HostTerminal, TerminalOptions } from '../host-terminal.ts';
 import type { ConPtyFactory } from '../win32/conpty.ts';
 import type { Kernel32 } from '../win32/kernel32.ts';
@@ -97,6 +98,11 @@ export interface Platform {
    * `/proc`).
    */
   recoveryIdentity(pid: number): ProcessIdentity | undefined;
+  /**
+   * The TCP sockets the processes `pids` listen on, from the kernel's socket tables; undefined where they cannot be
+   * read (every platform but Linux).
+   */
+  listeningSockets(pids: readonly number[]): ListeningSocket[] | undefined;
   /** The shells the daemon runs itself. */
   readonly shells: ShellDefaults;
   /** Whether a file's POSIX mode bits tell who else may read it: everywhere but Windows. */

@@ -10,6 +10,7 @@ import { linuxContainment, uncontained } from '../containment/index.ts';
 import { DarwinInspector } from '../inspect/darwin.ts';
 import { InspectionUnsupportedError } from '../inspect/inspector.ts';
 import { LinuxInspector } from '../inspect/linux.ts';
+import { listeningSockets } from '../inspect/listening.ts';
 import { closeInheritedDescriptorsOnExec } from '../posix/libc.ts';
 import { relativeCommandError } from '../resolve-executable.ts';
 import { LocalTerminal } from '../posix/terminal.ts';
@@ -56,6 +57,8 @@ export function posixPlatform(name: NodeJS.Platform): Platform {
     selectContainment: (choice, options) => (linux ? linuxContainment(choice, options) : uncontained(choice, name)),
     // A dead daemon's sessions are recovered from /proc (their start times and uids): on Linux.
     recoveryIdentity: (pid) => (linux ? new LinuxInspector().identity(pid) : undefined),
+    // /proc/net/tcp and the descriptors' links are Linux's; macOS would need lsof or libproc.
+    listeningSockets: (pids) => (linux ? listeningSockets(pids) : undefined),
     shells: posixShells,
     fileModesGuardPrivacy: true,
     sealDescriptors() {

@@ -96,6 +96,8 @@ export function win32Platform(overrides: PlatformOverrides = {}): Platform {
     selectContainment: (choice) => windowsContainment(choice, hostFacts.kernel32),
     // A job ends with the daemon that holds it (kill-on-close): nothing is left to recover.
     recoveryIdentity: () => undefined,
+    // GetExtendedTcpTable would tell; it is not read.
+    listeningSockets: () => undefined,
     shells: windowsShells,
     fileModesGuardPrivacy: false,
     sealDescriptors() {

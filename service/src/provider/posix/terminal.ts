@@ -193,6 +193,11 @@ export class LocalTerminal extends BaseTerminal {
     return this.#terminate();
   }
 
+  /** The pids of the session's live processes now, as its members are tracked (a complete cell's, or the terminal's session's). */
+  members(): number[] {
+    return this.#members.refresh(this.#rows()).map((member) => member.pid);
+  }
+
   /** Synchronous last resort while the host exits: SIGKILL everything, await nothing. */
   terminateForHostExit(): void {
     this.#members.killAll();
