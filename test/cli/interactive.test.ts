@@ -125,4 +125,19 @@ describe.skipIf(skip)(`in a terminal${skip ? ` (skipped: ${tmuxUnavailable})` : 
     // exec forgets its terminals once they ended.
     expect((await terminals()).filter((each) => !before.has(each.id))).toEqual([]);
   }, 120_000);
+
+  test("exec --tty takes the limit flags, and --usage prints the terminal's usage after it ended", async ({ startDaemon }) => {
+    const limited = await startDaemon({ containment: 'cgroup' });
+    const pidsMax = 'cat /sys/fs/cgroup/pids$(grep :pids: /proc/self/cgroup | cut -d: -f3)/pids.max';
+    await tmux.start('limited', ['exec', '-t', '--pids-limit', '30', '--usage', '--', 'sh', '-c', `${pidsMax}; exit 4`], cliEnv(limited.url, ALICE), {
+      cols: 200,
+      rows: 24,
+    });
+    expect(await tmux.exitStatus('limited')).toBe(4);
+    const screen = lines(await tmux.screen('limited'));
+    expect(screen).toContain('30');
+    expect(screen).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^execworld: usage cpu_user_ms=\d+ .* peak_scope=session limit_hit=- oom_killed=false$/)]),
+    );
+  }, 120_000);
 });

@@ -135,5 +135,25 @@ export function defineLimitsContract(name: string, make: () => Promise<LimitsSub
         await shell.close();
       }
     });
+
+    it("a persistent shell's run reports its own command's usage: a cpu-burning one non-zero cpu, a quiet one near none", async () => {
+      const shell = await PersistentShell.start(runtime, { cwd: '/tmp', limits: { pids: 40 } });
+      try {
+        // A fixed amount of work (hashing 256 MiB), so its cpu does not depend on how busy the machine is.
+        const busy = await shell.run('dd if=/dev/zero bs=1M count=256 status=none | sha256sum');
+        const quiet = await shell.run('true');
+        const cpu = (usage: typeof busy.usage): number => (usage?.cpuUserMs ?? 0) + (usage?.cpuSystemMs ?? 0);
+        console.log(`${name}: shell runs' usage: dd | sha256sum ${JSON.stringify(busy.usage)}; true ${JSON.stringify(quiet.usage)}`);
+        expect(busy).toMatchObject({ exitCode: 0, output: expect.stringMatching(/[0-9a-f]{64}/) });
+        expect(busy.usage).toMatchObject({ limitHit: null, oomKilled: false, peakScope: expect.stringMatching(/^(run|session)$/) });
+        expect(cpu(busy.usage)).toBeGreaterThan(100);
+        // The quiet run's is its own: not the busy one's again, nor the shell's since it started.
+        expect(quiet.usage).toBeDefined();
+        expect(cpu(quiet.usage)).toBeLessThan(50);
+        expect(quiet.usage?.peakMemoryBytes).toBeGreaterThan(0);
+      } finally {
+        await shell.close();
+      }
+    });
   });
 }

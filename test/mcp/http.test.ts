@@ -228,6 +228,46 @@ describe('limits and usage', () => {
       await client.close();
     }
   });
+
+  test("session_list shows each session's limits and its usage so far, as execworld ps does", { timeout: 120_000 }, async ({ startDaemon }) => {
+    const limited = await startDaemon({ containment: 'cgroup' });
+    const client = await McpTestClient.http(limited.url, ALICE);
+    try {
+      const hash = 'head -c 100000000 /dev/zero | sha256sum';
+      const { handle } = await client.ok('shell_run', { command: hash, limits: { pids: 40 } });
+      const terminal = await client.ok('terminal_open', { argv: ['sh', '-c', `${hash}; exec sleep 60`], limits: { memoryBytes: 64 << 20 } });
+      const spawned = (await limited.request('POST', '/v1/processes', { body: { argv: ['sh', '-c', `${hash}; exec sleep 60`], limits: { cpu: 0.5 } } })).body;
+      const used = (entry: { usage?: { cpuUserMs: number; cpuSystemMs: number } } | undefined): number =>
+        (entry?.usage?.cpuUserMs ?? 0) + (entry?.usage?.cpuSystemMs ?? 0);
+      // Each hashes 100 MB: the list reads the cpu it used so far while it runs.
+      let listed: Awaited<ReturnType<typeof client.call>> | undefined;
+      await waitFor(
+        'the terminal and the process to have hashed',
+        async () => {
+          const answer = await client.call('session_list');
+          type Entry = { id: string; usage?: { cpuUserMs: number; cpuSystemMs: number } };
+          const { terminals, processes } = answer.structured as { terminals: Entry[]; processes: Entry[] };
+          listed = answer;
+          return used(terminals.find((entry) => entry.id === terminal.terminal)) > 0 && used(processes.find((entry) => entry.id === spawned.id)) > 0;
+        },
+        60_000,
+      );
+      console.log('MCP session_list text', JSON.stringify(listed!.text));
+      const { shells, terminals, processes } = listed!.structured;
+      const usage = { cpuUserMs: expect.any(Number), cpuSystemMs: expect.any(Number), peakMemoryBytes: expect.any(Number), limitHit: null, oomKilled: false };
+      expect(shells).toEqual([expect.objectContaining({ id: handle.shell, limits: { pids: 40 }, usage })]);
+      expect(used(shells[0])).toBeGreaterThan(0);
+      expect(terminals).toContainEqual(expect.objectContaining({ id: terminal.terminal, status: 'running', limits: { memoryBytes: 64 << 20 }, usage }));
+      expect(processes).toContainEqual(expect.objectContaining({ id: spawned.id, status: 'running', limits: { cpu: 0.5 } }));
+      expect(listed!.text).toContain('limits {"pids":40}');
+      expect(listed!.text).toContain(`limits {"memoryBytes":${64 << 20}}`);
+      expect(listed!.text).toContain('limits {"cpu":0.5}');
+      expect(listed!.text).toMatch(/\[cpu \d+ ms user \+ \d+ ms system, peak memory \d+ bytes\]/);
+      for (const id of [handle.shell, terminal.terminal, spawned.id]) await client.ok('session_end', { id });
+    } finally {
+      await client.close();
+    }
+  });
 });
 
 describe('a PowerShell shell', () => {

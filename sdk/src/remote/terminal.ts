@@ -11,7 +11,7 @@ import { retryableOnce } from '../seam/teardown.ts';
 import type { Connection } from './connection.ts';
 import { toOutcome } from './process.ts';
 import { SubscribedReadable } from './streams.ts';
-import type { SessionUsage, UsageReporting } from '../seam/usage.ts';
+import { usageSince, type AskingUsageMeter, type RunUsage, type SessionUsage, type UsageMetering, type UsageReporting } from '../seam/usage.ts';
 
 type TerminalInfo = OperationResult<'terminal.get'>;
 /** A terminal's screen at an exact output offset (`terminal.screen`). */
@@ -24,7 +24,7 @@ export interface RemoteTerminalForeground extends SubprocessTerminalForeground {
   command?: string | undefined;
 }
 
-export class RemoteTerminal implements SubprocessTerminalHandle, UsageReporting {
+export class RemoteTerminal implements SubprocessTerminalHandle, UsageReporting, UsageMetering {
   /** The daemon's id of this terminal, for attaching to it again. */
   readonly id: string;
   readonly pid: number;
@@ -80,6 +80,41 @@ export class RemoteTerminal implements SubprocessTerminalHandle, UsageReporting 
    */
   usage(): SessionUsage | undefined {
     return this.#usage;
+  }
+
+  /**
+   * Starts measuring one run in the terminal (a persistent shell's command):
+   * the daemon's answer of the session's usage so far now, and again at each
+   * `usage()`, the run's usage being the difference ({@link usageSince}: cpu
+   * and the limits hit over the run, the peak the session's). Undefined where
+   * the daemon's answer carries no usage (no cgroup counts the terminal) or
+   * it could not be asked: the run then reports none, as a local terminal
+   * without a cell does.
+   */
+  async usageMeter(): Promise<AskingUsageMeter | undefined> {
+    const usageNow = async (): Promise<SessionUsage | undefined> => {
+      try {
+        return (await this.#track(this.info())).usage;
+      } catch (_error) {
+        // Gone, or the connection lost: once it ended, the done answer's figures.
+        return this.#usage;
+      }
+    };
+    const start = await usageNow();
+    if (start === undefined) return undefined;
+    let last: RunUsage | undefined;
+    let closed = false;
+    return {
+      usage: async () => {
+        if (closed && last !== undefined) return last;
+        const end = await usageNow();
+        if (end !== undefined) last = usageSince(start, end);
+        return last;
+      },
+      close: () => {
+        closed = true;
+      },
+    };
   }
 
   /** Tracks a call, so terminate can join it. */

@@ -35,4 +35,4 @@ export { DEFAULT_GRACE_MS, DEFAULT_STDIO, spawnDefaults, terminalDefaults } from
 export type { RunAsRequest, SpawnRequest, TerminalSpawnRequest } from './defaults.ts';
 export { assertRunOptions, commandArgv, DEFAULT_RUN_OUTPUT_BYTES, finishRun, MAX_RUN_OUTPUT_BYTES, OutputCapture, runCommand, runningHandle } from './run.ts';
 export type { CommandResult, RunCommandOptions, RunningProcess } from './run.ts';
-export type { LimitsRequest, RunUsage, SessionLimits, SessionUsage, UsageMeter, UsageMetering, UsageReporting } from './usage.ts';
+export type { AskingUsageMeter, LimitsRequest, RunUsage, SessionLimits, SessionUsage, UsageMeter, UsageMetering, UsageReporting } from './usage.ts';

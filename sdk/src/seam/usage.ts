@@ -45,10 +45,44 @@ export interface UsageMeter {
   close(): void;
 }
 
-/** A terminal that can measure one run in it: a local runtime's, whose cell it reads. */
+/**
+ * A meter whose figures come by a call: a remote terminal's, which asks the
+ * daemon for its session's usage so far. Undefined where the answer carried
+ * none (the terminal is gone, or no cell counts it).
+ */
+export interface AskingUsageMeter {
+  usage(): Promise<RunUsage | undefined>;
+  /** Ends the run: later calls answer its last figures without asking again. */
+  close(): void;
+}
+
+/** A terminal that can measure one run in it: a local runtime's, whose cell it reads, and a remote one's, which asks the daemon. */
 export interface UsageMetering {
-  /** Starts measuring a run; undefined where no cell keeps counters. */
-  usageMeter(): UsageMeter | undefined;
+  /**
+   * Starts measuring a run; undefined where no cell keeps counters. A remote
+   * terminal's meter comes once the daemon answered the usage at the start.
+   */
+  usageMeter(): UsageMeter | Promise<AskingUsageMeter | undefined> | undefined;
+}
+
+/**
+ * One run's usage from its session's usage at its start and at its end, where
+ * nothing resets a peak for the run: cpu is the difference, the peak is the
+ * session's (`peakScope: 'session'`), and a limit counts as hit in the run
+ * when the session's `limitHit` changed over it, and oomKilled when it became
+ * true. A session's `limitHit` names only the first of memory, pids and cpu
+ * it ever hit, so a limit the session had already hit before the run (or one
+ * behind it in that order) is not seen again: such a run reports null.
+ */
+export function usageSince(start: SessionUsage, end: SessionUsage): RunUsage {
+  return {
+    cpuUserMs: Math.max(0, end.cpuUserMs - start.cpuUserMs),
+    cpuSystemMs: Math.max(0, end.cpuSystemMs - start.cpuSystemMs),
+    peakMemoryBytes: end.peakMemoryBytes,
+    limitHit: end.limitHit === start.limitHit ? null : end.limitHit,
+    oomKilled: end.oomKilled && !start.oomKilled,
+    peakScope: 'session',
+  };
 }
 
 /** A handle that reports what its session used. */

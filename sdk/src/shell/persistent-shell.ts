@@ -18,7 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
 import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
-import type { LimitsRequest, SessionLimits, UsageMeter, UsageMetering } from '../seam/usage.ts';
+import type { AskingUsageMeter, LimitsRequest, SessionLimits, UsageMeter, UsageMetering } from '../seam/usage.ts';
 import { ExecworldError, invalidArgument } from '../errors.ts';
 import { bash } from './bash.ts';
 import { RunCapture } from './capture.ts';
@@ -179,8 +179,8 @@ class ShellSession {
 interface Run {
   readonly capture: RunCapture;
   readonly session: ShellSession;
-  /** Measures the run, where its terminal can (a local runtime's, in a cgroup). */
-  readonly meter: UsageMeter | undefined;
+  /** Measures the run, where its terminal can: a local runtime's in a cgroup reads it, a remote one's asks the daemon. */
+  readonly meter: UsageMeter | AskingUsageMeter | undefined;
 }
 
 export class PersistentShell {
@@ -227,12 +227,13 @@ export class PersistentShell {
       }
       const startedAt = performance.now();
       const session = await this.#readySession(options.signal);
+      // From before its line is typed: cpu and the limits hit are the difference over the run, across its answers.
+      // (A remote terminal's meter asks the daemon for the start first.)
+      const meter = await (session.terminal as Partial<UsageMetering>).usageMeter?.();
       const runNonce = newNonce();
       const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
       const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes, this.#options.rows ?? DEFAULT_ROWS);
       session.capture = capture;
-      // From before its line is typed: cpu and the limits hit are the difference over the run, across its answers.
-      const meter = (session.terminal as Partial<UsageMetering>).usageMeter?.();
       this.#run = { capture, session, meter };
       session.typed();
       try {
@@ -518,7 +519,7 @@ export class PersistentShell {
     return this.#result(run, startedAt, reason);
   }
 
-  #result(run: Run, startedAt: number, reason: RunReason, waitingFor?: RunResult['waitingFor']): RunResult {
+  async #result(run: Run, startedAt: number, reason: RunReason, waitingFor?: RunResult['waitingFor']): Promise<RunResult> {
     const { session, capture } = run;
     const open = reason === 'waiting_for_input' || reason === 'idle_timeout' || reason === 'wait_limit';
     const exited = capture.lineEnd === undefined && session.exit !== undefined;
@@ -533,7 +534,8 @@ export class PersistentShell {
       signal = session.exit!.signal;
     }
     const finalReason: RunReason = reason === 'completed' && exited ? 'shell_exited' : reason;
-    const usage = run.meter?.usage();
+    // After the run's answer is taken: a remote meter's end is the daemon's answer, asked now.
+    const usage = await run.meter?.usage();
     if (!open) {
       // The run is over: its meter keeps its last figures and holds nothing open.
       run.meter?.close();

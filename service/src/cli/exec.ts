@@ -9,13 +9,15 @@
  * @module
  */
 import { finished } from 'node:stream/promises';
-import type { RemoteRuntime, RemoteTerminal } from '@execworld/sdk';
+import type { RemoteRuntime, RemoteTerminal, SessionLimits, SessionUsage } from '@execworld/sdk';
 import { CLIENT_OPTIONS, exitStatus, GRACE_MS, openRuntime } from './client.ts';
 import {
   type Command,
   CREATE_OPTIONS,
   environmentOptions,
   HELP_OPTION,
+  LIMIT_OPTIONS,
+  limitOptions,
   optionHelp,
   type OptionTable,
   parseCommandLine,
@@ -25,6 +27,7 @@ import {
   type Where,
 } from './command.ts';
 import { interact, terminalSpec } from './interactive.ts';
+import { usageLine } from './shell-run.ts';
 
 const OPTIONS = {
   tty: {
@@ -41,6 +44,9 @@ const OPTIONS = {
     help: "start it, print its id and return; it runs on ('execworld logs', 'execworld attach' for a terminal, 'execworld kill')",
   },
   ...CREATE_OPTIONS,
+  // What the program's session may use: it and every process it starts, together.
+  ...LIMIT_OPTIONS,
+  usage: { type: 'boolean', help: 'print what the program used on stderr once it ended (see below; not with --detach)' },
   ...CLIENT_OPTIONS,
 } as const satisfies OptionTable;
 
@@ -61,21 +67,51 @@ looked up on the daemon's PATH; options after its name are its own.
 Options:
 ${optionHelp(OPTIONS)}
 
+--memory, --pids-limit and --cpus limit the program's session (it and what
+it starts, together), as 'execworld run' does; the daemon refuses a limit
+past its --max-session-* ceilings, or one its host cannot enforce. --usage
+prints one line on stderr once the program ended, what its session used, in
+the form of 'execworld run --usage' (peak_scope is always session: the peak is
+the program's own), or that no cgroup counted it:
+
+  execworld: usage cpu_user_ms=<n> cpu_system_ms=<n> peak_memory_bytes=<n|-> peak_scope=session limit_hit=<memory|pids|cpu|-> oom_killed=<true|false>
+
 Exit status: the program's exit code; 128+n when signal n ended it; 0 with
 --detach once it started; 1 when execworld or the daemon failed (the line on
 stderr says why: the program did not run, or its end is unknown); 2 for a
 usage error.
 `;
 
+/** What the options ask of the program's session: where it runs, its environment and its limits. */
+interface Session {
+  readonly where: Where;
+  readonly env: Record<string, string> | undefined;
+  readonly limits: SessionLimits;
+}
+
+/** The create's fields of a {@link Session}: the place, and env and limits where given. */
+const sessionFields = ({ where, env, limits }: Session) => ({
+  ...where,
+  ...(env === undefined ? {} : { env }),
+  ...(Object.keys(limits).length === 0 ? {} : { limits }),
+});
+
+/** A terminal's create of `argv` in `session`. */
+const terminalCreate = (argv: string[], { where, env, limits }: Session) => terminalSpec(argv, where, env, limits);
+
+/** `--usage`'s line: the session's usage, whose peak is the program's own. */
+const printUsage = (usage: SessionUsage | undefined): void => {
+  process.stderr.write(`${usageLine(usage === undefined ? undefined : { ...usage, peakScope: 'session' })}\n`);
+};
+
 /** A write to stdin failed because the program closed it or ended: nothing more to forward. */
 const isClosedPipe = (error: unknown): boolean => (error as NodeJS.ErrnoException).code === 'EPIPE';
 
 /** The program as a managed process with its stdio piped through this command's. */
-async function execProcess(runtime: RemoteRuntime, argv: string[], where: Where, env: Record<string, string> | undefined): Promise<number> {
+async function execProcess(runtime: RemoteRuntime, argv: string[], session: Session, usage: boolean): Promise<number> {
   const handle = runtime.spawn({
     argv,
-    ...where,
-    ...(env === undefined ? {} : { env }),
+    ...sessionFields(session),
     stdio: { stdin: 'pipe', stdout: 'pipe', stderr: 'pipe' },
     graceMs: GRACE_MS,
   });
@@ -104,6 +140,7 @@ async function execProcess(runtime: RemoteRuntime, argv: string[], where: Where,
     const outcome = await handle.done;
     await drained;
     if (stdinFailure !== undefined) throw stdinFailure;
+    if (usage) printUsage(handle.usage());
     return exitStatus(outcome);
   } finally {
     for (const signal of signals) process.off(signal, terminate);
@@ -114,7 +151,7 @@ async function execProcess(runtime: RemoteRuntime, argv: string[], where: Where,
 }
 
 /** The program on a terminal, this one connected to it until it exits. */
-async function execTerminal(runtime: RemoteRuntime, argv: string[], where: Where, env: Record<string, string> | undefined): Promise<number> {
+async function execTerminal(runtime: RemoteRuntime, argv: string[], session: Session, usage: boolean): Promise<number> {
   // A signal while the terminal is being made ends it as soon as it is there; interact takes over the signals without a gap.
   let interrupted = false;
   const early = (): void => {
@@ -124,7 +161,7 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], where: Where
   for (const signal of signals) process.on(signal, early);
   let terminal: RemoteTerminal;
   try {
-    terminal = await runtime.spawnTerminal(terminalSpec(argv, where, env));
+    terminal = await runtime.spawnTerminal(terminalCreate(argv, session));
   } finally {
     for (const signal of signals) process.off(signal, early);
   }
@@ -134,7 +171,8 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], where: Where
       return exitStatus(await terminal.done);
     }
     const end = await interact(terminal, { detachable: false, onSignal: 'terminate' });
-    // Not detachable: it ends with the program.
+    // Not detachable: it ends with the program, whose done answer said what its session used.
+    if (usage) printUsage(terminal.usage());
     return end.detached ? 0 : exitStatus(end.outcome);
   } finally {
     await runtime.call('terminal.delete', { id: terminal.id }).catch(() => undefined);
@@ -146,13 +184,12 @@ async function execTerminal(runtime: RemoteRuntime, argv: string[], where: Where
  * input whose output the daemon keeps (its last MiB of each stream, so it never
  * waits for a reader), or a terminal.
  */
-async function detach(runtime: RemoteRuntime, tty: boolean, argv: string[], where: Where, env: Record<string, string> | undefined): Promise<number> {
+async function detach(runtime: RemoteRuntime, tty: boolean, argv: string[], session: Session): Promise<number> {
   const { id } = tty
-    ? await runtime.call('terminal.create', terminalSpec(argv, where, env))
+    ? await runtime.call('terminal.create', terminalCreate(argv, session))
     : await runtime.call('process.create', {
         argv,
-        ...where,
-        ...(env === undefined ? {} : { env }),
+        ...sessionFields(session),
         stdio: { stdin: 'ignore', stdout: { maxBytes: DETACHED_OUTPUT_BYTES }, stderr: { maxBytes: DETACHED_OUTPUT_BYTES } },
         graceMs: GRACE_MS,
       });
@@ -171,8 +208,9 @@ export const command: Command = {
       return 0;
     }
     if (argv.length === 0) throw new UsageError('missing the program to run');
-    const env = environmentOptions(values);
-    const where = placeOptions(values);
+    const session: Session = { env: environmentOptions(values), where: placeOptions(values), limits: limitOptions(values) };
+    const usage = values.usage === true;
+    if (usage && values.detach === true) throw new UsageError('--usage prints what the program used once it ended; it does not go with --detach');
     let tty = values.tty === true;
     if (tty && values.detach !== true && process.stdin.isTTY !== true) {
       // A terminal would never see the end of a pipe's input (a terminal has no end of file but Ctrl-D), so
@@ -182,8 +220,8 @@ export const command: Command = {
     }
     const runtime = await openRuntime(values);
     try {
-      if (values.detach === true) return await detach(runtime, tty, argv, where, env);
-      return tty ? await execTerminal(runtime, argv, where, env) : await execProcess(runtime, argv, where, env);
+      if (values.detach === true) return await detach(runtime, tty, argv, session);
+      return tty ? await execTerminal(runtime, argv, session, usage) : await execProcess(runtime, argv, session, usage);
     } finally {
       runtime.close();
     }

@@ -12,7 +12,7 @@
 import { finished } from 'node:stream/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isExecworldError, type RemoteTerminal, type SubprocessOutcome } from '@execworld/sdk';
+import { isExecworldError, type RemoteTerminal, type SessionLimits, type SubprocessOutcome } from '@execworld/sdk';
 import { exitStatus, GRACE_MS } from './client.ts';
 import type { Where } from './command.ts';
 
@@ -73,10 +73,17 @@ export function terminalEnv(env: NodeJS.ProcessEnv = process.env): Record<string
 /**
  * The create of a terminal for `argv` run from this one: where and as whom it
  * runs, this terminal's TERM with `env`'s entries over it, this terminal's
- * size, and the CLI's grace.
+ * size, the CLI's grace, and the limits of its session where any is asked.
  */
-export function terminalSpec(argv: readonly string[], where: Where, env: Record<string, string> | undefined) {
-  return { argv: [...argv], ...where, env: { ...terminalEnv(), ...env }, ...initialSize(), graceMs: GRACE_MS };
+export function terminalSpec(argv: readonly string[], where: Where, env: Record<string, string> | undefined, limits: SessionLimits = {}) {
+  return {
+    argv: [...argv],
+    ...where,
+    env: { ...terminalEnv(), ...env },
+    ...initialSize(),
+    graceMs: GRACE_MS,
+    ...(Object.keys(limits).length === 0 ? {} : { limits }),
+  };
 }
 
 /** The program no longer takes input: its terminal exited or was closed. */

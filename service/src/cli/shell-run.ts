@@ -24,11 +24,11 @@ import { CliError } from './command.ts';
 export type RunAnswer = OperationResult<'shell.run'>;
 
 /**
- * The line `run --usage` prints on stderr: one line of name=value fields in a
+ * The line `run --usage` and `exec --usage` print on stderr: one line of name=value fields in a
  * fixed order, bytes and milliseconds, `-` for none (docs/cli.md has it).
  */
 export function usageLine(usage: RunAnswer['usage']): string {
-  if (usage === undefined) return 'execworld: usage unknown: no cgroup counts this shell (the daemon contains sessions without one)';
+  if (usage === undefined) return 'execworld: usage unknown: no cgroup counts this session (the daemon contains sessions without one)';
   return (
     `execworld: usage cpu_user_ms=${usage.cpuUserMs} cpu_system_ms=${usage.cpuSystemMs} ` +
     `peak_memory_bytes=${usage.peakMemoryBytes ?? '-'} peak_scope=${usage.peakScope} ` +

@@ -4,7 +4,18 @@
  * @module
  */
 import { CLIENT_OPTIONS, openRuntime } from './client.ts';
-import { type Command, CREATE_OPTIONS, defineCommand, environmentOptions, expectPositionals, optionHelp, type OptionTable, placeOptions } from './command.ts';
+import {
+  type Command,
+  CREATE_OPTIONS,
+  defineCommand,
+  environmentOptions,
+  expectPositionals,
+  LIMIT_OPTIONS,
+  limitOptions,
+  optionHelp,
+  type OptionTable,
+  placeOptions,
+} from './command.ts';
 import { attachAndWait, DETACH_KEYS, terminalSpec } from './interactive.ts';
 
 /** A login shell: the profile of the daemon host's user sets up its environment, as a fresh login would. */
@@ -13,6 +24,8 @@ const SHELL_ARGV = ['bash', '-l'] as const;
 const OPTIONS = {
   detach: { type: 'boolean', short: 'd', help: "start it, print its terminal's id and return ('execworld attach <id>')" },
   ...CREATE_OPTIONS,
+  // What the shell's session may use: it and every command it runs, together.
+  ...LIMIT_OPTIONS,
   ...CLIENT_OPTIONS,
 } as const satisfies OptionTable;
 
@@ -27,6 +40,10 @@ terminal's unless --env sets one.
 Options:
 ${optionHelp(OPTIONS)}
 
+--memory, --pids-limit and --cpus limit the shell's session (it and every
+command it runs, together), as 'execworld run' does; the daemon refuses a
+limit past its --max-session-* ceilings, or one its host cannot enforce.
+
 Exit status: the shell's exit code once it exits (128+n when signal n ended
 it); 0 after a detach or with --detach; 1 when execworld or the daemon failed (the line on
 stderr says why); 2 for a usage error.
@@ -36,14 +53,15 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   expectPositionals(positionals, []);
   const env = environmentOptions(values);
   const where = placeOptions(values);
+  const limits = limitOptions(values);
   const runtime = await openRuntime(values);
   try {
     if (values.detach === true) {
-      const { id } = await runtime.call('terminal.create', terminalSpec(SHELL_ARGV, where, env));
+      const { id } = await runtime.call('terminal.create', terminalSpec(SHELL_ARGV, where, env, limits));
       process.stdout.write(`${id}\n`);
       return 0;
     }
-    const terminal = await runtime.spawnTerminal(terminalSpec(SHELL_ARGV, where, env));
+    const terminal = await runtime.spawnTerminal(terminalSpec(SHELL_ARGV, where, env, limits));
     return await attachAndWait(terminal);
   } finally {
     // Closing only detaches: a shell that was detached from runs on.

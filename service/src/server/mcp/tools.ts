@@ -525,16 +525,35 @@ const fileList: Tool = {
 
 // Sessions
 
+/** What a listed session runs under and used so far, as `execworld ps` shows them; a shell's are its terminal's. */
+const sessionCost = { limits: s.TerminalInfo.shape.limits, usage: s.TerminalInfo.shape.usage };
+
 const SessionsAnswer = z.object({
-  shells: z.array(z.object({ id: s.SessionId, dialect: s.ShellDialectName, state: s.ShellInfo.shape.state, terminal: s.SessionId.nullable() })),
-  terminals: z.array(z.object({ id: s.SessionId, pid: z.int(), argv: z.array(z.string()), status: s.TerminalInfo.shape.status, exit: s.Outcome.nullable() })),
-  processes: z.array(z.object({ id: s.SessionId, pid: z.int(), argv: z.array(z.string()), status: s.ProcessInfo.shape.status, exit: s.Outcome.nullable() })),
+  shells: z.array(z.object({ id: s.SessionId, dialect: s.ShellDialectName, state: s.ShellInfo.shape.state, terminal: s.SessionId.nullable(), ...sessionCost })),
+  terminals: z.array(
+    z.object({ id: s.SessionId, pid: z.int(), argv: z.array(z.string()), status: s.TerminalInfo.shape.status, exit: s.Outcome.nullable(), ...sessionCost }),
+  ),
+  processes: z.array(
+    z.object({ id: s.SessionId, pid: z.int(), argv: z.array(z.string()), status: s.ProcessInfo.shape.status, exit: s.Outcome.nullable(), ...sessionCost }),
+  ),
 });
+
+/** A session's limits and usage where it has them, for its entry in the list. */
+function costOf(info: { limits?: z.infer<typeof s.SessionLimits> | undefined; usage?: z.infer<typeof s.SessionUsage> | undefined } | undefined) {
+  return { ...(info?.limits === undefined ? {} : { limits: info.limits }), ...(info?.usage === undefined ? {} : { usage: info.usage }) };
+}
+
+/** The end of a session's line in the list: its limits and what it used, where it has them. */
+function costText(entry: { limits?: z.infer<typeof s.SessionLimits> | undefined; usage?: z.infer<typeof s.SessionUsage> | undefined }): string {
+  return `${entry.limits === undefined ? '' : `\tlimits ${JSON.stringify(entry.limits)}`}${usageText(entry.usage)}`;
+}
 
 const sessionList: Tool = {
   name: 'session_list',
   title: 'List shells, terminals and processes',
-  description: "The caller's shells (s_…), terminals (t_…) and processes (p_…), running or remembered, with how they ended.",
+  description:
+    "The caller's shells (s_…), terminals (t_…) and processes (p_…), running or remembered, with how they ended, the limits each runs " +
+    "under and what it used so far (cpu, peak memory, a limit it hit; a shell's are its terminal's).",
   input: z.object({}),
   output: SessionsAnswer,
   operations: ['shell.list', 'terminal.list', 'process.list'],
@@ -545,14 +564,20 @@ const sessionList: Tool = {
       z.infer<typeof s.ProcessList>,
     ];
     const answer: z.infer<typeof SessionsAnswer> = {
-      shells: shells.shells.map((shell) => ({ id: shell.id, dialect: shell.dialect, state: shell.state, terminal: shell.terminalId })),
-      terminals: terminals.terminals.map(({ id, pid, argv, status, exit }) => ({ id, pid, argv, status, exit })),
-      processes: processes.processes.map(({ id, pid, argv, status, exit }) => ({ id, pid, argv, status, exit })),
+      shells: shells.shells.map((shell) => ({
+        id: shell.id,
+        dialect: shell.dialect,
+        state: shell.state,
+        terminal: shell.terminalId,
+        ...costOf(terminals.terminals.find((terminal) => terminal.id === shell.terminalId)),
+      })),
+      terminals: terminals.terminals.map(({ id, pid, argv, status, exit, ...info }) => ({ id, pid, argv, status, exit, ...costOf(info) })),
+      processes: processes.processes.map(({ id, pid, argv, status, exit, ...info }) => ({ id, pid, argv, status, exit, ...costOf(info) })),
     };
     const lines = [
-      ...answer.shells.map((shell) => `${shell.id}\tshell ${shell.dialect}\t${shell.state}`),
-      ...answer.terminals.map((terminal) => `${terminal.id}\t${terminal.status}\t${JSON.stringify(terminal.argv)}`),
-      ...answer.processes.map((process) => `${process.id}\t${process.status}\t${JSON.stringify(process.argv)}`),
+      ...answer.shells.map((shell) => `${shell.id}\tshell ${shell.dialect}\t${shell.state}${costText(shell)}`),
+      ...answer.terminals.map((terminal) => `${terminal.id}\t${terminal.status}\t${JSON.stringify(terminal.argv)}${costText(terminal)}`),
+      ...answer.processes.map((process) => `${process.id}\t${process.status}\t${JSON.stringify(process.argv)}${costText(process)}`),
     ];
     return { structured: answer, text: lines.length === 0 ? '(none)' : lines.join('\n') };
   },
