@@ -91,7 +91,7 @@ export class RemoteTerminal implements SubprocessTerminalHandle, UsageReporting,
    * it could not be asked: the run then reports none, as a local terminal
    * without a cell does.
    */
-  async usageMeter(): Promise<AskingUsageMeter | undefined> {
+  usageMeter(): AskingUsageMeter {
     const usageNow = async (): Promise<SessionUsage | undefined> => {
       try {
         return (await this.#track(this.info())).usage;
@@ -100,15 +100,17 @@ export class RemoteTerminal implements SubprocessTerminalHandle, UsageReporting,
         return this.#usage;
       }
     };
-    const start = await usageNow();
-    if (start === undefined) return undefined;
+    // Asked now, not awaited: the daemon answers one connection's calls in the order they came, so this reading
+    // is taken before the run's line, typed next, reaches the terminal; the run waits for no round trip of its own.
+    const start = usageNow();
     let last: RunUsage | undefined;
     let closed = false;
     return {
       usage: async () => {
-        if (closed && last !== undefined) return last;
-        const end = await usageNow();
-        if (end !== undefined) last = usageSince(start, end);
+        if (closed) return last;
+        const [begin, end] = await Promise.all([start, usageNow()]);
+        // No counters where the session has no cell (no cgroup): no usage, as a local terminal without one.
+        if (begin !== undefined && end !== undefined) last = usageSince(begin, end);
         return last;
       },
       close: () => {

@@ -62,7 +62,7 @@ export interface UsageMetering {
    * Starts measuring a run; undefined where no cell keeps counters. A remote
    * terminal's meter comes once the daemon answered the usage at the start.
    */
-  usageMeter(): UsageMeter | Promise<AskingUsageMeter | undefined> | undefined;
+  usageMeter(): UsageMeter | AskingUsageMeter | undefined;
 }
 
 /**

@@ -228,8 +228,8 @@ export class PersistentShell {
       const startedAt = performance.now();
       const session = await this.#readySession(options.signal);
       // From before its line is typed: cpu and the limits hit are the difference over the run, across its answers.
-      // (A remote terminal's meter asks the daemon for the start first.)
-      const meter = await (session.terminal as Partial<UsageMetering>).usageMeter?.();
+      // (A remote terminal's meter asks the daemon for the start, ahead of the line on the same connection.)
+      const meter = (session.terminal as Partial<UsageMetering>).usageMeter?.();
       const runNonce = newNonce();
       const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
       const capture = new RunCapture(runNonce, session.nonce, session.offset, maxOutputBytes, this.#options.rows ?? DEFAULT_ROWS);
