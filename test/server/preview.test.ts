@@ -175,6 +175,24 @@ describe('preview URLs', () => {
     expect(after.status).toBe(401);
   });
 
+  test("a preview's WebSocket closes when its minted token expires, and the token reaches the port no more", async () => {
+    const minted = await daemon.request('POST', '/v1/tokens', { body: { access: 'read', ttlMs: 2000, port: appPort } });
+    expect(minted.status).toBe(201);
+    const { token, expiresAt } = minted.body as { token: string; expiresAt: string };
+    const socket = new WebSocket(`${daemon.url.replace(/^http/, 'ws')}${prefix}/echo?token=${encodeURIComponent(token)}`);
+    const messages: string[] = [];
+    socket.on('message', (data: Buffer) => messages.push(data.toString()));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    await new Promise<void>((resolve, reject) => socket.once('open', () => resolve()).once('error', reject));
+    socket.send('before');
+    await waitFor('the echo', () => messages.length > 0);
+    expect((await daemon.request('GET', `${prefix}/headers`, { token })).status).toBe(200);
+    await closed;
+    expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(expiresAt));
+    const after = await daemon.request('GET', `${prefix}/headers`, { token });
+    expect(after.status).toBe(401);
+  });
+
   test.runIf(process.platform === 'linux')('discovery lists the port the app listens on, its pid and its session; another owner sees none', async () => {
     const listed = await daemon.request('GET', '/v1/ports', { token: ALICE_READER });
     expect(listed.status).toBe(200);
