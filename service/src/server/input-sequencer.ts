@@ -12,6 +12,13 @@ const MAX_WRITERS = 64;
 /** Outcomes remembered per writer, for retries of its latest writes. */
 const RETRY_WINDOW = 64;
 
+/** A writer's sequence numbers, as a takeover hands them to the next image of the daemon. */
+export interface WriterState {
+  readonly writer: string;
+  readonly last: number;
+  readonly recent: number[];
+}
+
 interface Writer {
   /** Highest sequence number seen. */
   last: number;
@@ -55,6 +62,20 @@ export class InputSequencer {
     if (state.recent.size > RETRY_WINDOW) state.recent.delete(state.recent.keys().next().value!);
     await outcome;
     return true;
+  }
+
+  /** Each writer's last sequence number and the recent ones applied, oldest writer first: what a takeover keeps. */
+  snapshot(): WriterState[] {
+    return [...this.#writers].map(([writer, state]) => ({ writer, last: state.last, recent: [...state.recent.keys()] }));
+  }
+
+  /** Takes the writers of {@link snapshot}: a retry of a write applied before the takeover is known as one. */
+  restore(writers: readonly WriterState[]): void {
+    for (const { writer, last, recent } of writers.slice(-MAX_WRITERS)) {
+      const state = this.#writer(writer);
+      state.last = Math.max(state.last, last);
+      for (const seq of recent.slice(-RETRY_WINDOW)) state.recent.set(seq, Promise.resolve());
+    }
   }
 
   #writer(id: string): Writer {
