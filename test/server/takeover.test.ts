@@ -11,6 +11,8 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
+import { WebSocket } from 'ws';
+import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
 import { BIN, callDaemon, DAEMON_NODE_FLAGS, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -122,13 +124,22 @@ describe('serve --takeover', () => {
     const terminals: { id: string; pid: number }[] = [];
     for (const code of codes) terminals.push(await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, code)));
     for (const { id } of terminals) await waitFor('output to flow', async () => (await callDaemon(daemon, 'GET', `/v1/terminals/${id}`)).output.end > 100);
+    // One that ended before: its exit facts and output are kept too.
+    const ended = await callDaemon(daemon, 'POST', '/v1/terminals', { argv: ['sh', '-c', 'echo ended-before; exit 9'], rows: 24, cols: 80 });
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${ended.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 9, signal: null });
+    await waitFor('its session to be swept', async () => (await callDaemon(daemon, 'GET', `/v1/terminals/${ended.id}`)).treeExited === true);
     const before = await control(stateDir, { op: 'status' });
     const follower = follow(daemon, terminals[0]!.id);
+    // A WebSocket client is told to come back: 1012, service restart.
+    const socket = new WebSocket(`${daemon.url.replace(/^http/, 'ws')}/v1/connect`, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${daemon.token}` } });
+    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    const closed = new Promise<number>((resolve) => socket.once('close', resolve));
 
     const outcome = await requestTakeover(stateDir);
     expect(outcome.stderr).toBe('');
     expect(outcome.status).toBe(0);
-    expect(outcome.stdout).toMatch(/runs this build now: 3 terminals kept/);
+    expect(outcome.stdout).toMatch(/runs this build now: 4 terminals kept/);
+    expect(await closed).toBe(1012);
 
     // The same process, a new image.
     const after = await control(stateDir, { op: 'status' });
@@ -140,6 +151,9 @@ describe('serve --takeover', () => {
       expect(info.pid).toBe(pid);
       expect(info.status).toBe('running');
     }
+    const kept = await callDaemon(daemon, 'GET', `/v1/terminals/${ended.id}`);
+    expect([kept.status, kept.exit, kept.treeExited]).toEqual(['exited', { exitCode: 9, signal: null }, true]);
+    expect((await outputOf(daemon, ended.id)).text).toContain('ended-before');
     // Output flows on under the new image.
     const ends = await Promise.all(terminals.map(async ({ id }) => (await callDaemon(daemon, 'GET', `/v1/terminals/${id}`)).output.end as number));
     for (const [index, { id }] of terminals.entries())
