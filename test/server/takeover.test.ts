@@ -6,7 +6,7 @@
  * rehearsal leaves the old image serving, with nothing lost.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -196,6 +196,39 @@ describe('serve --takeover', () => {
     writeFileSync(stop, '');
     const done = await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`);
     expect(done.exit).toEqual({ exitCode: 6, signal: null });
+    contiguous((await outputOf(daemon, terminal.id)).text);
+  });
+
+  test('repeated takeovers leave no zombie and no descriptor behind', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const stop = join(stateDir, 'stop');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, 0));
+    /** The daemon's children that are zombies: each previous image's helpers (its session watcher) are collected. */
+    const zombies = (): number[] =>
+      readFileSync(`/proc/${daemon.pid}/task/${daemon.pid}/children`, 'utf8')
+        .split(' ')
+        .filter(Boolean)
+        .filter((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+          } catch (_error) {
+            return false;
+          }
+        })
+        .map(Number);
+    const descriptors = (): number => readdirSync(`/proc/${daemon.pid}/fd`).length;
+    const counts: number[] = [];
+    for (let round = 1; round <= 5; round += 1) {
+      const outcome = await requestTakeover(stateDir);
+      expect(outcome.status).toBe(0);
+      await waitFor("the previous image's helpers to be collected", () => zombies().length === 0);
+      counts.push(descriptors());
+      console.log(`takeover ${round}: ${counts.at(-1)} descriptors, ${daemon.rssKiB()} KiB resident`);
+    }
+    expect(counts.at(-1)).toBeLessThanOrEqual(counts[0]! + 2);
+    writeFileSync(stop, '');
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
     contiguous((await outputOf(daemon, terminal.id)).text);
   });
 });

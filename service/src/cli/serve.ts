@@ -185,6 +185,7 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     return 0;
   }
   let adopted: TakeoverState | undefined;
+  let helpers: number[] = [];
   if (takeover.kind === 'adopt') {
     try {
       adopted = readTakeoverState(takeover.path);
@@ -193,8 +194,9 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
       throw error;
     }
     if (adopted.pid !== process.pid) throw new StartError(`the takeover state is daemon ${adopted.pid}'s, not this process's (${process.pid})`);
-    // Before the runtime is made: the cgroup named after this pid holds the sessions adopted.
-    prepareTakeover();
+    // Before the runtime is made, and before this image starts any child: the cgroup named after
+    // this pid holds the sessions adopted, and every other child is the previous image's helper.
+    helpers = prepareTakeover(new Set(adopted.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.pid]))));
   }
   // Before anything secret is read: processes of this uid (the daemon's own children) cannot
   // read a non-dumpable process's environment or memory through /proc.
@@ -263,7 +265,7 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
       : { lastTakeover: { at: adopted.handedOverAt, pauseMs: Date.now() - adopted.handedOverAt, terminals: adopted.terminals.length } }),
   };
   if (image.lastTakeover !== undefined)
-    app.log.info({ ...image.lastTakeover, takeovers: image.takeovers }, 'took over from the previous image of this daemon: its terminals run on');
+    app.log.info({ ...image.lastTakeover, takeovers: image.takeovers, helpers }, 'took over from the previous image of this daemon: its terminals run on');
   try {
     await startTakeoverControl({
       daemon,

@@ -16,6 +16,7 @@ import { UserWorkers } from '../provider/fs/worker-files.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
 import { adoptPreviousImageCgroups } from '../provider/containment/cgroup.ts';
+import { reapPreviousImageHelpers } from '../provider/posix/adopted-children.ts';
 import { startSessionWatcher, type SessionWatcher } from '../provider/containment/session-watcher.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { hostPlatform } from '../provider/platform/index.ts';
@@ -199,10 +200,13 @@ function hostFilesOptions(config: Config): HostFilesOptions {
 /**
  * Before the runtime of a daemon that took over from its previous image (an
  * exec in place) is made: the cgroup named after its pid holds the sessions it
- * adopts, and is not killed as one an earlier process with that pid left.
+ * adopts, and is not killed as one an earlier process with that pid left;
+ * the previous image's children that are no session's (its watcher, its
+ * workers) are collected once they exit. Returns their pids.
  */
-export function prepareTakeover(): void {
+export function prepareTakeover(sessionPids: ReadonlySet<number>): number[] {
   adoptPreviousImageCgroups();
+  return reapPreviousImageHelpers(sessionPids);
 }
 
 /** The files of this host, with the bounds of the daemon's configuration. */

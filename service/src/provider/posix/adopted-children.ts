@@ -8,6 +8,7 @@
  * signal may stand for several exits).
  * @module
  */
+import { readFileSync } from 'node:fs';
 import { collectExit, type ChildExit } from './libc.ts';
 
 /** The slow poll, against an exit whose SIGCHLD was taken by another listener's moment. */
@@ -48,4 +49,28 @@ export function waitForAdoptedChild(pid: number): Promise<ChildExit | undefined>
     // It may have exited before it was adopted: its zombie waits.
     setImmediate(collect);
   });
+}
+
+/**
+ * After a takeover, before this image starts any child of its own: the
+ * children of the previous image that are no session's (its session watcher,
+ * the workers of other users, told to exit by the exec closing their pipes)
+ * are collected once they exit, so that none stays a zombie. `sessions`: the
+ * pids of the programs adopted, which are collected with their sessions.
+ * Returns the pids it waits for (Linux; none where /proc does not list children).
+ */
+export function reapPreviousImageHelpers(sessions: ReadonlySet<number>): number[] {
+  let listed: string;
+  try {
+    // After the exec this process has one thread, its main one, which the previous image's children belong to now.
+    listed = readFileSync(`/proc/self/task/${process.pid}/children`, 'utf8');
+  } catch (_error) {
+    return [];
+  }
+  const helpers = listed
+    .split(' ')
+    .map(Number)
+    .filter((pid) => Number.isSafeInteger(pid) && pid > 0 && !sessions.has(pid));
+  for (const pid of helpers) void waitForAdoptedChild(pid);
+  return helpers;
 }
