@@ -231,4 +231,28 @@ describe('serve --takeover', () => {
     expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
     contiguous((await outputOf(daemon, terminal.id)).text);
   });
+
+  test('refuses what it cannot take, saying why, and serves on', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const daemon = await spawnDaemon(['--state-dir', stateDir, '--containment', 'subreaper']);
+    const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', { argv: ['sleep', '30'], rows: 24, cols: 80 });
+    const before = await control(stateDir, { op: 'status' });
+    expect(await control(stateDir, { op: 'takeover', entry: BIN })).toEqual([{ error: 'sessions contained by subreaper are not handed over yet' }]);
+    expect(await control(stateDir, { op: 'upgrade' })).toEqual([{ error: 'op must be status or takeover' }]);
+    expect(await control(stateDir, { op: 'takeover', entry: 'bin/execworld.js' })).toEqual([
+      { error: "entry must be the absolute path of the new build's execworld entry" },
+    ]);
+    const garbage = await new Promise<string>((resolve, reject) => {
+      const socket = connect(join(stateDir, 'takeover.sock'));
+      let text = '';
+      socket.on('connect', () => socket.write('not json\n'));
+      socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+      socket.on('error', reject);
+      socket.on('close', () => resolve(text));
+    });
+    expect(JSON.parse(garbage)).toEqual({ error: 'the request is not JSON' });
+    // The same image serves on, its terminal with it.
+    expect((await control(stateDir, { op: 'status' }))[0]!.imageStartedAt).toBe(before[0]!.imageStartedAt);
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}`)).status).toBe('running');
+  });
 });

@@ -338,6 +338,9 @@ export class SessionRegistry {
     if (this.#shuttingDown !== undefined) return 'the daemon is shutting down';
     if (this.runtime.handOverTerminal === undefined || this.runtime.adoptTerminal === undefined)
       return "this platform's terminals cannot be handed over to a new image of the daemon";
+    // A cgroup is adopted by its path, and without containment there is nothing to adopt; the subreaper's tracking is not handed over yet.
+    const { containment } = this.runtime.capabilities;
+    if (containment !== 'cgroup' && containment !== 'none') return `sessions contained by ${containment} are not handed over yet`;
     if (this.shells.size > 0) return `${this.shells.size} shells are kept: shells are not handed over yet; delete them first`;
     const processes = [...this.#sessions.values()].filter((session) => session.kind === 'process').length;
     if (processes > 0) return `${processes} processes are held: processes are not handed over yet; delete them first`;
