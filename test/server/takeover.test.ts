@@ -128,6 +128,9 @@ describe('serve --takeover', () => {
     const ended = await callDaemon(daemon, 'POST', '/v1/terminals', { argv: ['sh', '-c', 'echo ended-before; exit 9'], rows: 24, cols: 80 });
     expect((await callDaemon(daemon, 'GET', `/v1/terminals/${ended.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 9, signal: null });
     await waitFor('its session to be swept', async () => (await callDaemon(daemon, 'GET', `/v1/terminals/${ended.id}`)).treeExited === true);
+    // A writer's sequence numbers are kept: a retry of a write applied before is not applied again after.
+    const echo = await callDaemon(daemon, 'POST', '/v1/terminals', { argv: ['cat'], rows: 24, cols: 80 });
+    expect(await callDaemon(daemon, 'POST', `/v1/terminals/${echo.id}/input`, { data: 'first\n', writer: 'w-1', seq: 1 })).toEqual({ applied: true, seq: 1 });
     const before = await control(stateDir, { op: 'status' });
     const follower = follow(daemon, terminals[0]!.id);
     // A WebSocket client is told to come back: 1012, service restart.
@@ -138,7 +141,7 @@ describe('serve --takeover', () => {
     const outcome = await requestTakeover(stateDir);
     expect(outcome.stderr).toBe('');
     expect(outcome.status).toBe(0);
-    expect(outcome.stdout).toMatch(/runs this build now: 4 terminals kept/);
+    expect(outcome.stdout).toMatch(/runs this build now: 5 terminals kept/);
     expect(await closed).toBe(1012);
 
     // The same process, a new image.
@@ -154,6 +157,11 @@ describe('serve --takeover', () => {
     const kept = await callDaemon(daemon, 'GET', `/v1/terminals/${ended.id}`);
     expect([kept.status, kept.exit, kept.treeExited]).toEqual(['exited', { exitCode: 9, signal: null }, true]);
     expect((await outputOf(daemon, ended.id)).text).toContain('ended-before');
+    expect(await callDaemon(daemon, 'POST', `/v1/terminals/${echo.id}/input`, { data: 'first\n', writer: 'w-1', seq: 1 })).toEqual({ applied: false, seq: 1 });
+    expect(await callDaemon(daemon, 'POST', `/v1/terminals/${echo.id}/input`, { data: 'second\n', writer: 'w-1', seq: 2 })).toEqual({ applied: true, seq: 2 });
+    await waitFor('cat to answer', async () => (await outputOf(daemon, echo.id)).text.split('second').length === 3);
+    // Each line twice: the terminal's echo, then cat's.
+    expect((await outputOf(daemon, echo.id)).text.split('first').length).toBe(3);
     // Output flows on under the new image.
     const ends = await Promise.all(terminals.map(async ({ id }) => (await callDaemon(daemon, 'GET', `/v1/terminals/${id}`)).output.end as number));
     for (const [index, { id }] of terminals.entries())
