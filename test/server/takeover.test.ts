@@ -162,6 +162,8 @@ describe('serve --takeover', () => {
     await waitFor('cat to answer', async () => (await outputOf(daemon, echo.id)).text.split('second').length === 3);
     // Each line twice: the terminal's echo, then cat's.
     expect((await outputOf(daemon, echo.id)).text.split('first').length).toBe(3);
+    // The screen is rebuilt from the retained output: what was printed before the takeover is on it.
+    expect(JSON.stringify(await callDaemon(daemon, 'GET', `/v1/terminals/${echo.id}/screen`)).split('first').length).toBe(3);
     // Output flows on under the new image.
     const ends = await Promise.all(terminals.map(async ({ id }) => (await callDaemon(daemon, 'GET', `/v1/terminals/${id}`)).output.end as number));
     for (const [index, { id }] of terminals.entries())
