@@ -43,7 +43,10 @@ describe('docs/settings.md', () => {
   it('lists every flag and variable of execworld serve --help with its default', () => {
     const page = readDoc('docs/settings.md');
     const help = serveCommand.help;
-    const flags = [...help.matchAll(/^ {2}--([a-z-]+) /gm)].map((match) => match[1]!).filter((flag) => flag !== 'config' && flag !== 'help');
+    // The settings' flags: not the settings file's, help's or a takeover's (a start of its own, no setting).
+    const flags = [...help.matchAll(/^ {2}--([a-z-]+) /gm)]
+      .map((match) => match[1]!)
+      .filter((flag) => flag !== 'config' && flag !== 'help' && !flag.startsWith('takeover'));
     const envs = [...help.matchAll(/ env (EXECWORLD_[A-Z_]+)$/gm)].map((match) => match[1]!).filter((name) => name !== 'EXECWORLD_CONFIG');
     expect(flags).toHaveLength(Object.keys(DEFAULT_CONFIG).length);
     for (const [index, flag] of flags.entries()) expect(page).toMatch(new RegExp(`^\\| \`--${flag}\`.*\\| \`${envs[index]}\` \\|`, 'm'));

@@ -6,17 +6,22 @@
  * unreadable file), with a message and no stack trace.
  * @module
  */
-import type { AddressInfo } from 'node:net';
+import { realpathSync, rmSync } from 'node:fs';
+import { connect, type AddressInfo } from 'node:net';
 import { networkInterfaces, userInfo } from 'node:os';
-import { makeNonDumpable } from '../provider/posix/libc.ts';
+import { execve, keepAcrossExec, makeNonDumpable, setCloseOnExec } from '../provider/posix/libc.ts';
 import { lookupUser } from '../provider/run-as.ts';
 import { buildApp } from '../server/app.ts';
 import { loadTokens } from '../server/auth.ts';
+import { prepareTakeover } from '../server/daemon-runtime.ts';
+import { readTakeoverState, TakeoverStateError, type TakeoverState } from '../server/takeover-state.ts';
+import { startTakeoverControl, takeoverSocketPath, withoutTakeoverOptions, type ImageFacts } from '../server/takeover.ts';
 import {
   CONFIG_FILE_ENV,
   CONFIG_FILE_HELP,
   ConfigError,
   DEFAULT_CONFIG,
+  defaultStateDir,
   defaultTokenFile,
   LIST_SETTINGS,
   loadConfig,
@@ -44,6 +49,12 @@ import {
  */
 export const SERVE_OPTIONS: OptionTable = {
   config: { type: 'string', value: '<file>', help: CONFIG_FILE_HELP, env: CONFIG_FILE_ENV },
+  takeover: {
+    type: 'boolean',
+    help: 'upgrade the daemon running on this state directory in place: it becomes this build, keeping its port and its terminals (Linux)',
+  },
+  'takeover-state': { type: 'string', value: '<file>', help: 'start as the new image of a daemon that handed over this state (the daemon passes it)' },
+  'takeover-check': { type: 'string', value: '<file>', help: 'check that this build loads and reads this takeover state, then exit (the rehearsal)' },
   ...Object.fromEntries(
     (Object.keys(SETTINGS) as ConfigKey[]).map((key): [string, OptionRow] => {
       const setting = SETTINGS[key];
@@ -75,12 +86,27 @@ ${optionHelp(SERVE_OPTIONS)}
  * The daemon's configuration from serve's command line and the environment.
  * @throws {UsageError} for a command line serve cannot take; {@link ConfigError} for a value a setting cannot take
  */
-export function serveConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): { config: Config; help: boolean } {
+export function serveConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): { config: Config; help: boolean; takeover: TakeoverMode } {
   const { values, positionals, help } = parseCommandLine(argv, SERVE_OPTIONS);
   expectPositionals(positionals, []);
-  if (help) return { config: DEFAULT_CONFIG, help: true };
-  return { config: loadConfig(values, env), help: false };
+  if (help) return { config: DEFAULT_CONFIG, help: true, takeover: { kind: 'none' } };
+  const { takeover: asked, 'takeover-state': state, 'takeover-check': check, ...settings } = values;
+  // A boolean option's value; the table's type gives every option a string's.
+  const takeover = (asked as unknown) === true;
+  if ([takeover, state !== undefined, check !== undefined].filter(Boolean).length > 1)
+    throw new UsageError('--takeover, --takeover-state and --takeover-check are each a start of its own: give one');
+  const mode: TakeoverMode = takeover
+    ? { kind: 'request' }
+    : typeof state === 'string'
+      ? { kind: 'adopt', path: state }
+      : typeof check === 'string'
+        ? { kind: 'check', path: check }
+        : { kind: 'none' };
+  return { config: loadConfig(settings, env), help: false, takeover: mode };
 }
+
+/** What serve does about a takeover: ask the running daemon for one, start as the new image, rehearse, or nothing. */
+type TakeoverMode = { kind: 'none' } | { kind: 'request' } | { kind: 'adopt'; path: string } | { kind: 'check'; path: string };
 
 /** A failure an operator can act on: said in one line, exit status 1, no stack trace. */
 class StartError extends CliError {
@@ -134,12 +160,43 @@ function reachableAt(bound: readonly AddressInfo[], scheme: string): string[] {
   return [...urls];
 }
 
-/** Starts the daemon, which runs until SIGTERM or SIGINT, then ends every session and exits 0; false when it was asked for help instead. */
-async function serve(argv: readonly string[]): Promise<boolean> {
-  const { config, help } = serveConfig(argv);
+/**
+ * Starts the daemon, which runs until SIGTERM or SIGINT, then ends every
+ * session and exits 0; false when it was asked for help instead; the exit
+ * status of a takeover's request or rehearsal, which start no daemon.
+ */
+async function serve(argv: readonly string[]): Promise<boolean | number> {
+  const { config, help, takeover } = serveConfig(argv);
   if (help) {
     process.stdout.write(HELP);
     return false;
+  }
+  const stateDir = config.stateDir ?? defaultStateDir();
+  if (takeover.kind === 'request') return requestTakeover(stateDir);
+  if (takeover.kind === 'check') {
+    // Every module of the daemon is loaded by now (imported above); the state is what is left to check.
+    try {
+      const state = readTakeoverState(takeover.path);
+      process.stdout.write(`the takeover state of daemon ${state.pid} can be taken: ${state.terminals.length} terminals\n`);
+    } catch (error) {
+      if (error instanceof TakeoverStateError) throw new StartError(error.message);
+      throw error;
+    }
+    return 0;
+  }
+  let adopted: TakeoverState | undefined;
+  let helpers: number[] = [];
+  if (takeover.kind === 'adopt') {
+    try {
+      adopted = readTakeoverState(takeover.path);
+    } catch (error) {
+      if (error instanceof TakeoverStateError) throw new StartError(error.message);
+      throw error;
+    }
+    if (adopted.pid !== process.pid) throw new StartError(`the takeover state is daemon ${adopted.pid}'s, not this process's (${process.pid})`);
+    // Before the runtime is made, and before this image starts any child: the cgroup named after
+    // this pid holds the sessions adopted, and every other child is the previous image's helper.
+    helpers = prepareTakeover(new Set(adopted.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.pid]))));
   }
   // Before anything secret is read: processes of this uid (the daemon's own children) cannot
   // read a non-dumpable process's environment or memory through /proc.
@@ -170,7 +227,15 @@ async function serve(argv: readonly string[]): Promise<boolean> {
   const { app, registry } = daemon;
   let address: string;
   try {
-    address = await app.listen({ host: config.host, port: config.port });
+    if (adopted === undefined) address = await app.listen({ host: config.host, port: config.port });
+    else {
+      // Recovery runs first (onReady): it leaves this process's own record and cgroup alone.
+      await app.ready();
+      registry.adoptSessions(adopted.terminals);
+      // The socket the previous image listened on, inherited across the exec, with the connections its backlog holds.
+      address = await app.listen({ host: config.host, fd: adopted.listenFd } as unknown as { host: string; port: number });
+      rmSync(takeover.kind === 'adopt' ? takeover.path : '', { force: true });
+    }
   } catch (error) {
     await app.close();
     if (typeof (error as NodeJS.ErrnoException).code === 'string') throw listenFailure(error as NodeJS.ErrnoException, config);
@@ -190,6 +255,28 @@ async function serve(argv: readonly string[]): Promise<boolean> {
       `the daemon is reachable from the network on ${addresses.join(', ')}: anyone with a token can run programs as ${userInfo().username}` +
         (config.tlsCert === undefined ? '; tokens and output cross the network unencrypted (serve TLS with --tls-cert and --tls-key)' : ''),
     );
+  }
+  const image: ImageFacts = {
+    pid: process.pid,
+    imageStartedAt: Math.round(performance.timeOrigin),
+    takeovers: adopted === undefined ? 0 : adopted.takeovers + 1,
+    ...(adopted === undefined
+      ? {}
+      : { lastTakeover: { at: adopted.handedOverAt, pauseMs: Date.now() - adopted.handedOverAt, terminals: adopted.terminals.length } }),
+  };
+  if (image.lastTakeover !== undefined)
+    app.log.info({ ...image.lastTakeover, takeovers: image.takeovers, helpers }, 'took over from the previous image of this daemon: its terminals run on');
+  try {
+    await startTakeoverControl({
+      daemon,
+      stateDir,
+      serveArgs: withoutTakeoverOptions(argv),
+      image,
+      calls: { keepAcrossExec, setCloseOnExec, execve },
+      log: app.log,
+    });
+  } catch (error) {
+    app.log.warn({ err: error, stateDir }, 'no takeover control socket: this daemon cannot be upgraded in place');
   }
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {
@@ -212,13 +299,77 @@ async function serve(argv: readonly string[]): Promise<boolean> {
   return true;
 }
 
+/** One request on the daemon's control socket; resolves with each line it answers, in order, once it closed. */
+function control(path: string, request: object, onLine: (line: Record<string, unknown>) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(path);
+    let buffered = '';
+    socket.on('connect', () => socket.write(`${JSON.stringify(request)}\n`));
+    socket.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('utf8');
+      for (let end = buffered.indexOf('\n'); end >= 0; end = buffered.indexOf('\n')) {
+        onLine(JSON.parse(buffered.slice(0, end)) as Record<string, unknown>);
+        buffered = buffered.slice(end + 1);
+      }
+    });
+    socket.on('error', reject);
+    socket.on('close', () => resolve());
+  });
+}
+
+/** How long `serve --takeover` waits for the new image to answer. */
+const TAKEOVER_WAIT_MS = 60_000;
+
+/**
+ * `serve --takeover`: asks the daemon on `stateDir` to become this build, and
+ * waits until its new image answers. Exit status 0 once it did; 1 when the
+ * daemon refused (the reason is printed; it serves on unchanged).
+ */
+async function requestTakeover(stateDir: string): Promise<number> {
+  const path = takeoverSocketPath(stateDir);
+  const status = async (): Promise<ImageFacts | undefined> => {
+    let facts: ImageFacts | undefined;
+    try {
+      await control(path, { op: 'status' }, (line) => (facts = line as unknown as ImageFacts));
+    } catch (_error) {
+      return undefined;
+    }
+    return facts;
+  };
+  const before = await status();
+  if (before === undefined) throw new StartError(`no daemon answers on ${path}: is one running with --state-dir ${stateDir}?`);
+  let refused: string | undefined;
+  let execed = false;
+  await control(path, { op: 'takeover', entry: realpathSync(process.argv[1]!) }, (line) => {
+    if (typeof line.error === 'string') refused = line.error;
+    if (line.step === 'rehearsed') process.stdout.write('the new build passed its rehearsal\n');
+    if (line.step === 'exec') execed = true;
+  });
+  if (refused !== undefined) throw new StartError(`daemon ${before.pid} did not take over: ${refused}; it serves on`);
+  if (!execed) throw new StartError(`daemon ${before.pid} closed the request without an answer; it serves on`);
+  const deadline = Date.now() + TAKEOVER_WAIT_MS;
+  for (;;) {
+    const after = await status();
+    if (after !== undefined && after.imageStartedAt !== before.imageStartedAt) {
+      const last = after.lastTakeover;
+      process.stdout.write(
+        `daemon ${after.pid} runs this build now: ${last?.terminals ?? 0} terminals kept, ${last?.pauseMs ?? 0} ms from the old image's last read to the new one's listening\n`,
+      );
+      return 0;
+    }
+    if (Date.now() > deadline) throw new StartError(`daemon ${before.pid} did not answer as the new build within ${TAKEOVER_WAIT_MS / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 export const command: Command = {
   help: HELP,
   options: { ...SERVE_OPTIONS, ...HELP_OPTION },
   async run(args) {
     try {
       // Once started, the daemon runs on: it exits on SIGTERM or SIGINT.
-      return (await serve(args)) ? undefined : 0;
+      const outcome = await serve(args);
+      return outcome === true ? undefined : outcome === false ? 0 : outcome;
     } catch (error) {
       // A bad setting, of a flag, the environment, the config file or the token file.
       if (error instanceof ConfigError) throw new UsageError(error.message);

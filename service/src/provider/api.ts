@@ -120,6 +120,8 @@ export interface ProviderTerminal extends SubprocessTerminalHandle {
   members?(): number[] | undefined;
   /** Starts measuring one run in the terminal (a persistent shell's command). */
   usageMeter?(): UsageMeter | undefined;
+  /** Reads on after a takeover that did not happen (see `ExecutionProvider.handOverTerminal`). */
+  resumeAfterHandOver?(): void;
 }
 
 /** The provider the daemon runs its sessions on. */
@@ -136,8 +138,35 @@ export interface ExecutionProvider {
   limitSupport?(): LimitSupport;
   /** The TCP sockets the processes `pids` listen on; undefined where this host cannot tell. */
   listeningSockets?(pids: readonly number[]): ListeningSocket[] | undefined;
+  /**
+   * A takeover's: stops reading `terminal` and answers what the next image of
+   * the daemon needs to adopt it; undefined when it cannot be handed over.
+   * Absent where terminals cannot outlive their daemon's image.
+   */
+  handOverTerminal?(terminal: ProviderTerminal): TerminalHandOver | undefined;
+  /** A takeover's: the terminal the previous image of the daemon handed over. */
+  adoptTerminal?(record: TerminalHandOver, size: { rows: number; cols: number }): ProviderTerminal;
   /** Terminates everything still running and waits until it is gone; later spawns fail. */
   dispose(): Promise<void>;
+}
+
+/**
+ * A terminal as a takeover hands it to the next image of the daemon (an exec
+ * in place: the pid, the children and the descriptors without close-on-exec stay).
+ */
+export interface TerminalHandOver {
+  /** Its program, still a child of the daemon. */
+  readonly pid: number;
+  /** Its master descriptor, kept across the exec. */
+  readonly fd: number;
+  /** The slave's path, e.g. `/dev/pts/3`. */
+  readonly device: string;
+  /** Its grace between SIGTERM and SIGKILL when it is ended. */
+  readonly graceMs: number;
+  /** The key of its cell, which the journal names it by. */
+  readonly cellKey: string;
+  /** Where its cell is kept (a cgroup), where it has one. */
+  readonly cellPath?: string | undefined;
 }
 
 export { FsFailure } from './fs/fs-error.ts';

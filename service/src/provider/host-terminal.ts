@@ -44,6 +44,10 @@ export interface HostTerminal extends SubprocessTerminalHandle {
   inspectForeground(): Promise<TerminalForeground | undefined>;
   /** Synchronous last resort while the host exits: ends everything, awaits nothing. */
   terminateForHostExit(): void;
+  /** A takeover's: stops reading, and answers what the next image needs; undefined when it cannot be handed over. Absent where unsupported. */
+  handOver?(): { pid: number; fd: number; device: string; graceMs: number } | undefined;
+  /** Reads on after a takeover that did not happen. */
+  resumeAfterHandOver?(): void;
   /** What the terminal's session used (its cell's counters); undefined where its cell keeps none. */
   usage(): SessionUsage | undefined;
   /** Its cell's counters for the daemon's metrics; undefined where its cell keeps none. */
@@ -77,6 +81,8 @@ export interface TerminalOptions {
   readonly inputBacklogBytes?: number;
   /** The containment cell the terminal is born into and owns from then on. */
   readonly cell?: SessionCell | undefined;
+  /** A terminal kept from this process's previous image (a takeover) instead of a new one: nothing is started. */
+  readonly adopt?: { readonly pid: number; readonly fd: number; readonly device: string } | undefined;
 }
 
 /**

@@ -4,9 +4,9 @@
  */
 import { endAll, mergeEnvironment, runCommand, scrubEnvironment, settleAll, spawnDefaults, terminalDefaults } from '@execworld/sdk/seam';
 import type { CommandResult, RunCommandOptions, SpawnRequest, SubprocessRuntime, SubprocessSpawnSpec, TerminalSpawnRequest } from '@execworld/sdk/seam';
-import type { ExecutionProvider, ListeningSocket, ProcessExtensions, ProviderCapabilities, ShellDefaults, TerminalExtensions } from './api.ts';
+import type { ExecutionProvider, ListeningSocket, ProcessExtensions, ProviderCapabilities, ShellDefaults, TerminalExtensions, TerminalHandOver } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
-import type { Containment, ContainmentChoice, ContainmentMode } from './containment/index.ts';
+import type { Containment, ContainmentChoice, ContainmentMode, SessionCell } from './containment/index.ts';
 import type { LimitSupport } from './containment/containment.ts';
 import type { SessionRecorder } from './containment/journal.ts';
 import { ProviderError, type ProviderErrorCode } from './errors.ts';
@@ -93,6 +93,8 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   readonly #userSpill = new Map<number, SpillDirectory>();
   readonly #processes = new Set<ManagedProcess>();
   readonly #terminals = new Set<HostTerminal>();
+  /** Each terminal's cell and its key, for a takeover. */
+  readonly #terminalCells = new WeakMap<HostTerminal, { key: string; cell: SessionCell | undefined }>();
   #inspector: ProcessInspector | undefined;
   readonly #cells: SessionCells;
   #users: UserWorkers | undefined;
@@ -282,13 +284,56 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       throw error;
     }
     this.#cells.recordRoot(key, terminal.pid);
-    // A published terminal is released only once it exited and its session was swept.
+    this.#ownTerminal(terminal, key, cell);
+    return terminal;
+  }
+
+  /** A published terminal is released only once it exited and its session was swept. */
+  #ownTerminal(terminal: HostTerminal, key: string, cell: SessionCell | undefined): void {
+    this.#terminalCells.set(terminal, { key, cell });
     this.#own(this.#terminals, terminal, key, async () => {
       await terminal.done;
       // After the callers awaiting done have run: the sweep is not their latency.
       await new Promise((resolve) => setImmediate(resolve));
       await terminal.terminate();
     });
+  }
+
+  /**
+   * Beyond the seam, for a takeover: stops reading `terminal` and answers what
+   * the next image of this process needs to adopt it (see {@link adoptTerminal}),
+   * or undefined when it cannot be handed over (it exited, its master closed).
+   */
+  handOverTerminal(terminal: HostTerminal): TerminalHandOver | undefined {
+    const place = this.#terminalCells.get(terminal);
+    if (place === undefined || terminal.handOver === undefined) return undefined;
+    const kept = terminal.handOver();
+    if (kept === undefined) return undefined;
+    return { ...kept, cellKey: place.key, ...(place.cell?.path === undefined ? {} : { cellPath: place.cell.path }) };
+  }
+
+  /**
+   * Beyond the seam, for a takeover: the terminal that the previous image of
+   * this process handed over, on its master descriptor, with its child and its cell.
+   */
+  adoptTerminal(record: TerminalHandOver, size: { rows: number; cols: number }): HostTerminal {
+    this.#assertActive();
+    const cell = this.#cells.adopt(record.cellKey, record.cellPath);
+    const terminal = this.#platform.terminals.open({
+      file: '',
+      args: [],
+      cwd: '/',
+      env: {},
+      rows: size.rows,
+      cols: size.cols,
+      graceMs: record.graceMs,
+      inspector: this.#getInspector(),
+      cell,
+      adopt: { pid: record.pid, fd: record.fd, device: record.device },
+      ...(this.#options.inputBacklogBytes === undefined ? {} : { inputBacklogBytes: this.#options.inputBacklogBytes }),
+    });
+    this.#cells.recordRoot(record.cellKey, terminal.pid);
+    this.#ownTerminal(terminal, record.cellKey, cell);
     return terminal;
   }
 

@@ -70,6 +70,25 @@ export class SessionCells {
   }
 
   /**
+   * The cell `key` kept at `path` by this process's previous image (a
+   * takeover); undefined where sessions have no cells.
+   * @throws when cells of this containment cannot be adopted.
+   */
+  adopt(key: string, path: string | undefined): SessionCell | undefined {
+    const number = /^s-(\d+)$/.exec(key)?.[1];
+    // New keys follow the adopted ones: the journal names a session by its key.
+    if (number !== undefined) lastSessionNumber = Math.max(lastSessionNumber, Number(number));
+    this.#keys.add(key);
+    const containment = this.#get();
+    if (path === undefined) {
+      if (containment.mode !== 'none') throw new Error(`session ${key} has no cell to adopt under ${containment.mode} containment`);
+      return undefined;
+    }
+    if (containment.adopt === undefined) throw new Error(`cells of ${containment.mode} containment cannot be adopted`);
+    return containment.adopt(key, path);
+  }
+
+  /**
    * Without a containment the journal records the top-level process itself:
    * a later start ends it, its tree and what it leads, if it still runs.
    */

@@ -19,7 +19,7 @@ import type { Config } from './config.ts';
 import { readOnlyRefusal, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
 import { LogSink } from './log-sink.ts';
-import { composeDaemon } from './compose.ts';
+import { composeDaemon, type DaemonParts } from './compose.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { WebSocketHub } from './ws.ts';
 import type { LiveGrants } from './grants.ts';
@@ -84,6 +84,8 @@ export interface Daemon {
   readonly grants: LiveGrants;
   /** The WebSockets open through previews. */
   readonly tunnels: PreviewTunnels;
+  /** What a takeover tells before its exec and after one that did not happen. */
+  readonly parts: Pick<DaemonParts, 'handOver' | 'resumeAfterHandOver'>;
 }
 
 /** Per-request lines at debug: a terminal's keystrokes and long polls are requests too. */
@@ -320,5 +322,5 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub, bodies, grants: parts.grants, tunnels };
+  return { app, registry, hub, bodies, grants: parts.grants, tunnels, parts };
 }

@@ -48,6 +48,10 @@ export interface DaemonParts {
   recover(): Promise<void>;
   /** Ends every session and upload, then what the provider holds. */
   close(): Promise<void>;
+  /** Before a takeover's exec (see takeover.ts): what runs beside the daemon for its sessions is told. */
+  handOver(): void;
+  /** After a takeover that did not happen. */
+  resumeAfterHandOver(): void;
 }
 
 export function composeDaemon(options: ComposeOptions): DaemonParts {
@@ -97,6 +101,8 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
     recover: async () => {
       await own?.recover();
     },
+    handOver: () => own?.handOver(),
+    resumeAfterHandOver: () => own?.resumeAfterHandOver(),
     close: async () => {
       forwards.shutdown();
       await Promise.all([registry.shutdown(), uploads.shutdown()]);

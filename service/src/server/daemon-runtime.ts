@@ -15,6 +15,8 @@ import { StageRecords } from '../provider/fs/stage-records.ts';
 import { UserWorkers } from '../provider/fs/worker-files.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
+import { adoptPreviousImageCgroups } from '../provider/containment/cgroup.ts';
+import { reapPreviousImageHelpers } from '../provider/posix/adopted-children.ts';
 import { startSessionWatcher, type SessionWatcher } from '../provider/containment/session-watcher.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { hostPlatform } from '../provider/platform/index.ts';
@@ -41,6 +43,10 @@ export interface DaemonRuntime {
   recover(): Promise<void>;
   /** Called once every session ended. */
   close(): void;
+  /** Before a takeover's exec: the session watcher is told to exit (the next image starts its own); the journal stays. */
+  handOver(): void;
+  /** After a takeover that did not happen. */
+  resumeAfterHandOver(): void;
 }
 
 /**
@@ -81,6 +87,7 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   // Made only after the recovery: a dead daemon's record must be read before anything is written.
   let journal: SessionJournal | undefined;
   let watcher: SessionWatcher | undefined;
+  let startWatcher: (() => void) | undefined;
   const recorder: SessionRecorder = {
     setCgroup: (directory) => journal?.setCgroup(directory),
     record: (key, members) => journal?.record(key, members),
@@ -129,9 +136,12 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
       journal = new SessionJournal(journalDirectory, self);
       if (cgroup !== undefined) journal.setCgroup(cgroup);
       // Ends the sessions moments after this daemon dies, by any means; the next start stays the backstop.
-      watcher = startSessionWatcher(journalDirectory, self, scope, containment, (why) =>
-        log.warn({ why }, 'no session watcher: only a later start will end what this daemon leaves if it dies'),
-      );
+      startWatcher = () => {
+        watcher = startSessionWatcher(journalDirectory, self, scope, containment, (why) =>
+          log.warn({ why }, 'no session watcher: only a later start will end what this daemon leaves if it dies'),
+        );
+      };
+      startWatcher();
     }
     log.info(
       {
@@ -154,7 +164,15 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     journal?.close();
     watcher?.close();
   };
-  return { runtime, files: new HostFiles(hostFilesOptions(config), users, stages), recover, close };
+  const handOver = (): void => {
+    // The journal stays, for the next image, which is this process: its watcher starts another watcher.
+    watcher?.close();
+    watcher = undefined;
+  };
+  const resumeAfterHandOver = (): void => {
+    if (watcher === undefined) startWatcher?.();
+  };
+  return { runtime, files: new HostFiles(hostFilesOptions(config), users, stages), recover, close, handOver, resumeAfterHandOver };
 }
 
 /**
@@ -177,6 +195,18 @@ function hostFilesOptions(config: Config): HostFilesOptions {
       except: [resolve(stateDir, 'spill')],
     },
   };
+}
+
+/**
+ * Before the runtime of a daemon that took over from its previous image (an
+ * exec in place) is made: the cgroup named after its pid holds the sessions it
+ * adopts, and is not killed as one an earlier process with that pid left;
+ * the previous image's children that are no session's (its watcher, its
+ * workers) are collected once they exit. Returns their pids.
+ */
+export function prepareTakeover(sessionPids: ReadonlySet<number>): number[] {
+  adoptPreviousImageCgroups();
+  return reapPreviousImageHelpers(sessionPids);
 }
 
 /** The files of this host, with the bounds of the daemon's configuration. */

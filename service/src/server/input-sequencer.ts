@@ -12,11 +12,20 @@ const MAX_WRITERS = 64;
 /** Outcomes remembered per writer, for retries of its latest writes. */
 const RETRY_WINDOW = 64;
 
+/** A writer's sequence numbers, as a takeover hands them to the next image of the daemon. */
+export interface WriterState {
+  readonly writer: string;
+  readonly last: number;
+  readonly recent: number[];
+}
+
 interface Writer {
   /** Highest sequence number seen. */
   last: number;
   /** The latest writes' outcomes by sequence number, oldest first. */
   readonly recent: Map<number, Promise<void>>;
+  /** The recent numbers whose write was applied whole (its promise fulfilled): only these are known after a takeover. */
+  readonly applied: Set<number>;
 }
 
 export class InputSequencer {
@@ -52,15 +61,49 @@ export class InputSequencer {
     const outcome = apply();
     outcome.catch(() => undefined);
     state.recent.set(seq, outcome);
-    if (state.recent.size > RETRY_WINDOW) state.recent.delete(state.recent.keys().next().value!);
+    outcome.then(
+      () => {
+        if (state.recent.get(seq) === outcome) state.applied.add(seq);
+      },
+      () => undefined,
+    );
+    if (state.recent.size > RETRY_WINDOW) {
+      const oldest = state.recent.keys().next().value!;
+      state.recent.delete(oldest);
+      state.applied.delete(oldest);
+    }
     await outcome;
     return true;
+  }
+
+  /**
+   * Each writer's last sequence number and the recent ones applied whole, oldest writer first:
+   * what a takeover keeps. A write under way or failed is left out, so that its retry is applied.
+   */
+  snapshot(): WriterState[] {
+    return [...this.#writers].map(([writer, state]) => ({
+      writer,
+      last: state.last,
+      recent: [...state.recent.keys()].filter((seq) => state.applied.has(seq)),
+    }));
+  }
+
+  /** Takes the writers of {@link snapshot}: a retry of a write applied before the takeover is known as one. */
+  restore(writers: readonly WriterState[]): void {
+    for (const { writer, last, recent } of writers.slice(-MAX_WRITERS)) {
+      const state = this.#writer(writer);
+      state.last = Math.max(state.last, last);
+      for (const seq of recent.slice(-RETRY_WINDOW)) {
+        state.recent.set(seq, Promise.resolve());
+        state.applied.add(seq);
+      }
+    }
   }
 
   #writer(id: string): Writer {
     let state = this.#writers.get(id);
     if (state === undefined) {
-      state = { last: 0, recent: new Map() };
+      state = { last: 0, recent: new Map(), applied: new Set() };
       if (this.#writers.size >= MAX_WRITERS) this.#writers.delete(this.#writers.keys().next().value!);
     } else {
       this.#writers.delete(id);

@@ -109,6 +109,10 @@ export class RingStream extends ListenedStream implements ByteStream {
   get ended(): boolean {
     return this.#ended;
   }
+  /** The offset readers have read up to: bytes before it may be dropped. */
+  get consumedTo(): number {
+    return this.#consumed;
+  }
   /** Bytes appended that no reader has yet. */
   get unread(): number {
     return this.#end - Math.max(this.#start, this.#consumed);
@@ -120,6 +124,24 @@ export class RingStream extends ListenedStream implements ByteStream {
   /** Bytes held in memory. */
   get retained(): number {
     return this.#end - this.#start;
+  }
+
+  /**
+   * Makes an empty ring hold `data` as the bytes from offset `start` on, as
+   * the previous image of the daemon held them before a takeover, so that a
+   * reader resuming from any retained offset reads on exactly. `consumed`:
+   * the offset readers had read up to (see {@link consumedTo}).
+   */
+  restore(start: number, data: Buffer, consumed: number): void {
+    if (this.#end !== 0 || this.#ended) throw new Error('only an empty ring is restored');
+    this.#start = start;
+    this.#end = start;
+    this.#consumed = Math.min(Math.max(consumed, start), start + data.length);
+    if (data.length > 0) {
+      this.#chunks.push(data);
+      this.#starts.push(start);
+      this.#end += data.length;
+    }
   }
 
   append(chunk: Buffer): void {

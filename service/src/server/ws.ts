@@ -457,7 +457,8 @@ export class WebSocketHub {
     });
   }
 
-  closeAll(): void {
-    for (const connection of this.#connections) connection.close(1001, 'daemon shutting down');
+  /** Closes every connection: 1001 as the daemon shuts down, 1012 (service restart) before a takeover's exec. */
+  closeAll(code: 1001 | 1012 = 1001, reason = 'daemon shutting down'): void {
+    for (const connection of this.#connections) connection.close(code, reason);
   }
 }

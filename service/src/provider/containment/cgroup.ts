@@ -18,7 +18,7 @@
  * @module
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync, writeSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
 import {
   cgroupEmpty,
@@ -109,11 +109,14 @@ export class CgroupContainment implements Containment {
       mkdirSync(this.directory, { mode: 0o755 });
     } catch (error) {
       if (errnoCode(error) !== 'EEXIST') throw new CgroupUnavailableError(`cannot create ${this.directory}: ${(error as Error).message}`, { cause: error });
-      // Left by an earlier process with this pid: what it left runs no more from now on. Only
-      // the cgroups it left are removed, once empty; new cells are made beside them.
-      const left = childCgroups(this.directory);
-      killCgroup(this.directory);
-      void Promise.all(left.map((dir) => killAndRemoveCgroup(dir, STALE_KILL_TIMEOUT_MS))).catch(() => undefined);
+      // Made by this process's previous image (a takeover, an exec in place): its cells are adopted, not killed.
+      if (!takingOver) {
+        // Left by an earlier process with this pid: what it left runs no more from now on. Only
+        // the cgroups it left are removed, once empty; new cells are made beside them.
+        const left = childCgroups(this.directory);
+        killCgroup(this.directory);
+        void Promise.all(left.map((dir) => killAndRemoveCgroup(dir, STALE_KILL_TIMEOUT_MS))).catch(() => undefined);
+      }
     }
     try {
       if (!existsSync(join(this.directory, 'cgroup.kill'))) throw new CgroupUnavailableError('cgroup.kill is missing (Linux 5.14 or later is needed)');
@@ -186,6 +189,19 @@ export class CgroupContainment implements Containment {
       throw error;
     }
     const cell = new CgroupCell(this, sessionKey, path, procs, controls);
+    this.#cells.add(cell);
+    return cell;
+  }
+
+  /**
+   * The cell at `path`, a cgroup this process made in its previous image
+   * (before a takeover's exec), with everything still in it. Its limits stay
+   * in its files; the counters of the controls are not kept: its usage is not
+   * told from then on.
+   */
+  adopt(sessionKey: string, path: string): CgroupCell {
+    if (dirname(path) !== this.directory) throw new Error(`${path} is not a session cgroup of this process`);
+    const cell = new CgroupCell(this, sessionKey, path, openSync(join(path, 'cgroup.procs'), 'w'));
     this.#cells.add(cell);
     return cell;
   }
@@ -264,6 +280,7 @@ export class CgroupContainment implements Containment {
 class CgroupCell implements SessionCell {
   readonly key: string;
   readonly complete = true;
+  /** The cgroup's directory. */
   readonly path: string;
   readonly #containment: CgroupContainment;
   readonly #controls: CellControls | undefined;
@@ -335,6 +352,18 @@ class CgroupCell implements SessionCell {
     this.#procs = undefined;
     this.#containment.forget(this);
   }
+}
+
+/** Set before the containment is made by a process that took over from its previous image. */
+let takingOver = false;
+
+/**
+ * Tells the cgroup containment, before it is made, that this process is the
+ * new image of a daemon that exec'd in place: the cgroup named after its pid
+ * holds the sessions it adopts, and is not killed as an earlier process's.
+ */
+export function adoptPreviousImageCgroups(): void {
+  takingOver = true;
 }
 
 let host: { containment: CgroupContainment } | { error: Error } | undefined;

@@ -82,6 +82,8 @@ export interface SessionCell {
   kill(): void;
   /** Releases the cell once it is empty and nothing will be spawned into it. Idempotent. */
   remove(): void;
+  /** Where the cell is kept (a cgroup's directory), for the next image of the daemon to adopt after a takeover. */
+  readonly path?: string;
 }
 
 export interface Containment {
@@ -93,6 +95,11 @@ export interface Containment {
   create(sessionKey: string, limits?: SessionLimits): SessionCell | undefined;
   /** Which limits its cells enforce; none where absent. */
   limitSupport?(): LimitSupport;
+  /**
+   * The cell at `path` that this process made in its previous image (a
+   * takeover), kept with everything in it; absent where cells cannot be adopted.
+   */
+  adopt?(sessionKey: string, path: string): SessionCell;
   /**
    * Tells the containment that the child `pid` was just started by the daemon
    * for itself (a worker, the session watcher): none of the sessions', so never

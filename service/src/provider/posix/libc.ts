@@ -17,6 +17,10 @@
  *   number, where the sweep of `/proc/self/fd` costs a call per descriptor.
  * - `renameat2(RENAME_NOREPLACE)` (Linux): a rename that never replaces what
  *   is at its destination, decided by the kernel in one step.
+ * - `execve` (Linux), for a takeover: the daemon becomes its new build in
+ *   place, keeping its pid, so its sessions' programs stay its children; Node
+ *   20 has no `process.execve`. `waitpid` with a status collects the exits of
+ *   those children afterwards, which neither libuv nor node-pty know of.
  * @module
  */
 import { readdirSync } from 'node:fs';
@@ -28,7 +32,8 @@ import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
 interface Libc {
   fcntl(fd: number, command: number, ...rest: unknown[]): number;
   prctl?: (option: number, a2: number, a3: number, a4: number, a5: number) => number;
-  waitpid(pid: number, status: null, options: number): number;
+  waitpid(pid: number, status: null | [number], options: number): number;
+  execve?: (file: string, argv: (string | null)[], env: (string | null)[]) => number;
   renameat2?: (oldDir: number, oldPath: string, newDir: number, newPath: string, flags: number) => number;
   closeRange?: (first: number, last: number, flags: number) => number;
   tcsetattr?: (fd: number, actions: number, termios: Buffer) => number;
@@ -70,6 +75,7 @@ function libc(): Libc {
   const closeRange = hostFacts.linuxCalls
     ? (optionalFunction(library, 'int close_range(unsigned int first, unsigned int last, int flags)') as Libc['closeRange'])
     : undefined;
+  const execve = hostFacts.linuxCalls ? (library.func('int execve(const char *path, const char **argv, const char **envp)') as Libc['execve']) : undefined;
   const tcsetattr = hostFacts.linuxCalls ? (library.func('int tcsetattr(int fd, int optional_actions, void *termios_p)') as Libc['tcsetattr']) : undefined;
   loaded = {
     fcntl,
@@ -79,6 +85,7 @@ function libc(): Libc {
     ...(renameat2 === undefined ? {} : { renameat2 }),
     ...(closeRange === undefined ? {} : { closeRange }),
     ...(tcsetattr === undefined ? {} : { tcsetattr }),
+    ...(execve === undefined ? {} : { execve }),
   };
   return loaded;
 }
@@ -240,4 +247,54 @@ export function renameNoReplace(from: string, to: string): 'renamed' | 'exists' 
   if (errno === constants.errno.EINVAL || errno === constants.errno.ENOSYS) return 'unsupported';
   const name = Object.entries(constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`;
   throw Object.assign(new Error(`${name}: rename ${from} -> ${to}`), { code: name, errno: -errno, syscall: 'rename' });
+}
+
+/**
+ * Clears `fd`'s close-on-exec flag, so that it survives an {@link execve}.
+ * @throws when the flag cannot be cleared (a bad descriptor, or no libc binding).
+ */
+export function keepAcrossExec(fd: number): void {
+  const c = libc();
+  const flags = c.fcntl(fd, F_GETFD);
+  if (flags < 0) throw new Error(`fcntl(${fd}, F_GETFD) failed with errno ${c.errno()}`);
+  if ((flags & FD_CLOEXEC) === 0) return;
+  if (c.fcntl(fd, F_SETFD, 'int', flags & ~FD_CLOEXEC) < 0) throw new Error(`fcntl(${fd}, F_SETFD) failed with errno ${c.errno()}`);
+}
+
+/** How a child ended, as waitpid reports it: its exit code, or the signal that killed it (0 for none). */
+export interface ChildExit {
+  readonly exitCode: number;
+  readonly signal: number;
+}
+
+/**
+ * Collects the exit of child `pid` without blocking: its exit facts once it
+ * exited, undefined while it runs, 'gone' when it is no child of this process
+ * (ECHILD: reaped already, or never ours). Only for children nothing else in
+ * this process waits for (see {@link reapIfExited}).
+ */
+export function collectExit(pid: number): ChildExit | 'gone' | undefined {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return 'gone';
+  const c = libc();
+  const status: [number] = [0];
+  const result = c.waitpid(pid, status, WNOHANG);
+  if (result === 0) return undefined;
+  if (result !== pid) return c.errno() === constants.errno.EINTR ? undefined : 'gone';
+  // WIFEXITED: the low seven bits are 0, and the code is the next byte; else they are the signal.
+  const raw = status[0];
+  return (raw & 0x7f) === 0 ? { exitCode: (raw >> 8) & 0xff, signal: 0 } : { exitCode: 0, signal: raw & 0x7f };
+}
+
+/**
+ * Replaces this process's image with `file` run with `argv` and `env`
+ * (Linux): the pid, the children, the cgroup and every descriptor without
+ * close-on-exec stay. Returns only when the exec failed, with its errno.
+ * Call it from the main thread: every other thread ends with the exec.
+ */
+export function execve(file: string, argv: readonly string[], env: Readonly<Record<string, string | undefined>>): number {
+  const c = libc();
+  if (c.execve === undefined) throw new Error('execve is bound on Linux only');
+  const environment = Object.entries(env).flatMap(([name, value]) => (value === undefined ? [] : [`${name}=${value}`]));
+  c.execve(file, [...argv, null], [...environment, null]);
+  return c.errno();
 }

@@ -32,6 +32,7 @@ import { closeSync, existsSync, readSync, writeSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { ReadStream } from 'node:tty';
 import { hostFacts } from '../platform/host.ts';
+import { waitForAdoptedChild } from './adopted-children.ts';
 import { setCloseOnExec, setDefaultTerminalModes } from './libc.ts';
 import { nativePty, type NativePty } from './pty-native.ts';
 
@@ -51,6 +52,16 @@ export interface PtySpawnOptions {
    * `threads`: the threads the fork starts in this process.
    */
   readonly spawnInside?: <T>(spawn: () => T, threads: number) => T;
+}
+
+/**
+ * A terminal this process keeps from its previous image (a takeover): its
+ * child, the master descriptor it inherited across the exec, and the slave's path.
+ */
+export interface PtyAdoption {
+  readonly pid: number;
+  readonly fd: number;
+  readonly device: string;
 }
 
 /** Exit facts as the kernel reports them: a code, or a signal number. */
@@ -104,12 +115,22 @@ export class UnixPty {
   #writes: { data: Buffer; resolve: () => void; reject: (error: Error) => void }[] = [];
   #writeTimer: NodeJS.Timeout | undefined;
   #closed = false;
+  readonly #spawnedBySetsid: boolean;
+  #handedOver = false;
 
-  constructor(options: PtySpawnOptions, events: PtyEvents) {
+  constructor(options: PtySpawnOptions | PtyAdoption, events: PtyEvents) {
     this.#events = events;
     const onExit = (exit: PtyExit): void => this.#onChildExit(exit);
-    const setsid = setsidPath();
-    const term = setsid === undefined ? forkOnNewTerminal(options, onExit) : spawnOnNewTerminal(options, setsid, onExit);
+    let term: Started;
+    if ('fd' in options) {
+      term = { pid: options.pid, fd: options.fd, pty: options.device };
+      // Its exit status is lost only when something else reaped it: told as a kill.
+      void waitForAdoptedChild(options.pid).then((exit) => onExit(exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL }));
+    } else {
+      const setsid = setsidPath();
+      term = setsid === undefined ? forkOnNewTerminal(options, onExit) : spawnOnNewTerminal(options, setsid, onExit);
+    }
+    this.#spawnedBySetsid = 'fd' in options || setsidPath() !== undefined;
     this.pid = term.pid;
     this.device = term.pty;
     this.#fd = term.fd;
@@ -135,13 +156,52 @@ export class UnixPty {
     this.#socket.on('close', () => this.#finishInput());
   }
 
+  /** The master descriptor, which a takeover keeps across the exec. */
+  get fd(): number {
+    return this.#fd;
+  }
+
+  /**
+   * Whether this terminal can be handed to the next image of this process:
+   * its child is libuv's (node-pty's fork leaves a thread that waits for it,
+   * which an exec ends, and its status with it), and its master is open.
+   */
+  get canHandOver(): boolean {
+    return this.#spawnedBySetsid && this.open && !this.#eof;
+  }
+
+  /**
+   * Stops reading the master for a takeover: what is in the kernel's buffers
+   * stays there for the next image, which reads the same descriptor. What the
+   * socket had read is delivered first, in order.
+   */
+  handOver(): void {
+    this.#handedOver = true;
+    this.#socket.pause();
+    const handle = (this.#socket as unknown as { _handle?: { reading: boolean; readStop(): number } })._handle;
+    if (handle !== undefined) {
+      handle.readStop();
+      // So that a resume starts reading again (net.Socket's _read starts only a handle that is not reading).
+      handle.reading = false;
+    }
+    // read() hands each chunk the socket holds to the 'data' listener.
+    while (this.#socket.read() !== null);
+  }
+
+  /** Reads on after a takeover that did not happen. */
+  resumeAfterHandOver(): void {
+    this.#handedOver = false;
+    this.resume();
+  }
+
   /** Stops reading; the terminal's buffers fill and the writer blocks. */
   pause(): void {
     if (!this.#eof) this.#socket.pause();
   }
 
   resume(): void {
-    if (!this.#eof) this.#socket.resume();
+    // Handed over: the next image reads the master; a reader's demand must not start this one again.
+    if (!this.#eof && !this.#handedOver) this.#socket.resume();
   }
 
   get exited(): boolean {

@@ -84,24 +84,28 @@ export class LocalTerminal extends BaseTerminal {
       this.#resolveDone = resolve;
     });
     const cell = options.cell;
-    this.#pty = new UnixPty(
-      {
-        file: options.file,
-        args: options.args,
-        env: options.env,
-        cwd: options.cwd,
-        uid: options.uid,
-        gid: options.gid,
-        cols: options.cols,
-        rows: options.rows,
-        ...(cell === undefined ? {} : { spawnInside: <T>(spawn: () => T, threads: number): T => cell.spawnInside(spawn, threads) }),
-      },
-      { onData: (chunk) => this.#onData(chunk), onExit: (exit) => this.#onExit(exit) },
-    );
+    const events = { onData: (chunk: Buffer) => this.#onData(chunk), onExit: (exit: PtyExit) => this.#onExit(exit) };
+    this.#pty =
+      options.adopt !== undefined
+        ? new UnixPty(options.adopt, events)
+        : new UnixPty(
+            {
+              file: options.file,
+              args: options.args,
+              env: options.env,
+              cwd: options.cwd,
+              uid: options.uid,
+              gid: options.gid,
+              cols: options.cols,
+              rows: options.rows,
+              ...(cell === undefined ? {} : { spawnInside: <T>(spawn: () => T, threads: number): T => cell.spawnInside(spawn, threads) }),
+            },
+            events,
+          );
     this.pid = this.#pty.pid;
     this.device = this.#pty.device;
     // The terminal is its user's, as a login's is: the program may reopen it by name (tty, script, tmux). The name is devpts', no user's.
-    if (options.uid !== undefined && options.gid !== undefined) {
+    if (options.adopt === undefined && options.uid !== undefined && options.gid !== undefined) {
       try {
         chownSync(this.device, options.uid, options.gid);
       } catch (_error) {
@@ -112,6 +116,22 @@ export class LocalTerminal extends BaseTerminal {
     this.#terminalDevice = this.#inspector.terminalDevice(this.device);
     this.#rows = () => sessionRows(this.#inspector, cell);
     this.#members = new SessionMembers(this.#inspector, this.#inspector.identity(this.pid), this.#rows);
+  }
+
+  /**
+   * Stops reading the terminal for a takeover and answers what the next image
+   * needs to adopt it, or undefined when it cannot be handed over (it exited,
+   * its master closed, or node-pty's fork started it).
+   */
+  handOver(): { pid: number; fd: number; device: string; graceMs: number } | undefined {
+    if (this.#exited || !this.#pty.canHandOver) return undefined;
+    this.#pty.handOver();
+    return { pid: this.pid, fd: this.#pty.fd, device: this.device, graceMs: this.#graceMs };
+  }
+
+  /** Reads on after a takeover that did not happen. */
+  resumeAfterHandOver(): void {
+    this.#pty.resumeAfterHandOver();
   }
 
   /** True once the top-level process has exited. */

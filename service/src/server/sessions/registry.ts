@@ -8,7 +8,7 @@
  */
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
-import type { ExecutionProvider, RunAs } from '../../provider/api.ts';
+import type { ExecutionProvider, ProviderTerminal, RunAs, TerminalHandOver } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { OwnerUsageLedger, type OwnerUsage } from './owner-usage.ts';
@@ -16,7 +16,8 @@ import { collectBytesOf, ProcessSession } from './process-session.ts';
 import { RequestLedger } from './request-ledger.ts';
 import { ShellRegistry } from './shells.ts';
 import type { StreamMeter } from '../streams.ts';
-import { TerminalSession } from './terminal-session.ts';
+import { TakeoverRefusedError, type TerminalRecord } from '../takeover-state.ts';
+import { EndedTerminal, TerminalSession } from './terminal-session.ts';
 
 export interface SessionLimits {
   readonly maxSessionsPerOwner: number;
@@ -329,6 +330,91 @@ export class SessionRegistry {
     this.#forget(session.id);
   }
 
+  /**
+   * Why a takeover cannot keep every session now, in an operator's words; undefined when it can.
+   * Terminals are handed over, running or ended; processes and shells not yet.
+   */
+  takeoverRefusal(): string | undefined {
+    if (this.#shuttingDown !== undefined) return 'the daemon is shutting down';
+    if (this.runtime.handOverTerminal === undefined || this.runtime.adoptTerminal === undefined)
+      return "this platform's terminals cannot be handed over to a new image of the daemon";
+    // A cgroup is adopted by its path, and without containment there is nothing to adopt; the subreaper's tracking is not handed over yet.
+    const { containment } = this.runtime.capabilities;
+    if (containment !== 'cgroup' && containment !== 'none') return `sessions contained by ${containment} are not handed over yet`;
+    if (this.shells.size > 0) return `${this.shells.size} shells are kept: shells are not handed over yet; delete them first`;
+    const processes = [...this.#sessions.values()].filter((session) => session.kind === 'process').length;
+    if (processes > 0) return `${processes} processes are held: processes are not handed over yet; delete them first`;
+    if (this.#reserved.size > 0) return 'a create is under way; try again';
+    for (const session of this.#sessions.values())
+      if (session.kind === 'terminal' && session.exit !== undefined && session.finishedAt === undefined)
+        return `terminal ${session.id} exited and its session is being swept; try again`;
+    return undefined;
+  }
+
+  /**
+   * For a takeover: what the next image of the daemon needs to rebuild every
+   * session, with `stopReading` each running terminal no longer read (its
+   * bytes stay in the kernel's buffers for the next image). Without it, a
+   * snapshot for the rehearsal, which leaves everything as it is.
+   * @throws {TakeoverRefusedError} when a session cannot be handed over (see {@link takeoverRefusal}).
+   */
+  takeoverRecords(stopReading: boolean): TerminalRecord[] {
+    const refusal = this.takeoverRefusal();
+    if (refusal !== undefined) throw new TakeoverRefusedError(refusal);
+    const records: TerminalRecord[] = [];
+    for (const session of this.#sessions.values()) {
+      if (session.kind !== 'terminal') continue;
+      if (session.exit !== undefined) {
+        records.push(session.takeoverRecord(undefined));
+        continue;
+      }
+      const kept = stopReading ? this.runtime.handOverTerminal!(session.handle) : placeholderHandOver(session.handle.pid);
+      if (kept === undefined) throw new TakeoverRefusedError(`terminal ${session.id} cannot be handed over: its program closed the terminal`);
+      // What the terminal's output stream buffered while the ring was full goes to the ring now, in order.
+      if (stopReading) for (let chunk = session.handle.output.read() as Buffer | null; chunk !== null; chunk = session.handle.output.read() as Buffer | null);
+      records.push(session.takeoverRecord(kept));
+    }
+    return records;
+  }
+
+  /** After a takeover that did not happen: every terminal is read again. */
+  resumeAfterTakeover(): void {
+    for (const session of this.#sessions.values()) if (session.kind === 'terminal' && session.exit === undefined) session.handle.resumeAfterHandOver?.();
+  }
+
+  /** Rebuilds the sessions the previous image of the daemon handed over (see {@link takeoverRecords}). */
+  adoptSessions(records: readonly TerminalRecord[]): void {
+    for (const record of records) {
+      let handle: ProviderTerminal;
+      if (record.terminal !== undefined) {
+        if (this.runtime.adoptTerminal === undefined) throw new Error("this platform's terminals cannot be adopted");
+        handle = this.runtime.adoptTerminal(record.terminal, { rows: record.rows, cols: record.cols });
+      } else if (record.ended !== undefined) {
+        handle = new EndedTerminal(0, record.ended.exit);
+      } else {
+        throw new Error(`terminal ${record.id} is neither running nor ended`);
+      }
+      const session: TerminalSession = new TerminalSession(
+        record.owner,
+        { argv: record.argv, cwd: record.cwd, rows: record.rows, cols: record.cols, graceMs: record.terminal?.graceMs ?? 0 },
+        handle,
+        {
+          ringBytes: this.#limits.ringBytes,
+          meter: this.#limits.meter,
+          answerQueries: record.answerQueries,
+          screenMaxCells: this.#limits.screenMaxCells,
+          sweepRetryDelaysMs: this.#limits.sweepRetryDelaysMs,
+          onFinished: () => this.#finished(session),
+          kept: record,
+        },
+        this.#log,
+      );
+      if (record.limits !== undefined) session.limits = record.limits;
+      this.#sessions.set(session.id, session);
+      this.#log.info({ session: session.id, owner: record.owner, pid: handle.pid, running: record.terminal !== undefined }, 'terminal adopted');
+    }
+  }
+
   /** True once shutdown began: no new work is taken. */
   get shuttingDown(): boolean {
     return this.#shuttingDown !== undefined;
@@ -401,4 +487,9 @@ export class SessionRegistry {
       }
     }
   }
+}
+
+/** What a rehearsal's snapshot says of a running terminal: its pid; no descriptor is handed over by it. */
+function placeholderHandOver(pid: number): TerminalHandOver {
+  return { pid, fd: 3, device: '', graceMs: 0, cellKey: '' };
 }

@@ -17,7 +17,7 @@ const newId = (prefix: 't' | 'p'): string => `${prefix}_${randomBytes(12).toStri
 export abstract class Session {
   readonly id: string;
   readonly owner: string;
-  readonly createdAt = new Date();
+  readonly createdAt: Date;
   lastTouched = Date.now();
   /** Nothing of the session runs any more; from now on its facts are only kept. */
   finishedAt: Date | undefined;
@@ -27,8 +27,10 @@ export abstract class Session {
   protected readonly writes = new InputSequencer();
   protected readonly log: Logger;
 
-  constructor(prefix: 't' | 'p', owner: string, log: Logger) {
-    this.id = newId(prefix);
+  /** @param kept - the id and creation time a takeover kept, for a session the previous image of the daemon handed over */
+  constructor(prefix: 't' | 'p', owner: string, log: Logger, kept?: { id: string; createdAt: Date }) {
+    this.id = kept?.id ?? newId(prefix);
+    this.createdAt = kept?.createdAt ?? new Date();
     this.owner = owner;
     this.log = log.child({ session: this.id });
   }

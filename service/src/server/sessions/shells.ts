@@ -134,6 +134,11 @@ export class ShellRegistry {
   readonly #registry: ShellTerminals;
   readonly #log: Logger;
   readonly #shells = new Map<string, DaemonShell>();
+
+  /** How many shells are kept. */
+  get size(): number {
+    return this.#shells.size;
+  }
   /** The creates made with a requestId: as many as an owner may hold shells, and as many under way again. */
   readonly #ledger: RequestLedger<DaemonShell>;
   readonly #maxPerOwner: number;

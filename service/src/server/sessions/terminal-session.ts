@@ -4,6 +4,7 @@
  * behind once it exited.
  * @module
  */
+import { Readable } from 'node:stream';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessOutcome, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
@@ -11,6 +12,7 @@ import type { ProviderTerminal } from '../../provider/api.ts';
 import { ServiceError } from '../errors.ts';
 import { feedRing, RingStream, type StreamMeter } from '../streams.ts';
 import { Session } from './session.ts';
+import type { TerminalRecord } from '../takeover-state.ts';
 import { TerminalScreen } from './terminal-screen.ts';
 
 type TerminalInfo = typeof schemas.TerminalInfo._zod.output;
@@ -35,6 +37,8 @@ export interface TerminalSessionOptions {
   readonly sweepRetryDelaysMs?: readonly number[] | undefined;
   /** Called once nothing of the session runs. */
   readonly onFinished: () => void;
+  /** A session the previous image of the daemon handed over (a takeover): its id, creation time, ring and writers. */
+  readonly kept?: TerminalRecord | undefined;
 }
 
 export class TerminalSession extends Session {
@@ -54,7 +58,7 @@ export class TerminalSession extends Session {
   readonly #onFinished: () => void;
 
   constructor(owner: string, spec: SubprocessTerminalSpawnSpec, handle: ProviderTerminal, options: TerminalSessionOptions, log: Logger) {
-    super('t', owner, log);
+    super('t', owner, log, options.kept === undefined ? undefined : { id: options.kept.id, createdAt: new Date(options.kept.createdAt) });
     this.handle = handle;
     this.argv = spec.argv;
     this.cwd = spec.cwd;
@@ -62,6 +66,11 @@ export class TerminalSession extends Session {
     this.cols = spec.cols;
     this.#onFinished = options.onFinished;
     this.output = new RingStream(options.ringBytes, options.meter);
+    if (options.kept !== undefined) {
+      const { ring, writers } = options.kept;
+      this.output.restore(ring.start, Buffer.from(ring.data, 'base64'), ring.consumed);
+      this.writes.restore(writers);
+    }
     this.answerQueries = options.answerQueries;
     this.screen = new TerminalScreen(this.output, {
       rows: spec.rows,
@@ -71,9 +80,10 @@ export class TerminalSession extends Session {
       reply: (data) => this.#reply(data),
     });
     feedRing(handle.output, this.output, (chunk, offset) => this.screen.observe(chunk, offset));
+    const ended = options.kept?.ended;
     this.settled = handle.done.then(async (outcome) => {
       this.exit = outcome;
-      this.exitedAt = new Date();
+      this.exitedAt = ended === undefined ? new Date() : new Date(ended.exitedAt);
       this.log.info({ exit: outcome }, 'terminal exited');
       // The callers waiting for the exit are answered first: the sweep scans the process table.
       await new Promise((resolve) => setImmediate(resolve));
@@ -142,6 +152,35 @@ export class TerminalSession extends Session {
     }
   }
 
+  /**
+   * What the next image of the daemon needs to rebuild this session, for a
+   * takeover: `terminal` is what its provider handed over (it no longer reads
+   * the terminal), undefined for one that ended. Every byte read from the
+   * terminal is in the ring by now.
+   */
+  takeoverRecord(terminal: TerminalRecord['terminal']): TerminalRecord {
+    const ended =
+      this.exit === undefined || this.exitedAt === undefined || this.finishedAt === undefined
+        ? undefined
+        : { exit: this.exit, exitedAt: this.exitedAt.toISOString(), finishedAt: this.finishedAt.toISOString() };
+    const ring = this.output.read(this.output.start, this.output.end - this.output.start);
+    return {
+      id: this.id,
+      owner: this.owner,
+      createdAt: this.createdAt.toISOString(),
+      argv: [...this.argv],
+      cwd: this.cwd,
+      rows: this.rows,
+      cols: this.cols,
+      answerQueries: this.answerQueries,
+      ...(this.limits === undefined ? {} : { limits: { ...this.limits } as Record<string, number> }),
+      ring: { start: ring.from, consumed: this.output.consumedTo, data: ring.data.toString('base64') },
+      writers: this.writes.snapshot(),
+      ...(terminal === undefined ? {} : { terminal }),
+      ...(ended === undefined ? {} : { ended }),
+    };
+  }
+
   override dispose(): void {
     this.screen.dispose();
   }
@@ -163,5 +202,36 @@ export class TerminalSession extends Session {
       output: { start: this.output.start, end: this.output.end, ended: this.output.ended },
       ...this.accounting(this.handle.usage?.()),
     };
+  }
+}
+
+/**
+ * The handle of a terminal that had ended, and been swept, before a takeover:
+ * nothing of it runs, its output ended, and `done` answers how it ended.
+ */
+export class EndedTerminal implements ProviderTerminal {
+  readonly pid: number;
+  readonly output: Readable = Readable.from([]);
+  readonly done: Promise<SubprocessOutcome>;
+
+  constructor(pid: number, exit: SubprocessOutcome) {
+    this.pid = pid;
+    this.done = Promise.resolve(exit);
+  }
+
+  write(): Promise<void> {
+    return Promise.reject(new ServiceError('TERMINAL_EXITED', 'the terminal has exited'));
+  }
+  resize(): void {
+    throw new ServiceError('TERMINAL_EXITED', 'the terminal has exited');
+  }
+  inspectForeground(): Promise<undefined> {
+    return Promise.resolve(undefined);
+  }
+  signalForeground(): Promise<number> {
+    return Promise.reject(new ServiceError('TERMINAL_EXITED', 'the terminal has exited'));
+  }
+  terminate(): Promise<void> {
+    return Promise.resolve();
   }
 }

@@ -1,0 +1,141 @@
+/**
+ * What a daemon hands to its next image in a takeover (see
+ * `docs/lifecycle.md`): its listening socket's descriptor and, per terminal,
+ * what rebuilds the session on the descriptors and children the exec keeps.
+ * It is written to a 0600 file in the state directory, read by the
+ * rehearsal (`serve --takeover-check`) and then by the new image, which
+ * removes it once it adopted everything.
+ * @module
+ */
+import { closeSync, constants, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+
+/** The layout of the state file; a new image refuses any other (the rehearsal says so, and the old one serves on). */
+export const TAKEOVER_STATE_VERSION = 1;
+
+/** The largest state file read: rings are bounded, and so is the number of sessions an owner may hold. */
+const MAX_STATE_BYTES = 1024 * 1024 * 1024;
+
+const Limits = z.record(z.string(), z.number()).optional();
+
+const Writer = z.object({ writer: z.string(), last: z.number().int(), recent: z.array(z.number().int()) });
+
+const Exit = z.object({
+  exitCode: z.number().int().nullable(),
+  signal: z
+    .string()
+    .regex(/^SIG[A-Z0-9]+$/)
+    .nullable() as unknown as z.ZodType<NodeJS.Signals | null>,
+});
+
+/** A terminal session as the previous image held it. */
+const TerminalRecord = z.object({
+  id: z.string().regex(/^t_[\w-]+$/),
+  owner: z.string(),
+  createdAt: z.string(),
+  argv: z.array(z.string()),
+  cwd: z.string(),
+  rows: z.number().int().positive(),
+  cols: z.number().int().positive(),
+  answerQueries: z.boolean(),
+  limits: Limits,
+  /** Its output ring: the retained bytes (base64) from `start`, and how far readers had read. */
+  ring: z.object({ start: z.number().int().nonnegative(), consumed: z.number().int().nonnegative(), data: z.string() }),
+  writers: z.array(Writer),
+  /** Running: what the provider adopts it from (its child, its master descriptor, its cell). */
+  terminal: z
+    .object({
+      pid: z.number().int().positive(),
+      fd: z.number().int().min(3),
+      device: z.string(),
+      graceMs: z.number().int().nonnegative(),
+      cellKey: z.string(),
+      cellPath: z.string().optional(),
+    })
+    .optional(),
+  /** Ended, its facts retained: how it ended, and when. */
+  ended: z.object({ exit: Exit, exitedAt: z.string(), finishedAt: z.string() }).optional(),
+});
+
+export const TakeoverState = z.object({
+  version: z.literal(TAKEOVER_STATE_VERSION),
+  /** The daemon's pid, which the exec keeps. */
+  pid: z.number().int().positive(),
+  /** When the previous image stopped reading its sessions (ms since the epoch). */
+  handedOverAt: z.number(),
+  /** How many takeovers this daemon went through before this one. */
+  takeovers: z.number().int().nonnegative(),
+  /** The listening socket's descriptor. */
+  listenFd: z.number().int().min(3),
+  terminals: z.array(TerminalRecord),
+});
+
+export type TakeoverState = z.infer<typeof TakeoverState>;
+export type TerminalRecord = z.infer<typeof TerminalRecord>;
+
+/** A state file that cannot be taken, with the reason in an operator's words. */
+export class TakeoverStateError extends Error {
+  override name = 'TakeoverStateError';
+}
+
+/** A takeover the daemon cannot make now (a session it cannot hand over), in an operator's words. */
+export class TakeoverRefusedError extends Error {
+  override name = 'TakeoverRefusedError';
+}
+
+/** The state file of the daemon `pid` in `stateDir`. */
+export function takeoverStatePath(stateDir: string, pid = process.pid): string {
+  return join(stateDir, `takeover-${pid}.json`);
+}
+
+/** Writes `state` to its file, 0600, whole or not at all (a temporary file renamed). */
+export function writeTakeoverState(stateDir: string, state: TakeoverState): string {
+  const path = takeoverStatePath(stateDir, state.pid);
+  const temporary = `${path}.tmp`;
+  rmSync(temporary, { force: true });
+  const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    const bytes = Buffer.from(JSON.stringify(state), 'utf8');
+    for (let written = 0; written < bytes.length;) written += writeSync(fd, bytes, written);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(temporary, path);
+  return path;
+}
+
+/**
+ * The state in the file at `path`.
+ * @throws {TakeoverStateError} naming what is wrong with it: unreadable, too large, not JSON, another version, a bad field.
+ */
+export function readTakeoverState(path: string): TakeoverState {
+  let text: string;
+  try {
+    const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      text = readFileSync(fd, 'utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch (error) {
+    throw new TakeoverStateError(`cannot read the takeover state ${path}: ${(error as Error).message}`);
+  }
+  if (text.length > MAX_STATE_BYTES) throw new TakeoverStateError(`the takeover state ${path} is larger than ${MAX_STATE_BYTES} bytes`);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (_error) {
+    throw new TakeoverStateError(`the takeover state ${path} is not JSON`);
+  }
+  const version = (value as { version?: unknown } | null)?.version;
+  if (version !== TAKEOVER_STATE_VERSION)
+    throw new TakeoverStateError(`the takeover state ${path} is of version ${String(version)}; this build reads version ${TAKEOVER_STATE_VERSION}`);
+  const parsed = TakeoverState.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new TakeoverStateError(`the takeover state ${path} is not valid: ${issue.path.join('.')}: ${issue.message}`);
+  }
+  return parsed.data;
+}

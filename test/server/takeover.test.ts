@@ -1,0 +1,268 @@
+/**
+ * A daemon upgraded in place (`execworld serve --takeover`, an exec of the
+ * new build in the same process) keeps its port and its terminals: the same
+ * pids, every stream byte-exact across the takeover, the exact exit codes of
+ * programs that end under the new image. A new build that fails its
+ * rehearsal leaves the old image serving, with nothing lost.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect } from 'vitest';
+import { WebSocket } from 'ws';
+import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
+import { BIN, callDaemon, DAEMON_NODE_FLAGS, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { daemonProcessTest } from '../helpers/daemon-test.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+const test = daemonProcessTest();
+
+/** A terminal whose program prints 1, 2, 3, … a line each, until `stop` exists, then exits with `code`. */
+function counter(stop: string, code: number): { argv: string[]; rows: number; cols: number } {
+  return { argv: ['sh', '-c', `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; sleep 0.005; done; exit ${code}`], rows: 24, cols: 80 };
+}
+
+/** The whole output of terminal `id` from offset 0, as the daemon retains it. */
+async function outputOf(daemon: DaemonProcess, id: string): Promise<{ text: string; gap: unknown; ended: boolean }> {
+  let text = '';
+  let from = 0;
+  for (;;) {
+    const read = await callDaemon(daemon, 'GET', `/v1/terminals/${id}/output?from=${from}&maxBytes=1048576`);
+    expect(read.gap).toBeNull();
+    text += Buffer.from(read.data, 'base64').toString('utf8');
+    if (read.next === from || read.ended) return { text, gap: read.gap, ended: read.ended };
+    from = read.next;
+  }
+}
+
+/** The numbers a counter printed, checked to run 1, 2, 3, … with none missing or repeated. */
+function contiguous(text: string): number[] {
+  const numbers = text
+    .split(/\r?\n/)
+    .filter((line) => line !== '')
+    .map(Number);
+  expect(numbers.length).toBeGreaterThan(0);
+  numbers.forEach((value, index) => expect(value).toBe(index + 1));
+  return numbers;
+}
+
+/** One request on the daemon's takeover control socket; the JSON lines it answered. */
+function control(stateDir: string, request: object): Promise<Record<string, unknown>[]> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(join(stateDir, 'takeover.sock'));
+    let text = '';
+    socket.on('connect', () => socket.write(`${JSON.stringify(request)}\n`));
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+    socket.on('error', reject);
+    socket.on('close', () =>
+      resolve(
+        text
+          .split('\n')
+          .filter(Boolean)
+          .map((line) => JSON.parse(line) as Record<string, unknown>),
+      ),
+    );
+  });
+}
+
+/** `execworld serve --takeover` of this checkout; its exit status and output. */
+function requestTakeover(stateDir: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, BIN, 'serve', '--takeover', '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+/**
+ * Follows terminal `id` by offset with long polls, as a client does, through
+ * refused and reset requests, noting when each byte arrived; `longestPauseMs`
+ * is the longest time between two arrivals.
+ */
+function follow(daemon: DaemonProcess, id: string): { stop(): Promise<void>; longestPauseMs(): number } {
+  let running = true;
+  let last: number | undefined;
+  let longest = 0;
+  const loop = (async () => {
+    let from = 0;
+    while (running) {
+      try {
+        const read = await callDaemon(daemon, 'GET', `/v1/terminals/${id}/output?from=${from}&waitMs=2000`);
+        if (read.next > from) {
+          const now = performance.now();
+          if (last !== undefined) longest = Math.max(longest, now - last);
+          last = now;
+        }
+        from = read.next;
+        if (read.ended) return;
+      } catch (_error) {
+        // The takeover's exec resets the connection: the client asks again.
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+    longestPauseMs: () => longest,
+  };
+}
+
+describe('serve --takeover', () => {
+  test('keeps every terminal: same pids, byte-exact streams, exact exit codes', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const stop = join(stateDir, 'stop');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const codes = [3, 4, 5];
+    const terminals: { id: string; pid: number }[] = [];
+    for (const code of codes) terminals.push(await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, code)));
+    for (const { id } of terminals) await waitFor('output to flow', async () => (await callDaemon(daemon, 'GET', `/v1/terminals/${id}`)).output.end > 100);
+    // One that ended before: its exit facts and output are kept too.
+    const ended = await callDaemon(daemon, 'POST', '/v1/terminals', { argv: ['sh', '-c', 'echo ended-before; exit 9'], rows: 24, cols: 80 });
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${ended.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 9, signal: null });
+    await waitFor('its session to be swept', async () => (await callDaemon(daemon, 'GET', `/v1/terminals/${ended.id}`)).treeExited === true);
+    // A writer's sequence numbers are kept: a retry of a write applied before is not applied again after.
+    const echo = await callDaemon(daemon, 'POST', '/v1/terminals', { argv: ['cat'], rows: 24, cols: 80 });
+    expect(await callDaemon(daemon, 'POST', `/v1/terminals/${echo.id}/input`, { data: 'first\n', writer: 'w-1', seq: 1 })).toEqual({ applied: true, seq: 1 });
+    const before = await control(stateDir, { op: 'status' });
+    const follower = follow(daemon, terminals[0]!.id);
+    // A WebSocket client is told to come back: 1012, service restart.
+    const socket = new WebSocket(`${daemon.url.replace(/^http/, 'ws')}/v1/connect`, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${daemon.token}` } });
+    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    const closed = new Promise<number>((resolve) => socket.once('close', resolve));
+
+    const outcome = await requestTakeover(stateDir);
+    expect(outcome.stderr).toBe('');
+    expect(outcome.status).toBe(0);
+    expect(outcome.stdout).toMatch(/runs this build now: 5 terminals kept/);
+    expect(await closed).toBe(1012);
+
+    // The same process, a new image.
+    const after = await control(stateDir, { op: 'status' });
+    expect(after[0]!.pid).toBe(daemon.pid);
+    expect(after[0]!.imageStartedAt).not.toBe(before[0]!.imageStartedAt);
+    expect(after[0]!.takeovers).toBe(1);
+    for (const { id, pid } of terminals) {
+      const info = await callDaemon(daemon, 'GET', `/v1/terminals/${id}`);
+      expect(info.pid).toBe(pid);
+      expect(info.status).toBe('running');
+    }
+    const kept = await callDaemon(daemon, 'GET', `/v1/terminals/${ended.id}`);
+    expect([kept.status, kept.exit, kept.treeExited]).toEqual(['exited', { exitCode: 9, signal: null }, true]);
+    expect((await outputOf(daemon, ended.id)).text).toContain('ended-before');
+    expect(await callDaemon(daemon, 'POST', `/v1/terminals/${echo.id}/input`, { data: 'first\n', writer: 'w-1', seq: 1 })).toEqual({ applied: false, seq: 1 });
+    expect(await callDaemon(daemon, 'POST', `/v1/terminals/${echo.id}/input`, { data: 'second\n', writer: 'w-1', seq: 2 })).toEqual({ applied: true, seq: 2 });
+    await waitFor('cat to answer', async () => (await outputOf(daemon, echo.id)).text.split('second').length === 3);
+    // Each line twice: the terminal's echo, then cat's.
+    expect((await outputOf(daemon, echo.id)).text.split('first').length).toBe(3);
+    // The screen is rebuilt from the retained output: what was printed before the takeover is on it.
+    expect(JSON.stringify(await callDaemon(daemon, 'GET', `/v1/terminals/${echo.id}/screen`)).split('first').length).toBe(3);
+    // Output flows on under the new image.
+    const ends = await Promise.all(terminals.map(async ({ id }) => (await callDaemon(daemon, 'GET', `/v1/terminals/${id}`)).output.end as number));
+    for (const [index, { id }] of terminals.entries())
+      await waitFor('output after the takeover', async () => (await callDaemon(daemon, 'GET', `/v1/terminals/${id}`)).output.end > ends[index]! + 100);
+
+    writeFileSync(stop, '');
+    for (const [index, { id }] of terminals.entries()) {
+      const done = await callDaemon(daemon, 'GET', `/v1/terminals/${id}/done?timeoutMs=20000`);
+      expect(done.exit).toEqual({ exitCode: codes[index], signal: null });
+      const { text, ended } = await outputOf(daemon, id);
+      expect(ended).toBe(true);
+      contiguous(text);
+    }
+    await follower.stop();
+    console.log(
+      `takeover: the daemon reported ${String((after[0]!.lastTakeover as { pauseMs: number }).pauseMs)} ms from the old image's last read to the new one listening; ` +
+        `a client following by offset saw at most ${follower.longestPauseMs().toFixed(0)} ms between two chunks`,
+    );
+  });
+
+  test('a new build that fails its rehearsal leaves the old image serving, nothing lost', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const stop = join(stateDir, 'stop');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, 6));
+    await waitFor('output to flow', async () => (await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}`)).output.end > 100);
+    const before = await control(stateDir, { op: 'status' });
+    const broken = join(stateDir, 'broken.js');
+    writeFileSync(broken, "throw new Error('this build is broken');\n");
+
+    const answer = await control(stateDir, { op: 'takeover', entry: broken });
+    expect(answer).toHaveLength(1);
+    expect(String(answer[0]!.error)).toMatch(/rehearsal: it exited with status 1: .*this build is broken/s);
+
+    // The same image serves on, and the terminal's stream with it.
+    const after = await control(stateDir, { op: 'status' });
+    expect(after[0]!.imageStartedAt).toBe(before[0]!.imageStartedAt);
+    const end = (await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}`)).output.end as number;
+    await waitFor('output after the refused takeover', async () => (await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}`)).output.end > end + 100);
+    writeFileSync(stop, '');
+    const done = await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`);
+    expect(done.exit).toEqual({ exitCode: 6, signal: null });
+    contiguous((await outputOf(daemon, terminal.id)).text);
+  });
+
+  test('repeated takeovers leave no zombie and no descriptor behind', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const stop = join(stateDir, 'stop');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, 0));
+    /** The daemon's children that are zombies: each previous image's helpers (its session watcher) are collected. */
+    const zombies = (): number[] =>
+      readFileSync(`/proc/${daemon.pid}/task/${daemon.pid}/children`, 'utf8')
+        .split(' ')
+        .filter(Boolean)
+        .filter((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
+          } catch (_error) {
+            return false;
+          }
+        })
+        .map(Number);
+    const descriptors = (): number => readdirSync(`/proc/${daemon.pid}/fd`).length;
+    const counts: number[] = [];
+    for (let round = 1; round <= 5; round += 1) {
+      const outcome = await requestTakeover(stateDir);
+      expect(outcome.status).toBe(0);
+      await waitFor("the previous image's helpers to be collected", () => zombies().length === 0);
+      counts.push(descriptors());
+      console.log(`takeover ${round}: ${counts.at(-1)} descriptors, ${daemon.rssKiB()} KiB resident`);
+    }
+    expect(counts.at(-1)).toBeLessThanOrEqual(counts[0]! + 2);
+    writeFileSync(stop, '');
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
+    contiguous((await outputOf(daemon, terminal.id)).text);
+  });
+
+  test('refuses what it cannot take, saying why, and serves on', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const daemon = await spawnDaemon(['--state-dir', stateDir, '--containment', 'subreaper']);
+    const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', { argv: ['sleep', '30'], rows: 24, cols: 80 });
+    const before = await control(stateDir, { op: 'status' });
+    expect(await control(stateDir, { op: 'takeover', entry: BIN })).toEqual([{ error: 'sessions contained by subreaper are not handed over yet' }]);
+    expect(await control(stateDir, { op: 'upgrade' })).toEqual([{ error: 'op must be status or takeover' }]);
+    expect(await control(stateDir, { op: 'takeover', entry: 'bin/execworld.js' })).toEqual([
+      { error: "entry must be the absolute path of the new build's execworld entry" },
+    ]);
+    const garbage = await new Promise<string>((resolve, reject) => {
+      const socket = connect(join(stateDir, 'takeover.sock'));
+      let text = '';
+      socket.on('connect', () => socket.write('not json\n'));
+      socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+      socket.on('error', reject);
+      socket.on('close', () => resolve(text));
+    });
+    expect(JSON.parse(garbage)).toEqual({ error: 'the request is not JSON' });
+    // The same image serves on, its terminal with it.
+    expect((await control(stateDir, { op: 'status' }))[0]!.imageStartedAt).toBe(before[0]!.imageStartedAt);
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}`)).status).toBe('running');
+  });
+});
