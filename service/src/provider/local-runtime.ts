@@ -4,7 +4,15 @@
  */
 import { endAll, mergeEnvironment, runCommand, scrubEnvironment, settleAll, spawnDefaults, terminalDefaults } from '@execworld/sdk/seam';
 import type { CommandResult, RunCommandOptions, SpawnRequest, SubprocessRuntime, SubprocessSpawnSpec, TerminalSpawnRequest } from '@execworld/sdk/seam';
-import type { ExecutionProvider, ListeningSocket, ProcessExtensions, ProviderCapabilities, ShellDefaults, TerminalExtensions, TerminalHandOver } from './api.ts';
+import type {
+  ExecutionProvider,
+  ListeningSocket,
+  ProcessExtensions,
+  ProviderCapabilities,
+  ShellDefaults,
+  TerminalExtensions,
+  TerminalHandOver,
+} from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode, SessionCell } from './containment/index.ts';
 import type { LimitSupport } from './containment/containment.ts';
