@@ -67,8 +67,12 @@ describe('execworld serve', () => {
     expect(help.code).toBe(0);
     const options = help.stdout.split('\n').filter((line) => /^ {2}--/.test(line));
     expect(options.length).toBeGreaterThan(20);
+    // The one option that takes nothing: --takeover (it asks the running daemon to upgrade).
+    const flags = options.filter((line) => /^ {2}--takeover /.test(line));
+    expect(flags).toHaveLength(1);
+    for (const line of flags) expect(line).toMatch(/^ {2}--[\w-]+ {2,}\S/);
     for (const line of options) {
-      if (line.startsWith('  --help ')) continue;
+      if (line.startsWith('  --help ') || flags.includes(line)) continue;
       expect(line).toMatch(/^ {2}--[\w-]+ <(value|file)> +\S/);
     }
   });

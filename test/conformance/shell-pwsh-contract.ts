@@ -76,8 +76,11 @@ export function definePwshShellContract(name: string, make: () => Promise<ShellS
         console.log(`pwsh bytes written per run('$null'): ${plain}; after function prompt { 'X> ' }: ${prompted}`);
         // The line typed (`. $__ew_run`, drawn key by key), the markers, the prompt and its cursor query.
         expect(plain).toBeLessThan(1024);
-        // The user's prompt text ('X> ' instead of ' ') is drawn where the hook's was; the 2 are the mean's edge.
-        expect(prompted).toBeLessThanOrEqual(plain + 'X> '.length + 2);
+        // The user's prompt text ('X> ' instead of ' ') is drawn where the hook's was. The 8 are the mean's edge: a
+        // prompt's bytes that land on either side of an answer, and PSReadLine's occasional redraw of a few bytes
+        // when the machine is busy (one such in 20 runs is 0.2 bytes of the mean); a redraw of the line per run
+        // would be tens of bytes.
+        expect(prompted).toBeLessThanOrEqual(plain + 'X> '.length + 8);
         expect((await shell.run('Write-Output still')).output).toBe('still\n');
       } finally {
         terminal.output.off('data', count);
