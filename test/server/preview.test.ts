@@ -160,6 +160,15 @@ describe('preview URLs', () => {
     expect(await refusal({ authorization: `Bearer ${otherScope}` })).toBe(403);
   });
 
+  test('the app reaches nothing of the origin beyond its prefix: no wider service worker, no wipe, its cookies under the prefix', async () => {
+    const response = await fetch(`${daemon.url}${prefix}/claim`, { headers: { authorization: `Bearer ${ALICE}` } });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe('claimed');
+    expect(response.headers.get('service-worker-allowed')).toBeNull();
+    expect(response.headers.get('clear-site-data')).toBeNull();
+    expect(response.headers.getSetCookie()).toEqual([`app=1; Path=${prefix}/`, `deep=2; Path=${prefix}/v1/ui; HttpOnly`, 'plain=3']);
+  });
+
   test("a preview's WebSocket closes when its minted token is revoked, and the token reaches the port no more", async () => {
     const { id, token } = await mintWithId({ access: 'write', port: appPort });
     const socket = new WebSocket(`${daemon.url.replace(/^http/, 'ws')}${prefix}/echo?token=${encodeURIComponent(token)}`);

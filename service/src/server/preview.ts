@@ -196,12 +196,39 @@ function upstreamHeaders(request: IncomingMessage, forwarded: Forwarded, upgrade
 function downstreamHeaders(response: IncomingMessage, prefix: string): OutgoingHttpHeaders {
   const headers: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(response.headers)) {
-    if (value === undefined || HOP_BY_HOP.has(name)) continue;
+    if (value === undefined || HOP_BY_HOP.has(name) || BEYOND_THE_PREFIX.has(name)) continue;
     headers[name] = value;
   }
+  const cookies = response.headers['set-cookie']?.flatMap((cookie) => appCookie(cookie, prefix) ?? []);
+  if (cookies !== undefined) headers['set-cookie'] = cookies;
   const location = response.headers.location;
   if (location?.startsWith('/') === true && !location.startsWith('//')) headers.location = `${prefix}${location}`;
   return headers;
+}
+
+/**
+ * Answer headers of an app that would reach beyond its prefix on the daemon's origin, which it shares: a service
+ * worker allowed a wider scope than its script's path could control the `/ui` page (and read the token typed into
+ * it); Clear-Site-Data would wipe the origin's storage, the browser view's included.
+ */
+const BEYOND_THE_PREFIX = new Set(['service-worker-allowed', 'clear-site-data']);
+
+/**
+ * An app's cookie as the browser gets it through the preview: its path moved under the prefix (as a reverse proxy
+ * rewrites a cookie's path), so it reaches no other path of the daemon's origin; undefined for a cookie of the
+ * daemon's own name, which an app may not set or replace.
+ */
+function appCookie(cookie: string, prefix: string): string | undefined {
+  const [pair = '', ...attributes] = cookie.split(';');
+  if (pair.split('=')[0]!.trim() === PREVIEW_COOKIE) return undefined;
+  const kept = attributes.map((attribute) => {
+    const [name = '', ...value] = attribute.split('=');
+    if (name.trim().toLowerCase() !== 'path') return attribute;
+    const path = value.join('=').trim();
+    return path === prefix || path.startsWith(`${prefix}/`) ? attribute : ` Path=${prefix}${path.startsWith('/') ? path : `/${path}`}`;
+  });
+  // A cookie without a path takes the request's directory, which is under the prefix already.
+  return [pair, ...kept].join(';');
 }
 
 /** One proxied WebSocket: the browser's socket and the app's, ended together. */
