@@ -181,6 +181,14 @@ interface Run {
   readonly session: ShellSession;
   /** Measures the run, where its terminal can: a local runtime's in a cgroup reads it, a remote one's asks the daemon. */
   readonly meter: UsageMeter | AskingUsageMeter | undefined;
+  /** The token of the input wait the last answer proved, where the terminal names one. */
+  waitToken?: string | undefined;
+  /**
+   * The wait a send answered: input written to it may not have reached the program yet (the kernel hands a pty's
+   * input to its reader from a work queue), so until the program has run, the same wait, by its token, is still
+   * there. It is no answer to the send; a new wait (a new token) or the run's end is.
+   */
+  answeredWait?: string | undefined;
 }
 
 export class PersistentShell {
@@ -255,6 +263,7 @@ export class PersistentShell {
     return this.#exclusive(async () => {
       const run = this.#openRun('send');
       const startedAt = performance.now();
+      run.answeredWait = run.waitToken;
       await run.session.write(input);
       return this.#answer(startedAt, options);
     });
@@ -442,10 +451,15 @@ export class PersistentShell {
         if (settled || probing) return;
         probing = true;
         try {
-          const facts = (await session.terminal.inspectForeground()) as { processGroupId: number; inputWaiting: boolean; command?: string } | undefined;
+          const facts = (await session.terminal.inspectForeground()) as
+            { processGroupId: number; inputWaiting: boolean; inputWaitToken?: string; command?: string } | undefined;
           if (settled || check()) return;
           // The shell's own group counts once it took the run's line: a builtin such as `read` waits there.
-          if (facts?.inputWaiting === true && (facts.processGroupId !== session.terminal.pid || capture.started)) {
+          const waiting = facts?.inputWaiting === true && (facts.processGroupId !== session.terminal.pid || capture.started);
+          // The wait the input was sent to, not yet woken by it, is not a wait again.
+          if (waiting && (facts.inputWaitToken === undefined || facts.inputWaitToken !== run.answeredWait)) {
+            run.waitToken = facts.inputWaitToken;
+            run.answeredWait = undefined;
             finish('waiting_for_input', { processGroupId: facts.processGroupId, command: facts.command });
             return;
           }
