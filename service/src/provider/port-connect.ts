@@ -21,7 +21,6 @@
 import { connect, type Socket } from 'node:net';
 import type { RunAs } from './run-as.ts';
 import { FsFailure } from './fs/fs-error.ts';
-import { UserWorkers } from './fs/worker-files.ts';
 
 /** A connection that could not be made: the errno (ECONNREFUSED, ETIMEDOUT, …) and the system's message. */
 export class PortConnectError extends Error {
@@ -36,23 +35,35 @@ export class PortConnectError extends Error {
 }
 
 /**
- * The workers connections are made by: the daemon's own (see
- * {@link connectThrough}), so that a user's files and connections are one
- * process of that user's; without a daemon's, workers of this module's own,
- * started at a user's first connection.
+ * What makes a mapped owner's connections: the workers of the users owners run
+ * as (fs/worker-files.ts's UserWorkers, which this module does not import: the
+ * workers' calls are typed by provider/api.ts, which re-exports this module).
  */
-let bound: UserWorkers | undefined;
-let own: UserWorkers | undefined;
+export interface ConnectingWorkers {
+  /** The worker of `user`; undefined when `user` is this process's own. */
+  of(user: RunAs): { call(method: 'connect', port: number): Promise<Socket> } | undefined;
+}
+
+/** The daemon's workers (see {@link connectThrough}), so that a user's files and connections are one process of that user's. */
+let bound: ConnectingWorkers | undefined;
+/** Without a daemon's, workers of this module's own, made at a mapped owner's first connection by what {@link connectWithout} was given. */
+let own: ConnectingWorkers | undefined;
+let makeOwn: (() => ConnectingWorkers) | undefined;
 
 /**
  * Makes `workers` the ones that make the connections of mapped owners.
  * @returns what undoes it (when the daemon that owns them closes).
  */
-export function connectThrough(workers: UserWorkers): () => void {
+export function connectThrough(workers: ConnectingWorkers): () => void {
   bound = workers;
   return () => {
     if (bound === workers) bound = undefined;
   };
+}
+
+/** How the workers of this module's own are made (worker-files.ts says, as it loads). */
+export function connectWithout(make: () => ConnectingWorkers): void {
+  makeOwn = make;
 }
 
 /**
@@ -63,7 +74,9 @@ export function connectThrough(workers: UserWorkers): () => void {
  */
 export async function connectToPort(runAs: RunAs | undefined, port: number): Promise<Socket> {
   if (runAs === undefined || runAs.uid === process.getuid?.()) return await connectHere(port);
-  const worker = (bound ?? (own ??= new UserWorkers())).of(runAs);
+  const workers = bound ?? (own ??= makeOwn?.());
+  if (workers === undefined) throw new PortConnectError(port, 'EIO', `no worker makes the connections of user ${runAs.name}`);
+  const worker = workers.of(runAs);
   if (worker === undefined) return await connectHere(port);
   try {
     const socket = await worker.call('connect', port);
