@@ -110,7 +110,6 @@ describe('the packed tarballs', () => {
         'package/bin/execworld.js',
         'package/bin/entry.js',
         'package/bin/file-worker.js',
-        'package/bin/port-connector.js',
         'package/bin/session-watcher.js',
         'package/dist/cli.js',
         'package/dist/provider/containment/session-watcher.js',

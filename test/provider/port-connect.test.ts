@@ -4,11 +4,23 @@
  * uid column of /proc/net/tcp is the uid stamped on the socket when it was
  * made, which is what an iptables owner rule matches.
  */
+import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { connectToPort, PortConnectError } from '../../service/src/provider/port-connect.ts';
+import { UserWorkers } from '../../service/src/provider/fs/worker-files.ts';
+import { connectThrough, connectToPort, PortConnectError } from '../../service/src/provider/port-connect.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
-import { socketUid } from '../helpers/proc.ts';
+import { socketUid, treePids } from '../helpers/proc.ts';
+
+/** The real uid of a process, from the Uid line of its /proc/<pid>/status (undefined once it is gone). */
+function realUid(pid: number): number | undefined {
+  try {
+    const line = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    return line === null ? undefined : Number(line[1]);
+  } catch (_error) {
+    return undefined;
+  }
+}
 
 /** A server that answers each connection with its peer's uid, as the kernel's table says, then echoes. */
 async function uidServer(): Promise<{ server: Server; port: number }> {
@@ -69,7 +81,7 @@ describe('connectToPort', () => {
       socket.write('ping\n');
       expect(await echoed).toContain('ping');
       socket.destroy();
-      // A second connection reuses the user's connector and is the user's too.
+      // A second connection reuses the user's worker and is the user's too.
       const again = await connectToPort(user, port);
       expect(await firstLine(again)).toBe(`uid ${user.uid}`);
       again.destroy();
@@ -81,6 +93,29 @@ describe('connectToPort', () => {
       await new Promise((resolve) => server.close(resolve));
       const refused = await connectToPort(user, port).catch((error: unknown) => error);
       expect((refused as PortConnectError).errno).toBe('ECONNREFUSED');
+    });
+
+    it("serves the user's files and connections from one process of that user", async () => {
+      const user = users.make();
+      const started: number[] = [];
+      const workers = new UserWorkers({}, (pid) => started.push(pid));
+      const unbind = connectThrough(workers);
+      try {
+        const { server, port } = await uidServer();
+        servers.push(server);
+        expect(await workers.of(user)!.call('lstat', undefined, '/', {})).toBeDefined();
+        const socket = await connectToPort(user, port);
+        expect(await firstLine(socket)).toBe(`uid ${user.uid}`);
+        socket.destroy();
+        // Every process under this one that runs as the user: the worker that served both, and nothing else.
+        const ofUser = treePids(process.pid).filter((pid) => realUid(pid) === user.uid);
+        console.log(`processes of user ${user.name}: ${ofUser.join(', ')} (worker ${started.join(', ')})`);
+        expect(started).toHaveLength(1);
+        expect(ofUser).toEqual(started);
+      } finally {
+        unbind();
+        await workers.close();
+      }
     });
   });
 });

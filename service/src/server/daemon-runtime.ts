@@ -13,6 +13,7 @@ import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { HostFiles, type HostFilesOptions } from '../provider/fs/host-files.ts';
 import { StageRecords } from '../provider/fs/stage-records.ts';
 import { UserWorkers } from '../provider/fs/worker-files.ts';
+import { connectThrough } from '../provider/port-connect.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
 import { adoptPreviousImageCgroups } from '../provider/containment/cgroup.ts';
@@ -92,8 +93,9 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     setCgroup: (directory) => journal?.setCgroup(directory),
     record: (key, members) => journal?.record(key, members),
   };
-  // One worker per OS user owners run as, serving both their files and the checks their spawns make as them.
+  // One worker per OS user owners run as, serving their files, the checks their spawns make as them, and their connections to ports.
   const users = new UserWorkers(hostFilesOptions(config), (pid) => containment.helperStarted?.(pid));
+  const unbindConnections = connectThrough(users);
   const spill = spillDirectory(config);
   const stages = new StageRecords(join(stateDir, 'stages'));
   const runtime = new LocalRuntime({
@@ -161,6 +163,7 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     if (removed.length > 0 || left.length > 0) log.info({ removed, left }, 'removed the upload stages a previous daemon left');
   };
   const close = (): void => {
+    unbindConnections();
     journal?.close();
     watcher?.close();
   };

@@ -5,11 +5,13 @@
  * serves a call, so the kernel checks every open, write and rename as that
  * user would make it. It also answers, as the user, what a spawn of the
  * owner's would find (its working directory, its program) and where an
- * executable of the owner's is. The daemon calls it over the IPC channel (see
+ * executable of the owner's is, and makes the user's TCP connections to ports
+ * in the world (see port-connect.ts). The daemon calls it over the IPC channel (see
  * worker-files.ts): plain calls, byte streams pulled a chunk per call, and
  * sinks written a chunk per call, so memory stays bounded both sides.
  * @module
  */
+import { connect, Socket } from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 import type { PackSkips } from '@execworld/sdk/fs';
 import { ProviderError } from '../errors.ts';
@@ -164,6 +166,18 @@ const METHODS: WorkerTable = {
       throw error;
     }
   },
+  connect: (port) =>
+    new Promise((resolve, reject) => {
+      // Made here, after the drop: the socket is stamped with the user's uid, which travels with its descriptor.
+      const socket = connect({ host: '127.0.0.1', port });
+      // Not a byte is read here: a server that speaks first (a banner) is read by the daemon, from the first byte.
+      socket.pause();
+      socket.once('connect', () => {
+        socket.removeAllListeners('error');
+        resolve(socket);
+      });
+      socket.once('error', (error: NodeJS.ErrnoException) => reject(new FsFailure('FS_IO_ERROR', error.message, { errno: error.code ?? 'EIO' })));
+    }),
   sinkWrite: (id, chunk) => {
     const { input, result } = held(sinks, id);
     // A consumer that failed (an offset that is not the upload's, a directory that is not one) fails the write, which would wait for it forever.
@@ -193,8 +207,8 @@ function invoke<M extends WorkerMethod>(request: WorkerRequestOf<M>): WorkerAnsw
   return method(...request.args);
 }
 
-function reply(message: WorkerReply): void {
-  process.send!(message);
+function reply(message: WorkerReply, handle?: Socket): void {
+  process.send!(message, handle);
 }
 
 process.on('message', (message: WorkerRequest) => {
@@ -203,7 +217,10 @@ process.on('message', (message: WorkerRequest) => {
       if (!Object.hasOwn(METHODS, message.method)) throw new FsFailure('FS_IO_ERROR', `the file worker has no call ${String(message.method)}`);
       // Only the first call, which drops to the user, is taken as root.
       if (message.method !== 'become' && process.getuid?.() === 0) throw new FsFailure('FS_IO_ERROR', 'the file worker still runs as root');
-      reply({ id: message.id, ok: true, value: await invoke(message) });
+      const value = await invoke(message);
+      // A socket crosses as the reply's handle, not its value; this process's descriptor closes once it is sent.
+      if (value instanceof Socket) reply({ id: message.id, ok: true, value: undefined }, value);
+      else reply({ id: message.id, ok: true, value });
     } catch (error) {
       const failure = error instanceof FsFailure ? error : undefined;
       reply({

@@ -1,11 +1,13 @@
 /**
  * The daemon's side of a file worker (file-worker.ts): one process per OS
  * user that owners run as, started at its first call, serving that user's
- * views and transfer calls. A worker that dies fails the calls it had and is
+ * views and transfer calls and making the user's connections to ports
+ * (port-connect.ts). A worker that dies fails the calls it had and is
  * started again by the next one.
  * @module
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type {
@@ -22,6 +24,7 @@ import type {
   PackSkips,
 } from '@execworld/sdk/fs';
 import type { OwnerFiles } from '../api.ts';
+import { connectWithout } from '../port-connect.ts';
 import { isWithin } from './anchor.ts';
 import { checkAborted, FsFailure, type TransferErrorCode } from './fs-error.ts';
 import type { FileDigest, OpenContent, OwnerTransfer, Unpacked, UploadStage } from '../api.ts';
@@ -92,11 +95,16 @@ export class FileWorker {
     });
     this.#child = child;
     if (child.pid !== undefined) this.#started?.(child.pid);
-    child.on('message', (message: WorkerReply) => {
+    child.on('message', (message: WorkerReply, handle: unknown) => {
       const pending = this.#pending.get(message.id);
-      if (pending === undefined) return;
+      if (pending === undefined) {
+        // A connection nobody waits for any more is closed, not leaked.
+        if (handle instanceof Socket) handle.destroy();
+        return;
+      }
       this.#pending.delete(message.id);
-      if (message.ok) pending.resolve(message.value);
+      // A connect call's socket arrives as the message's handle (see worker-protocol.ts).
+      if (message.ok) pending.resolve(handle instanceof Socket ? handle : message.value);
       else pending.reject(new FsFailure(message.error.code as TransferErrorCode, message.error.message, { errno: message.error.errno }));
     });
     const gone = (why: string): void => {
@@ -151,7 +159,8 @@ export class FileWorker {
 /**
  * The workers of a daemon, one per OS user (uid and gid) its owners run as,
  * each started at its first call: shared by the files (every filesystem call
- * of such an owner) and the provider (the checks a spawn makes as the user).
+ * of such an owner), the provider (the checks a spawn makes as the user) and
+ * the connections to ports (port-connect.ts, which the daemon binds to these).
  */
 export class UserWorkers {
   readonly #options: object;
@@ -186,6 +195,9 @@ export class UserWorkers {
     await Promise.all(workers.map((worker) => worker.close()));
   }
 }
+
+// A mapped owner's connections made with no daemon's workers bound (a provider on its own) are made by workers of their own.
+connectWithout(() => new UserWorkers());
 
 /**
  * A stream of the worker's, pulled a chunk per call: the next chunk is asked

@@ -8,10 +8,14 @@
  * an {@link OwnerTransfer} one, with the owner's root first. What cannot
  * cross the channel crosses as a number the worker holds it by: an open file,
  * a stream pulled a chunk per call, an upload's stage, a sink written a chunk
- * per call. The daemon's side (worker-files.ts) sends only these calls, and
+ * per call. One answer crosses as a handle beside its message: the socket of
+ * `connect`, whose descriptor Node passes with SCM_RIGHTS (the advanced
+ * serialization carries a handle as the JSON one does). The daemon's side
+ * (worker-files.ts) sends only these calls, and
  * the worker's table implements exactly them, both checked by the compiler.
  * @module
  */
+import type { Socket } from 'node:net';
 import type { PackSkips } from '@execworld/sdk/fs';
 import type { OpenContent, OwnerFiles, OwnerTransfer, Unpacked, UploadStage } from '../api.ts';
 
@@ -107,6 +111,13 @@ export interface WorkerCalls {
   launchCheck(file: string, env: Record<string, string>, cwd: string): Promise<WorkerFailure | undefined>;
   /** Where `command` is on the user's PATH, or why it cannot be found. */
   resolveExecutable(command: string, env: Record<string, string>): Promise<{ readonly path: string } | { readonly failure: WorkerFailure }>;
+
+  /**
+   * A TCP connection to 127.0.0.1:`port` made as the user (see
+   * port-connect.ts), paused: its socket is sent as the reply's handle, and a
+   * failure carries the errno.
+   */
+  connect(port: number): Promise<Socket>;
 }
 
 export type WorkerMethod = keyof WorkerCalls;
