@@ -175,6 +175,9 @@ class ShellSession {
   }
 }
 
+/** Whether `input` wakes a reader of the terminal whatever its mode: it holds a line's end (Enter types \r), or Ctrl-D. */
+const wakesAReader = (input: string): boolean => input.includes('\r') || input.includes('\n') || input.includes('\u0004');
+
 /** The state of the run in progress, across the calls that answer it. */
 interface Run {
   readonly capture: RunCapture;
@@ -184,9 +187,11 @@ interface Run {
   /** The token of the input wait the last answer proved, where the terminal names one. */
   waitToken?: string | undefined;
   /**
-   * The wait a send answered: input written to it may not have reached the program yet (the kernel hands a pty's
-   * input to its reader from a work queue), so until the program has run, the same wait, by its token, is still
-   * there. It is no answer to the send; a new wait (a new token) or the run's end is.
+   * The wait a send of a line answered: input written to it may not have reached the program yet (the kernel hands
+   * a pty's input to its reader from a work queue), so until the program has run, the same wait, by its token, is
+   * still there. It is no answer to the send; a new wait (a new token) or the run's end is. Only for input that ends
+   * a line (or is an end of file): a line wakes a reader in either terminal mode, while part of a line leaves a
+   * reader in canonical mode asleep in the same wait, which then is the answer.
    */
   answeredWait?: string | undefined;
 }
@@ -263,7 +268,7 @@ export class PersistentShell {
     return this.#exclusive(async () => {
       const run = this.#openRun('send');
       const startedAt = performance.now();
-      run.answeredWait = run.waitToken;
+      run.answeredWait = wakesAReader(input) ? run.waitToken : undefined;
       await run.session.write(input);
       return this.#answer(startedAt, options);
     });
