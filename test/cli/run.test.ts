@@ -130,7 +130,9 @@ describe('execworld run', () => {
     // Consecutive but at the holes: a hole may cut a line, which breaks the run of numbers on both of its sides.
     const breaks = numbers.filter((value, index) => index > 0 && value !== numbers[index - 1]! + 1).length + (numbers[0] === 1 ? 0 : 1);
     expect(breaks).toBeLessThanOrEqual(2 * dropped.length);
-    expect(numbers.every((value) => Number.isInteger(value) && value >= 1 && value <= 300000)).toBe(true);
+    // A hole may also join the start of one line to the end of another: at most one line per hole is none of seq's.
+    const strays = numbers.filter((value) => !(Number.isInteger(value) && value >= 1 && value <= 300000));
+    expect(strays.length).toBeLessThanOrEqual(dropped.length);
     if (dropped.length === 0) expect(numbers).toHaveLength(300000);
     console.log(
       `seq 1 300000 through run: ${numbers.length} lines shown, ${dropped.reduce((sum, bytes) => sum + bytes, 0)} bytes dropped in ${dropped.length} holes`,
