@@ -19,7 +19,7 @@ import type { SubprocessOutcome, SubprocessTerminalSignal } from '@execworld/sdk
 import { retryableOnce } from '@execworld/sdk/seam';
 import type { SessionCell } from '../containment/containment.ts';
 import { CleanupError, ProviderError } from '../errors.ts';
-import { BaseTerminal, promised, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
+import { BaseTerminal, type TerminalForeground, type TerminalOptions } from '../host-terminal.ts';
 import { sessionRows, type ProcessInspector, type ProcessRow, type TerminalDevice } from '../inspect/inspector.ts';
 import { PtyClosedError, UnixPty, type PtyExit } from './pty.ts';
 import { QueryScanner } from '../query-scanner.ts';
@@ -177,8 +177,10 @@ export class LocalTerminal extends BaseTerminal {
     return undefined;
   }
 
-  inspectForeground(): Promise<TerminalForeground | undefined> {
-    return promised(() => this.#foreground());
+  /** Asked right after the create, this waits (as a signal does) for the child to take the terminal, so it never answers "no foreground" for a program that has not yet started. */
+  async inspectForeground(): Promise<TerminalForeground | undefined> {
+    if (!this.#hadForeground) await this.foregroundGroup();
+    return this.#foreground();
   }
 
   /** Only the group is needed: no process-table scan and no input-wait probe on the way to the signal. */
