@@ -217,7 +217,8 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'terminal.resize': (ctx, params) => {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
     session.resize(params.rows, params.cols);
-    return session.info();
+    // On the interactive path: the answer leaves out the usage, which reading the session's cgroups would delay.
+    return session.info({ usage: false });
   },
   'terminal.foreground': async (ctx, params) => {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
