@@ -6,10 +6,11 @@
  * rehearsal leaves the old image serving, with nothing lost.
  */
 import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
@@ -198,6 +199,41 @@ describe('serve --takeover', { timeout: 120_000 }, () => {
       `takeover: the daemon reported ${String((after[0]!.lastTakeover as { pauseMs: number }).pauseMs)} ms from the old image's last read to the new one listening; ` +
         `a client following by offset saw at most ${follower.longestPauseMs().toFixed(0)} ms between two chunks`,
     );
+  });
+
+  test('keeps an upload under way: the bytes sent before go on from their offset, and the file is published whole', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const target = join(mkdtempSync(join(tmpdir(), 'execworld-upload-')), 'file.bin');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const bytes = randomBytes(3 * 1024 * 1024 + 17);
+    const half = 1024 * 1024 + 5;
+    const upload = await callDaemon(daemon, 'POST', '/v1/files/uploads', { path: target });
+    const put = async (offset: number, body: Buffer): Promise<{ offset: number }> => {
+      const response = await fetch(`${daemon.url}/v1/files/uploads/${upload.id}?offset=${offset}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/octet-stream' },
+        body,
+      });
+      expect(response.status).toBe(200);
+      return (await response.json()) as { offset: number };
+    };
+    expect((await put(0, bytes.subarray(0, half))).offset).toBe(half);
+
+    const outcome = await requestTakeover(stateDir);
+    expect(outcome.stderr).toBe('');
+    expect(outcome.status).toBe(0);
+
+    // The new image knows the upload and where it stands; the sender goes on from there.
+    expect(await callDaemon(daemon, 'GET', `/v1/files/uploads/${upload.id}`)).toMatchObject({ id: upload.id, offset: half });
+    expect((await put(half, bytes.subarray(half))).offset).toBe(bytes.length);
+    const digest = await callDaemon(daemon, 'POST', `/v1/files/uploads/${upload.id}/complete`, {
+      size: bytes.length,
+      sha256: createHash('sha256').update(bytes).digest('hex'),
+    });
+    expect(digest).toMatchObject({ size: bytes.length });
+    expect(readFileSync(target).equals(bytes)).toBe(true);
+    // Published: its stage is gone from beside the target.
+    expect(readdirSync(dirname(target))).toEqual(['file.bin']);
   });
 
   test('a new build that fails its rehearsal leaves the old image serving, nothing lost', async ({ spawnDaemon }) => {

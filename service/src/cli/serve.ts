@@ -238,6 +238,7 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
       // Recovery runs first (onReady): it leaves this process's own record and cgroup alone.
       await app.ready();
       registry.adoptSessions(adopted.terminals);
+      daemon.uploads.adopt(adopted.uploads ?? [], daemon.parts.files);
       // The socket the previous image listened on, inherited across the exec, with the connections its backlog holds.
       address = await app.listen({ host: config.host, fd: adopted.listenFd } as unknown as { host: string; port: number });
       rmSync(takeover.kind === 'adopt' ? takeover.path : '', { force: true });

@@ -191,6 +191,26 @@ export interface UploadStage {
   append(offset: number, body: Readable, signal: AbortSignal | undefined): Promise<number>;
   complete(expected: { size?: number | undefined; sha256?: string | undefined }): Promise<FileDigest>;
   discard(): Promise<void>;
+  /**
+   * For a takeover: what the next image of the daemon rebuilds the stage from,
+   * its descriptors to keep across the exec among it; undefined when it cannot
+   * be handed over (a worker's, or one over). The stage itself is left as it is.
+   */
+  handOver?(): UploadStageRecord | undefined;
+}
+
+/** An upload's stage as the previous image of the daemon held it (see {@link UploadStage.handOver}). */
+export interface UploadStageRecord {
+  readonly path: string;
+  readonly identity: StageIdentity;
+  /** The target's directory: the descriptor that holds it, and its real path. */
+  readonly directory: { readonly fd: number; readonly real: string };
+  /** The target's name in it. */
+  readonly name: string;
+  /** The stage directory: its name, the descriptor that holds it, and its real path. */
+  readonly stage: { readonly name: string; readonly fd: number; readonly real: string };
+  readonly overwrite: boolean;
+  readonly mode?: number | undefined;
 }
 
 /** The transfer calls of one owner's view of the world. */
@@ -200,6 +220,8 @@ export interface OwnerTransfer {
   rename(from: string, to: string, options: { cwd?: string | undefined; overwrite: boolean }, signal?: AbortSignal): Promise<{ path: string }>;
   digest(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<FileDigest>;
   stageUpload(path: string, options: { cwd?: string | undefined; overwrite: boolean; mode?: number | undefined }): Promise<UploadStage>;
+  /** The stage the previous image of the daemon handed over (a takeover), on the descriptors the exec kept. Absent where stages cannot be. */
+  adoptUpload?(record: UploadStageRecord): UploadStage;
   pack(path: string, options: { cwd?: string | undefined }, signal?: AbortSignal): Promise<PackedArchive>;
   unpack(path: string, options: { cwd?: string | undefined }, body: Readable, signal?: AbortSignal): Promise<Unpacked>;
 }

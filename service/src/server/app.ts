@@ -27,6 +27,7 @@ import { registerRestRoutes } from './rest-routes.ts';
 import { registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
 import type { DaemonImage } from './image.ts';
+import type { UploadRegistry } from './uploads.ts';
 import { registerUi } from './ui.ts';
 import { PreviewTunnels, previewToken, registerPreview } from './preview.ts';
 import { connectToPort } from '../provider/api.ts';
@@ -87,8 +88,10 @@ export interface Daemon {
   readonly grants: LiveGrants;
   /** The WebSockets open through previews. */
   readonly tunnels: PreviewTunnels;
-  /** What a takeover tells before its exec and after one that did not happen. */
-  readonly parts: Pick<DaemonParts, 'handOver' | 'resumeAfterHandOver'>;
+  /** What a takeover tells before its exec and after one that did not happen, and the world's files its uploads are adopted on. */
+  readonly parts: Pick<DaemonParts, 'handOver' | 'resumeAfterHandOver' | 'files'>;
+  /** The uploads under way, which a takeover hands over. */
+  readonly uploads: UploadRegistry;
 }
 
 /** Per-request lines at debug: a terminal's keystrokes and long polls are requests too. */
@@ -326,5 +329,5 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub, bodies, grants: parts.grants, tunnels, parts };
+  return { app, registry, hub, bodies, grants: parts.grants, tunnels, parts, uploads: parts.uploads };
 }

@@ -357,7 +357,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'fs.remove': (ctx, params) => ctx.transfer().remove(params.path, params, ctx.signal),
   'fs.rename': (ctx, params) => ctx.transfer().rename(params.from, params.to, params, ctx.signal),
   'fs.digest': (ctx, params) => ctx.transfer().digest(params.path, params, ctx.signal),
-  'upload.create': (ctx, params) => ctx.uploads.create(ctx.principal.owner, ctx.transfer(), params),
+  'upload.create': (ctx, params) => ctx.uploads.create(ctx.principal.owner, ctx.transfer(), params, ctx.principal.root),
   'port.connect': (ctx, params) => {
     if (ctx.registry.shuttingDown) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
     return ctx.forwards.connect(ctx.principal, params.port);

@@ -58,6 +58,22 @@ const TerminalRecord = z.object({
   ended: z.object({ exit: Exit, exitedAt: z.string(), finishedAt: z.string() }).optional(),
 });
 
+/** An upload under way: its bytes are on disk, its target's directory and its stage held by descriptors the exec keeps. */
+const UploadRecord = z.object({
+  id: z.string().regex(/^u_[\w-]+$/),
+  owner: z.string(),
+  root: z.string().optional(),
+  stage: z.object({
+    path: z.string(),
+    identity: z.object({ directory: z.string(), name: z.string(), dev: z.string(), ino: z.string() }),
+    directory: z.object({ fd: z.number().int().min(3), real: z.string() }),
+    name: z.string().min(1),
+    stage: z.object({ name: z.string().min(1), fd: z.number().int().min(3), real: z.string() }),
+    overwrite: z.boolean(),
+    mode: z.number().int().nonnegative().optional(),
+  }),
+});
+
 export const TakeoverState = z.object({
   version: z.literal(TAKEOVER_STATE_VERSION),
   /** The daemon's pid, which the exec keeps. */
@@ -71,6 +87,8 @@ export const TakeoverState = z.object({
   /** The listening socket's descriptor. */
   listenFd: z.number().int().min(3),
   terminals: z.array(TerminalRecord),
+  /** Uploads under way (absent: none, or a previous image that handed over none). */
+  uploads: z.array(UploadRecord).optional(),
 });
 
 export type TakeoverState = z.infer<typeof TakeoverState>;

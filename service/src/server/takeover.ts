@@ -199,6 +199,7 @@ function stateOf(options: TakeoverControlOptions, listenFd: number, stopReading:
     takeovers: options.image.facts.takeovers,
     listenFd,
     terminals: options.daemon.registry.takeoverRecords(stopReading),
+    uploads: options.daemon.uploads.takeoverRecords(),
   };
 }
 
@@ -232,7 +233,8 @@ async function takeOver(options: TakeoverControlOptions, entry: string, socket: 
     const state = stateOf(options, listenFd, true);
     statePath = writeTakeoverState(options.stateDir, state);
     // Standard input, output and error too: they are close-on-exec here, and the new image logs to its standard output.
-    for (const fd of [0, 1, 2, listenFd, ...state.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.fd]))]) {
+    const uploads = (state.uploads ?? []).flatMap((record) => [record.stage.directory.fd, record.stage.stage.fd]);
+    for (const fd of [0, 1, 2, listenFd, ...state.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.fd])), ...uploads]) {
       calls.keepAcrossExec(fd);
       kept.push(fd);
     }

@@ -10,7 +10,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import type { FileDigest, OwnerTransfer, UploadStage } from '../provider/api.ts';
+import type { FileDigest, FileProvider, OwnerTransfer, UploadStage, UploadStageRecord } from '../provider/api.ts';
 import { ServiceError } from './errors.ts';
 
 export interface UploadView {
@@ -21,6 +21,8 @@ export interface UploadView {
 
 interface Entry {
   readonly owner: string;
+  /** The root the owner's files are confined to, whose transfer a takeover's next image adopts the stage with. */
+  readonly root: string | undefined;
   readonly stage: UploadStage;
   /** The end of the last call queued on this upload. */
   turn: Promise<unknown>;
@@ -36,6 +38,14 @@ export interface UploadRegistryOptions {
   readonly idleMs: number;
 }
 
+/** An upload as the previous image of the daemon held it (a takeover); its bytes are on disk, its stage held by descriptors the exec kept. */
+export interface UploadRecord {
+  readonly id: string;
+  readonly owner: string;
+  readonly root?: string | undefined;
+  readonly stage: UploadStageRecord;
+}
+
 export class UploadRegistry {
   readonly #entries = new Map<string, Entry>();
   readonly #options: UploadRegistryOptions;
@@ -49,6 +59,7 @@ export class UploadRegistry {
     owner: string,
     transfer: OwnerTransfer,
     params: { path: string; cwd?: string | undefined; overwrite: boolean; mode?: number | undefined },
+    root?: string,
   ): Promise<UploadView> {
     if (this.#closed) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
     const open = [...this.#entries.values()].filter((entry) => entry.owner === owner).length;
@@ -61,10 +72,46 @@ export class UploadRegistry {
       throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
     }
     const id = `u_${randomBytes(16).toString('base64url')}`;
-    const entry: Entry = { owner, stage, turn: Promise.resolve(), idle: undefined, lastUsed: Date.now() };
+    const entry: Entry = { owner, root, stage, turn: Promise.resolve(), idle: undefined, lastUsed: Date.now() };
     this.#entries.set(id, entry);
     this.#touch(id, entry);
     return { id, path: stage.path, offset: 0 };
+  }
+
+  /**
+   * For a takeover: the uploads the next image of the daemon can go on with,
+   * each stage's descriptors among it (see {@link UploadStage.handOver}).
+   * Bytes an append was receiving at the exec are kept as far as they reached
+   * the file; the sender reads the offset back and resumes, as after any cut.
+   * An upload whose stage cannot be handed over (an owner's that runs as
+   * another user, staged by that user's worker) is not kept: its sender gets
+   * NOT_FOUND and begins again. Nothing is changed here.
+   */
+  takeoverRecords(): UploadRecord[] {
+    const records: UploadRecord[] = [];
+    for (const [id, entry] of this.#entries) {
+      const stage = entry.stage.handOver?.();
+      if (stage !== undefined) records.push({ id, owner: entry.owner, ...(entry.root === undefined ? {} : { root: entry.root }), stage });
+    }
+    return records;
+  }
+
+  /** Takes the uploads the previous image handed over, each on its owner's transfer; each idles from now. */
+  adopt(records: readonly UploadRecord[], files: FileProvider): void {
+    for (const record of records) {
+      const transfer = files.transfer({ root: record.root });
+      if (transfer.adoptUpload === undefined) continue;
+      const entry: Entry = {
+        owner: record.owner,
+        root: record.root,
+        stage: transfer.adoptUpload(record.stage),
+        turn: Promise.resolve(),
+        idle: undefined,
+        lastUsed: Date.now(),
+      };
+      this.#entries.set(record.id, entry);
+      this.#touch(record.id, entry);
+    }
   }
 
   /** The upload's offset once every call before this one ended. */

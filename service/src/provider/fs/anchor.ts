@@ -8,7 +8,7 @@
  * anchor is the real path checked just before use.
  * @module
  */
-import { constants } from 'node:fs';
+import { close, constants, fstat } from 'node:fs';
 import { lstatSync, realpathSync, statSync, type BigIntStats } from 'node:fs';
 import { lstat, mkdir, open, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, normalize, sep } from 'node:path';
@@ -31,6 +31,8 @@ export interface Anchor {
   /** The object's metadata, read through the anchor. */
   stat(): Promise<BigIntStats>;
   release(): Promise<void>;
+  /** The O_PATH descriptor that holds it, where one does (with /proc): what a takeover keeps across the exec. */
+  readonly fd?: number;
 }
 
 /** Whether `real` is `root` or lies under it. */
@@ -233,6 +235,15 @@ export class PathGuard {
     return childPath;
   }
 
+  /**
+   * The anchor this guard took in the previous image of the daemon (a
+   * takeover), on the descriptor the exec kept: its children are vetted as
+   * this guard's anchors' are.
+   */
+  adopt(fd: number, real: string): Anchor {
+    return anchorOfDescriptor(fd, real, (name, childPath) => this.#checkedChild(real, name, childPath));
+  }
+
   /** Takes the directory at `path`, made first (with its missing parents) when `create` says so and it is missing. */
   async takeDirectory(path: string, displayPath: string, create: boolean): Promise<Anchor> {
     try {
@@ -264,6 +275,25 @@ function anchorOf(handle: FileHandle, via: string, real: string, check: (name: s
     child: (name) => check(name, `${via}/${name}`),
     stat: () => handle.stat({ bigint: true }),
     release: () => (released ??= handle.close().catch(() => undefined)),
+    fd: handle.fd,
+  };
+}
+
+/**
+ * An anchor on a bare descriptor the previous image of the daemon held (a
+ * takeover keeps it across the exec, where no FileHandle survives); `check`
+ * vets each child path it hands out.
+ */
+export function anchorOfDescriptor(fd: number, real: string, check: (name: string, childPath: string) => string = (_name, childPath) => childPath): Anchor {
+  const via = `/proc/self/fd/${fd}`;
+  let released: Promise<void> | undefined;
+  return {
+    real,
+    via,
+    child: (name) => check(name, `${via}/${name}`),
+    stat: () => new Promise((resolve, reject) => fstat(fd, { bigint: true }, (error, stats) => (error === null ? resolve(stats) : reject(error)))),
+    release: () => (released ??= new Promise((resolve) => close(fd, () => resolve()))),
+    fd,
   };
 }
 

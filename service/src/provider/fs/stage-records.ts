@@ -133,22 +133,30 @@ export function recordingStages(transfer: OwnerTransfer, records: StageRecords):
     async stageUpload(path, options): Promise<UploadStage> {
       const stage = await transfer.stageUpload(path, options);
       records.record(stage.identity);
-      return {
-        path: stage.path,
-        identity: stage.identity,
-        offset: () => stage.offset(),
-        append: (offset, body, signal) => stage.append(offset, body, signal),
-        async complete(expected) {
-          const digest = await stage.complete(expected);
-          // Published: nothing of it is left to remove.
-          records.forget(stage.identity);
-          return digest;
-        },
-        async discard() {
-          await stage.discard();
-          records.forget(stage.identity);
-        },
-      };
+      return recorded(stage, records);
     },
+    // Its record is the previous image's, under the pid the exec kept: it stays as it was.
+    ...(transfer.adoptUpload === undefined ? {} : { adoptUpload: (record) => recorded(transfer.adoptUpload!(record), records) }),
+  };
+}
+
+/** `stage`, whose record in `records` is forgotten once it is published or discarded. */
+function recorded(stage: UploadStage, records: StageRecords): UploadStage {
+  return {
+    path: stage.path,
+    identity: stage.identity,
+    offset: () => stage.offset(),
+    append: (offset, body, signal) => stage.append(offset, body, signal),
+    async complete(expected) {
+      const digest = await stage.complete(expected);
+      // Published: nothing of it is left to remove.
+      records.forget(stage.identity);
+      return digest;
+    },
+    async discard() {
+      await stage.discard();
+      records.forget(stage.identity);
+    },
+    handOver: () => stage.handOver?.(),
   };
 }

@@ -14,7 +14,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Anchor } from './anchor.ts';
 import { isAbsence, versionOf } from './facts.ts';
 import { FsFailure, fromSystemError } from './fs-error.ts';
-import type { FileDigest, StageIdentity, UploadStage } from '../api.ts';
+import type { FileDigest, StageIdentity, UploadStage, UploadStageRecord } from '../api.ts';
 import { place, removeStage, type Stage } from './staging.ts';
 import type { MutationLocks } from './mutation-locks.ts';
 
@@ -60,6 +60,8 @@ export class StagedUpload implements UploadStage {
     overwrite: boolean;
     mode: number | undefined;
     locks: MutationLocks;
+    /** Adopted in a takeover: the running hash is gone with the previous image, so completing reads the file. */
+    adopted?: boolean;
   }) {
     this.path = options.path;
     this.identity = options.identity;
@@ -69,6 +71,22 @@ export class StagedUpload implements UploadStage {
     this.#overwrite = options.overwrite;
     this.#mode = options.mode;
     this.#locks = options.locks;
+    if (options.adopted === true) this.#hash = undefined;
+  }
+
+  handOver(): UploadStageRecord | undefined {
+    const directory = this.#directory.fd;
+    const stage = this.#stage.anchor.fd;
+    if (this.#discarded || directory === undefined || stage === undefined) return undefined;
+    return {
+      path: this.path,
+      identity: this.identity,
+      directory: { fd: directory, real: this.#directory.real },
+      name: this.#name,
+      stage: { name: this.#stage.name, fd: stage, real: this.#stage.anchor.real },
+      overwrite: this.#overwrite,
+      ...(this.#mode === undefined ? {} : { mode: this.#mode }),
+    };
   }
 
   get #content(): string {

@@ -12,14 +12,14 @@ import { basename, dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { packArchive, unpackArchive, type FileDigest, type PackedArchive } from '@execworld/sdk/fs';
 import { renameNoReplace } from '../posix/libc.ts';
-import { withAnchor, type Anchor, type PathGuard } from './anchor.ts';
+import { anchorOfDescriptor, withAnchor, type Anchor, type PathGuard } from './anchor.ts';
 import { absolutePath, isAbsence, versionOf } from './facts.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { clientModeBits, hashOf, StagedUpload } from './staged-upload.ts';
 import { removeTree } from './remove-tree.ts';
 import { makeStage } from './staging.ts';
 import type { MutationLocks } from './mutation-locks.ts';
-import type { OwnerTransfer, Unpacked } from '../api.ts';
+import type { OwnerTransfer, Unpacked, UploadStageRecord } from '../api.ts';
 
 /** How often a digest is retried when the file changes while it is read. */
 const DIGEST_ATTEMPTS = 3;
@@ -212,6 +212,22 @@ export class WorldTransfer implements OwnerTransfer {
       await directory.release();
       throw fromSystemError(error, doing);
     }
+  }
+
+  /** The stage a previous image of the daemon handed over, on the descriptors its exec kept. */
+  adoptUpload(record: UploadStageRecord): StagedUpload {
+    const stageAnchor = anchorOfDescriptor(record.stage.fd, record.stage.real);
+    return new StagedUpload({
+      identity: record.identity,
+      path: record.path,
+      directory: this.#guard.adopt(record.directory.fd, record.directory.real),
+      name: record.name,
+      stage: { name: record.stage.name, anchor: stageAnchor, content: stageAnchor.child('content') },
+      overwrite: record.overwrite,
+      mode: record.mode,
+      locks: this.#locks,
+      adopted: true,
+    });
   }
 
   /**
