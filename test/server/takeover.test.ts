@@ -48,6 +48,24 @@ function contiguous(text: string): number[] {
   return numbers;
 }
 
+/** The whole of `stream` of process `id` from offset 0, as the daemon retains it. */
+async function processOutput(daemon: DaemonProcess, id: string, stream: 'stdout' | 'stderr'): Promise<{ text: string; ended: boolean }> {
+  let text = '';
+  let from = 0;
+  for (;;) {
+    const read = await callDaemon(daemon, 'GET', `/v1/processes/${id}/output/${stream}?from=${from}&maxBytes=1048576`);
+    expect(read.gap).toBeNull();
+    text += Buffer.from(read.data, 'base64').toString('utf8');
+    if (read.next === from || read.ended) return { text, ended: read.ended };
+    from = read.next;
+  }
+}
+
+/** A managed process that prints 1, 2, 3, … a line each on stdout and on stderr, until `stop` exists, then exits with `code`. */
+function processCounter(stop: string, code: number): { argv: string[] } {
+  return { argv: ['sh', '-c', `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; echo $i >&2; sleep 0.005; done; exit ${code}`] };
+}
+
 /** One request on the daemon's takeover control socket; the JSON lines it answered. */
 function control(stateDir: string, request: object): Promise<Record<string, unknown>[]> {
   return new Promise((resolve, reject) => {
@@ -182,6 +200,69 @@ describe('serve --takeover', () => {
       `takeover: the daemon reported ${String((after[0]!.lastTakeover as { pauseMs: number }).pauseMs)} ms from the old image's last read to the new one listening; ` +
         `a client following by offset saw at most ${follower.longestPauseMs().toFixed(0)} ms between two chunks`,
     );
+  });
+
+  test('keeps every managed process: same pids, byte-exact stdout and stderr, stdin once, exact exit codes and signals', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const stop = join(stateDir, 'stop');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const codes = [3, 4];
+    const counters: { id: string; pid: number }[] = [];
+    for (const code of codes) counters.push(await callDaemon(daemon, 'POST', '/v1/processes', processCounter(stop, code)));
+    for (const { id } of counters)
+      await waitFor('output to flow', async () => {
+        const info = await callDaemon(daemon, 'GET', `/v1/processes/${id}`);
+        return info.stdout.end > 100 && info.stderr.end > 100;
+      });
+    // A program reading its stdin: what was written before the takeover and after reaches it once each.
+    const cat = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['cat'], stdio: { stdin: 'pipe' } });
+    expect(await callDaemon(daemon, 'POST', `/v1/processes/${cat.id}/stdin`, { data: 'before\n', writer: 'w-1', seq: 1 })).toEqual({ applied: true, seq: 1 });
+    await waitFor('cat to echo', async () => (await processOutput(daemon, cat.id, 'stdout')).text === 'before\n');
+    // One whose stdin was closed before: it stays closed.
+    const closed = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['sh', '-c', 'cat; echo stdin-ended; sleep 60'], stdio: { stdin: 'pipe' } });
+    await callDaemon(daemon, 'POST', `/v1/processes/${closed.id}/stdin/close`);
+    await waitFor('its end of file', async () => (await processOutput(daemon, closed.id, 'stdout')).text === 'stdin-ended\n');
+    // One that ended before: its exit facts and output are kept.
+    const ended = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['sh', '-c', 'echo ended-before; echo on-stderr >&2; exit 9'] });
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${ended.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 9, signal: null });
+    await waitFor('its tree to be gone', async () => (await callDaemon(daemon, 'GET', `/v1/processes/${ended.id}`)).treeExited === true);
+
+    const outcome = await requestTakeover(stateDir);
+    expect(outcome.stderr).toBe('');
+    expect(outcome.status).toBe(0);
+
+    for (const { id, pid } of [...counters, cat, closed]) {
+      const info = await callDaemon(daemon, 'GET', `/v1/processes/${id}`);
+      expect([info.pid, info.status]).toEqual([pid, 'running']);
+    }
+    const kept = await callDaemon(daemon, 'GET', `/v1/processes/${ended.id}`);
+    expect([kept.status, kept.exit, kept.treeExited]).toEqual(['exited', { exitCode: 9, signal: null }, true]);
+    expect((await processOutput(daemon, ended.id, 'stdout')).text).toBe('ended-before\n');
+    expect((await processOutput(daemon, ended.id, 'stderr')).text).toBe('on-stderr\n');
+    // A retried write of before is known; the next is applied, once.
+    expect(await callDaemon(daemon, 'POST', `/v1/processes/${cat.id}/stdin`, { data: 'before\n', writer: 'w-1', seq: 1 })).toEqual({ applied: false, seq: 1 });
+    expect(await callDaemon(daemon, 'POST', `/v1/processes/${cat.id}/stdin`, { data: 'after\n', writer: 'w-1', seq: 2 })).toEqual({ applied: true, seq: 2 });
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${cat.id}`)).stdinOpen).toBe(true);
+    await callDaemon(daemon, 'POST', `/v1/processes/${cat.id}/stdin/close`);
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${cat.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
+    expect(await processOutput(daemon, cat.id, 'stdout')).toEqual({ text: 'before\nafter\n', ended: true });
+    // The closed stdin is still closed; the program's end by a signal is told exactly.
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${closed.id}`)).stdinOpen).toBe(false);
+    process.kill(closed.pid, 'SIGTERM');
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${closed.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: null, signal: 'SIGTERM' });
+    // Output flows on under the new image, then each ends with its own code, every number once and in order.
+    const ends = await Promise.all(counters.map(async ({ id }) => (await callDaemon(daemon, 'GET', `/v1/processes/${id}`)).stdout.end as number));
+    for (const [index, { id }] of counters.entries())
+      await waitFor('output after the takeover', async () => (await callDaemon(daemon, 'GET', `/v1/processes/${id}`)).stdout.end > ends[index]! + 100);
+    writeFileSync(stop, '');
+    for (const [index, { id }] of counters.entries()) {
+      expect((await callDaemon(daemon, 'GET', `/v1/processes/${id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: codes[index], signal: null });
+      for (const stream of ['stdout', 'stderr'] as const) {
+        const { text, ended: streamEnded } = await processOutput(daemon, id, stream);
+        expect(streamEnded).toBe(true);
+        contiguous(text);
+      }
+    }
   });
 
   test('a new build that fails its rehearsal leaves the old image serving, nothing lost', async ({ spawnDaemon }) => {

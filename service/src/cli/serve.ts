@@ -177,7 +177,9 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     // Every module of the daemon is loaded by now (imported above); the state is what is left to check.
     try {
       const state = readTakeoverState(takeover.path);
-      process.stdout.write(`the takeover state of daemon ${state.pid} can be taken: ${state.terminals.length} terminals\n`);
+      process.stdout.write(
+        `the takeover state of daemon ${state.pid} can be taken: ${state.terminals.length} terminals, ${state.processes.length} processes\n`,
+      );
     } catch (error) {
       if (error instanceof TakeoverStateError) throw new StartError(error.message);
       throw error;
@@ -196,7 +198,8 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     if (adopted.pid !== process.pid) throw new StartError(`the takeover state is daemon ${adopted.pid}'s, not this process's (${process.pid})`);
     // Before the runtime is made, and before this image starts any child: the cgroup named after
     // this pid holds the sessions adopted, and every other child is the previous image's helper.
-    helpers = prepareTakeover(new Set(adopted.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.pid]))));
+    const programs = [...adopted.terminals.map((record) => record.terminal?.pid), ...adopted.processes.map((record) => record.process?.pid)];
+    helpers = prepareTakeover(new Set(programs.filter((pid) => pid !== undefined)));
   }
   // Before anything secret is read: processes of this uid (the daemon's own children) cannot
   // read a non-dumpable process's environment or memory through /proc.
@@ -231,7 +234,7 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     else {
       // Recovery runs first (onReady): it leaves this process's own record and cgroup alone.
       await app.ready();
-      registry.adoptSessions(adopted.terminals);
+      registry.adoptSessions(adopted.terminals, adopted.processes);
       // The socket the previous image listened on, inherited across the exec, with the connections its backlog holds.
       address = await app.listen({ host: config.host, fd: adopted.listenFd } as unknown as { host: string; port: number });
       rmSync(takeover.kind === 'adopt' ? takeover.path : '', { force: true });
