@@ -265,6 +265,48 @@ describe('serve --takeover', () => {
     }
   });
 
+  test('keeps persistent shells: one in the middle of a command answers its exact status, an idle one runs on with its state', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const go = join(stateDir, 'go');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const idle = await callDaemon(daemon, 'POST', '/v1/shells', { dialect: 'bash', cwd: stateDir });
+    expect(await callDaemon(daemon, 'POST', `/v1/shells/${idle.id}/run`, { command: 'KEPT=kept-before; cd /tmp' })).toMatchObject({
+      reason: 'completed',
+      exitCode: 0,
+    });
+    const busy = await callDaemon(daemon, 'POST', '/v1/shells', { dialect: 'bash', cwd: stateDir });
+    const idleTerminal = (await callDaemon(daemon, 'GET', `/v1/terminals/${idle.terminalId}`)).pid as number;
+    const busyTerminal = (await callDaemon(daemon, 'GET', `/v1/terminals/${busy.terminalId}`)).pid as number;
+    // A run whose caller is still waiting when the daemon execs: it prints, then waits for a file, then ends with 3.
+    const pending = callDaemon(daemon, 'POST', `/v1/shells/${busy.id}/run`, {
+      command: `echo printed-before; while [ ! -e ${go} ]; do sleep 0.05; done; echo printed-after; (exit 3)`,
+    }).then(
+      (answer: unknown) => ({ answer }),
+      (error: unknown) => ({ error }),
+    );
+    await waitFor('the command to run', async () => (await outputOf(daemon, busy.terminalId)).text.includes('printed-before\r\n'));
+
+    const outcome = await requestTakeover(stateDir);
+    expect(outcome.stderr).toBe('');
+    expect(outcome.status).toBe(0);
+    // The call's connection went with the old image; the run it waited for is open, and wait answers it.
+    expect(await pending).toHaveProperty('error');
+    expect((await callDaemon(daemon, 'GET', `/v1/shells/${busy.id}`)).state).toBe('open');
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${busy.terminalId}`)).pid).toBe(busyTerminal);
+    writeFileSync(go, '');
+    const answer = await callDaemon(daemon, 'POST', `/v1/shells/${busy.id}/wait`, { timeoutMs: 20_000 });
+    expect([answer.reason, answer.exitCode, answer.signal]).toEqual(['completed', 3, null]);
+    expect(answer.output).toBe('printed-before\nprinted-after\n');
+    const history = await callDaemon(daemon, 'GET', `/v1/shells/${busy.id}/history`);
+    expect(history.runs.at(-1)).toMatchObject({ state: 'completed', exitCode: 3 });
+    // The same shell runs the next command.
+    expect(await callDaemon(daemon, 'POST', `/v1/shells/${busy.id}/run`, { command: 'false' })).toMatchObject({ reason: 'completed', exitCode: 1 });
+    // The idle one: the same shell process, its variables and working directory kept.
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${idle.terminalId}`)).pid).toBe(idleTerminal);
+    const next = await callDaemon(daemon, 'POST', `/v1/shells/${idle.id}/run`, { command: 'echo "$KEPT $PWD"; (exit 4)' });
+    expect([next.reason, next.exitCode, next.output]).toEqual(['completed', 4, 'kept-before /tmp\n']);
+  });
+
   test('a new build that fails its rehearsal leaves the old image serving, nothing lost', async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
     const stop = join(stateDir, 'stop');

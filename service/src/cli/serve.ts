@@ -178,7 +178,7 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     try {
       const state = readTakeoverState(takeover.path);
       process.stdout.write(
-        `the takeover state of daemon ${state.pid} can be taken: ${state.terminals.length} terminals, ${state.processes.length} processes\n`,
+        `the takeover state of daemon ${state.pid} can be taken: ${state.terminals.length} terminals, ${state.processes.length} processes, ${state.shells.length} shells\n`,
       );
     } catch (error) {
       if (error instanceof TakeoverStateError) throw new StartError(error.message);
@@ -234,7 +234,7 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     else {
       // Recovery runs first (onReady): it leaves this process's own record and cgroup alone.
       await app.ready();
-      registry.adoptSessions(adopted.terminals, adopted.processes);
+      registry.adoptSessions(adopted.terminals, adopted.processes, adopted.shells);
       // The socket the previous image listened on, inherited across the exec, with the connections its backlog holds.
       address = await app.listen({ host: config.host, fd: adopted.listenFd } as unknown as { host: string; port: number });
       rmSync(takeover.kind === 'adopt' ? takeover.path : '', { force: true });

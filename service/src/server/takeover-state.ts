@@ -10,6 +10,7 @@
 import { closeSync, constants, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { schemas } from '@execworld/sdk/protocol';
 
 /** The layout of the state file a daemon writes; a new image refuses one it cannot read (the rehearsal says so, and the old one serves on). */
 export const TAKEOVER_STATE_VERSION = 2;
@@ -93,6 +94,68 @@ const ProcessRecord = z.object({
   ended: z.object({ exit: Exit, exitedAt: z.string(), finishedAt: z.string() }).optional(),
 });
 
+/** The state of a shell's engine (see PersistentShell.takeoverSnapshot): its session, and the run still open with its capture. */
+const ShellEngine = z.object({
+  session: z
+    .object({
+      nonce: z.string(),
+      offset: z.number().int().nonnegative(),
+      atPrompt: z.boolean(),
+      answeredAtPrompt: z.boolean(),
+      answered: z.boolean(),
+      broken: z.boolean(),
+      tail: z.string(),
+    })
+    .optional(),
+  run: z
+    .object({
+      capture: z.object({
+        runNonce: z.string(),
+        sessionNonce: z.string(),
+        maxBytes: z.number().int().positive(),
+        rows: z.number().int().positive().optional(),
+        state: z.enum(['seek-start', 'start-line', 'body', 'ended']),
+        pending: z.string(),
+        pendingAt: z.number().int().nonnegative(),
+        head: z.string(),
+        tail: z.string(),
+        cut: z.number().int().nonnegative(),
+        outputStart: z.number().int().nonnegative(),
+        lineEnd: z.object({ status: z.number().int(), cutShort: z.boolean() }).optional(),
+        carry: z.object({ bytes: z.string(), text: z.string() }),
+      }),
+      waitToken: z.string().optional(),
+      answeredWait: z.string().optional(),
+    })
+    .optional(),
+});
+
+/** A persistent shell as the previous image held it: its terminal goes over among the terminals, by id. */
+const ShellRecord = z.object({
+  id: z.string().regex(/^s_[\w-]+$/),
+  owner: z.string(),
+  /** What its terminals are made as: the owner's access, the OS user it is mapped to, its root. */
+  principal: z.object({
+    access: z.enum(['read', 'write']),
+    runAs: z.object({ name: z.string(), uid: z.number().int(), gid: z.number().int(), home: z.string(), shell: z.string() }).optional(),
+    root: z.string().optional(),
+  }),
+  createdAt: z.string(),
+  spec: z.object({
+    dialect: z.enum(['bash', 'pwsh']),
+    cwd: z.string(),
+    env: z.record(z.string(), z.string()).optional(),
+    user: z.string().optional(),
+    limits: Limits,
+  }),
+  shellPath: z.string().optional(),
+  terminalId: z.string().nullable(),
+  terminalIds: z.array(z.string()),
+  runs: z.array(schemas.ShellRunRecord),
+  dropped: z.number().int().nonnegative(),
+  engine: ShellEngine,
+});
+
 export const TakeoverState = z.object({
   version: z.union([z.literal(1), z.literal(2)]),
   /** The daemon's pid, which the exec keeps. */
@@ -105,11 +168,13 @@ export const TakeoverState = z.object({
   listenFd: z.number().int().min(3),
   terminals: z.array(TerminalRecord),
   processes: z.array(ProcessRecord).default([]),
+  shells: z.array(ShellRecord).default([]),
 });
 
 export type TakeoverState = z.infer<typeof TakeoverState>;
 export type TerminalRecord = z.infer<typeof TerminalRecord>;
 export type ProcessRecord = z.infer<typeof ProcessRecord>;
+export type ShellRecord = z.infer<typeof ShellRecord>;
 
 /** A state file that cannot be taken, with the reason in an operator's words. */
 export class TakeoverStateError extends Error {

@@ -16,7 +16,7 @@ import { collectBytesOf, EndedProcess, ProcessSession } from './process-session.
 import { RequestLedger } from './request-ledger.ts';
 import { ShellRegistry } from './shells.ts';
 import type { StreamMeter } from '../streams.ts';
-import { TakeoverRefusedError, type ProcessRecord, type TerminalRecord } from '../takeover-state.ts';
+import { TakeoverRefusedError, type ProcessRecord, type ShellRecord, type TerminalRecord } from '../takeover-state.ts';
 import { EndedTerminal, TerminalSession } from './terminal-session.ts';
 
 export interface SessionLimits {
@@ -341,7 +341,6 @@ export class SessionRegistry {
     // A cgroup is adopted by its path, and without containment there is nothing to adopt; the subreaper's tracking is not handed over yet.
     const { containment } = this.runtime.capabilities;
     if (containment !== 'cgroup' && containment !== 'none') return `sessions contained by ${containment} are not handed over yet`;
-    if (this.shells.size > 0) return `${this.shells.size} shells are kept: shells are not handed over yet; delete them first`;
     if (this.#reserved.size > 0) return 'a create is under way; try again';
     for (const session of this.#sessions.values()) {
       if (session.kind === 'process') {
@@ -363,9 +362,11 @@ export class SessionRegistry {
    * snapshot for the rehearsal, which leaves everything as it is.
    * @throws {TakeoverRefusedError} when a session cannot be handed over (see {@link takeoverRefusal}).
    */
-  takeoverRecords(stopReading: boolean): { terminals: TerminalRecord[]; processes: ProcessRecord[] } {
+  takeoverRecords(stopReading: boolean): { terminals: TerminalRecord[]; processes: ProcessRecord[]; shells: ShellRecord[] } {
     const refusal = this.takeoverRefusal();
     if (refusal !== undefined) throw new TakeoverRefusedError(refusal);
+    // First, while nothing was stopped: a shell that cannot be handed over now refuses the takeover.
+    const shells = this.shells.takeoverRecords();
     const records: TerminalRecord[] = [];
     const processes: ProcessRecord[] = [];
     for (const session of this.#sessions.values()) {
@@ -383,7 +384,7 @@ export class SessionRegistry {
       if (stopReading) for (let chunk = session.handle.output.read() as Buffer | null; chunk !== null; chunk = session.handle.output.read() as Buffer | null);
       records.push(session.takeoverRecord(kept));
     }
-    return { terminals: records, processes };
+    return { terminals: records, processes, shells };
   }
 
   /** A process's record: with `stopReading`, its pipes are no longer read (see {@link takeoverRecords}). */
@@ -404,7 +405,7 @@ export class SessionRegistry {
   }
 
   /** Rebuilds the sessions the previous image of the daemon handed over (see {@link takeoverRecords}). */
-  adoptSessions(records: readonly TerminalRecord[], processes: readonly ProcessRecord[] = []): void {
+  adoptSessions(records: readonly TerminalRecord[], processes: readonly ProcessRecord[] = [], shells: readonly ShellRecord[] = []): void {
     for (const record of processes) this.#adoptProcess(record);
     for (const record of records) {
       let handle: ProviderTerminal;
@@ -435,6 +436,8 @@ export class SessionRegistry {
       this.#sessions.set(session.id, session);
       this.#log.info({ session: session.id, owner: record.owner, pid: handle.pid, running: record.terminal !== undefined }, 'terminal adopted');
     }
+    // On their terminals, adopted above.
+    this.shells.adopt(shells);
   }
 
   #adoptProcess(record: ProcessRecord): void {

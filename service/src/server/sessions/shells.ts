@@ -8,10 +8,11 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
-import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
+import { bash, PersistentShell, pwsh, type RunOptions, type RunResult, type ShellOptions } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
 import type { ExecutionProvider, ShellDefaults } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
+import { TakeoverRefusedError, type ShellRecord } from '../takeover-state.ts';
 import { RequestLedger } from './request-ledger.ts';
 import type { TerminalSession } from './terminal-session.ts';
 import { terminalView } from './shell-terminal.ts';
@@ -55,11 +56,15 @@ export interface ShellSpec {
 }
 
 class DaemonShell {
-  readonly id = `s_${randomBytes(12).toString('base64url')}`;
+  readonly id: string;
   readonly kind = 'shell';
   readonly owner: string;
   readonly spec: ShellSpec;
-  readonly createdAt = new Date();
+  readonly createdAt: Date;
+  /** Who made it: its terminals are made as this principal. */
+  readonly principal: Principal;
+  /** The shell program looked up for it (pwsh), when it is not the dialect's own. */
+  shellPath: string | undefined;
   shell: PersistentShell | undefined;
   terminalId: string | null = null;
   /** Every terminal the shell ran on (a new one after each exit of the shell), forgotten with it. */
@@ -73,8 +78,12 @@ class DaemonShell {
   readonly runs: RunRecord[] = [];
   dropped = 0;
 
-  constructor(owner: string, spec: ShellSpec) {
-    this.owner = owner;
+  /** @param kept - the id and creation time a takeover kept */
+  constructor(principal: Principal, spec: ShellSpec, kept?: { id: string; createdAt: Date }) {
+    this.id = kept?.id ?? `s_${randomBytes(12).toString('base64url')}`;
+    this.createdAt = kept?.createdAt ?? new Date();
+    this.principal = principal;
+    this.owner = principal.owner;
     this.spec = spec;
   }
 
@@ -128,6 +137,8 @@ export interface ShellTerminals {
   ): Promise<TerminalSession>;
   /** Ends a session and forgets it. */
   delete(owner: string, id: string, kind: 'terminal'): Promise<void>;
+  /** The owner's terminal session `id`. */
+  get(owner: string, id: string, kind: 'terminal'): TerminalSession;
 }
 
 export class ShellRegistry {
@@ -162,8 +173,24 @@ export class ShellRegistry {
     if (held >= this.#maxPerOwner) throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already holds ${held} shells (the limit is ${this.#maxPerOwner})`);
     const registry = this.#registry;
     if (!registry.runtime.capabilities.terminals) throw new ServiceError('UNSUPPORTED', 'shells run on terminals, and this host has none');
-    const entry = new DaemonShell(owner, spec);
-    const runtime: SubprocessRuntime = {
+    const entry = new DaemonShell(principal, spec);
+    // pwsh is looked up as a terminal's program is: on the PATH of the shell's own environment
+    // (and on Windows where PowerShell is installed).
+    entry.shellPath =
+      spec.dialect === 'pwsh'
+        ? await resolvePwsh((command, env) => registry.resolveExecutable(principal, command, env, undefined, spec.user), registry.runtime.shells, spec.env)
+        : undefined;
+    entry.shell = await PersistentShell.start(this.#runtimeOf(entry), engineOptions(entry));
+    this.#shells.set(entry.id, entry);
+    this.#log.info({ shell: entry.id, owner, terminal: entry.terminalId }, 'shell started');
+    return entry;
+  }
+
+  /** The runtime the engine of `entry` starts its terminals on: the owner's terminal sessions. */
+  #runtimeOf(entry: DaemonShell): SubprocessRuntime {
+    const registry = this.#registry;
+    const { principal, spec } = entry;
+    return {
       resolveExecutable: (command, env, signal) => registry.resolveExecutable(principal, command, env, signal, spec.user),
       spawn: () => {
         throw new ServiceError('UNSUPPORTED', 'a shell starts terminals only');
@@ -180,21 +207,73 @@ export class ShellRegistry {
         return terminalView(session);
       },
     };
-    // pwsh is looked up as a terminal's program is: on the PATH of the shell's own environment
-    // (and on Windows where PowerShell is installed).
-    const shellPath =
-      spec.dialect === 'pwsh'
-        ? await resolvePwsh((command, env) => registry.resolveExecutable(principal, command, env, undefined, spec.user), registry.runtime.shells, spec.env)
-        : undefined;
-    entry.shell = await PersistentShell.start(runtime, {
-      dialect: spec.dialect === 'pwsh' ? pwsh : bash,
-      cwd: spec.cwd,
-      env: spec.env,
-      ...(shellPath === undefined ? {} : { shellPath, startTimeoutMs: 60_000 }),
+  }
+
+  /**
+   * For a takeover: what the next image of the daemon needs to go on with
+   * every shell (its terminals go over as terminals). A call in progress
+   * goes with this image; the run it waited for stays open, and a `wait`
+   * answers it after the takeover.
+   * @throws {TakeoverRefusedError} naming a shell that cannot be handed over now.
+   */
+  takeoverRecords(): ShellRecord[] {
+    return [...this.#shells.values()].map((entry) => {
+      const engine = entry.shell?.takeoverSnapshot() ?? 'it is starting';
+      if (typeof engine === 'string') throw new TakeoverRefusedError(`shell ${entry.id} cannot be handed over now: ${engine}; try again`);
+      const { principal, spec } = entry;
+      return {
+        id: entry.id,
+        owner: entry.owner,
+        principal: {
+          access: principal.access,
+          ...(principal.runAs === undefined ? {} : { runAs: { ...principal.runAs } }),
+          ...(principal.root === undefined ? {} : { root: principal.root }),
+        },
+        createdAt: entry.createdAt.toISOString(),
+        spec: {
+          dialect: spec.dialect,
+          cwd: spec.cwd,
+          ...(spec.env === undefined ? {} : { env: { ...spec.env } }),
+          ...(spec.user === undefined ? {} : { user: spec.user }),
+          ...(spec.limits === undefined
+            ? {}
+            : { limits: Object.fromEntries(Object.entries(spec.limits).filter(([, value]) => value !== undefined)) as Record<string, number> }),
+        },
+        ...(entry.shellPath === undefined ? {} : { shellPath: entry.shellPath }),
+        terminalId: entry.terminalId,
+        terminalIds: [...entry.terminalIds],
+        runs: entry.runs.map((run) => ({ ...run })),
+        dropped: entry.dropped,
+        engine,
+      };
     });
-    this.#shells.set(entry.id, entry);
-    this.#log.info({ shell: entry.id, owner, terminal: entry.terminalId }, 'shell started');
-    return entry;
+  }
+
+  /**
+   * Goes on with the shells the previous image of the daemon handed over
+   * (see {@link takeoverRecords}), once their terminals were adopted: each
+   * engine reads its terminal on from where it was.
+   */
+  adopt(records: readonly ShellRecord[]): void {
+    for (const record of records) {
+      const principal: Principal = { owner: record.owner, access: record.principal.access, runAs: record.principal.runAs, root: record.principal.root };
+      const entry = new DaemonShell(principal, record.spec, { id: record.id, createdAt: new Date(record.createdAt) });
+      entry.shellPath = record.shellPath;
+      entry.terminalId = record.terminalId;
+      entry.terminalIds.push(...record.terminalIds);
+      entry.runs.push(...record.runs);
+      entry.dropped = record.dropped;
+      const session = record.engine.session;
+      const terminal = session === undefined || record.terminalId === null ? undefined : this.#registry.get(record.owner, record.terminalId, 'terminal');
+      entry.shell = PersistentShell.resume(
+        this.#runtimeOf(entry),
+        engineOptions(entry),
+        record.engine,
+        terminal === undefined ? undefined : terminalView(terminal, session!.offset),
+      );
+      this.#shells.set(entry.id, entry);
+      this.#log.info({ shell: entry.id, owner: record.owner, terminal: entry.terminalId, open: entry.shell.pending }, 'shell adopted');
+    }
   }
 
   get(owner: string, id: string): DaemonShell {
@@ -256,6 +335,17 @@ export class ShellRegistry {
     this.#shells.clear();
     await Promise.allSettled(all.map((entry) => entry.shell?.close() ?? Promise.resolve()));
   }
+}
+
+/** The options of `entry`'s engine. */
+function engineOptions(entry: DaemonShell): ShellOptions {
+  const { spec, shellPath } = entry;
+  return {
+    dialect: spec.dialect === 'pwsh' ? pwsh : bash,
+    cwd: spec.cwd,
+    env: spec.env,
+    ...(shellPath === undefined ? {} : { shellPath, startTimeoutMs: 60_000 }),
+  };
 }
 
 /** The run options of a wire call, with the caller's going away as the abort. */
