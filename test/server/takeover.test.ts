@@ -1,101 +1,25 @@
 /**
  * A daemon upgraded in place (`execworld serve --takeover`, an exec of the
- * new build in the same process) keeps its port and its terminals: the same
- * pids, every stream byte-exact across the takeover, the exact exit codes of
- * programs that end under the new image. A new build that fails its
- * rehearsal leaves the old image serving, with nothing lost.
+ * new build in the same process) keeps its port, its terminals, its managed
+ * processes and its persistent shells: the same pids, every stream
+ * byte-exact across the takeover, input applied once, the exact exit codes of
+ * programs that end under the new image, a shell's command answered with its
+ * exact status. A new build that fails its rehearsal leaves the old image
+ * serving, with nothing lost.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { WebSocket } from 'ws';
 import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
-import { BIN, callDaemon, DAEMON_NODE_FLAGS, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { BIN, callDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { daemonProcessTest } from '../helpers/daemon-test.ts';
+import { contiguous, control, counter, outputOf, processCounter, processOutput, repeatTakeovers, requestTakeover } from '../helpers/takeover.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const test = daemonProcessTest();
-
-/** A terminal whose program prints 1, 2, 3, … a line each, until `stop` exists, then exits with `code`. */
-function counter(stop: string, code: number): { argv: string[]; rows: number; cols: number } {
-  return { argv: ['sh', '-c', `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; sleep 0.005; done; exit ${code}`], rows: 24, cols: 80 };
-}
-
-/** The whole output of terminal `id` from offset 0, as the daemon retains it. */
-async function outputOf(daemon: DaemonProcess, id: string): Promise<{ text: string; gap: unknown; ended: boolean }> {
-  let text = '';
-  let from = 0;
-  for (;;) {
-    const read = await callDaemon(daemon, 'GET', `/v1/terminals/${id}/output?from=${from}&maxBytes=1048576`);
-    expect(read.gap).toBeNull();
-    text += Buffer.from(read.data, 'base64').toString('utf8');
-    if (read.next === from || read.ended) return { text, gap: read.gap, ended: read.ended };
-    from = read.next;
-  }
-}
-
-/** The numbers a counter printed, checked to run 1, 2, 3, … with none missing or repeated. */
-function contiguous(text: string): number[] {
-  const numbers = text
-    .split(/\r?\n/)
-    .filter((line) => line !== '')
-    .map(Number);
-  expect(numbers.length).toBeGreaterThan(0);
-  numbers.forEach((value, index) => expect(value).toBe(index + 1));
-  return numbers;
-}
-
-/** The whole of `stream` of process `id` from offset 0, as the daemon retains it. */
-async function processOutput(daemon: DaemonProcess, id: string, stream: 'stdout' | 'stderr'): Promise<{ text: string; ended: boolean }> {
-  let text = '';
-  let from = 0;
-  for (;;) {
-    const read = await callDaemon(daemon, 'GET', `/v1/processes/${id}/output/${stream}?from=${from}&maxBytes=1048576`);
-    expect(read.gap).toBeNull();
-    text += Buffer.from(read.data, 'base64').toString('utf8');
-    if (read.next === from || read.ended) return { text, ended: read.ended };
-    from = read.next;
-  }
-}
-
-/** A managed process that prints 1, 2, 3, … a line each on stdout and on stderr, until `stop` exists, then exits with `code`. */
-function processCounter(stop: string, code: number): { argv: string[] } {
-  return { argv: ['sh', '-c', `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; echo $i >&2; sleep 0.005; done; exit ${code}`] };
-}
-
-/** One request on the daemon's takeover control socket; the JSON lines it answered. */
-function control(stateDir: string, request: object): Promise<Record<string, unknown>[]> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(join(stateDir, 'takeover.sock'));
-    let text = '';
-    socket.on('connect', () => socket.write(`${JSON.stringify(request)}\n`));
-    socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
-    socket.on('error', reject);
-    socket.on('close', () =>
-      resolve(
-        text
-          .split('\n')
-          .filter(Boolean)
-          .map((line) => JSON.parse(line) as Record<string, unknown>),
-      ),
-    );
-  });
-}
-
-/** `execworld serve --takeover` of this checkout; its exit status and output. */
-function requestTakeover(stateDir: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, BIN, 'serve', '--takeover', '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
 
 /**
  * Follows terminal `id` by offset with long polls, as a client does, through
@@ -332,37 +256,11 @@ describe('serve --takeover', () => {
     contiguous((await outputOf(daemon, terminal.id)).text);
   });
 
-  test('repeated takeovers leave no zombie and no descriptor behind', async ({ spawnDaemon }) => {
+  test('repeated takeovers leave no zombie and no descriptor behind, with processes and a shell mid-command', { timeout: 180_000 }, async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
-    const stop = join(stateDir, 'stop');
     const daemon = await spawnDaemon(['--state-dir', stateDir]);
-    const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, 0));
-    /** The daemon's children that are zombies: each previous image's helpers (its session watcher) are collected. */
-    const zombies = (): number[] =>
-      readFileSync(`/proc/${daemon.pid}/task/${daemon.pid}/children`, 'utf8')
-        .split(' ')
-        .filter(Boolean)
-        .filter((pid) => {
-          try {
-            return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
-          } catch (_error) {
-            return false;
-          }
-        })
-        .map(Number);
-    const descriptors = (): number => readdirSync(`/proc/${daemon.pid}/fd`).length;
-    const counts: number[] = [];
-    for (let round = 1; round <= 5; round += 1) {
-      const outcome = await requestTakeover(stateDir);
-      expect(outcome.status).toBe(0);
-      await waitFor("the previous image's helpers to be collected", () => zombies().length === 0);
-      counts.push(descriptors());
-      console.log(`takeover ${round}: ${counts.at(-1)} descriptors, ${daemon.rssKiB()} KiB resident`);
-    }
-    expect(counts.at(-1)).toBeLessThanOrEqual(counts[0]! + 2);
-    writeFileSync(stop, '');
-    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
-    contiguous((await outputOf(daemon, terminal.id)).text);
+    // Three here; twenty in test/server/takeover-repeat.test.ts (the slow lane).
+    await repeatTakeovers(daemon, stateDir, 3);
   });
 
   test('refuses what it cannot take, saying why, and serves on', async ({ spawnDaemon }) => {
