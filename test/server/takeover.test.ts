@@ -13,7 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { WebSocket } from 'ws';
+import { connect as connectSdk } from '@execworld/sdk';
 import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
+import { PersistentShell } from '@execworld/sdk/shell';
 import { BIN, callDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { contiguous, control, counter, outputOf, processCounter, processOutput, repeatTakeovers, requestTakeover } from '../helpers/takeover.ts';
@@ -229,6 +231,33 @@ describe('serve --takeover', () => {
     expect((await callDaemon(daemon, 'GET', `/v1/terminals/${idle.terminalId}`)).pid).toBe(idleTerminal);
     const next = await callDaemon(daemon, 'POST', `/v1/shells/${idle.id}/run`, { command: 'echo "$KEPT $PWD"; (exit 4)' });
     expect([next.reason, next.exitCode, next.output]).toEqual(['completed', 4, 'kept-before /tmp\n']);
+  });
+
+  test("the SDK's own shell on a daemon's terminal rides through: a command in the middle of its run answers its exact status", async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const go = join(stateDir, 'go');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const runtime = await connectSdk(daemon.url, { token: daemon.token });
+    try {
+      // The engine runs here, in the SDK; its terminal is the daemon's, followed over the SDK's connection.
+      const shell = await PersistentShell.start(runtime, { cwd: stateDir });
+      const terminal = await shell.terminal;
+      const run = shell.run(`echo printed-before; while [ ! -e ${go} ]; do sleep 0.05; done; echo printed-after; (exit 3)`, { timeoutMs: 60_000 });
+      await waitFor('the command to run', async () =>
+        (await outputOf(daemon, (await callDaemon(daemon, 'GET', '/v1/terminals')).terminals[0].id)).text.includes('printed-before\r\n'),
+      );
+
+      const outcome = await requestTakeover(stateDir);
+      expect(outcome.status).toBe(0);
+      writeFileSync(go, '');
+      const answer = await run;
+      expect([answer.reason, answer.exitCode, answer.output]).toEqual(['completed', 3, 'printed-before\nprinted-after\n']);
+      expect((await shell.run('echo again')).output).toBe('again\n');
+      expect((await shell.terminal).pid).toBe(terminal.pid);
+      await shell.close();
+    } finally {
+      await runtime.dispose();
+    }
   });
 
   test('a new build that fails its rehearsal leaves the old image serving, nothing lost', async ({ spawnDaemon }) => {
