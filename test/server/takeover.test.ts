@@ -260,6 +260,32 @@ describe('serve --takeover', () => {
     }
   });
 
+  test("a shell's run with a requestId, called over the SDK, is sent again after the takeover and answers its exact status", async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const go = join(stateDir, 'go');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const runtime = await connectSdk(daemon.url, { token: daemon.token });
+    try {
+      const shell = await runtime.call('shell.create', { dialect: 'bash', cwd: stateDir });
+      const run = runtime.call('shell.run', {
+        id: shell.id,
+        command: `echo printed-before; while [ ! -e ${go} ]; do sleep 0.05; done; echo printed-after; (exit 3)`,
+        requestId: 'run-across-the-takeover',
+      });
+      await waitFor('the command to run', async () => (await outputOf(daemon, shell.terminalId!)).text.includes('printed-before\r\n'));
+
+      const outcome = await requestTakeover(stateDir);
+      expect(outcome.status).toBe(0);
+      writeFileSync(go, '');
+      const answer = await run;
+      expect([answer.reason, answer.exitCode, answer.output]).toEqual(['completed', 3, 'printed-before\nprinted-after\n']);
+      const history = await runtime.call('shell.history', { id: shell.id });
+      expect(history.runs.map((entry) => [entry.state, entry.exitCode])).toEqual([['completed', 3]]);
+    } finally {
+      await runtime.dispose();
+    }
+  });
+
   test('a new build that fails its rehearsal leaves the old image serving, nothing lost', async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
     const stop = join(stateDir, 'stop');

@@ -71,6 +71,14 @@ export class ShellError extends ExecworldError {
   }
 }
 
+/** A call ended by its `detach` signal: the run goes on, unanswered, for a later `wait`. */
+export class RunDetachedError extends Error {
+  override name = 'RunDetachedError';
+  constructor() {
+    super('the call was detached from its run, which goes on');
+  }
+}
+
 const newNonce = (): string => randomBytes(9).toString('base64url').replace(/[-_]/g, 'x');
 
 function signalOfStatus(status: number | null): NodeJS.Signals | null {
@@ -520,13 +528,13 @@ export class PersistentShell {
   async #answer(startedAt: number, options: RunOptions): Promise<RunResult> {
     const run = this.#run!;
     const { session, capture } = run;
-    const outcome = await new Promise<{ reason: RunReason; waitingFor?: RunResult['waitingFor'] }>((resolve) => {
+    const outcome = await new Promise<{ reason: RunReason | 'detached'; waitingFor?: RunResult['waitingFor'] }>((resolve) => {
       let settled = false;
       let probeDelay = PROBE_FIRST_MS;
       let probeTimer: ReturnType<typeof setTimeout> | undefined;
       let probing = false;
       let idleTimer: ReturnType<typeof setTimeout> | undefined;
-      const finish = (reason: RunReason, waitingFor?: RunResult['waitingFor']): void => {
+      const finish = (reason: RunReason | 'detached', waitingFor?: RunResult['waitingFor']): void => {
         if (settled) return;
         settled = true;
         clearTimeout(probeTimer);
@@ -534,6 +542,7 @@ export class PersistentShell {
         clearTimeout(deadline);
         clearTimeout(waitLimit);
         options.signal?.removeEventListener('abort', onAbort);
+        options.detach?.removeEventListener('abort', onDetach);
         session.onOutput = undefined;
         resolve({ reason, ...(waitingFor === undefined ? {} : { waitingFor }) });
       };
@@ -577,13 +586,19 @@ export class PersistentShell {
         idleTimer = setTimeout(() => finish('idle_timeout'), options.idleTimeoutMs);
       };
       const onAbort = (): void => finish('canceled');
+      const onDetach = (): void => finish('detached');
       const deadline = options.timeoutMs === undefined ? undefined : setTimeout(() => finish('timeout'), options.timeoutMs);
       const waitLimit = options.waitMs === undefined ? undefined : setTimeout(() => finish('wait_limit'), options.waitMs);
       if (options.signal?.aborted === true) {
         finish('canceled');
         return;
       }
+      if (options.detach?.aborted === true) {
+        finish('detached');
+        return;
+      }
       options.signal?.addEventListener('abort', onAbort, { once: true });
+      options.detach?.addEventListener('abort', onDetach, { once: true });
       session.onOutput = () => {
         if (check()) return;
         armIdle();
@@ -595,6 +610,8 @@ export class PersistentShell {
       armIdle();
       schedule();
     });
+    // Nothing is taken from the capture: the run's next answer has all of it.
+    if (outcome.reason === 'detached') throw new RunDetachedError();
     if (outcome.reason === 'timeout' || outcome.reason === 'canceled') return this.#interrupt(run, startedAt, outcome.reason);
     return this.#result(run, startedAt, outcome.reason, outcome.waitingFor);
   }

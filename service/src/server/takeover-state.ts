@@ -153,6 +153,8 @@ const ShellRecord = z.object({
   terminalIds: z.array(z.string()),
   runs: z.array(schemas.ShellRunRecord),
   dropped: z.number().int().nonnegative(),
+  /** The run last started with a requestId, and its last answer (see ShellRegistry.run). */
+  request: z.object({ requestId: z.string(), answer: schemas.RunResult.optional() }).optional(),
   engine: ShellEngine,
 });
 

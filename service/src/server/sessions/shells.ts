@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
-import { bash, PersistentShell, pwsh, type RunOptions, type RunResult, type ShellOptions } from '@execworld/sdk/shell';
+import { bash, PersistentShell, pwsh, RunDetachedError, type RunOptions, type RunResult, type ShellOptions } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
 import type { ExecutionProvider, ShellDefaults } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
@@ -77,6 +77,12 @@ class DaemonShell {
    */
   readonly runs: RunRecord[] = [];
   dropped = 0;
+  /** The run last started with a requestId, and its last answer once it had one: what a caller asking for it again gets. */
+  request: { requestId: string; answer?: WireResult | undefined } | undefined;
+  /** Ends the call in progress and leaves its run going (a caller asking for the same run again takes it over). */
+  detach: AbortController | undefined;
+  /** Settles once the call in progress ended. */
+  callEnded: Promise<void> = Promise.resolve();
 
   /** @param kept - the id and creation time a takeover kept */
   constructor(principal: Principal, spec: ShellSpec, kept?: { id: string; createdAt: Date }) {
@@ -244,6 +250,7 @@ export class ShellRegistry {
         terminalIds: [...entry.terminalIds],
         runs: entry.runs.map((run) => ({ ...run })),
         dropped: entry.dropped,
+        ...(entry.request === undefined ? {} : { request: { ...entry.request } }),
         engine,
       };
     });
@@ -263,6 +270,7 @@ export class ShellRegistry {
       entry.terminalIds.push(...record.terminalIds);
       entry.runs.push(...record.runs);
       entry.dropped = record.dropped;
+      entry.request = record.request;
       const session = record.engine.session;
       const terminal = session === undefined || record.terminalId === null ? undefined : this.#registry.get(record.owner, record.terminalId, 'terminal');
       entry.shell = PersistentShell.resume(
@@ -291,7 +299,12 @@ export class ShellRegistry {
    * run, which starts a record in the shell's list of runs; a send, wait or interrupt answers for the open run,
    * the last one listed.
    */
-  async call(owner: string, id: string, command: string | undefined, body: (shell: PersistentShell) => Promise<RunResult>): Promise<WireResult> {
+  async call(
+    owner: string,
+    id: string,
+    command: string | undefined,
+    body: (shell: PersistentShell, detach: AbortSignal) => Promise<RunResult>,
+  ): Promise<WireResult> {
     const entry = this.get(owner, id);
     const shell = entry.shell!;
     const busy = entry.running || (command !== undefined && shell.pending);
@@ -299,13 +312,25 @@ export class ShellRegistry {
     const record = busy ? undefined : command !== undefined ? entry.begin(command) : shell.pending ? entry.runs.at(-1) : undefined;
     const before = record?.state;
     if (record !== undefined) record.state = 'running';
-    entry.running = true;
+    const detach = new AbortController();
+    let ended = (): void => undefined;
+    // A call refused as busy leaves the one under way its marks.
+    if (!busy) {
+      entry.running = true;
+      entry.detach = detach;
+      entry.callEnded = new Promise((resolve) => (ended = resolve));
+    }
     try {
-      const result = await body(shell);
+      const result = await body(shell, detach.signal);
       if (record !== undefined) DaemonShell.answer(record, result);
       // The engine measures each run on the terminal it typed it into (see terminalView's usageMeter).
-      return { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId };
+      const answer = { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId };
+      // An answer of the run a requestId names: kept for its caller asking again.
+      if (entry.request !== undefined && record !== undefined) entry.request.answer = answer;
+      return answer;
     } catch (error) {
+      // A call detached from its run leaves the run going, and its record as it is; a caller still there learns who took the run.
+      if (error instanceof RunDetachedError) throw new ServiceError('SHELL_BUSY', 'the run was asked for again by its requestId, and that call answers it');
       if (record !== undefined) {
         // A run that never started leaves the list; a call on the open run that failed leaves it as it was.
         if (command !== undefined) entry.runs.splice(entry.runs.indexOf(record), 1);
@@ -313,8 +338,38 @@ export class ShellRegistry {
       }
       throw error;
     } finally {
-      entry.running = false;
+      if (!busy) {
+        entry.running = false;
+        entry.detach = undefined;
+        ended();
+      }
     }
+  }
+
+  /**
+   * `shell.run`. With a `requestId` the run is one its caller may ask for
+   * again: the caller's going away (a lost connection, a takeover's exec)
+   * leaves it running, and a run of the same requestId answers it (as a
+   * wait, after the call still waiting on it gave way) or gives the answer
+   * its caller did not get, instead of starting it again.
+   */
+  async run(owner: string, id: string, params: ShellRunParams, signal: AbortSignal): Promise<WireResult> {
+    const entry = this.get(owner, id);
+    const { command, requestId } = params;
+    if (requestId !== undefined && entry.request?.requestId === requestId) {
+      if (entry.running) {
+        entry.detach?.abort();
+        await entry.callEnded;
+      }
+      if (entry.shell!.pending) return this.call(owner, id, undefined, (shell, detach) => shell.wait(runOptions(params, signal, detach, true)));
+      if (entry.request.answer !== undefined) return entry.request.answer;
+    }
+    const request = requestId === undefined ? undefined : { requestId };
+    return this.call(owner, id, command, (shell, detach) => {
+      // Only once the run starts: a call refused as busy changes nothing.
+      entry.request = request;
+      return shell.run(command, runOptions(params, signal, detach, requestId !== undefined));
+    });
   }
 
   /** Ends the shell and forgets it; a shell whose cleanup failed stays, closed, for the delete to be retried. */
@@ -348,10 +403,21 @@ function engineOptions(entry: DaemonShell): ShellOptions {
   };
 }
 
-/** The run options of a wire call, with the caller's going away as the abort. */
+/**
+ * The run options of a wire call: the caller's going away interrupts the run
+ * (`signal`), or with `detachable` (a run its caller may ask for again) only
+ * ends the call; `detach` ends the call too (its run asked for again).
+ */
 export function runOptions(
   params: { timeoutMs?: number | undefined; idleTimeoutMs?: number | undefined; waitMs?: number | undefined; maxOutputBytes?: number | undefined },
   signal: AbortSignal,
+  detach?: AbortSignal,
+  detachable = false,
 ): RunOptions {
-  return { timeoutMs: params.timeoutMs, idleTimeoutMs: params.idleTimeoutMs, waitMs: params.waitMs, maxOutputBytes: params.maxOutputBytes, signal };
+  const { timeoutMs, idleTimeoutMs, waitMs, maxOutputBytes } = params;
+  const ends = detachable ? AbortSignal.any(detach === undefined ? [signal] : [signal, detach]) : detach;
+  return { timeoutMs, idleTimeoutMs, waitMs, maxOutputBytes, ...(detachable ? {} : { signal }), ...(ends === undefined ? {} : { detach: ends }) };
 }
+
+/** The fields of a `shell.run` its answer depends on. */
+type ShellRunParams = Parameters<typeof runOptions>[0] & { readonly command: string; readonly requestId?: string | undefined };
