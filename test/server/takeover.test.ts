@@ -19,7 +19,7 @@ import { PersistentShell } from '@execworld/sdk/shell';
 import { BIN, callDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { contiguous, control, counter, outputOf, processCounter, processOutput, repeatTakeovers, requestTakeover } from '../helpers/takeover.ts';
-import { waitFor } from '../helpers/wait.ts';
+import { pidAlive, waitFor } from '../helpers/wait.ts';
 
 const test = daemonProcessTest();
 
@@ -153,9 +153,23 @@ describe('serve --takeover', () => {
     expect((await callDaemon(daemon, 'GET', `/v1/processes/${ended.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 9, signal: null });
     await waitFor('its tree to be gone', async () => (await callDaemon(daemon, 'GET', `/v1/processes/${ended.id}`)).treeExited === true);
 
+    // A command of POST /v1/run whose caller waits when the daemon execs: its caller goes, so it ends.
+    const run = callDaemon(daemon, 'POST', '/v1/run', { argv: ['sleep', '300'] }).catch(() => undefined);
+    const held = new Set([...counters, cat, closed, ended].map(({ id }) => id));
+    let runProcess: { id: string; pid: number } | undefined;
+    await waitFor('the run to start', async () => {
+      runProcess = ((await callDaemon(daemon, 'GET', '/v1/processes')).processes as { id: string; pid: number }[]).find(({ id }) => !held.has(id));
+      return runProcess !== undefined;
+    });
+
     const outcome = await requestTakeover(stateDir);
     expect(outcome.stderr).toBe('');
     expect(outcome.status).toBe(0);
+    await run;
+    await waitFor('the run to end with its caller', async () => {
+      const listed = ((await callDaemon(daemon, 'GET', '/v1/processes')).processes as { id: string }[]).some(({ id }) => id === runProcess!.id);
+      return !listed && !pidAlive(runProcess!.pid);
+    });
 
     for (const { id, pid } of [...counters, cat, closed]) {
       const info = await callDaemon(daemon, 'GET', `/v1/processes/${id}`);

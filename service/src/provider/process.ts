@@ -21,6 +21,7 @@ import { ProviderError } from './errors.ts';
 import { InputBacklog } from './input-backlog.ts';
 import type { ManagedTree, TreeControl } from './platform/platform.ts';
 import { launchAs, type RunAs } from './run-as.ts';
+import { readAgain, stopReading } from './stream-handover.ts';
 import { cwdError } from './validate.ts';
 
 /** How often an awaited tree is checked for absence. */
@@ -259,6 +260,9 @@ export class ManagedProcess implements SubprocessHandle {
   handOver(): ProcessPipesHandOver | string | undefined {
     if (this.#childExited || this.#settled || this.pid <= 0) return undefined;
     if (this.#collectors.size > 0) return 'its output is collected (stdio maxBytes), which is not handed over';
+    // Its stdin data still being written: what is left would be cut off by the exec (the pipe is close-on-exec here).
+    const data = this.stdin === undefined ? this.#child?.stdin : undefined;
+    if (data !== null && data !== undefined && !data.destroyed && !data.writableFinished) return 'its stdin data is still being written; try again';
     const stdin = this.stdin;
     let stdinFd: number | undefined;
     if (stdin !== undefined && !stdin.destroyed && !stdin.writableFinished) {
@@ -279,16 +283,7 @@ export class ManagedProcess implements SubprocessHandle {
     }
     for (const name of ['stdout', 'stderr'] as const) {
       const pipe = this[name];
-      if (output[name] === undefined || pipe === undefined) continue;
-      pipe.pause();
-      const handle = (pipe as unknown as { _handle?: { reading: boolean; readStop(): number } })._handle;
-      if (handle !== undefined) {
-        handle.readStop();
-        // So that a resume starts reading again (net.Socket's _read starts only a handle that is not reading).
-        handle.reading = false;
-      }
-      // read() hands each chunk the socket holds to its 'data' listeners.
-      while (pipe.read() !== null);
+      if (output[name] !== undefined && pipe !== undefined) stopReading(pipe);
     }
     this.#handedOver = true;
     return { pid: this.pid, graceMs: this.#graceMs, ...(stdinFd === undefined ? {} : { stdin: stdinFd }), ...output };
@@ -298,7 +293,7 @@ export class ManagedProcess implements SubprocessHandle {
   resumeAfterHandOver(): void {
     if (!this.#handedOver) return;
     this.#handedOver = false;
-    for (const pipe of [this.stdout, this.stderr]) pipe?.resume();
+    for (const pipe of [this.stdout, this.stderr]) if (pipe !== undefined && !pipe.destroyed) readAgain(pipe);
   }
 
   /** True once the whole tree was observed gone. */
