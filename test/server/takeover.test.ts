@@ -176,7 +176,7 @@ describe('serve --takeover', () => {
       expect([info.pid, info.status]).toEqual([pid, 'running']);
     }
     const kept = await callDaemon(daemon, 'GET', `/v1/processes/${ended.id}`);
-    expect([kept.status, kept.exit, kept.treeExited]).toEqual(['exited', { exitCode: 9, signal: null }, true]);
+    expect([kept.pid, kept.status, kept.exit, kept.treeExited]).toEqual([ended.pid, 'exited', { exitCode: 9, signal: null }, true]);
     expect((await processOutput(daemon, ended.id, 'stdout')).text).toBe('ended-before\n');
     expect((await processOutput(daemon, ended.id, 'stderr')).text).toBe('on-stderr\n');
     // A retried write of before is known; the next is applied, once.

@@ -71,6 +71,8 @@ const ProcessRecord = z.object({
   createdAt: z.string(),
   argv: z.array(z.string()),
   cwd: z.string(),
+  /** Its program's pid, running or not. */
+  pid: z.number().int(),
   stdio: z.object({ stdin: z.enum(['ignore', 'pipe', 'data']), stdout: z.enum(['pipe', 'inherit']), stderr: z.enum(['pipe', 'inherit']) }),
   graceMs: z.number().int().nonnegative(),
   limits: Limits,

@@ -194,6 +194,7 @@ export class ProcessSession extends Session {
       createdAt: this.createdAt.toISOString(),
       argv: [...this.argv],
       cwd: this.cwd,
+      pid: this.handle.pid,
       stdio: this.#stdio,
       graceMs: this.#graceMs,
       ...(this.limits === undefined ? {} : { limits: { ...this.limits } as Record<string, number> }),

@@ -453,7 +453,7 @@ export class SessionRegistry {
       if (this.runtime.adoptProcess === undefined) throw new Error("this platform's processes cannot be adopted");
       handle = this.runtime.adoptProcess({ ...record.process, graceMs: record.graceMs }, spec);
     } else if (record.ended !== undefined) {
-      handle = new EndedProcess(0, record.ended.exit);
+      handle = new EndedProcess(record.pid, record.ended.exit);
     } else {
       throw new Error(`process ${record.id} is neither running nor ended`);
     }
