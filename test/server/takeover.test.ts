@@ -332,6 +332,20 @@ describe('serve --takeover', () => {
     await repeatTakeovers(daemon, stateDir, 3);
   });
 
+  test('refuses while a process collects its output, saying which, and takes over once it is gone', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const kept = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['sleep', '60'] });
+    const collecting = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['sleep', '60'], stdio: { stdout: { maxBytes: 1024 } } });
+    expect(await control(stateDir, { op: 'takeover', entry: BIN })).toEqual([
+      { error: `process ${collecting.id} collects its output (stdio maxBytes), which is not handed over yet; delete it first` },
+    ]);
+    await callDaemon(daemon, 'DELETE', `/v1/processes/${collecting.id}`);
+    const outcome = await requestTakeover(stateDir);
+    expect([outcome.status, outcome.stderr]).toEqual([0, '']);
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${kept.id}`)).pid).toBe(kept.pid);
+  });
+
   test('refuses what it cannot take, saying why, and serves on', async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
     const daemon = await spawnDaemon(['--state-dir', stateDir, '--containment', 'subreaper']);
