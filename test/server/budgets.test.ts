@@ -33,33 +33,37 @@ const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs:
 
 describe('a WebSocket client that sends calls and never reads', () => {
   test("is held back, then disconnected, with the daemon's queue for it bounded", async () => {
-    const socket = new WebSocket(daemon.wsUrl, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${ALICE}` } });
-    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
-    let closed = false;
-    socket.on('close', () => (closed = true));
-    // The client stops reading: every answer stays queued on the daemon's side.
-    (socket as unknown as { _socket: { pause(): void } })._socket.pause();
-    // Answers of a kilobyte or more each: a listing of a few terminals.
+    // Answers of a kilobyte or more each: a listing of a few terminals. Made before the connection, whose
+    // client reads nothing from its start, so its heartbeat cannot lapse while a busy host starts them.
     const terminals = await Promise.all([1, 2, 3].map(() => daemon.request('POST', '/v1/terminals', { body: TERMINAL })));
-    const call = JSON.stringify({ t: 'call', id: 1, op: 'terminal.list', params: {} });
-    let peak = 0;
-    const sent = async (): Promise<void> => {
-      for (let batch = 0; batch < 400 && !closed; batch += 1) {
-        for (let index = 0; index < 200; index += 1) socket.send(call);
-        // An unsolicited pong must not count as a sign of life.
-        socket.pong();
-        await new Promise((resolve) => setImmediate(resolve));
-        for (const client of daemon.daemon.app.websocketServer.clients) peak = Math.max(peak, client.bufferedAmount);
-      }
-    };
-    await sent();
-    // Held back: past the budget the daemon stops reading its calls, so its queue stops growing.
-    expect(peak).toBeGreaterThan(256 * 1024);
-    expect(peak).toBeLessThanOrEqual(4 * 256 * 1024 + 64 * 1024);
-    // Terminated by the heartbeat or the hard bound, whichever comes first; never left queueing.
-    await waitFor('the daemon to drop the client', () => daemon.daemon.hub.connections === 0, 60_000);
-    socket.terminate();
-    for (const terminal of terminals) await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);
+    try {
+      const socket = new WebSocket(daemon.wsUrl, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${ALICE}` } });
+      await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+      let closed = false;
+      socket.on('close', () => (closed = true));
+      // The client stops reading: every answer stays queued on the daemon's side.
+      (socket as unknown as { _socket: { pause(): void } })._socket.pause();
+      const call = JSON.stringify({ t: 'call', id: 1, op: 'terminal.list', params: {} });
+      let peak = 0;
+      const sent = async (): Promise<void> => {
+        for (let batch = 0; batch < 400 && !closed; batch += 1) {
+          for (let index = 0; index < 200; index += 1) socket.send(call);
+          // An unsolicited pong must not count as a sign of life.
+          socket.pong();
+          await new Promise((resolve) => setImmediate(resolve));
+          for (const client of daemon.daemon.app.websocketServer.clients) peak = Math.max(peak, client.bufferedAmount);
+        }
+      };
+      await sent();
+      // Held back: past the budget the daemon stops reading its calls, so its queue stops growing.
+      expect(peak).toBeGreaterThan(256 * 1024);
+      expect(peak).toBeLessThanOrEqual(4 * 256 * 1024 + 64 * 1024);
+      // Terminated by the heartbeat or the hard bound, whichever comes first; never left queueing.
+      await waitFor('the daemon to drop the client', () => daemon.daemon.hub.connections === 0, 60_000);
+      socket.terminate();
+    } finally {
+      for (const terminal of terminals) await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);
+    }
   }, 90_000);
 });
 

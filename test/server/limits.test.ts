@@ -156,6 +156,11 @@ describe('limits over the API', () => {
         limits: { cpu: 0.5 },
         usage: { oomKilled: false },
       });
+      // A resize is on the interactive path: its answer reads no cgroup, so it has the limits and no usage.
+      const resized = await daemon.request('POST', `/v1/terminals/${terminal.body.id}/resize`, { body: { rows: 30, cols: 100 } });
+      expect(resized.status).toBe(200);
+      expect(resized.body).toMatchObject({ rows: 30, cols: 100, limits: { cpu: 0.5 } });
+      expect(resized.body).not.toHaveProperty('usage');
     } finally {
       await daemon.request('DELETE', `/v1/processes/${created.body.id}`);
       await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);

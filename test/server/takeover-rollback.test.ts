@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { keepAcrossExec, setCloseOnExec } from '../../service/src/provider/posix/libc.ts';
+import { DaemonImage } from '../../service/src/server/image.ts';
 import { startTakeoverControl } from '../../service/src/server/takeover.ts';
 import { BIN } from '../helpers/daemon-process.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
@@ -50,7 +51,7 @@ describe('a takeover whose exec fails', () => {
       daemon: daemon.daemon,
       stateDir,
       serveArgs: [],
-      image: { pid: process.pid, imageStartedAt: Date.now(), takeovers: 0 },
+      image: new DaemonImage(),
       calls: {
         keepAcrossExec,
         setCloseOnExec,

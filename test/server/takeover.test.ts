@@ -59,7 +59,8 @@ function follow(daemon: DaemonProcess, id: string): { stop(): Promise<void>; lon
   };
 }
 
-describe('serve --takeover', () => {
+/** Each takeover starts a new build twice (its rehearsal, then its exec): seconds each on a busy host. */
+describe('serve --takeover', { timeout: 120_000 }, () => {
   test('keeps every terminal: same pids, byte-exact streams, exact exit codes', async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
     const stop = join(stateDir, 'stop');
@@ -76,6 +77,9 @@ describe('serve --takeover', () => {
     const echo = await callDaemon(daemon, 'POST', '/v1/terminals', { argv: ['cat'], rows: 24, cols: 80 });
     expect(await callDaemon(daemon, 'POST', `/v1/terminals/${echo.id}/input`, { data: 'first\n', writer: 'w-1', seq: 1 })).toEqual({ applied: true, seq: 1 });
     const before = await control(stateDir, { op: 'status' });
+    const healthBefore = (await callDaemon(daemon, 'GET', '/v1/health')).daemon;
+    expect(healthBefore).toMatchObject({ takeovers: 0 });
+    expect(healthBefore).not.toHaveProperty('lastTakeover');
     const follower = follow(daemon, terminals[0]!.id);
     // A WebSocket client is told to come back: 1012, service restart.
     const socket = new WebSocket(`${daemon.url.replace(/^http/, 'ws')}/v1/connect`, [WS_SUBPROTOCOL], { headers: { authorization: `Bearer ${daemon.token}` } });
@@ -85,7 +89,7 @@ describe('serve --takeover', () => {
     const outcome = await requestTakeover(stateDir);
     expect(outcome.stderr).toBe('');
     expect(outcome.status).toBe(0);
-    expect(outcome.stdout).toMatch(/runs this build now: 5 terminals kept/);
+    expect(outcome.stdout).toMatch(/runs this build now: 5 sessions kept/);
     expect(await closed).toBe(1012);
 
     // The same process, a new image.
@@ -93,6 +97,18 @@ describe('serve --takeover', () => {
     expect(after[0]!.pid).toBe(daemon.pid);
     expect(after[0]!.imageStartedAt).not.toBe(before[0]!.imageStartedAt);
     expect(after[0]!.takeovers).toBe(1);
+    // Health and metrics tell the daemon's start, kept, and the takeover.
+    const { pauseMs } = after[0]!.lastTakeover as { pauseMs: number };
+    const healthAfter = (await callDaemon(daemon, 'GET', '/v1/health')).daemon;
+    expect(healthAfter.startedAt).toBe(healthBefore.startedAt);
+    expect(Date.parse(healthAfter.imageStartedAt)).toBeGreaterThan(Date.parse(healthBefore.imageStartedAt));
+    expect(healthAfter).toMatchObject({ takeovers: 1, lastTakeover: { sessions: 5, pauseMs } });
+    expect(Date.parse(healthAfter.lastTakeover.at)).toBeGreaterThan(Date.parse(healthBefore.imageStartedAt));
+    const metrics = await (await fetch(`${daemon.url}/metrics`, { headers: { authorization: `Bearer ${daemon.token}` } })).text();
+    const metric = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1]);
+    expect(metric('execworld_takeovers_total')).toBe(1);
+    expect(metric('execworld_daemon_start_time_seconds')).toBe(Date.parse(healthBefore.startedAt) / 1000);
+    expect(metric('execworld_last_takeover_pause_seconds')).toBe(pauseMs / 1000);
     for (const { id, pid } of terminals) {
       const info = await callDaemon(daemon, 'GET', `/v1/terminals/${id}`);
       expect(info.pid).toBe(pid);

@@ -364,6 +364,7 @@ export const OPERATIONS = {
     method: 'POST',
     path: '/v1/terminals/{id}/resize',
     summary: 'Resize a terminal',
+    description: "The answer is the terminal's facts without `usage`, whose cgroup reads would delay it (terminal.get has it).",
     params: id,
     input: s.TerminalResize,
     result: s.TerminalInfo,

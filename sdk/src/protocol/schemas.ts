@@ -537,6 +537,20 @@ export const Health = z
         .optional()
         .meta({ description: 'Which session limits this host enforces; a create asking for an unsupported one is refused with 400 naming it.' }),
     }),
+    daemon: z
+      .object({
+        startedAt: z.string().meta({ description: 'When the daemon started; a takeover (an upgrade in place) keeps it.' }),
+        imageStartedAt: z.string().meta({ description: 'When the build that runs now started: a takeover changes it.' }),
+        takeovers: z.int().min(0).meta({ description: 'Upgrades in place (serve --takeover) since the daemon started.' }),
+        lastTakeover: z
+          .object({
+            at: z.string().meta({ description: 'When the previous build stopped reading its sessions.' }),
+            pauseMs: z.number().meta({ description: 'From then until this build listened: the pause its clients saw.' }),
+            sessions: z.int().min(0).meta({ description: 'The sessions it handed over.' }),
+          })
+          .optional(),
+      })
+      .meta({ description: 'The daemon and the build of it that runs now.' }),
   })
   .meta({ id: 'Health' });
 export type Health = z.infer<typeof Health>;

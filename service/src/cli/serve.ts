@@ -15,7 +15,8 @@ import { buildApp } from '../server/app.ts';
 import { loadTokens } from '../server/auth.ts';
 import { prepareTakeover } from '../server/daemon-runtime.ts';
 import { readTakeoverState, TakeoverStateError, type TakeoverState } from '../server/takeover-state.ts';
-import { startTakeoverControl, takeoverSocketPath, withoutTakeoverOptions, type ImageFacts } from '../server/takeover.ts';
+import { startTakeoverControl, takeoverSocketPath, withoutTakeoverOptions } from '../server/takeover.ts';
+import { DaemonImage, freshImage, type ImageFacts } from '../server/image.ts';
 import {
   CONFIG_FILE_ENV,
   CONFIG_FILE_HELP,
@@ -218,9 +219,14 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     );
   }
   const { table, generated } = tokens;
+  const fresh = freshImage();
+  // After a takeover the daemon's start is its first image's; this image's start is this exec's.
+  const image = new DaemonImage(
+    adopted === undefined ? fresh : { ...fresh, startedAt: adopted.startedAt ?? fresh.startedAt, takeovers: adopted.takeovers + 1 },
+  );
   let daemon: ReturnType<typeof buildApp>;
   try {
-    daemon = buildApp({ config, tokens: table, ownsHostProcess: true });
+    daemon = buildApp({ config, tokens: table, ownsHostProcess: true, image });
   } catch (error) {
     const { code, path } = error as NodeJS.ErrnoException;
     // The TLS certificate and key are read here.
@@ -259,16 +265,13 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
         (config.tlsCert === undefined ? '; tokens and output cross the network unencrypted (serve TLS with --tls-cert and --tls-key)' : ''),
     );
   }
-  const image: ImageFacts = {
-    pid: process.pid,
-    imageStartedAt: Math.round(performance.timeOrigin),
-    takeovers: adopted === undefined ? 0 : adopted.takeovers + 1,
-    ...(adopted === undefined
-      ? {}
-      : { lastTakeover: { at: adopted.handedOverAt, pauseMs: Date.now() - adopted.handedOverAt, terminals: adopted.terminals.length } }),
-  };
-  if (image.lastTakeover !== undefined)
-    app.log.info({ ...image.lastTakeover, takeovers: image.takeovers, helpers }, 'took over from the previous image of this daemon: its terminals run on');
+  if (adopted !== undefined) {
+    image.tookOver({ at: adopted.handedOverAt, pauseMs: Date.now() - adopted.handedOverAt, sessions: adopted.terminals.length + adopted.processes.length });
+    app.log.info(
+      { ...image.facts.lastTakeover, takeovers: image.facts.takeovers, helpers },
+      'took over from the previous image of this daemon: its sessions run on',
+    );
+  }
   try {
     await startTakeoverControl({
       daemon,
@@ -356,7 +359,7 @@ async function requestTakeover(stateDir: string): Promise<number> {
     if (after !== undefined && after.imageStartedAt !== before.imageStartedAt) {
       const last = after.lastTakeover;
       process.stdout.write(
-        `daemon ${after.pid} runs this build now: ${last?.terminals ?? 0} terminals kept, ${last?.pauseMs ?? 0} ms from the old image's last read to the new one's listening\n`,
+        `daemon ${after.pid} runs this build now: ${last?.sessions ?? 0} sessions kept, ${last?.pauseMs ?? 0} ms from the old image's last read to the new one's listening\n`,
       );
       return 0;
     }

@@ -26,6 +26,7 @@ import type { LiveGrants } from './grants.ts';
 import { registerRestRoutes } from './rest-routes.ts';
 import { registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
+import type { DaemonImage } from './image.ts';
 import { registerUi } from './ui.ts';
 import { PreviewTunnels, previewToken, registerPreview } from './preview.ts';
 import { connectToPort } from '../provider/api.ts';
@@ -72,6 +73,8 @@ export interface AppOptions {
    */
   readonly ownsHostProcess?: boolean;
   readonly version?: string;
+  /** This image of the daemon, which health and metrics report. @default a fresh start in this process */
+  readonly image?: DaemonImage;
 }
 
 export interface Daemon {
@@ -151,6 +154,7 @@ export function buildApp(options: AppOptions): Daemon {
     runtime: options.runtime,
     files: options.files,
     ownsHostProcess: options.ownsHostProcess === true,
+    image: options.image,
   });
   const { registry, hub, bodies, metrics, dispatcher } = parts;
   const tunnels = new PreviewTunnels(parts.grants);

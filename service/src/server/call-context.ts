@@ -4,6 +4,7 @@
  * builds one per call.
  * @module
  */
+import type { DaemonImage } from './image.ts';
 import type { Readable } from 'node:stream';
 import type { OwnerFiles, OwnerTransfer } from '../provider/api.ts';
 import type { Principal } from './auth.ts';
@@ -31,6 +32,8 @@ export interface CallContext {
   /** The owners' port forwards. */
   readonly forwards: ForwardTable;
   readonly version: string;
+  /** This image of the daemon: its start, and the last takeover. */
+  readonly image: DaemonImage;
   /** Aborts when the caller went away. */
   readonly signal: AbortSignal;
   /** Whether the call may wait without bound (a WebSocket call). */

@@ -19,6 +19,7 @@ import { SessionRegistry } from './sessions/registry.ts';
 import { UploadRegistry } from './uploads.ts';
 import { ForwardTable } from './forwards.ts';
 import { WebSocketHub } from './ws.ts';
+import { DaemonImage } from './image.ts';
 
 export interface ComposeOptions {
   readonly config: Config;
@@ -31,6 +32,8 @@ export interface ComposeOptions {
   readonly files?: FileProvider | undefined;
   /** See AppOptions.ownsHostProcess. */
   readonly ownsHostProcess: boolean;
+  /** See AppOptions.image. */
+  readonly image?: DaemonImage | undefined;
 }
 
 export interface DaemonParts {
@@ -69,7 +72,8 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
   const bodies = new BodyBudget(config.bodyBudgetBytes);
   const forwards = new ForwardTable({ maxPerOwner: config.maxForwardsPerOwner, graceMs: config.forwardGraceMs });
-  const dispatcher = new Dispatcher({ registry, files, uploads, forwards, version, minter, grants, maxTokenTtlMs: config.maxTokenTtlMs }, metrics);
+  const image = options.image ?? new DaemonImage();
+  const dispatcher = new Dispatcher({ registry, files, uploads, forwards, version, image, minter, grants, maxTokenTtlMs: config.maxTokenTtlMs }, metrics);
   const hub = new WebSocketHub({
     registry,
     forwards,
@@ -88,6 +92,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
     memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held }),
     owners: tokens.owners,
     usage: () => registry.usage(),
+    image: () => image.facts,
   });
   return {
     registry,

@@ -17,7 +17,7 @@ import type { LiveGrants } from './grants.ts';
 import type { DaemonMetrics } from './metrics.ts';
 
 /** What every call reaches, the same for every transport. */
-export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'forwards' | 'version' | 'minter' | 'maxTokenTtlMs'> {
+export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'forwards' | 'version' | 'image' | 'minter' | 'maxTokenTtlMs'> {
   /** The world's files, whose view and transfer calls each call gets as its principal's. */
   readonly files: FileProvider;
   /** Where a minted token's expiry and revocation are checked, and a waiting call held until they come. */
@@ -143,6 +143,7 @@ export class Dispatcher {
         maxTokenTtlMs: this.#services.maxTokenTtlMs,
         forwards: this.#services.forwards,
         version: this.#services.version,
+        image: this.#services.image,
         signal,
         unbounded: caller.unbounded,
         body: caller.body,

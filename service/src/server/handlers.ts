@@ -13,6 +13,7 @@ import {
   type SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
 import { z } from 'zod';
+import type { ImageFacts } from './image.ts';
 import type { FsTarget } from '@execworld/sdk/fs';
 import type { ExecutionProvider } from '../provider/api.ts';
 import type { CallContext } from './call-context.ts';
@@ -149,6 +150,19 @@ function wireToken(claims: Pick<MintedInfo, 'id' | 'access' | 'expiresAt'> & { r
   };
 }
 
+/** The daemon's start and its last takeover, as health tells them. */
+function daemonFacts(image: ImageFacts): OperationResult<'health.get'>['daemon'] {
+  const { lastTakeover } = image;
+  return {
+    startedAt: new Date(image.startedAt).toISOString(),
+    imageStartedAt: new Date(image.imageStartedAt).toISOString(),
+    takeovers: image.takeovers,
+    ...(lastTakeover === undefined
+      ? {}
+      : { lastTakeover: { at: new Date(lastTakeover.at).toISOString(), pauseMs: lastTakeover.pauseMs, sessions: lastTakeover.sessions } }),
+  };
+}
+
 export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'health.get': (ctx) => {
     const { platform, terminals, exactInputWait, containment, signals } = ctx.registry.runtime.capabilities;
@@ -168,6 +182,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
         defaultShell: ctx.registry.runtime.shells.dialect,
         ...limitsCapability(ctx.registry.runtime),
       },
+      daemon: daemonFacts(ctx.image.facts),
     };
   },
 
@@ -217,7 +232,8 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'terminal.resize': (ctx, params) => {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
     session.resize(params.rows, params.cols);
-    return session.info();
+    // On the interactive path: the answer leaves out the usage, which reading the session's cgroups would delay.
+    return session.info({ usage: false });
   },
   'terminal.foreground': async (ctx, params) => {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');

@@ -11,6 +11,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Transport } from './call-context.ts';
 import type { LimitHit, OwnerUsage } from './sessions/owner-usage.ts';
 import type { StreamMeter } from './streams.ts';
+import type { ImageFacts } from './image.ts';
 
 /** The operations that start a program: their failures are spawn failures, counted by code. */
 const SPAWNING = new Set(['process.create', 'terminal.create', 'shell.create']);
@@ -27,6 +28,8 @@ export interface MetricsSources {
   readonly owners?: readonly string[];
   /** Each owner's usage over every session it ran; read once a scrape. */
   usage?(): ReadonlyMap<string, OwnerUsage>;
+  /** This image of the daemon: its start, and the last takeover. */
+  image?(): ImageFacts;
 }
 
 const LIMITS: readonly LimitHit[] = ['memory', 'pids', 'cpu'];
@@ -102,6 +105,44 @@ export class DaemonMetrics {
       collect() {
         this.reset();
         for (const [owner, usage] of owners()) this.inc({ owner }, usage?.oomKills ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'execworld_daemon_start_time_seconds',
+      help: "When the daemon started, in seconds since the epoch; a takeover keeps it (process_start_time_seconds is the running build's).",
+      registers,
+      collect() {
+        const image = sources()?.image?.();
+        if (image !== undefined) this.set(image.startedAt / 1000);
+      },
+    });
+    new Counter({
+      name: 'execworld_takeovers_total',
+      help: 'Upgrades in place (serve --takeover) since the daemon started.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(sources()?.image?.().takeovers ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'execworld_last_takeover_time_seconds',
+      help: 'When the last takeover began (the previous build stopped reading its sessions), in seconds since the epoch; 0 before any.',
+      registers,
+      collect() {
+        this.reset();
+        const last = sources()?.image?.().lastTakeover;
+        if (last !== undefined) this.set(last.at / 1000);
+      },
+    });
+    new Gauge({
+      name: 'execworld_last_takeover_pause_seconds',
+      help: "The pause clients saw in the last takeover: from the previous build's last read to this build listening; 0 before any.",
+      registers,
+      collect() {
+        this.reset();
+        const last = sources()?.image?.().lastTakeover;
+        if (last !== undefined) this.set(last.pauseMs / 1000);
       },
     });
     new Gauge({

@@ -166,6 +166,8 @@ export const TakeoverState = z.object({
   pid: z.number().int().positive(),
   /** When the previous image stopped reading its sessions (ms since the epoch). */
   handedOverAt: z.number(),
+  /** When the daemon started (ms since the epoch), which every image after a takeover reports as its start. */
+  startedAt: z.number().optional(),
   /** How many takeovers this daemon went through before this one. */
   takeovers: z.number().int().nonnegative(),
   /** The listening socket's descriptor. */

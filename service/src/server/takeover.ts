@@ -38,6 +38,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { isAbsolute, join } from 'node:path';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { Daemon } from './app.ts';
+import type { DaemonImage } from './image.ts';
 import {
   readTakeoverState,
   TAKEOVER_STATE_VERSION,
@@ -67,23 +68,12 @@ export interface ExecCalls {
   execve(file: string, argv: readonly string[], env: NodeJS.ProcessEnv): number;
 }
 
-/** This image of the daemon, as the control socket's status tells it. */
-export interface ImageFacts {
-  readonly pid: number;
-  /** When this image started (ms since the epoch): a takeover changes it, the pid stays. */
-  readonly imageStartedAt: number;
-  /** Takeovers this daemon went through. */
-  readonly takeovers: number;
-  /** The last one: when it happened, the time from the old image's last read to the new one listening, and the terminals kept. */
-  readonly lastTakeover?: { readonly at: number; readonly pauseMs: number; readonly terminals: number };
-}
-
 export interface TakeoverControlOptions {
   readonly daemon: Daemon;
   readonly stateDir: string;
   /** serve's own arguments, which the new image runs with (any earlier `--takeover-state` left out). */
   readonly serveArgs: readonly string[];
-  readonly image: ImageFacts;
+  readonly image: DaemonImage;
   readonly calls: ExecCalls;
   readonly log: Logger;
 }
@@ -137,7 +127,7 @@ export async function startTakeoverControl(options: TakeoverControlOptions): Pro
         return;
       }
       if (request?.op === 'status') {
-        answer(socket, options.image, true);
+        answer(socket, options.image.facts, true);
         return;
       }
       if (request?.op !== 'takeover') {
@@ -206,7 +196,8 @@ function stateOf(options: TakeoverControlOptions, listenFd: number, stopReading:
     version: TAKEOVER_STATE_VERSION,
     pid: process.pid,
     handedOverAt: Date.now(),
-    takeovers: options.image.takeovers,
+    startedAt: options.image.facts.startedAt,
+    takeovers: options.image.facts.takeovers,
     listenFd,
     ...options.daemon.registry.takeoverRecords(stopReading),
   };

@@ -636,15 +636,20 @@ export class CellControls {
 
   /** The session's counters so far, read from its cgroups. */
   #counters(): Counters {
-    const cpuacct = this.#path('cpuacct');
+    // A v2 cgroup's cpu.stat counts user and system time whether or not the cpu controller is enabled
+    // in it (and to the microsecond, where v1's cpuacct counts in ticks): one read, on a hybrid host too.
+    // Only a kernel whose v2 cpu.stat lacks them is asked v1's cpuacct.
     const v2Stat = readText(join(this.#v2Path, 'cpu.stat'));
     const counters: Counters = { cpuUserMs: 0, cpuSystemMs: 0, peakMemoryBytes: null, oomKills: 0, memoryFails: 0, pidsMax: 0, throttled: 0 };
+    const userUs = keyed(v2Stat, 'user_usec');
+    const systemUs = keyed(v2Stat, 'system_usec');
+    const cpuacct = userUs === undefined || systemUs === undefined ? this.#path('cpuacct') : undefined;
     if (cpuacct !== undefined) {
       counters.cpuUserMs = (readNumber(join(cpuacct, 'cpuacct.usage_user')) ?? 0) / 1e6;
       counters.cpuSystemMs = (readNumber(join(cpuacct, 'cpuacct.usage_sys')) ?? 0) / 1e6;
     } else {
-      counters.cpuUserMs = (keyed(v2Stat, 'user_usec') ?? 0) / 1000;
-      counters.cpuSystemMs = (keyed(v2Stat, 'system_usec') ?? 0) / 1000;
+      counters.cpuUserMs = (userUs ?? 0) / 1000;
+      counters.cpuSystemMs = (systemUs ?? 0) / 1000;
     }
     const memory = this.#path('memory');
     if (this.#controllers.v2.has('memory')) {

@@ -175,7 +175,7 @@ export class TerminalScreen {
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    this.#stop(new ServiceError('NOT_FOUND', 'the terminal was forgotten'));
+    this.#stop(() => new ServiceError('NOT_FOUND', 'the terminal was forgotten'));
   }
 
   /** Drops the size marks an emulator starting at the oldest retained byte would not need. */
@@ -242,10 +242,12 @@ export class TerminalScreen {
 
   /**
    * Ends the emulator (the session is forgotten, or the terminal grew past the
-   * cells a screen holds); waiting snapshots fail with `error`. A write in
-   * flight is let finish first: the emulator is released once idle.
+   * cells a screen holds); waiting snapshots fail with the error `failure`
+   * makes, made only when one waits (an error's stack costs tens of µs, paid
+   * by every terminal ended). A write in flight is let finish first: the
+   * emulator is released once idle.
    */
-  #stop(error: ServiceError): void {
+  #stop(failure: () => ServiceError): void {
     const term = this.#term;
     if (term === undefined) return;
     this.#term = undefined;
@@ -254,7 +256,10 @@ export class TerminalScreen {
     this.#ring.holdFrom(undefined);
     this.#scanner = new QueryScanner();
     if (!this.#writing) term.dispose();
-    for (const waiter of this.#waiters.splice(0)) waiter.reject(error);
+    const waiters = this.#waiters.splice(0);
+    if (waiters.length === 0) return;
+    const error = failure();
+    for (const waiter of waiters) waiter.reject(error);
   }
 
   /** Applies the size changes the emulator has reached, answers the snapshots it has caught up with, and hands it the next slice. */
@@ -266,7 +271,9 @@ export class TerminalScreen {
       if (!this.#fits(size)) {
         // A screen that large is not kept; a smaller size later starts a new emulator from the retained output.
         this.#sizes.unshift(size);
-        this.#stop(new ServiceError('LIMIT_EXCEEDED', `the terminal grew to ${size.rows}×${size.cols}, more than the ${this.#maxCells} cells a screen holds`));
+        this.#stop(
+          () => new ServiceError('LIMIT_EXCEEDED', `the terminal grew to ${size.rows}×${size.cols}, more than the ${this.#maxCells} cells a screen holds`),
+        );
         return;
       }
       term.resize(Math.max(MIN_EMULATOR_COLS, size.cols), size.rows);

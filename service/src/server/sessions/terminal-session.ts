@@ -185,7 +185,8 @@ export class TerminalSession extends Session {
     this.screen.dispose();
   }
 
-  info(): TerminalInfo {
+  /** Its facts; `usage: false` leaves out its usage, which costs reads of its cgroups (a resize's answer has none). */
+  info(options: { usage?: boolean } = {}): TerminalInfo {
     return {
       id: this.id,
       pid: this.handle.pid,
@@ -200,7 +201,7 @@ export class TerminalSession extends Session {
       exitedAt: this.exitedAt?.toISOString() ?? null,
       answerQueries: this.answerQueries,
       output: { start: this.output.start, end: this.output.end, ended: this.output.ended },
-      ...this.accounting(this.handle.usage?.()),
+      ...this.accounting(options.usage === false ? undefined : this.handle.usage?.()),
     };
   }
 }
