@@ -181,6 +181,8 @@ describe('serve --takeover', { timeout: 120_000 }, () => {
     const outcome = await requestTakeover(stateDir);
     expect(outcome.stderr).toBe('');
     expect(outcome.status).toBe(0);
+    // Six processes handed over: the two counters, cat, the closed one, the ended one and the run's.
+    expect(outcome.stdout).toMatch(/runs this build now: 6 sessions kept/);
     await run;
     await waitFor('the run to end with its caller', async () => {
       const listed = ((await callDaemon(daemon, 'GET', '/v1/processes')).processes as { id: string }[]).some(({ id }) => id === runProcess!.id);
