@@ -5,10 +5,17 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * that take minutes on a two-core machine. Each is a whole product path, not
  * a unit: the DeepSeek harness's persistent pwsh stack over three providers,
  * the image's Dockerfile replayed and run, the packed tarballs installed and
- * used, and an archive of 250,000 entries unpacked with the daemon's memory
- * measured (a minute and a half of one core by itself).
+ * used, an archive of 250,000 entries unpacked with the daemon's memory
+ * measured (a minute and a half of one core by itself), and twenty takeovers
+ * of a daemon in a row.
  */
-export const SLOW_FILES = ['test/dsh/pwsh.test.ts', 'test/docker/image.test.ts', 'test/package/packages.test.ts', 'test/server/unpack-memory.test.ts'];
+export const SLOW_FILES = [
+  'test/dsh/pwsh.test.ts',
+  'test/docker/image.test.ts',
+  'test/package/packages.test.ts',
+  'test/server/unpack-memory.test.ts',
+  'test/server/takeover-repeat.test.ts',
+];
 
 export default defineConfig({
   test: {

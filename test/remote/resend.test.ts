@@ -7,12 +7,16 @@
  * reaches it was sent again.
  */
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { connect, type RemoteRuntime } from '@execworld/sdk';
 import { ALICE, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 let daemon: TestDaemon;
 let proxy: FaultProxy;
@@ -94,5 +98,33 @@ describe('a call in flight when the connection drops', () => {
 
     await runtime.call('process.terminate', { id: created.id });
     await terminal.terminate();
+  });
+
+  test("a shell's run with a requestId goes on, and its resend answers it with the command's exact status", async () => {
+    const go = join(mkdtempSync(join(tmpdir(), 'resend-')), 'go');
+    const shell = await runtime.call('shell.create', { dialect: 'bash', cwd: '/tmp' });
+    const calls = recordCalls();
+    const requestId = randomUUID();
+    const run = runtime.call('shell.run', {
+      id: shell.id,
+      command: `echo printed-before; while [ ! -e ${go} ]; do sleep 0.05; done; echo printed-after; (exit 3)`,
+      requestId,
+    });
+    await waitFor('the command to run', async () => {
+      const read = await runtime.call('terminal.output', { id: shell.terminalId!, from: 0 });
+      return Buffer.from(read.data, 'base64').toString('latin1').includes('printed-before\r\n');
+    });
+    // The connection drops while the run's call waits: the daemon sees its caller go, the SDK sends the call again.
+    proxy.cut();
+    await waitFor('the call to be sent again', () => calls.sent(requestId) === 2);
+    writeFileSync(go, '');
+    const answer = await run;
+    expect([answer.reason, answer.exitCode, answer.output]).toEqual(['completed', 3, 'printed-before\nprinted-after\n']);
+    // One run, answered once: the shell's history holds it, not a second.
+    const history = await runtime.call('shell.history', { id: shell.id });
+    expect(history.runs.map((entry) => [entry.state, entry.exitCode])).toEqual([['completed', 3]]);
+    // Asked again after its answer, the run is not started again: its answer is given.
+    expect(await runtime.call('shell.run', { id: shell.id, command: 'false', requestId })).toMatchObject({ reason: 'completed', exitCode: 3 });
+    await runtime.call('shell.delete', { id: shell.id });
   });
 });

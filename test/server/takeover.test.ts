@@ -1,11 +1,12 @@
 /**
  * A daemon upgraded in place (`execworld serve --takeover`, an exec of the
- * new build in the same process) keeps its port and its terminals: the same
- * pids, every stream byte-exact across the takeover, the exact exit codes of
- * programs that end under the new image. A new build that fails its
- * rehearsal leaves the old image serving, with nothing lost.
+ * new build in the same process) keeps its port, its terminals, its managed
+ * processes and its persistent shells: the same pids, every stream
+ * byte-exact across the takeover, input applied once, the exact exit codes of
+ * programs that end under the new image, a shell's command answered with its
+ * exact status. A new build that fails its rehearsal leaves the old image
+ * serving, with nothing lost.
  */
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
@@ -13,72 +14,15 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { WebSocket } from 'ws';
+import { connect as connectSdk } from '@execworld/sdk';
 import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
-import { BIN, callDaemon, DAEMON_NODE_FLAGS, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { PersistentShell } from '@execworld/sdk/shell';
+import { BIN, callDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { daemonProcessTest } from '../helpers/daemon-test.ts';
-import { waitFor } from '../helpers/wait.ts';
+import { contiguous, control, counter, outputOf, processCounter, processOutput, repeatTakeovers, requestTakeover } from '../helpers/takeover.ts';
+import { pidAlive, waitFor } from '../helpers/wait.ts';
 
 const test = daemonProcessTest();
-
-/** A terminal whose program prints 1, 2, 3, … a line each, until `stop` exists, then exits with `code`. */
-function counter(stop: string, code: number): { argv: string[]; rows: number; cols: number } {
-  return { argv: ['sh', '-c', `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; sleep 0.005; done; exit ${code}`], rows: 24, cols: 80 };
-}
-
-/** The whole output of terminal `id` from offset 0, as the daemon retains it. */
-async function outputOf(daemon: DaemonProcess, id: string): Promise<{ text: string; gap: unknown; ended: boolean }> {
-  let text = '';
-  let from = 0;
-  for (;;) {
-    const read = await callDaemon(daemon, 'GET', `/v1/terminals/${id}/output?from=${from}&maxBytes=1048576`);
-    expect(read.gap).toBeNull();
-    text += Buffer.from(read.data, 'base64').toString('utf8');
-    if (read.next === from || read.ended) return { text, gap: read.gap, ended: read.ended };
-    from = read.next;
-  }
-}
-
-/** The numbers a counter printed, checked to run 1, 2, 3, … with none missing or repeated. */
-function contiguous(text: string): number[] {
-  const numbers = text
-    .split(/\r?\n/)
-    .filter((line) => line !== '')
-    .map(Number);
-  expect(numbers.length).toBeGreaterThan(0);
-  numbers.forEach((value, index) => expect(value).toBe(index + 1));
-  return numbers;
-}
-
-/** One request on the daemon's takeover control socket; the JSON lines it answered. */
-function control(stateDir: string, request: object): Promise<Record<string, unknown>[]> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(join(stateDir, 'takeover.sock'));
-    let text = '';
-    socket.on('connect', () => socket.write(`${JSON.stringify(request)}\n`));
-    socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
-    socket.on('error', reject);
-    socket.on('close', () =>
-      resolve(
-        text
-          .split('\n')
-          .filter(Boolean)
-          .map((line) => JSON.parse(line) as Record<string, unknown>),
-      ),
-    );
-  });
-}
-
-/** `execworld serve --takeover` of this checkout; its exit status and output. */
-function requestTakeover(stateDir: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, BIN, 'serve', '--takeover', '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
-  });
-}
 
 /**
  * Follows terminal `id` by offset with long polls, as a client does, through
@@ -201,6 +145,180 @@ describe('serve --takeover', { timeout: 120_000 }, () => {
     );
   });
 
+  test('keeps every managed process: same pids, byte-exact stdout and stderr, stdin once, exact exit codes and signals', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const stop = join(stateDir, 'stop');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const codes = [3, 4];
+    const counters: { id: string; pid: number }[] = [];
+    for (const code of codes) counters.push(await callDaemon(daemon, 'POST', '/v1/processes', processCounter(stop, code)));
+    for (const { id } of counters)
+      await waitFor('output to flow', async () => {
+        const info = await callDaemon(daemon, 'GET', `/v1/processes/${id}`);
+        return info.stdout.end > 100 && info.stderr.end > 100;
+      });
+    // A program reading its stdin: what was written before the takeover and after reaches it once each.
+    const cat = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['cat'], stdio: { stdin: 'pipe' } });
+    expect(await callDaemon(daemon, 'POST', `/v1/processes/${cat.id}/stdin`, { data: 'before\n', writer: 'w-1', seq: 1 })).toEqual({ applied: true, seq: 1 });
+    await waitFor('cat to echo', async () => (await processOutput(daemon, cat.id, 'stdout')).text === 'before\n');
+    // One whose stdin was closed before: it stays closed.
+    const closed = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['sh', '-c', 'cat; echo stdin-ended; sleep 60'], stdio: { stdin: 'pipe' } });
+    await callDaemon(daemon, 'POST', `/v1/processes/${closed.id}/stdin/close`);
+    await waitFor('its end of file', async () => (await processOutput(daemon, closed.id, 'stdout')).text === 'stdin-ended\n');
+    // One that ended before: its exit facts and output are kept.
+    const ended = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['sh', '-c', 'echo ended-before; echo on-stderr >&2; exit 9'] });
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${ended.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 9, signal: null });
+    await waitFor('its tree to be gone', async () => (await callDaemon(daemon, 'GET', `/v1/processes/${ended.id}`)).treeExited === true);
+
+    // A command of POST /v1/run whose caller waits when the daemon execs: its caller goes, so it ends.
+    const run = callDaemon(daemon, 'POST', '/v1/run', { argv: ['sleep', '300'] }).catch(() => undefined);
+    const held = new Set([...counters, cat, closed, ended].map(({ id }) => id));
+    let runProcess: { id: string; pid: number } | undefined;
+    await waitFor('the run to start', async () => {
+      runProcess = ((await callDaemon(daemon, 'GET', '/v1/processes')).processes as { id: string; pid: number }[]).find(({ id }) => !held.has(id));
+      return runProcess !== undefined;
+    });
+
+    const outcome = await requestTakeover(stateDir);
+    expect(outcome.stderr).toBe('');
+    expect(outcome.status).toBe(0);
+    // Six processes handed over: the two counters, cat, the closed one, the ended one and the run's.
+    expect(outcome.stdout).toMatch(/runs this build now: 6 sessions kept/);
+    await run;
+    await waitFor('the run to end with its caller', async () => {
+      const listed = ((await callDaemon(daemon, 'GET', '/v1/processes')).processes as { id: string }[]).some(({ id }) => id === runProcess!.id);
+      return !listed && !pidAlive(runProcess!.pid);
+    });
+
+    for (const { id, pid } of [...counters, cat, closed]) {
+      const info = await callDaemon(daemon, 'GET', `/v1/processes/${id}`);
+      expect([info.pid, info.status]).toEqual([pid, 'running']);
+    }
+    const kept = await callDaemon(daemon, 'GET', `/v1/processes/${ended.id}`);
+    expect([kept.pid, kept.status, kept.exit, kept.treeExited]).toEqual([ended.pid, 'exited', { exitCode: 9, signal: null }, true]);
+    expect((await processOutput(daemon, ended.id, 'stdout')).text).toBe('ended-before\n');
+    expect((await processOutput(daemon, ended.id, 'stderr')).text).toBe('on-stderr\n');
+    // A retried write of before is known; the next is applied, once.
+    expect(await callDaemon(daemon, 'POST', `/v1/processes/${cat.id}/stdin`, { data: 'before\n', writer: 'w-1', seq: 1 })).toEqual({ applied: false, seq: 1 });
+    expect(await callDaemon(daemon, 'POST', `/v1/processes/${cat.id}/stdin`, { data: 'after\n', writer: 'w-1', seq: 2 })).toEqual({ applied: true, seq: 2 });
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${cat.id}`)).stdinOpen).toBe(true);
+    await callDaemon(daemon, 'POST', `/v1/processes/${cat.id}/stdin/close`);
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${cat.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
+    expect(await processOutput(daemon, cat.id, 'stdout')).toEqual({ text: 'before\nafter\n', ended: true });
+    // The closed stdin is still closed; the program's end by a signal is told exactly.
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${closed.id}`)).stdinOpen).toBe(false);
+    process.kill(closed.pid, 'SIGTERM');
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${closed.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: null, signal: 'SIGTERM' });
+    // Output flows on under the new image, then each ends with its own code, every number once and in order.
+    const ends = await Promise.all(counters.map(async ({ id }) => (await callDaemon(daemon, 'GET', `/v1/processes/${id}`)).stdout.end as number));
+    for (const [index, { id }] of counters.entries())
+      await waitFor('output after the takeover', async () => (await callDaemon(daemon, 'GET', `/v1/processes/${id}`)).stdout.end > ends[index]! + 100);
+    writeFileSync(stop, '');
+    for (const [index, { id }] of counters.entries()) {
+      expect((await callDaemon(daemon, 'GET', `/v1/processes/${id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: codes[index], signal: null });
+      for (const stream of ['stdout', 'stderr'] as const) {
+        const { text, ended: streamEnded } = await processOutput(daemon, id, stream);
+        expect(streamEnded).toBe(true);
+        contiguous(text);
+      }
+    }
+  });
+
+  test('keeps persistent shells: one in the middle of a command answers its exact status, an idle one runs on with its state', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const go = join(stateDir, 'go');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const idle = await callDaemon(daemon, 'POST', '/v1/shells', { dialect: 'bash', cwd: stateDir });
+    expect(await callDaemon(daemon, 'POST', `/v1/shells/${idle.id}/run`, { command: 'KEPT=kept-before; cd /tmp' })).toMatchObject({
+      reason: 'completed',
+      exitCode: 0,
+    });
+    const busy = await callDaemon(daemon, 'POST', '/v1/shells', { dialect: 'bash', cwd: stateDir });
+    const idleTerminal = (await callDaemon(daemon, 'GET', `/v1/terminals/${idle.terminalId}`)).pid as number;
+    const busyTerminal = (await callDaemon(daemon, 'GET', `/v1/terminals/${busy.terminalId}`)).pid as number;
+    // A run whose caller is still waiting when the daemon execs: it prints, then waits for a file, then ends with 3.
+    const pending = callDaemon(daemon, 'POST', `/v1/shells/${busy.id}/run`, {
+      command: `echo printed-before; while [ ! -e ${go} ]; do sleep 0.05; done; echo printed-after; (exit 3)`,
+    }).then(
+      (answer: unknown) => ({ answer }),
+      (error: unknown) => ({ error }),
+    );
+    await waitFor('the command to run', async () => (await outputOf(daemon, busy.terminalId)).text.includes('printed-before\r\n'));
+
+    const outcome = await requestTakeover(stateDir);
+    expect(outcome.stderr).toBe('');
+    expect(outcome.status).toBe(0);
+    // The call's connection went with the old image; the run it waited for is open, and wait answers it.
+    expect(await pending).toHaveProperty('error');
+    expect((await callDaemon(daemon, 'GET', `/v1/shells/${busy.id}`)).state).toBe('open');
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${busy.terminalId}`)).pid).toBe(busyTerminal);
+    writeFileSync(go, '');
+    const answer = await callDaemon(daemon, 'POST', `/v1/shells/${busy.id}/wait`, { timeoutMs: 20_000 });
+    expect([answer.reason, answer.exitCode, answer.signal]).toEqual(['completed', 3, null]);
+    expect(answer.output).toBe('printed-before\nprinted-after\n');
+    const history = await callDaemon(daemon, 'GET', `/v1/shells/${busy.id}/history`);
+    expect(history.runs.at(-1)).toMatchObject({ state: 'completed', exitCode: 3 });
+    // The same shell runs the next command.
+    expect(await callDaemon(daemon, 'POST', `/v1/shells/${busy.id}/run`, { command: 'false' })).toMatchObject({ reason: 'completed', exitCode: 1 });
+    // The idle one: the same shell process, its variables and working directory kept.
+    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${idle.terminalId}`)).pid).toBe(idleTerminal);
+    const next = await callDaemon(daemon, 'POST', `/v1/shells/${idle.id}/run`, { command: 'echo "$KEPT $PWD"; (exit 4)' });
+    expect([next.reason, next.exitCode, next.output]).toEqual(['completed', 4, 'kept-before /tmp\n']);
+  });
+
+  test("the SDK's own shell on a daemon's terminal rides through: a command in the middle of its run answers its exact status", async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const go = join(stateDir, 'go');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const runtime = await connectSdk(daemon.url, { token: daemon.token });
+    try {
+      // The engine runs here, in the SDK; its terminal is the daemon's, followed over the SDK's connection.
+      const shell = await PersistentShell.start(runtime, { cwd: stateDir });
+      const terminal = await shell.terminal;
+      const run = shell.run(`echo printed-before; while [ ! -e ${go} ]; do sleep 0.05; done; echo printed-after; (exit 3)`, { timeoutMs: 60_000 });
+      await waitFor('the command to run', async () =>
+        (await outputOf(daemon, (await callDaemon(daemon, 'GET', '/v1/terminals')).terminals[0].id)).text.includes('printed-before\r\n'),
+      );
+
+      const outcome = await requestTakeover(stateDir);
+      expect(outcome.status).toBe(0);
+      writeFileSync(go, '');
+      const answer = await run;
+      expect([answer.reason, answer.exitCode, answer.output]).toEqual(['completed', 3, 'printed-before\nprinted-after\n']);
+      expect((await shell.run('echo again')).output).toBe('again\n');
+      expect((await shell.terminal).pid).toBe(terminal.pid);
+      await shell.close();
+    } finally {
+      await runtime.dispose();
+    }
+  });
+
+  test("a shell's run with a requestId, called over the SDK, is sent again after the takeover and answers its exact status", async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const go = join(stateDir, 'go');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const runtime = await connectSdk(daemon.url, { token: daemon.token });
+    try {
+      const shell = await runtime.call('shell.create', { dialect: 'bash', cwd: stateDir });
+      const run = runtime.call('shell.run', {
+        id: shell.id,
+        command: `echo printed-before; while [ ! -e ${go} ]; do sleep 0.05; done; echo printed-after; (exit 3)`,
+        requestId: 'run-across-the-takeover',
+      });
+      await waitFor('the command to run', async () => (await outputOf(daemon, shell.terminalId!)).text.includes('printed-before\r\n'));
+
+      const outcome = await requestTakeover(stateDir);
+      expect(outcome.status).toBe(0);
+      writeFileSync(go, '');
+      const answer = await run;
+      expect([answer.reason, answer.exitCode, answer.output]).toEqual(['completed', 3, 'printed-before\nprinted-after\n']);
+      const history = await runtime.call('shell.history', { id: shell.id });
+      expect(history.runs.map((entry) => [entry.state, entry.exitCode])).toEqual([['completed', 3]]);
+    } finally {
+      await runtime.dispose();
+    }
+  });
+
   test('keeps an upload under way: the bytes sent before go on from their offset, and the file is published whole', async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
     const target = join(mkdtempSync(join(tmpdir(), 'execworld-upload-')), 'file.bin');
@@ -261,37 +379,25 @@ describe('serve --takeover', { timeout: 120_000 }, () => {
     contiguous((await outputOf(daemon, terminal.id)).text);
   });
 
-  test('repeated takeovers leave no zombie and no descriptor behind', async ({ spawnDaemon }) => {
+  test('repeated takeovers leave no zombie and no descriptor behind, with processes and a shell mid-command', { timeout: 180_000 }, async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
-    const stop = join(stateDir, 'stop');
     const daemon = await spawnDaemon(['--state-dir', stateDir]);
-    const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, 0));
-    /** The daemon's children that are zombies: each previous image's helpers (its session watcher) are collected. */
-    const zombies = (): number[] =>
-      readFileSync(`/proc/${daemon.pid}/task/${daemon.pid}/children`, 'utf8')
-        .split(' ')
-        .filter(Boolean)
-        .filter((pid) => {
-          try {
-            return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z');
-          } catch (_error) {
-            return false;
-          }
-        })
-        .map(Number);
-    const descriptors = (): number => readdirSync(`/proc/${daemon.pid}/fd`).length;
-    const counts: number[] = [];
-    for (let round = 1; round <= 5; round += 1) {
-      const outcome = await requestTakeover(stateDir);
-      expect(outcome.status).toBe(0);
-      await waitFor("the previous image's helpers to be collected", () => zombies().length === 0);
-      counts.push(descriptors());
-      console.log(`takeover ${round}: ${counts.at(-1)} descriptors, ${daemon.rssKiB()} KiB resident`);
-    }
-    expect(counts.at(-1)).toBeLessThanOrEqual(counts[0]! + 2);
-    writeFileSync(stop, '');
-    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
-    contiguous((await outputOf(daemon, terminal.id)).text);
+    // Three here; twenty in test/server/takeover-repeat.test.ts (the slow lane).
+    await repeatTakeovers(daemon, stateDir, 3);
+  });
+
+  test('refuses while a process collects its output, saying which, and takes over once it is gone', async ({ spawnDaemon }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const kept = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['sleep', '60'] });
+    const collecting = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['sleep', '60'], stdio: { stdout: { maxBytes: 1024 } } });
+    expect(await control(stateDir, { op: 'takeover', entry: BIN })).toEqual([
+      { error: `process ${collecting.id} collects its output (stdio maxBytes), which is not handed over yet; delete it first` },
+    ]);
+    await callDaemon(daemon, 'DELETE', `/v1/processes/${collecting.id}`);
+    const outcome = await requestTakeover(stateDir);
+    expect([outcome.status, outcome.stderr]).toEqual([0, '']);
+    expect((await callDaemon(daemon, 'GET', `/v1/processes/${kept.id}`)).pid).toBe(kept.pid);
   });
 
   test('refuses what it cannot take, saying why, and serves on', async ({ spawnDaemon }) => {

@@ -666,7 +666,8 @@ export const OPERATIONS = {
     result: s.RunResult,
     // A run after the shell exited starts a fresh one, which can fail as a create does.
     errors: ['SHELL_BUSY', 'CWD_NOT_FOUND', 'SHELL_START_FAILED', 'LIMIT_EXCEEDED'],
-    idempotent: false,
+    // Asked again with its requestId, a run is answered, not started again.
+    idempotent: { when: ['requestId'] },
     waits: true,
     access: 'write',
     body: 'program',

@@ -677,6 +677,10 @@ export const ShellRun = z
       .min(1)
       .max(1024 * 1024),
     ...RunLimits,
+    requestId: RequestId.optional().meta({
+      description:
+        "Makes the run one a caller can ask for again: a caller going away leaves it running instead of interrupting it, and a run with the same requestId (the SDK's resend after a reconnect, a takeover's included) answers that run instead of starting another.",
+    }),
   })
   .meta({ id: 'ShellRun' });
 /** A send or wait answers within the run's output bound. */

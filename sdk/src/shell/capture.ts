@@ -19,6 +19,20 @@ export interface LineEnd {
 /** Bytes of a run, the head kept whole and the tail as a bounded window, with the count cut between. */
 class BoundedBytes {
   readonly #half: number;
+  /** Its state, for {@link RunCapture.snapshot}. */
+  get state(): { head: Buffer; tail: Buffer; cut: number } {
+    return { head: Buffer.concat(this.#head), tail: Buffer.concat(this.#tail), cut: this.#cut };
+  }
+
+  /** Takes a state of {@link state}. */
+  restore(state: { head: Buffer; tail: Buffer; cut: number }): void {
+    this.#head = state.head.length === 0 ? [] : [state.head];
+    this.#headBytes = state.head.length;
+    this.#tail = state.tail.length === 0 ? [] : [state.tail];
+    this.#tailBytes = state.tail.length;
+    this.#cut = state.cut;
+  }
+
   #head: Buffer[] = [];
   #headBytes = 0;
   #tail: Buffer[] = [];
@@ -99,7 +113,26 @@ const MAX_CARRY_BYTES = 64 * 1024;
 
 type State = 'seek-start' | 'start-line' | 'body' | 'ended';
 
+/** A capture's whole state, bytes in base64: what a daemon's takeover hands to its next image for a run still open. */
+export interface CaptureSnapshot {
+  readonly runNonce: string;
+  readonly sessionNonce: string;
+  readonly maxBytes: number;
+  readonly rows?: number | undefined;
+  readonly state: State;
+  readonly pending: string;
+  readonly pendingAt: number;
+  readonly head: string;
+  readonly tail: string;
+  readonly cut: number;
+  readonly outputStart: number;
+  readonly lineEnd?: LineEnd | undefined;
+  readonly carry: { readonly bytes: string; readonly text: string };
+}
+
 export class RunCapture {
+  readonly #runNonce: string;
+  readonly #sessionNonce: string;
   readonly #start: Buffer;
   readonly #end: Buffer;
   readonly #promptPrefix = Buffer.from(promptMarkerPrefix, 'latin1');
@@ -126,6 +159,8 @@ export class RunCapture {
    */
   constructor(runNonce: string, sessionNonce: string, from: number, maxBytes: number, rows?: number) {
     this.#rows = rows;
+    this.#runNonce = runNonce;
+    this.#sessionNonce = sessionNonce;
     this.#start = Buffer.from(startMarker(runNonce), 'latin1');
     this.#end = Buffer.from(endMarker(runNonce), 'latin1');
     this.#promptSuffix = Buffer.from(promptMarkerSuffix(sessionNonce), 'latin1');
@@ -135,6 +170,40 @@ export class RunCapture {
     this.#bytes = new BoundedBytes(maxBytes, rows);
     this.#pendingAt = from;
     this.#outputStart = from;
+  }
+
+  /** Everything the capture holds, to be taken up by {@link restore} in another process. */
+  snapshot(): CaptureSnapshot {
+    const bytes = this.#bytes.state;
+    return {
+      runNonce: this.#runNonce,
+      sessionNonce: this.#sessionNonce,
+      maxBytes: this.#maxBytes,
+      ...(this.#rows === undefined ? {} : { rows: this.#rows }),
+      state: this.#state,
+      pending: this.#pending.toString('base64'),
+      pendingAt: this.#pendingAt,
+      head: bytes.head.toString('base64'),
+      tail: bytes.tail.toString('base64'),
+      cut: bytes.cut,
+      outputStart: this.#outputStart,
+      ...(this.#lineEnd === undefined ? {} : { lineEnd: this.#lineEnd }),
+      carry: { bytes: this.#carry.bytes.toString('base64'), text: this.#carry.text },
+    };
+  }
+
+  /** The capture a {@link snapshot} was taken of, going on from where it was. */
+  static restore(snapshot: CaptureSnapshot): RunCapture {
+    const capture = new RunCapture(snapshot.runNonce, snapshot.sessionNonce, snapshot.pendingAt, snapshot.maxBytes, snapshot.rows);
+    capture.#state = snapshot.state;
+    capture.#pending = Buffer.from(snapshot.pending, 'base64');
+    capture.#pendingAt = snapshot.pendingAt;
+    capture.#bytes.restore({ head: Buffer.from(snapshot.head, 'base64'), tail: Buffer.from(snapshot.tail, 'base64'), cut: snapshot.cut });
+    capture.#outputStart = snapshot.outputStart;
+    capture.#lineEnd = snapshot.lineEnd;
+    const carry = Buffer.from(snapshot.carry.bytes, 'base64');
+    capture.#carry = carry.length === 0 && snapshot.carry.text === '' ? NO_CARRY : { bytes: carry, text: snapshot.carry.text };
+    return capture;
   }
 
   /** The run's start marker was seen: the shell took its line. */

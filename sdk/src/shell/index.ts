@@ -3,7 +3,7 @@
  * exact exit status; cwd, variables and functions persist between runs.
  * @module @execworld/sdk/shell
  */
-export { PersistentShell, ShellError, type ShellErrorCode, type ShellOptions } from './persistent-shell.ts';
+export { PersistentShell, RunDetachedError, ShellError, type ShellEngineSnapshot, type ShellErrorCode, type ShellOptions } from './persistent-shell.ts';
 export type { RunOptions, RunReason, RunResult } from './types.ts';
 export type { ShellDialect } from './dialect.ts';
 export { bash, quoteForBash } from './bash.ts';

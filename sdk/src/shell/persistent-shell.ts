@@ -21,7 +21,7 @@ import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle, Su
 import type { AskingUsageMeter, LimitsRequest, SessionLimits, UsageMeter, UsageMetering } from '../seam/usage.ts';
 import { ExecworldError, invalidArgument } from '../errors.ts';
 import { bash } from './bash.ts';
-import { RunCapture } from './capture.ts';
+import { RunCapture, type CaptureSnapshot } from './capture.ts';
 import { QueryAnswerer } from './queries.ts';
 import { promptMarkerSuffix, readyMarker, type ShellDialect } from './dialect.ts';
 import type { RunOptions, RunReason, RunResult } from './types.ts';
@@ -71,6 +71,14 @@ export class ShellError extends ExecworldError {
   }
 }
 
+/** A call ended by its `detach` signal: the run goes on, unanswered, for a later `wait`. */
+export class RunDetachedError extends Error {
+  override name = 'RunDetachedError';
+  constructor() {
+    super('the call was detached from its run, which goes on');
+  }
+}
+
 const newNonce = (): string => randomBytes(9).toString('base64url').replace(/[-_]/g, 'x');
 
 function signalOfStatus(status: number | null): NodeJS.Signals | null {
@@ -80,10 +88,32 @@ function signalOfStatus(status: number | null): NodeJS.Signals | null {
   return null;
 }
 
+/** What a shell's session is in the middle of, for a daemon's takeover: see {@link PersistentShell.takeoverSnapshot}. */
+export interface ShellSessionSnapshot {
+  readonly nonce: string;
+  readonly offset: number;
+  readonly atPrompt: boolean;
+  readonly answeredAtPrompt: boolean;
+  readonly answered: boolean;
+  readonly broken: boolean;
+  /** The end of the output so far, for a prompt marker that goes on in the next chunk. */
+  readonly tail: string;
+}
+
+/**
+ * The engine's state, for a daemon's takeover: its shell's session (absent
+ * when none runs: the next run starts one) and the run still open, with
+ * everything its capture holds. The run's meter is not kept.
+ */
+export interface ShellEngineSnapshot {
+  readonly session?: ShellSessionSnapshot | undefined;
+  readonly run?: { readonly capture: CaptureSnapshot; readonly waitToken?: string | undefined; readonly answeredWait?: string | undefined } | undefined;
+}
+
 /** One started shell: its terminal, its output offset, and the run reading its output. */
 class ShellSession {
   readonly terminal: SubprocessTerminalHandle;
-  readonly nonce = newNonce();
+  readonly nonce: string;
   /** Bytes of output so far. */
   offset = 0;
   /** Set once the output ended and the shell exited. */
@@ -109,9 +139,21 @@ class ShellSession {
   /** Writes in the order they were asked for. */
   #writes: Promise<void> = Promise.resolve();
 
-  /** @param answerQueries - the size of the terminal whose queries the session answers, if it does. */
-  constructor(terminal: SubprocessTerminalHandle, answerQueries?: { rows: number; cols: number }) {
+  /**
+   * @param answerQueries - the size of the terminal whose queries the session answers, if it does.
+   * @param kept - the session a takeover handed over: `terminal`'s output goes on from its offset.
+   */
+  constructor(terminal: SubprocessTerminalHandle, answerQueries?: { rows: number; cols: number }, kept?: ShellSessionSnapshot) {
     this.terminal = terminal;
+    this.nonce = kept?.nonce ?? newNonce();
+    if (kept !== undefined) {
+      this.offset = kept.offset;
+      this.atPrompt = kept.atPrompt;
+      this.answeredAtPrompt = kept.answeredAtPrompt;
+      this.answered = kept.answered;
+      this.broken = kept.broken;
+      this.#tail = kept.tail;
+    }
     this.#answerer =
       answerQueries === undefined
         ? undefined
@@ -149,6 +191,11 @@ class ShellSession {
       return outcome;
     });
     this.ended.catch(() => undefined);
+  }
+
+  snapshot(): ShellSessionSnapshot {
+    const { nonce, offset, atPrompt, answeredAtPrompt, answered, broken } = this;
+    return { nonce, offset, atPrompt, answeredAtPrompt, answered, broken, tail: this.#tail };
   }
 
   /** Types `data`, after every earlier write. */
@@ -201,6 +248,8 @@ export class PersistentShell {
   readonly #options: ShellOptions;
   readonly #dialect: ShellDialect;
   #session: Promise<ShellSession> | undefined;
+  /** The session `#session` resolved with, while it is the engine's. */
+  #ready: ShellSession | undefined;
   #run: Run | undefined;
   #busy = false;
   #closed = false;
@@ -215,6 +264,54 @@ export class PersistentShell {
   static async start(runtime: SubprocessRuntime, options: ShellOptions): Promise<PersistentShell> {
     const shell = new PersistentShell(runtime, options);
     await shell.#ensureSession();
+    return shell;
+  }
+
+  /**
+   * For a daemon's takeover (the engine goes on in the daemon's next image):
+   * its state, or why it cannot be handed over now. A call in progress is
+   * not part of it: its caller goes with the old image, and the run it
+   * waited for stays open, for `wait` to answer.
+   */
+  takeoverSnapshot(): ShellEngineSnapshot | string {
+    if (this.#closed) return 'it is being closed';
+    if (this.#session !== undefined && this.#ready === undefined) return 'its shell is starting';
+    const run = this.#run;
+    const session = this.#ready;
+    if (run !== undefined && run.session !== session) return 'its open run is on a shell that is being replaced';
+    if (session === undefined || session.exit !== undefined) {
+      // A shell that exited between runs is replaced by the next run; one that exited under an open run is answered first.
+      return run === undefined ? {} : 'its shell exited under the open run, which is being answered';
+    }
+    return {
+      session: session.snapshot(),
+      ...(run === undefined ? {} : { run: { capture: run.capture.snapshot(), waitToken: run.waitToken, answeredWait: run.answeredWait } }),
+    };
+  }
+
+  /**
+   * The engine a {@link takeoverSnapshot} was taken of, in the daemon's next
+   * image: on `terminal`, the same terminal, whose output goes on from the
+   * session's offset; a run that was open is open again.
+   */
+  static resume(
+    runtime: SubprocessRuntime,
+    options: ShellOptions,
+    snapshot: ShellEngineSnapshot,
+    terminal: SubprocessTerminalHandle | undefined,
+  ): PersistentShell {
+    const shell = new PersistentShell(runtime, options);
+    if (snapshot.session === undefined || terminal === undefined) return shell;
+    const answers = shell.#dialect.queriesCursorAtPrompt;
+    const size = { rows: options.rows ?? DEFAULT_ROWS, cols: options.cols ?? 160 };
+    const session = new ShellSession(terminal, answers ? size : undefined, snapshot.session);
+    shell.#ready = session;
+    shell.#session = Promise.resolve(session);
+    if (snapshot.run !== undefined) {
+      const capture = RunCapture.restore(snapshot.run.capture);
+      session.capture = capture;
+      shell.#run = { capture, session, meter: undefined, waitToken: snapshot.run.waitToken, answeredWait: snapshot.run.answeredWait };
+    }
     return shell;
   }
 
@@ -301,6 +398,7 @@ export class PersistentShell {
     const started = await this.#session?.catch(() => undefined);
     await started?.terminal.terminate();
     this.#session = undefined;
+    this.#ready = undefined;
   }
 
   #openRun(call: string): Run {
@@ -419,6 +517,7 @@ export class PersistentShell {
       await terminal.terminate().catch(() => undefined);
       throw error;
     }
+    this.#ready = session;
     return session;
   }
 
@@ -429,13 +528,13 @@ export class PersistentShell {
   async #answer(startedAt: number, options: RunOptions): Promise<RunResult> {
     const run = this.#run!;
     const { session, capture } = run;
-    const outcome = await new Promise<{ reason: RunReason; waitingFor?: RunResult['waitingFor'] }>((resolve) => {
+    const outcome = await new Promise<{ reason: RunReason | 'detached'; waitingFor?: RunResult['waitingFor'] }>((resolve) => {
       let settled = false;
       let probeDelay = PROBE_FIRST_MS;
       let probeTimer: ReturnType<typeof setTimeout> | undefined;
       let probing = false;
       let idleTimer: ReturnType<typeof setTimeout> | undefined;
-      const finish = (reason: RunReason, waitingFor?: RunResult['waitingFor']): void => {
+      const finish = (reason: RunReason | 'detached', waitingFor?: RunResult['waitingFor']): void => {
         if (settled) return;
         settled = true;
         clearTimeout(probeTimer);
@@ -443,6 +542,7 @@ export class PersistentShell {
         clearTimeout(deadline);
         clearTimeout(waitLimit);
         options.signal?.removeEventListener('abort', onAbort);
+        options.detach?.removeEventListener('abort', onDetach);
         session.onOutput = undefined;
         resolve({ reason, ...(waitingFor === undefined ? {} : { waitingFor }) });
       };
@@ -486,13 +586,19 @@ export class PersistentShell {
         idleTimer = setTimeout(() => finish('idle_timeout'), options.idleTimeoutMs);
       };
       const onAbort = (): void => finish('canceled');
+      const onDetach = (): void => finish('detached');
       const deadline = options.timeoutMs === undefined ? undefined : setTimeout(() => finish('timeout'), options.timeoutMs);
       const waitLimit = options.waitMs === undefined ? undefined : setTimeout(() => finish('wait_limit'), options.waitMs);
       if (options.signal?.aborted === true) {
         finish('canceled');
         return;
       }
+      if (options.detach?.aborted === true) {
+        finish('detached');
+        return;
+      }
       options.signal?.addEventListener('abort', onAbort, { once: true });
+      options.detach?.addEventListener('abort', onDetach, { once: true });
       session.onOutput = () => {
         if (check()) return;
         armIdle();
@@ -504,6 +610,8 @@ export class PersistentShell {
       armIdle();
       schedule();
     });
+    // Nothing is taken from the capture: the run's next answer has all of it.
+    if (outcome.reason === 'detached') throw new RunDetachedError();
     if (outcome.reason === 'timeout' || outcome.reason === 'canceled') return this.#interrupt(run, startedAt, outcome.reason);
     return this.#result(run, startedAt, outcome.reason, outcome.waitingFor);
   }
@@ -578,6 +686,7 @@ export class PersistentShell {
 
   /** Drops a shell that exited or lost its hooks; the next run starts a fresh one. */
   #reset(session: ShellSession): void {
+    if (this.#ready === session) this.#ready = undefined;
     void this.#session?.then((current) => {
       if (current === session) this.#session = undefined;
     });

@@ -31,6 +31,12 @@ export interface RunOptions {
   /** Aborting it interrupts the command and answers `canceled`. */
   readonly signal?: AbortSignal | undefined;
   /**
+   * Aborting it ends the call and leaves the command running, its output
+   * kept for the run's next answer: the call rejects with {@link RunDetachedError},
+   * and `wait` answers the run later (a caller that lost its connection and asks again).
+   */
+  readonly detach?: AbortSignal | undefined;
+  /**
    * Output bytes one answer holds at most: beyond it the head and the tail are
    * kept (half each) and a line in between says how many bytes were cut.
    * Set by `run`; `send` and `wait` answer within the run's.

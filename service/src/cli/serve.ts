@@ -178,7 +178,9 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     // Every module of the daemon is loaded by now (imported above); the state is what is left to check.
     try {
       const state = readTakeoverState(takeover.path);
-      process.stdout.write(`the takeover state of daemon ${state.pid} can be taken: ${state.terminals.length} terminals\n`);
+      process.stdout.write(
+        `the takeover state of daemon ${state.pid} can be taken: ${state.terminals.length} terminals, ${state.processes.length} processes, ${state.shells.length} shells\n`,
+      );
     } catch (error) {
       if (error instanceof TakeoverStateError) throw new StartError(error.message);
       throw error;
@@ -197,7 +199,8 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     if (adopted.pid !== process.pid) throw new StartError(`the takeover state is daemon ${adopted.pid}'s, not this process's (${process.pid})`);
     // Before the runtime is made, and before this image starts any child: the cgroup named after
     // this pid holds the sessions adopted, and every other child is the previous image's helper.
-    helpers = prepareTakeover(new Set(adopted.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.pid]))));
+    const programs = [...adopted.terminals.map((record) => record.terminal?.pid), ...adopted.processes.map((record) => record.process?.pid)];
+    helpers = prepareTakeover(new Set(programs.filter((pid) => pid !== undefined)));
   }
   // Before anything secret is read: processes of this uid (the daemon's own children) cannot
   // read a non-dumpable process's environment or memory through /proc.
@@ -237,7 +240,7 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     else {
       // Recovery runs first (onReady): it leaves this process's own record and cgroup alone.
       await app.ready();
-      registry.adoptSessions(adopted.terminals);
+      registry.adoptSessions(adopted.terminals, adopted.processes, adopted.shells);
       daemon.uploads.adopt(adopted.uploads ?? [], daemon.parts.files);
       // The socket the previous image listened on, inherited across the exec, with the connections its backlog holds.
       address = await app.listen({ host: config.host, fd: adopted.listenFd } as unknown as { host: string; port: number });
@@ -264,7 +267,7 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     );
   }
   if (adopted !== undefined) {
-    image.tookOver({ at: adopted.handedOverAt, pauseMs: Date.now() - adopted.handedOverAt, sessions: adopted.terminals.length });
+    image.tookOver({ at: adopted.handedOverAt, pauseMs: Date.now() - adopted.handedOverAt, sessions: adopted.terminals.length + adopted.processes.length });
     app.log.info(
       { ...image.facts.lastTakeover, takeovers: image.facts.takeovers, helpers },
       'took over from the previous image of this daemon: its sessions run on',

@@ -105,6 +105,8 @@ export interface ProviderProcess extends SubprocessHandle {
    * @throws {ProviderError} LIMIT_EXCEEDED when the bytes would take what waits past the input backlog bound.
    */
   writeStdin(data: Buffer): Promise<void>;
+  /** Reads on after a takeover that did not happen (see `ExecutionProvider.handOverProcess`). */
+  resumeAfterHandOver?(): void;
 }
 
 /** A terminal, as the daemon holds it. */
@@ -146,8 +148,27 @@ export interface ExecutionProvider {
   handOverTerminal?(terminal: ProviderTerminal): TerminalHandOver | undefined;
   /** A takeover's: the terminal the previous image of the daemon handed over. */
   adoptTerminal?(record: TerminalHandOver, size: { rows: number; cols: number }): ProviderTerminal;
+  /**
+   * A takeover's: stops reading `process`'s output and answers what the next image needs to adopt it;
+   * undefined once its program exited; why not, in an operator's words, when it cannot be handed over now.
+   */
+  handOverProcess?(process: ProviderProcess): ProcessHandOver | string | undefined;
+  /** A takeover's: the process the previous image of the daemon handed over, spawned as `spec` says. */
+  adoptProcess?(record: ProcessHandOver, spec: SubprocessSpawnSpec): ProviderProcess;
   /** Terminates everything still running and waits until it is gone; later spawns fail. */
   dispose(): Promise<void>;
+}
+
+/** A managed process as a takeover hands it to the next image of the daemon: its child, its pipes' descriptors (kept across the exec), its cell. */
+export interface ProcessHandOver {
+  readonly pid: number;
+  readonly graceMs: number;
+  /** The pipes still open; one that is closed, or is no pipe, is absent. */
+  readonly stdin?: number | undefined;
+  readonly stdout?: number | undefined;
+  readonly stderr?: number | undefined;
+  readonly cellKey: string;
+  readonly cellPath?: string | undefined;
 }
 
 /**

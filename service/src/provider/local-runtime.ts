@@ -4,10 +4,13 @@
  */
 import { endAll, mergeEnvironment, runCommand, scrubEnvironment, settleAll, spawnDefaults, terminalDefaults } from '@execworld/sdk/seam';
 import type { CommandResult, RunCommandOptions, SpawnRequest, SubprocessRuntime, SubprocessSpawnSpec, TerminalSpawnRequest } from '@execworld/sdk/seam';
+import type { ChildProcess } from 'node:child_process';
 import type {
   ExecutionProvider,
   ListeningSocket,
   ProcessExtensions,
+  ProcessHandOver,
+  ProviderProcess,
   ProviderCapabilities,
   ShellDefaults,
   TerminalExtensions,
@@ -22,6 +25,7 @@ import { UserWorkers, type FileWorker } from './fs/worker-files.ts';
 import type { WorkerFailure } from './fs/worker-protocol.ts';
 import { sessionRows, type ProcessInspector } from './inspect/inspector.ts';
 import { hostPlatform, platformFor, type Platform, type PlatformOverrides } from './platform/index.ts';
+import { AdoptedChild } from './posix/adopted-children.ts';
 import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
 import { launchFailure, resolveExecutable } from './resolve-executable.ts';
 import { assertOwnUser, launchAs, userEnvironment, type RunAs } from './run-as.ts';
@@ -101,8 +105,8 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   readonly #userSpill = new Map<number, SpillDirectory>();
   readonly #processes = new Set<ManagedProcess>();
   readonly #terminals = new Set<HostTerminal>();
-  /** Each terminal's cell and its key, for a takeover. */
-  readonly #terminalCells = new WeakMap<HostTerminal, { key: string; cell: SessionCell | undefined }>();
+  /** Each terminal's and process's cell and its key, for a takeover. */
+  readonly #terminalCells = new WeakMap<HostTerminal | ManagedProcess, { key: string; cell: SessionCell | undefined }>();
   #inspector: ProcessInspector | undefined;
   readonly #cells: SessionCells;
   #users: UserWorkers | undefined;
@@ -216,10 +220,45 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       throw error;
     }
     this.#cells.recordRoot(key, handle.pid);
+    this.#ownProcess(handle, key, cell);
+    return handle;
+  }
+
+  #ownProcess(handle: ManagedProcess, key: string, cell: SessionCell | undefined): void {
+    this.#terminalCells.set(handle, { key, cell });
     this.#own(this.#processes, handle, key, async () => {
       await handle.done.catch(() => undefined);
       await handle.waitForExit();
     });
+  }
+
+  /**
+   * Beyond the seam, for a takeover: stops reading `process`'s output pipes and
+   * answers what the next image of this process needs to adopt it (see
+   * {@link adoptProcess}); undefined once its program exited; why not, when
+   * it cannot be handed over now.
+   */
+  handOverProcess(process: ProviderProcess): ProcessHandOver | string | undefined {
+    const handle = process as ManagedProcess;
+    const place = this.#terminalCells.get(handle);
+    if (place === undefined || typeof handle.handOver !== 'function') return "it is not this runtime's";
+    const kept = handle.handOver();
+    if (kept === undefined || typeof kept === 'string') return kept;
+    return { ...kept, cellKey: place.key, ...(place.cell?.path === undefined ? {} : { cellPath: place.cell.path }) };
+  }
+
+  /**
+   * Beyond the seam, for a takeover: the process that the previous image of
+   * this process handed over, on its pipe descriptors, with its child and its
+   * cell. `spec` says what it was spawned with (its stdio modes, its grace).
+   */
+  adoptProcess(record: ProcessHandOver, spec: SubprocessSpawnSpec): ManagedProcess {
+    this.#assertActive();
+    const cell = this.#cells.adopt(record.cellKey, record.cellPath);
+    const adopted = new AdoptedChild(record.pid, record) as unknown as ChildProcess;
+    const handle = new ManagedProcess(spec, {}, { ...this.#processHost(), cell, adopted });
+    this.#cells.recordRoot(record.cellKey, handle.pid);
+    this.#ownProcess(handle, record.cellKey, cell);
     return handle;
   }
 

@@ -21,6 +21,7 @@ import { ProviderError } from './errors.ts';
 import { InputBacklog } from './input-backlog.ts';
 import type { ManagedTree, TreeControl } from './platform/platform.ts';
 import { launchAs, type RunAs } from './run-as.ts';
+import { readAgain, stopReading } from './stream-handover.ts';
 import { cwdError } from './validate.ts';
 
 /** How often an awaited tree is checked for absence. */
@@ -43,6 +44,18 @@ export interface ProcessHost {
   processGroups?(cell?: SessionCell): ReadonlyMap<number, number | undefined>;
   /** Input bytes waiting in the stdin pipe for the program to read them, at most. @default DEFAULT_INPUT_BACKLOG_BYTES */
   readonly inputBacklogBytes?: number | undefined;
+  /** A child of the previous image of this process (a takeover), held instead of a new one spawned from the spec. */
+  readonly adopted?: ChildProcess | undefined;
+}
+
+/** What a process hands to the next image of this process in a takeover: its child and the pipe descriptors still open. */
+export interface ProcessPipesHandOver {
+  readonly pid: number;
+  readonly graceMs: number;
+  /** Absent for a pipe that is not one, or is closed (stdin ended, output at its end). */
+  readonly stdin?: number | undefined;
+  readonly stdout?: number | undefined;
+  readonly stderr?: number | undefined;
 }
 
 function isCollect(mode: SubprocessOutputMode): mode is SubprocessCollect {
@@ -93,6 +106,8 @@ export class ManagedProcess implements SubprocessHandle {
   /** The whole tree was seen gone; from now on no signal is ever sent. */
   #gone = false;
   #laddered = false;
+  /** Its pipes are no longer read: a takeover's exec is under way. */
+  #handedOver = false;
   #killTimer: NodeJS.Timeout | undefined;
   #drainTimer: NodeJS.Timeout | undefined;
   #observer: Promise<void> | undefined;
@@ -131,7 +146,7 @@ export class ManagedProcess implements SubprocessHandle {
     });
     // As another user, the working directory is the launcher's to enter, as that user (see run-as.ts): root looks at nothing of it.
     const runAs = hooks.runAs;
-    const cwdFailure = runAs === undefined ? cwdError(spec.cwd) : undefined;
+    const cwdFailure = runAs === undefined && host.adopted === undefined ? cwdError(spec.cwd) : undefined;
     if (cwdFailure !== undefined) {
       this.pid = -1;
       this.collected = {};
@@ -155,8 +170,8 @@ export class ManagedProcess implements SubprocessHandle {
         windowsHide: true,
       });
     // Only the fork itself runs inside: the child is born in the cell, and nothing else of this process is.
-    const child = this.#cell === undefined ? start() : this.#cell.spawnInside(start);
-    if (child.pid !== undefined) this.#cell?.attach(child.pid);
+    const child = host.adopted ?? (this.#cell === undefined ? start() : this.#cell.spawnInside(start));
+    if (child.pid !== undefined && host.adopted === undefined) this.#cell?.attach(child.pid);
     this.#child = child;
     this.pid = child.pid ?? -1;
     // 'spawn' comes before any 'exit'; a spawn that failed rejects done, and this with it.
@@ -232,6 +247,53 @@ export class ManagedProcess implements SubprocessHandle {
     return new Promise((resolve, reject) => {
       stdin.write(data, (error) => (error === null || error === undefined ? resolve() : reject(error)));
     });
+  }
+
+  /**
+   * For a takeover: stops reading the output pipes (what the program writes
+   * meanwhile waits in the kernel's pipe buffers for the next image) and
+   * answers the descriptors that image takes the pipes on; what the sockets
+   * had read is delivered to their readers first, in order. Undefined when
+   * the program has exited (its exit belongs to this image's libuv, which
+   * reaped it); a string saying why when it cannot be handed over now.
+   */
+  handOver(): ProcessPipesHandOver | string | undefined {
+    if (this.#childExited || this.#settled || this.pid <= 0) return undefined;
+    if (this.#collectors.size > 0) return 'its output is collected (stdio maxBytes), which is not handed over';
+    // Its stdin data still being written: what is left would be cut off by the exec (the pipe is close-on-exec here).
+    const data = this.stdin === undefined ? this.#child?.stdin : undefined;
+    if (data !== null && data !== undefined && !data.destroyed && !data.writableFinished) return 'its stdin data is still being written; try again';
+    const stdin = this.stdin;
+    let stdinFd: number | undefined;
+    if (stdin !== undefined && !stdin.destroyed && !stdin.writableFinished) {
+      // Bytes Node holds for a pipe the program does not empty: part of a write may be in the pipe already.
+      if (stdin.writableLength > 0 || stdin.writableEnded) return 'its stdin holds a write or a close the program has not taken yet; try again';
+      stdinFd = descriptorOf(stdin);
+      if (stdinFd === undefined) return 'its stdin pipe has no descriptor';
+    }
+    const output: { stdout?: number; stderr?: number } = {};
+    for (const name of ['stdout', 'stderr'] as const) {
+      const pipe = this[name];
+      // At its end (end of file read, perhaps not yet told): nothing more comes from it.
+      if (pipe === undefined || pipe.destroyed || pipe.readableEnded || (pipe as unknown as { _readableState: { ended: boolean } })._readableState.ended)
+        continue;
+      const fd = descriptorOf(pipe);
+      if (fd === undefined) return `its ${name} pipe has no descriptor`;
+      output[name] = fd;
+    }
+    for (const name of ['stdout', 'stderr'] as const) {
+      const pipe = this[name];
+      if (output[name] !== undefined && pipe !== undefined) stopReading(pipe);
+    }
+    this.#handedOver = true;
+    return { pid: this.pid, graceMs: this.#graceMs, ...(stdinFd === undefined ? {} : { stdin: stdinFd }), ...output };
+  }
+
+  /** Reads on after a takeover that did not happen. */
+  resumeAfterHandOver(): void {
+    if (!this.#handedOver) return;
+    this.#handedOver = false;
+    for (const pipe of [this.stdout, this.stderr]) if (pipe !== undefined && !pipe.destroyed) readAgain(pipe);
   }
 
   /** True once the whole tree was observed gone. */
@@ -354,6 +416,12 @@ export class ManagedProcess implements SubprocessHandle {
     this.#cell?.remove();
     this.#reject(error);
   }
+}
+
+/** The descriptor under a pipe's socket (libuv's), where it has one. */
+function descriptorOf(stream: Readable | Writable): number | undefined {
+  const fd = (stream as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  return typeof fd === 'number' && fd >= 0 ? fd : undefined;
 }
 
 /** Validates the stdio dispositions of a spec; throws naming the bad one. */

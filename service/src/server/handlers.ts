@@ -326,8 +326,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     const entry = ctx.registry.shells.get(ctx.principal.owner, params.id);
     return { runs: entry.runs, dropped: entry.dropped };
   },
-  'shell.run': (ctx, params) =>
-    ctx.registry.shells.call(ctx.principal.owner, params.id, params.command, (shell) => shell.run(params.command, runOptions(params, ctx.signal))),
+  'shell.run': (ctx, params) => ctx.registry.shells.run(ctx.principal.owner, params.id, params, ctx.signal),
   'shell.send': (ctx, params) =>
     ctx.registry.shells.call(ctx.principal.owner, params.id, undefined, (shell) => shell.send(params.input, runOptions(params, ctx.signal))),
   'shell.wait': (ctx, params) => ctx.registry.shells.call(ctx.principal.owner, params.id, undefined, (shell) => shell.wait(runOptions(params, ctx.signal))),

@@ -10,9 +10,12 @@
 import { closeSync, constants, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { schemas } from '@execworld/sdk/protocol';
 
-/** The layout of the state file; a new image refuses any other (the rehearsal says so, and the old one serves on). */
-export const TAKEOVER_STATE_VERSION = 1;
+/** The layout of the state file a daemon writes; a new image refuses one it cannot read (the rehearsal says so, and the old one serves on). */
+export const TAKEOVER_STATE_VERSION = 2;
+/** The layouts this build reads: 1 held terminals only (its daemons refused a takeover while a process or a shell was held). */
+const READABLE_VERSIONS: readonly number[] = [1, 2];
 
 /** The largest state file read: rings are bounded, and so is the number of sessions an owner may hold. */
 const MAX_STATE_BYTES = 1024 * 1024 * 1024;
@@ -74,8 +77,107 @@ const UploadRecord = z.object({
   }),
 });
 
+/** An output ring as a takeover keeps it: the retained bytes (base64) from `start`, and how far readers had read. */
+const Ring = z.object({ start: z.number().int().nonnegative(), consumed: z.number().int().nonnegative(), data: z.string() });
+
+/** A managed process as the previous image held it. */
+const ProcessRecord = z.object({
+  id: z.string().regex(/^p_[\w-]+$/),
+  owner: z.string(),
+  createdAt: z.string(),
+  argv: z.array(z.string()),
+  cwd: z.string(),
+  /** Its program's pid, running or not. */
+  pid: z.number().int(),
+  stdio: z.object({ stdin: z.enum(['ignore', 'pipe', 'data']), stdout: z.enum(['pipe', 'inherit']), stderr: z.enum(['pipe', 'inherit']) }),
+  graceMs: z.number().int().nonnegative(),
+  limits: Limits,
+  /** The rings of the piped streams. */
+  rings: z.object({ stdout: Ring.optional(), stderr: Ring.optional() }),
+  writers: z.array(Writer),
+  /** A command.run's: its caller went away with the previous image, so the command ends (as it would had the caller gone). */
+  endsWithCaller: z.boolean(),
+  /** Running: its child, the descriptors of its pipes still open (a closed one is absent), its cell. */
+  process: z
+    .object({
+      pid: z.number().int().positive(),
+      stdin: z.number().int().min(3).optional(),
+      stdout: z.number().int().min(3).optional(),
+      stderr: z.number().int().min(3).optional(),
+      cellKey: z.string(),
+      cellPath: z.string().optional(),
+    })
+    .optional(),
+  /** Ended, its facts retained: how it ended, and when. */
+  ended: z.object({ exit: Exit, exitedAt: z.string(), finishedAt: z.string() }).optional(),
+});
+
+/** The state of a shell's engine (see PersistentShell.takeoverSnapshot): its session, and the run still open with its capture. */
+const ShellEngine = z.object({
+  session: z
+    .object({
+      nonce: z.string(),
+      offset: z.number().int().nonnegative(),
+      atPrompt: z.boolean(),
+      answeredAtPrompt: z.boolean(),
+      answered: z.boolean(),
+      broken: z.boolean(),
+      tail: z.string(),
+    })
+    .optional(),
+  run: z
+    .object({
+      capture: z.object({
+        runNonce: z.string(),
+        sessionNonce: z.string(),
+        maxBytes: z.number().int().positive(),
+        rows: z.number().int().positive().optional(),
+        state: z.enum(['seek-start', 'start-line', 'body', 'ended']),
+        pending: z.string(),
+        pendingAt: z.number().int().nonnegative(),
+        head: z.string(),
+        tail: z.string(),
+        cut: z.number().int().nonnegative(),
+        outputStart: z.number().int().nonnegative(),
+        lineEnd: z.object({ status: z.number().int(), cutShort: z.boolean() }).optional(),
+        carry: z.object({ bytes: z.string(), text: z.string() }),
+      }),
+      waitToken: z.string().optional(),
+      answeredWait: z.string().optional(),
+    })
+    .optional(),
+});
+
+/** A persistent shell as the previous image held it: its terminal goes over among the terminals, by id. */
+const ShellRecord = z.object({
+  id: z.string().regex(/^s_[\w-]+$/),
+  owner: z.string(),
+  /** What its terminals are made as: the owner's access, the OS user it is mapped to, its root. */
+  principal: z.object({
+    access: z.enum(['read', 'write']),
+    runAs: z.object({ name: z.string(), uid: z.number().int(), gid: z.number().int(), home: z.string(), shell: z.string() }).optional(),
+    root: z.string().optional(),
+  }),
+  createdAt: z.string(),
+  spec: z.object({
+    dialect: z.enum(['bash', 'pwsh']),
+    cwd: z.string(),
+    env: z.record(z.string(), z.string()).optional(),
+    user: z.string().optional(),
+    limits: Limits,
+  }),
+  shellPath: z.string().optional(),
+  terminalId: z.string().nullable(),
+  terminalIds: z.array(z.string()),
+  runs: z.array(schemas.ShellRunRecord),
+  dropped: z.number().int().nonnegative(),
+  /** The run last started with a requestId, and its last answer (see ShellRegistry.run). */
+  request: z.object({ requestId: z.string(), answer: schemas.RunResult.optional() }).optional(),
+  engine: ShellEngine,
+});
+
 export const TakeoverState = z.object({
-  version: z.literal(TAKEOVER_STATE_VERSION),
+  version: z.union([z.literal(1), z.literal(2)]),
   /** The daemon's pid, which the exec keeps. */
   pid: z.number().int().positive(),
   /** When the previous image stopped reading its sessions (ms since the epoch). */
@@ -87,12 +189,16 @@ export const TakeoverState = z.object({
   /** The listening socket's descriptor. */
   listenFd: z.number().int().min(3),
   terminals: z.array(TerminalRecord),
+  processes: z.array(ProcessRecord).default([]),
+  shells: z.array(ShellRecord).default([]),
   /** Uploads under way (absent: none, or a previous image that handed over none). */
   uploads: z.array(UploadRecord).optional(),
 });
 
 export type TakeoverState = z.infer<typeof TakeoverState>;
 export type TerminalRecord = z.infer<typeof TerminalRecord>;
+export type ProcessRecord = z.infer<typeof ProcessRecord>;
+export type ShellRecord = z.infer<typeof ShellRecord>;
 
 /** A state file that cannot be taken, with the reason in an operator's words. */
 export class TakeoverStateError extends Error {
@@ -150,8 +256,8 @@ export function readTakeoverState(path: string): TakeoverState {
     throw new TakeoverStateError(`the takeover state ${path} is not JSON`);
   }
   const version = (value as { version?: unknown } | null)?.version;
-  if (version !== TAKEOVER_STATE_VERSION)
-    throw new TakeoverStateError(`the takeover state ${path} is of version ${String(version)}; this build reads version ${TAKEOVER_STATE_VERSION}`);
+  if (typeof version !== 'number' || !READABLE_VERSIONS.includes(version))
+    throw new TakeoverStateError(`the takeover state ${path} is of version ${String(version)}; this build reads versions ${READABLE_VERSIONS.join(' and ')}`);
   const parsed = TakeoverState.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

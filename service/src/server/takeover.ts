@@ -21,8 +21,9 @@
  *    parses the state. A build that cannot start fails here, and this daemon
  *    serves on as if nothing happened;
  * 2. then, in one synchronous stretch (nothing is accepted, read or answered
- *    in between): stops reading its terminals, writes the state (0600) again,
- *    clears close-on-exec on the listening socket and the masters, closes its
+ *    in between): stops reading its terminals and its processes' output pipes,
+ *    writes the state (0600) again, clears close-on-exec on the listening
+ *    socket, the masters and the pipes, closes its
  *    WebSocket connections with 1012 (service restart), tells its session
  *    watcher to exit, and execs the new entry with serve's own arguments and
  *    `--takeover-state <state>`. Connections arriving meanwhile wait in the
@@ -198,7 +199,7 @@ function stateOf(options: TakeoverControlOptions, listenFd: number, stopReading:
     startedAt: options.image.facts.startedAt,
     takeovers: options.image.facts.takeovers,
     listenFd,
-    terminals: options.daemon.registry.takeoverRecords(stopReading),
+    ...options.daemon.registry.takeoverRecords(stopReading),
     uploads: options.daemon.uploads.takeoverRecords(),
   };
 }
@@ -233,15 +234,26 @@ async function takeOver(options: TakeoverControlOptions, entry: string, socket: 
     const state = stateOf(options, listenFd, true);
     statePath = writeTakeoverState(options.stateDir, state);
     // Standard input, output and error too: they are close-on-exec here, and the new image logs to its standard output.
+    const pipes = state.processes.flatMap(({ process: kept }) =>
+      kept === undefined ? [] : [kept.stdin, kept.stdout, kept.stderr].filter((fd) => fd !== undefined),
+    );
     const uploads = (state.uploads ?? []).flatMap((record) => [record.stage.directory.fd, record.stage.stage.fd]);
-    for (const fd of [0, 1, 2, listenFd, ...state.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.fd])), ...uploads]) {
+    for (const fd of [
+      0,
+      1,
+      2,
+      listenFd,
+      ...state.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.fd])),
+      ...pipes,
+      ...uploads,
+    ]) {
       calls.keepAcrossExec(fd);
       kept.push(fd);
     }
     daemon.hub.closeAll(1012, 'daemon restarting: reconnect');
     daemon.parts.handOver();
-    log.info({ entry, terminals: state.terminals.length, statePath }, 'takeover: exec');
-    answer(socket, { step: 'exec', terminals: state.terminals.length });
+    log.info({ entry, terminals: state.terminals.length, processes: state.processes.length, statePath }, 'takeover: exec');
+    answer(socket, { step: 'exec', terminals: state.terminals.length, processes: state.processes.length });
     const errno = calls.execve(process.execPath, [process.execPath, ...execArgs, '--takeover-state', statePath], process.env);
     throw new Error(`execve of ${process.execPath} failed with errno ${errno}`);
   } catch (error) {

@@ -8,7 +8,10 @@
  * signal may stand for several exits).
  * @module
  */
+import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { Socket } from 'node:net';
+import { constants as osConstants } from 'node:os';
 import { collectExit, type ChildExit } from './libc.ts';
 
 /** The slow poll, against an exit whose SIGCHLD was taken by another listener's moment. */
@@ -73,4 +76,78 @@ export function reapPreviousImageHelpers(sessions: ReadonlySet<number>): number[
     .filter((pid) => Number.isSafeInteger(pid) && pid > 0 && !sessions.has(pid));
   for (const pid of helpers) void waitForAdoptedChild(pid);
   return helpers;
+}
+
+/** The descriptors of a process's stdio pipes that the previous image handed over; a pipe it had closed is absent. */
+export interface AdoptedPipes {
+  readonly stdin?: number | undefined;
+  readonly stdout?: number | undefined;
+  readonly stderr?: number | undefined;
+}
+
+/**
+ * A child of the previous image of this process (a takeover), seen as Node's
+ * `ChildProcess` is by those who hold one: its pid, its stdio pipes as
+ * sockets on the descriptors the exec kept, 'spawn' at once, 'exit' with the
+ * exact code or signal once {@link waitForAdoptedChild} collects it, and
+ * 'close' once it exited and its output pipes closed, as Node orders them.
+ *
+ * The pipes are the socketpairs libuv made at the spawn: a `net.Socket` on
+ * each keeps what Node's own did, back-pressure (a paused socket stops
+ * reading, and the program blocks on a full pipe) and half-close (ending
+ * stdin shuts its write side down, and the program reads end of file).
+ */
+export class AdoptedChild extends EventEmitter {
+  readonly pid: number;
+  readonly stdin: Socket | null;
+  readonly stdout: Socket | null;
+  readonly stderr: Socket | null;
+  exitCode: number | null = null;
+  signalCode: NodeJS.Signals | null = null;
+  #closesNeeded = 1;
+  #exited = false;
+
+  constructor(pid: number, pipes: AdoptedPipes) {
+    super();
+    this.pid = pid;
+    // As child_process makes them: stdin is not read, the output pipes are not written.
+    this.stdin = pipes.stdin === undefined ? null : new Socket({ fd: pipes.stdin, readable: false });
+    this.stdout = pipes.stdout === undefined ? null : new Socket({ fd: pipes.stdout, readable: true, writable: false });
+    this.stderr = pipes.stderr === undefined ? null : new Socket({ fd: pipes.stderr, readable: true, writable: false });
+    for (const pipe of [this.stdout, this.stderr]) {
+      if (pipe === null) continue;
+      this.#closesNeeded += 1;
+      pipe.once('close', () => this.#maybeClose());
+    }
+    setImmediate(() => this.emit('spawn'));
+    void waitForAdoptedChild(pid).then((exit) => {
+      // Its status is lost only when something else reaped it: told as a kill, as an adopted terminal's is.
+      const { exitCode, signal } = exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL };
+      const name =
+        signal === 0 ? null : ((Object.entries(osConstants.signals).find(([, value]) => value === signal)?.[0] as NodeJS.Signals | undefined) ?? 'SIGKILL');
+      this.exitCode = name === null ? exitCode : null;
+      this.signalCode = name;
+      this.#exited = true;
+      // As Node's: the program is gone, so its stdin is too.
+      this.stdin?.destroy();
+      this.emit('exit', this.exitCode, this.signalCode);
+      this.#maybeClose();
+    });
+  }
+
+  /** Signals the child, as ChildProcess.kill does; false when it is gone. */
+  kill(signal: NodeJS.Signals = 'SIGTERM'): boolean {
+    if (this.#exited) return false;
+    try {
+      process.kill(this.pid, signal);
+      return true;
+    } catch (_error) {
+      return false;
+    }
+  }
+
+  #maybeClose(): void {
+    this.#closesNeeded -= 1;
+    if (this.#closesNeeded === 0) this.emit('close', this.exitCode, this.signalCode);
+  }
 }

@@ -35,6 +35,7 @@ import { hostFacts } from '../platform/host.ts';
 import { waitForAdoptedChild } from './adopted-children.ts';
 import { setCloseOnExec, setDefaultTerminalModes } from './libc.ts';
 import { nativePty, type NativePty } from './pty-native.ts';
+import { readAgain, stopReading } from '../stream-handover.ts';
 
 export interface PtySpawnOptions {
   readonly file: string;
@@ -177,21 +178,13 @@ export class UnixPty {
    */
   handOver(): void {
     this.#handedOver = true;
-    this.#socket.pause();
-    const handle = (this.#socket as unknown as { _handle?: { reading: boolean; readStop(): number } })._handle;
-    if (handle !== undefined) {
-      handle.readStop();
-      // So that a resume starts reading again (net.Socket's _read starts only a handle that is not reading).
-      handle.reading = false;
-    }
-    // read() hands each chunk the socket holds to the 'data' listener.
-    while (this.#socket.read() !== null);
+    stopReading(this.#socket);
   }
 
   /** Reads on after a takeover that did not happen. */
   resumeAfterHandOver(): void {
     this.#handedOver = false;
-    this.resume();
+    if (!this.#eof) readAgain(this.#socket);
   }
 
   /** Stops reading; the terminal's buffers fill and the writer blocks. */

@@ -69,6 +69,7 @@ export async function runCommandSession(
     () => registry.defaultCwd(principal, user),
   );
   const session = await registry.createProcess(principal, spec, { user, limits });
+  session.endsWithCaller = true;
   // The caller went away: the command ends (TERM, KILL after the grace), and the answer goes to nobody.
   const onAbort = (): void => session.handle.terminate();
   signal.addEventListener('abort', onAbort, { once: true });

@@ -4,13 +4,14 @@
  * bounded tail for collected output).
  * @module
  */
-import type { Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } from '@execworld/sdk/seam';
 import { ProviderError, type ProviderProcess } from '../../provider/api.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { CollectorStream, feedRing, RingStream, type ByteStream, type StreamMeter } from '../streams.ts';
+import type { ProcessRecord } from '../takeover-state.ts';
 import { Session } from './session.ts';
 
 type ProcessInfo = typeof schemas.ProcessInfo._zod.output;
@@ -32,6 +33,8 @@ export interface ProcessSessionOptions {
   readonly meter?: StreamMeter | undefined;
   /** Called once nothing of the session runs. */
   readonly onFinished: () => void;
+  /** A session the previous image of the daemon handed over (a takeover): its id, creation time, rings, writers and end. */
+  readonly kept?: ProcessRecord | undefined;
 }
 
 /** The memory a process's collected tails may take: their maxBytes together. */
@@ -58,20 +61,30 @@ export class ProcessSession extends Session {
   readonly collectBytes: number;
   /** Set once the collected streams ended: no byte is added to their tails after it. */
   #collectEnded = false;
+  /** A command.run's process: it ends when its caller goes away (see command-run.ts). */
+  endsWithCaller = false;
+  readonly #graceMs: number;
+  readonly #stdio: ProcessRecord['stdio'];
 
   /** @param handle - the process tree, started from `spec`; its collected chunks are announced by {@link collected}. */
   constructor(owner: string, spec: SubprocessSpawnSpec, handle: ProviderProcess, options: ProcessSessionOptions, log: Logger) {
-    super('p', owner, log);
+    const kept = options.kept;
+    super('p', owner, log, kept === undefined ? undefined : { id: kept.id, createdAt: new Date(kept.createdAt) });
     this.argv = spec.argv;
+    this.#graceMs = spec.graceMs;
+    const modeOf = (name: StreamName): 'pipe' | 'inherit' => (spec.stdio[name] === 'inherit' ? 'inherit' : 'pipe');
     this.cwd = spec.cwd;
     const stdin = spec.stdio.stdin;
     this.stdinMode = typeof stdin === 'object' ? 'data' : stdin;
+    this.#stdio = { stdin: this.stdinMode, stdout: modeOf('stdout'), stderr: modeOf('stderr') };
     this.collectBytes = collectBytesOf(spec);
     this.handle = handle;
     for (const name of ['stdout', 'stderr'] as const) {
       const mode = spec.stdio[name];
       if (mode === 'pipe') {
         const ring = new RingStream(options.ringBytes, options.meter);
+        const restored = kept?.rings[name];
+        if (restored !== undefined) ring.restore(restored.start, Buffer.from(restored.data, 'base64'), restored.consumed);
         const source = this.handle[name];
         if (source !== undefined) feedRing(source, ring);
         else ring.finish();
@@ -81,7 +94,9 @@ export class ProcessSession extends Session {
         if (collector !== undefined) this.streams[name] = { mode: 'collect', stream: new CollectorStream(collector) };
       }
     }
-    this.#stdin = this.handle.stdin;
+    // A stdin pipe closed before a takeover stays one, closed.
+    this.#stdin = this.handle.stdin ?? (kept !== undefined && this.stdinMode === 'pipe' ? closedPipe() : undefined);
+    if (kept !== undefined) this.writes.restore(kept.writers);
     this.#stdin?.on('error', (error) => {
       // EPIPE from a child that stopped reading: later writes are refused, the daemon lives on.
       this.#stdinError ??= error;
@@ -96,13 +111,13 @@ export class ProcessSession extends Session {
         },
       )
       .then(async () => {
-        this.exitedAt = new Date();
+        this.exitedAt = kept?.ended === undefined ? new Date() : new Date(kept.ended.exitedAt);
         for (const entry of Object.values(this.streams)) if (entry.mode === 'collect') (entry.stream as CollectorStream).finish();
         // The provider closed the collected pipes as done settled: the tails are final.
         this.#collectEnded = true;
         this.log.info({ exit: this.exit, failure: this.failure }, 'process ended');
         await this.handle.waitForExit();
-        this.finishedAt = new Date();
+        this.finishedAt = kept?.ended === undefined ? new Date() : new Date(kept.ended.finishedAt);
         options.onFinished();
       });
   }
@@ -153,6 +168,47 @@ export class ProcessSession extends Session {
     if (this.#stdinError !== undefined) throw new ServiceError('PROCESS_EXITED', `stdin is closed: ${this.#stdinError.message}`);
     if (stdin.writableEnded || stdin.destroyed) throw new ServiceError('PROCESS_EXITED', 'stdin is closed');
     return stdin;
+  }
+
+  /**
+   * What the next image of the daemon needs to rebuild this session, for a
+   * takeover: `process` is what its provider handed over (it no longer reads
+   * the pipes), undefined for one that ended. Every byte read from the pipes
+   * is in the rings by now.
+   */
+  takeoverRecord(process: ProcessRecord['process']): ProcessRecord {
+    const ended =
+      this.exit === undefined || this.exitedAt === undefined || this.finishedAt === undefined
+        ? undefined
+        : { exit: this.exit, exitedAt: this.exitedAt.toISOString(), finishedAt: this.finishedAt.toISOString() };
+    const rings: ProcessRecord['rings'] = {};
+    for (const name of ['stdout', 'stderr'] as const) {
+      const ring = this.streams[name]?.stream;
+      if (!(ring instanceof RingStream)) continue;
+      const held = ring.read(ring.start, ring.end - ring.start);
+      rings[name] = { start: held.from, consumed: ring.consumedTo, data: held.data.toString('base64') };
+    }
+    return {
+      id: this.id,
+      owner: this.owner,
+      createdAt: this.createdAt.toISOString(),
+      argv: [...this.argv],
+      cwd: this.cwd,
+      pid: this.handle.pid,
+      stdio: this.#stdio,
+      graceMs: this.#graceMs,
+      ...(this.limits === undefined ? {} : { limits: { ...this.limits } as Record<string, number> }),
+      rings,
+      writers: this.writes.snapshot(),
+      endsWithCaller: this.endsWithCaller,
+      ...(process === undefined ? {} : { process }),
+      ...(ended === undefined ? {} : { ended }),
+    };
+  }
+
+  /** Whether a stream is collected (stdio maxBytes): such a process is not handed over by a takeover. */
+  get collects(): boolean {
+    return Object.values(this.streams).some((entry) => entry.mode === 'collect');
   }
 
   async terminate(): Promise<void> {
@@ -213,5 +269,44 @@ export class ProcessSession extends Session {
       exitedAt: this.exitedAt?.toISOString() ?? null,
       ...this.accounting(this.handle.usage?.()),
     };
+  }
+}
+
+/** A stdin pipe that was closed: writes are refused as to any closed stdin, and a close is a success. */
+function closedPipe(): Writable {
+  const pipe = new Writable({ write: (_chunk, _encoding, callback) => callback() });
+  pipe.destroy();
+  return pipe;
+}
+
+/**
+ * The handle of a process that had ended, and whose tree was gone, before a
+ * takeover: nothing of it runs, its pipes ended, and `done` answers how it ended.
+ */
+export class EndedProcess implements ProviderProcess {
+  readonly pid: number;
+  readonly stdin = undefined;
+  readonly stdout = undefined;
+  readonly stderr = undefined;
+  readonly collected = {};
+  readonly done: Promise<SubprocessOutcome>;
+  readonly treeExited = true;
+
+  constructor(pid: number, exit: SubprocessOutcome) {
+    this.pid = pid;
+    this.done = Promise.resolve(exit);
+  }
+
+  collector(): undefined {
+    return undefined;
+  }
+  writeStdin(): Promise<void> {
+    return Promise.reject(new ServiceError('PROCESS_EXITED', 'the process has exited'));
+  }
+  terminate(): void {
+    // Nothing runs.
+  }
+  waitForExit(): Promise<boolean> {
+    return Promise.resolve(true);
   }
 }

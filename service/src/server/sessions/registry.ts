@@ -8,15 +8,15 @@
  */
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
-import type { ExecutionProvider, ProviderTerminal, RunAs, TerminalHandOver } from '../../provider/api.ts';
+import type { ExecutionProvider, ProviderProcess, ProviderTerminal, RunAs, TerminalHandOver } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { OwnerUsageLedger, type OwnerUsage } from './owner-usage.ts';
-import { collectBytesOf, ProcessSession } from './process-session.ts';
+import { collectBytesOf, EndedProcess, ProcessSession } from './process-session.ts';
 import { RequestLedger } from './request-ledger.ts';
 import { ShellRegistry } from './shells.ts';
 import type { StreamMeter } from '../streams.ts';
-import { TakeoverRefusedError, type TerminalRecord } from '../takeover-state.ts';
+import { TakeoverRefusedError, type ProcessRecord, type ShellRecord, type TerminalRecord } from '../takeover-state.ts';
 import { EndedTerminal, TerminalSession } from './terminal-session.ts';
 
 export interface SessionLimits {
@@ -341,13 +341,17 @@ export class SessionRegistry {
     // A cgroup is adopted by its path, and without containment there is nothing to adopt; the subreaper's tracking is not handed over yet.
     const { containment } = this.runtime.capabilities;
     if (containment !== 'cgroup' && containment !== 'none') return `sessions contained by ${containment} are not handed over yet`;
-    if (this.shells.size > 0) return `${this.shells.size} shells are kept: shells are not handed over yet; delete them first`;
-    const processes = [...this.#sessions.values()].filter((session) => session.kind === 'process').length;
-    if (processes > 0) return `${processes} processes are held: processes are not handed over yet; delete them first`;
     if (this.#reserved.size > 0) return 'a create is under way; try again';
-    for (const session of this.#sessions.values())
-      if (session.kind === 'terminal' && session.exit !== undefined && session.finishedAt === undefined)
+    for (const session of this.#sessions.values()) {
+      if (session.kind === 'process') {
+        if (this.runtime.handOverProcess === undefined || this.runtime.adoptProcess === undefined)
+          return "this platform's processes cannot be handed over to a new image of the daemon";
+        if (session.collects) return `process ${session.id} collects its output (stdio maxBytes), which is not handed over yet; delete it first`;
+        if (session.finishedAt === undefined && (session.exit !== undefined || session.failure !== undefined))
+          return `process ${session.id} exited and what it left running is being ended; try again`;
+      } else if (session.exit !== undefined && session.finishedAt === undefined)
         return `terminal ${session.id} exited and its session is being swept; try again`;
+    }
     return undefined;
   }
 
@@ -358,12 +362,18 @@ export class SessionRegistry {
    * snapshot for the rehearsal, which leaves everything as it is.
    * @throws {TakeoverRefusedError} when a session cannot be handed over (see {@link takeoverRefusal}).
    */
-  takeoverRecords(stopReading: boolean): TerminalRecord[] {
+  takeoverRecords(stopReading: boolean): { terminals: TerminalRecord[]; processes: ProcessRecord[]; shells: ShellRecord[] } {
     const refusal = this.takeoverRefusal();
     if (refusal !== undefined) throw new TakeoverRefusedError(refusal);
+    // First, while nothing was stopped: a shell that cannot be handed over now refuses the takeover.
+    const shells = this.shells.takeoverRecords();
     const records: TerminalRecord[] = [];
+    const processes: ProcessRecord[] = [];
     for (const session of this.#sessions.values()) {
-      if (session.kind !== 'terminal') continue;
+      if (session.kind === 'process') {
+        processes.push(this.#processRecord(session, stopReading));
+        continue;
+      }
       if (session.exit !== undefined) {
         records.push(session.takeoverRecord(undefined));
         continue;
@@ -374,16 +384,29 @@ export class SessionRegistry {
       if (stopReading) for (let chunk = session.handle.output.read() as Buffer | null; chunk !== null; chunk = session.handle.output.read() as Buffer | null);
       records.push(session.takeoverRecord(kept));
     }
-    return records;
+    return { terminals: records, processes, shells };
   }
 
-  /** After a takeover that did not happen: every terminal is read again. */
+  /** A process's record: with `stopReading`, its pipes are no longer read (see {@link takeoverRecords}). */
+  #processRecord(session: ProcessSession, stopReading: boolean): ProcessRecord {
+    if (session.finishedAt !== undefined) return session.takeoverRecord(undefined);
+    if (!stopReading) return session.takeoverRecord({ pid: session.handle.pid, cellKey: '' });
+    const kept = this.runtime.handOverProcess!(session.handle);
+    // Exited between the refusal's look and now: its exit is this image's libuv's, which reaped it.
+    if (kept === undefined) throw new TakeoverRefusedError(`process ${session.id} exited just now; try again`);
+    if (typeof kept === 'string') throw new TakeoverRefusedError(`process ${session.id} cannot be handed over now: ${kept}`);
+    const { pid, stdin, stdout, stderr, cellKey, cellPath } = kept;
+    return session.takeoverRecord({ pid, stdin, stdout, stderr, cellKey, ...(cellPath === undefined ? {} : { cellPath }) });
+  }
+
+  /** After a takeover that did not happen: every terminal and process is read again. */
   resumeAfterTakeover(): void {
-    for (const session of this.#sessions.values()) if (session.kind === 'terminal' && session.exit === undefined) session.handle.resumeAfterHandOver?.();
+    for (const session of this.#sessions.values()) if (session.exit === undefined) session.handle.resumeAfterHandOver?.();
   }
 
   /** Rebuilds the sessions the previous image of the daemon handed over (see {@link takeoverRecords}). */
-  adoptSessions(records: readonly TerminalRecord[]): void {
+  adoptSessions(records: readonly TerminalRecord[], processes: readonly ProcessRecord[] = [], shells: readonly ShellRecord[] = []): void {
+    for (const record of processes) this.#adoptProcess(record);
     for (const record of records) {
       let handle: ProviderTerminal;
       if (record.terminal !== undefined) {
@@ -413,6 +436,39 @@ export class SessionRegistry {
       this.#sessions.set(session.id, session);
       this.#log.info({ session: session.id, owner: record.owner, pid: handle.pid, running: record.terminal !== undefined }, 'terminal adopted');
     }
+    // On their terminals, adopted above.
+    this.shells.adopt(shells);
+  }
+
+  #adoptProcess(record: ProcessRecord): void {
+    const { stdio } = record;
+    const spec: SubprocessSpawnSpec = {
+      argv: record.argv,
+      cwd: record.cwd,
+      graceMs: record.graceMs,
+      stdio: { stdin: stdio.stdin === 'data' ? { data: '' } : stdio.stdin, stdout: stdio.stdout, stderr: stdio.stderr },
+    };
+    let handle: ProviderProcess;
+    if (record.process !== undefined) {
+      if (this.runtime.adoptProcess === undefined) throw new Error("this platform's processes cannot be adopted");
+      handle = this.runtime.adoptProcess({ ...record.process, graceMs: record.graceMs }, spec);
+    } else if (record.ended !== undefined) {
+      handle = new EndedProcess(record.pid, record.ended.exit);
+    } else {
+      throw new Error(`process ${record.id} is neither running nor ended`);
+    }
+    const session: ProcessSession = new ProcessSession(
+      record.owner,
+      spec,
+      handle,
+      { ...this.#limits, onFinished: () => this.#finished(session), kept: record },
+      this.#log,
+    );
+    if (record.limits !== undefined) session.limits = record.limits;
+    this.#sessions.set(session.id, session);
+    this.#log.info({ session: session.id, owner: record.owner, pid: handle.pid, running: record.process !== undefined }, 'process adopted');
+    // Its caller's connection closed with the previous image: the command ends, as when a caller goes away.
+    if (record.endsWithCaller) void this.delete(record.owner, session.id, 'process').catch(() => undefined);
   }
 
   /** True once shutdown began: no new work is taken. */

@@ -12,9 +12,10 @@ import type { TerminalSession } from './terminal-session.ts';
 /** Largest piece pushed at once. */
 const PIECE_BYTES = 64 * 1024;
 
-export function terminalView(session: TerminalSession): SubprocessTerminalHandle & UsageMetering {
+/** @param from - where the shell reads on from (a takeover's: the offset its engine had read to); the ring's start by default. */
+export function terminalView(session: TerminalSession, from?: number): SubprocessTerminalHandle & UsageMetering {
   const ring = session.output;
-  let sent = ring.start;
+  let sent = from ?? ring.start;
   /** Offset up to which the shell's listeners were handed every byte (or the ring dropped it first). */
   let emitted = sent;
   const output = new Readable({ read: () => undefined });

@@ -8,10 +8,11 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import { schemas } from '@execworld/sdk/protocol';
 import type { SubprocessRuntime, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
-import { bash, PersistentShell, pwsh, type RunOptions, type RunResult } from '@execworld/sdk/shell';
+import { bash, PersistentShell, pwsh, RunDetachedError, type RunOptions, type RunResult, type ShellOptions } from '@execworld/sdk/shell';
 import { ServiceError } from '../errors.ts';
 import type { ExecutionProvider, ShellDefaults } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
+import { TakeoverRefusedError, type ShellRecord } from '../takeover-state.ts';
 import { RequestLedger } from './request-ledger.ts';
 import type { TerminalSession } from './terminal-session.ts';
 import { terminalView } from './shell-terminal.ts';
@@ -55,11 +56,15 @@ export interface ShellSpec {
 }
 
 class DaemonShell {
-  readonly id = `s_${randomBytes(12).toString('base64url')}`;
+  readonly id: string;
   readonly kind = 'shell';
   readonly owner: string;
   readonly spec: ShellSpec;
-  readonly createdAt = new Date();
+  readonly createdAt: Date;
+  /** Who made it: its terminals are made as this principal. */
+  readonly principal: Principal;
+  /** The shell program looked up for it (pwsh), when it is not the dialect's own. */
+  shellPath: string | undefined;
   shell: PersistentShell | undefined;
   terminalId: string | null = null;
   /** Every terminal the shell ran on (a new one after each exit of the shell), forgotten with it. */
@@ -72,9 +77,19 @@ class DaemonShell {
    */
   readonly runs: RunRecord[] = [];
   dropped = 0;
+  /** The run last started with a requestId, and its last answer once it had one: what a caller asking for it again gets. */
+  request: { requestId: string; answer?: WireResult | undefined } | undefined;
+  /** Ends the call in progress and leaves its run going (a caller asking for the same run again takes it over). */
+  detach: AbortController | undefined;
+  /** Settles once the call in progress ended. */
+  callEnded: Promise<void> = Promise.resolve();
 
-  constructor(owner: string, spec: ShellSpec) {
-    this.owner = owner;
+  /** @param kept - the id and creation time a takeover kept */
+  constructor(principal: Principal, spec: ShellSpec, kept?: { id: string; createdAt: Date }) {
+    this.id = kept?.id ?? `s_${randomBytes(12).toString('base64url')}`;
+    this.createdAt = kept?.createdAt ?? new Date();
+    this.principal = principal;
+    this.owner = principal.owner;
     this.spec = spec;
   }
 
@@ -128,6 +143,8 @@ export interface ShellTerminals {
   ): Promise<TerminalSession>;
   /** Ends a session and forgets it. */
   delete(owner: string, id: string, kind: 'terminal'): Promise<void>;
+  /** The owner's terminal session `id`. */
+  get(owner: string, id: string, kind: 'terminal'): TerminalSession;
 }
 
 export class ShellRegistry {
@@ -162,8 +179,24 @@ export class ShellRegistry {
     if (held >= this.#maxPerOwner) throw new ServiceError('LIMIT_EXCEEDED', `owner ${owner} already holds ${held} shells (the limit is ${this.#maxPerOwner})`);
     const registry = this.#registry;
     if (!registry.runtime.capabilities.terminals) throw new ServiceError('UNSUPPORTED', 'shells run on terminals, and this host has none');
-    const entry = new DaemonShell(owner, spec);
-    const runtime: SubprocessRuntime = {
+    const entry = new DaemonShell(principal, spec);
+    // pwsh is looked up as a terminal's program is: on the PATH of the shell's own environment
+    // (and on Windows where PowerShell is installed).
+    entry.shellPath =
+      spec.dialect === 'pwsh'
+        ? await resolvePwsh((command, env) => registry.resolveExecutable(principal, command, env, undefined, spec.user), registry.runtime.shells, spec.env)
+        : undefined;
+    entry.shell = await PersistentShell.start(this.#runtimeOf(entry), engineOptions(entry));
+    this.#shells.set(entry.id, entry);
+    this.#log.info({ shell: entry.id, owner, terminal: entry.terminalId }, 'shell started');
+    return entry;
+  }
+
+  /** The runtime the engine of `entry` starts its terminals on: the owner's terminal sessions. */
+  #runtimeOf(entry: DaemonShell): SubprocessRuntime {
+    const registry = this.#registry;
+    const { principal, spec } = entry;
+    return {
       resolveExecutable: (command, env, signal) => registry.resolveExecutable(principal, command, env, signal, spec.user),
       spawn: () => {
         throw new ServiceError('UNSUPPORTED', 'a shell starts terminals only');
@@ -180,21 +213,75 @@ export class ShellRegistry {
         return terminalView(session);
       },
     };
-    // pwsh is looked up as a terminal's program is: on the PATH of the shell's own environment
-    // (and on Windows where PowerShell is installed).
-    const shellPath =
-      spec.dialect === 'pwsh'
-        ? await resolvePwsh((command, env) => registry.resolveExecutable(principal, command, env, undefined, spec.user), registry.runtime.shells, spec.env)
-        : undefined;
-    entry.shell = await PersistentShell.start(runtime, {
-      dialect: spec.dialect === 'pwsh' ? pwsh : bash,
-      cwd: spec.cwd,
-      env: spec.env,
-      ...(shellPath === undefined ? {} : { shellPath, startTimeoutMs: 60_000 }),
+  }
+
+  /**
+   * For a takeover: what the next image of the daemon needs to go on with
+   * every shell (its terminals go over as terminals). A call in progress
+   * goes with this image; the run it waited for stays open, and a `wait`
+   * answers it after the takeover.
+   * @throws {TakeoverRefusedError} naming a shell that cannot be handed over now.
+   */
+  takeoverRecords(): ShellRecord[] {
+    return [...this.#shells.values()].map((entry) => {
+      const engine = entry.shell?.takeoverSnapshot() ?? 'it is starting';
+      if (typeof engine === 'string') throw new TakeoverRefusedError(`shell ${entry.id} cannot be handed over now: ${engine}; try again`);
+      const { principal, spec } = entry;
+      return {
+        id: entry.id,
+        owner: entry.owner,
+        principal: {
+          access: principal.access,
+          ...(principal.runAs === undefined ? {} : { runAs: { ...principal.runAs } }),
+          ...(principal.root === undefined ? {} : { root: principal.root }),
+        },
+        createdAt: entry.createdAt.toISOString(),
+        spec: {
+          dialect: spec.dialect,
+          cwd: spec.cwd,
+          ...(spec.env === undefined ? {} : { env: { ...spec.env } }),
+          ...(spec.user === undefined ? {} : { user: spec.user }),
+          ...(spec.limits === undefined
+            ? {}
+            : { limits: Object.fromEntries(Object.entries(spec.limits).filter(([, value]) => value !== undefined)) as Record<string, number> }),
+        },
+        ...(entry.shellPath === undefined ? {} : { shellPath: entry.shellPath }),
+        terminalId: entry.terminalId,
+        terminalIds: [...entry.terminalIds],
+        runs: entry.runs.map((run) => ({ ...run })),
+        dropped: entry.dropped,
+        ...(entry.request === undefined ? {} : { request: { ...entry.request } }),
+        engine,
+      };
     });
-    this.#shells.set(entry.id, entry);
-    this.#log.info({ shell: entry.id, owner, terminal: entry.terminalId }, 'shell started');
-    return entry;
+  }
+
+  /**
+   * Goes on with the shells the previous image of the daemon handed over
+   * (see {@link takeoverRecords}), once their terminals were adopted: each
+   * engine reads its terminal on from where it was.
+   */
+  adopt(records: readonly ShellRecord[]): void {
+    for (const record of records) {
+      const principal: Principal = { owner: record.owner, access: record.principal.access, runAs: record.principal.runAs, root: record.principal.root };
+      const entry = new DaemonShell(principal, record.spec, { id: record.id, createdAt: new Date(record.createdAt) });
+      entry.shellPath = record.shellPath;
+      entry.terminalId = record.terminalId;
+      entry.terminalIds.push(...record.terminalIds);
+      entry.runs.push(...record.runs);
+      entry.dropped = record.dropped;
+      entry.request = record.request;
+      const session = record.engine.session;
+      const terminal = session === undefined || record.terminalId === null ? undefined : this.#registry.get(record.owner, record.terminalId, 'terminal');
+      entry.shell = PersistentShell.resume(
+        this.#runtimeOf(entry),
+        engineOptions(entry),
+        record.engine,
+        terminal === undefined ? undefined : terminalView(terminal, session!.offset),
+      );
+      this.#shells.set(entry.id, entry);
+      this.#log.info({ shell: entry.id, owner: record.owner, terminal: entry.terminalId, open: entry.shell.pending }, 'shell adopted');
+    }
   }
 
   get(owner: string, id: string): DaemonShell {
@@ -212,7 +299,12 @@ export class ShellRegistry {
    * run, which starts a record in the shell's list of runs; a send, wait or interrupt answers for the open run,
    * the last one listed.
    */
-  async call(owner: string, id: string, command: string | undefined, body: (shell: PersistentShell) => Promise<RunResult>): Promise<WireResult> {
+  async call(
+    owner: string,
+    id: string,
+    command: string | undefined,
+    body: (shell: PersistentShell, detach: AbortSignal) => Promise<RunResult>,
+  ): Promise<WireResult> {
     const entry = this.get(owner, id);
     const shell = entry.shell!;
     const busy = entry.running || (command !== undefined && shell.pending);
@@ -220,13 +312,25 @@ export class ShellRegistry {
     const record = busy ? undefined : command !== undefined ? entry.begin(command) : shell.pending ? entry.runs.at(-1) : undefined;
     const before = record?.state;
     if (record !== undefined) record.state = 'running';
-    entry.running = true;
+    const detach = new AbortController();
+    let ended = (): void => undefined;
+    // A call refused as busy leaves the one under way its marks.
+    if (!busy) {
+      entry.running = true;
+      entry.detach = detach;
+      entry.callEnded = new Promise((resolve) => (ended = resolve));
+    }
     try {
-      const result = await body(shell);
+      const result = await body(shell, detach.signal);
       if (record !== undefined) DaemonShell.answer(record, result);
       // The engine measures each run on the terminal it typed it into (see terminalView's usageMeter).
-      return { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId };
+      const answer = { ...result, waitingFor: result.waitingFor ?? null, terminalId: entry.terminalId };
+      // An answer of the run a requestId names: kept for its caller asking again.
+      if (entry.request !== undefined && record !== undefined) entry.request.answer = answer;
+      return answer;
     } catch (error) {
+      // A call detached from its run leaves the run going, and its record as it is; a caller still there learns who took the run.
+      if (error instanceof RunDetachedError) throw new ServiceError('SHELL_BUSY', 'the run was asked for again by its requestId, and that call answers it');
       if (record !== undefined) {
         // A run that never started leaves the list; a call on the open run that failed leaves it as it was.
         if (command !== undefined) entry.runs.splice(entry.runs.indexOf(record), 1);
@@ -234,8 +338,38 @@ export class ShellRegistry {
       }
       throw error;
     } finally {
-      entry.running = false;
+      if (!busy) {
+        entry.running = false;
+        entry.detach = undefined;
+        ended();
+      }
     }
+  }
+
+  /**
+   * `shell.run`. With a `requestId` the run is one its caller may ask for
+   * again: the caller's going away (a lost connection, a takeover's exec)
+   * leaves it running, and a run of the same requestId answers it (as a
+   * wait, after the call still waiting on it gave way) or gives the answer
+   * its caller did not get, instead of starting it again.
+   */
+  async run(owner: string, id: string, params: ShellRunParams, signal: AbortSignal): Promise<WireResult> {
+    const entry = this.get(owner, id);
+    const { command, requestId } = params;
+    if (requestId !== undefined && entry.request?.requestId === requestId) {
+      if (entry.running) {
+        entry.detach?.abort();
+        await entry.callEnded;
+      }
+      if (entry.shell!.pending) return this.call(owner, id, undefined, (shell, detach) => shell.wait(runOptions(params, signal, detach, true)));
+      if (entry.request.answer !== undefined) return entry.request.answer;
+    }
+    const request = requestId === undefined ? undefined : { requestId };
+    return this.call(owner, id, command, (shell, detach) => {
+      // Only once the run starts: a call refused as busy changes nothing.
+      entry.request = request;
+      return shell.run(command, runOptions(params, signal, detach, requestId !== undefined));
+    });
   }
 
   /** Ends the shell and forgets it; a shell whose cleanup failed stays, closed, for the delete to be retried. */
@@ -258,10 +392,32 @@ export class ShellRegistry {
   }
 }
 
-/** The run options of a wire call, with the caller's going away as the abort. */
+/** The options of `entry`'s engine. */
+function engineOptions(entry: DaemonShell): ShellOptions {
+  const { spec, shellPath } = entry;
+  return {
+    dialect: spec.dialect === 'pwsh' ? pwsh : bash,
+    cwd: spec.cwd,
+    env: spec.env,
+    ...(shellPath === undefined ? {} : { shellPath, startTimeoutMs: 60_000 }),
+  };
+}
+
+/**
+ * The run options of a wire call: the caller's going away interrupts the run
+ * (`signal`), or with `detachable` (a run its caller may ask for again) only
+ * ends the call; `detach` ends the call too (its run asked for again).
+ */
 export function runOptions(
   params: { timeoutMs?: number | undefined; idleTimeoutMs?: number | undefined; waitMs?: number | undefined; maxOutputBytes?: number | undefined },
   signal: AbortSignal,
+  detach?: AbortSignal,
+  detachable = false,
 ): RunOptions {
-  return { timeoutMs: params.timeoutMs, idleTimeoutMs: params.idleTimeoutMs, waitMs: params.waitMs, maxOutputBytes: params.maxOutputBytes, signal };
+  const { timeoutMs, idleTimeoutMs, waitMs, maxOutputBytes } = params;
+  const ends = detachable ? AbortSignal.any(detach === undefined ? [signal] : [signal, detach]) : detach;
+  return { timeoutMs, idleTimeoutMs, waitMs, maxOutputBytes, ...(detachable ? {} : { signal }), ...(ends === undefined ? {} : { detach: ends }) };
 }
+
+/** The fields of a `shell.run` its answer depends on. */
+type ShellRunParams = Parameters<typeof runOptions>[0] & { readonly command: string; readonly requestId?: string | undefined };
