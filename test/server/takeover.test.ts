@@ -266,6 +266,96 @@ describe('serve --takeover', { timeout: 120_000 }, () => {
     expect([next.reason, next.exitCode, next.output]).toEqual(['completed', 4, 'kept-before /tmp\n']);
   });
 
+  test('two SDK clients ride through with twenty sessions printing: every stream resumes from its offset with nothing lost or repeated, a wait is proven again', async ({
+    spawnDaemon,
+  }) => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const stop = join(stateDir, 'stop');
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const first = await connectSdk(daemon.url, { token: daemon.token });
+    const second = await connectSdk(daemon.url, { token: daemon.token });
+    const text = (): { value: string } => ({ value: '' });
+    try {
+      const terminals = [];
+      const processes = [];
+      // Twenty counters at 20 lines a second each: every line is a fork of sleep, and faster ones would take the machine from the daemon.
+      const loop = (code: number, both: boolean): string[] => [
+        'sh',
+        '-c',
+        `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; ${both ? 'echo $i >&2; ' : ''}sleep 0.05; done; exit ${code}`,
+      ];
+      for (let index = 0; index < 10; index += 1) {
+        terminals.push(await first.spawnTerminal({ argv: loop(10 + index, false), cwd: stateDir, rows: 24, cols: 80, graceMs: 1000 }));
+        processes.push(first.spawn({ argv: loop(20 + index, true), cwd: stateDir, stdio: { stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' }, graceMs: 1000 }));
+      }
+      // The first client reads every stream through its own handles; the second follows each terminal from its start.
+      const seen = {
+        terminals: terminals.map((terminal) => {
+          const read = text();
+          terminal.output.on('data', (chunk: Buffer) => (read.value += chunk.toString('utf8')));
+          return read;
+        }),
+        followed: [] as { value: string }[],
+        stdout: processes.map((process) => {
+          const read = text();
+          process.stdout!.on('data', (chunk: Buffer) => (read.value += chunk.toString('utf8')));
+          return read;
+        }),
+        stderr: processes.map((process) => {
+          const read = text();
+          process.stderr!.on('data', (chunk: Buffer) => (read.value += chunk.toString('utf8')));
+          return read;
+        }),
+      };
+      const followers = await Promise.all(terminals.map((terminal) => second.attachTerminal(terminal.id, { from: 0 })));
+      for (const follower of followers) {
+        const read = text();
+        follower.output.on('data', (chunk: Buffer) => (read.value += chunk.toString('utf8')));
+        seen.followed.push(read);
+      }
+      // A program waiting for input: proven waiting before the takeover, and again after it.
+      const reader = await first.spawnTerminal({ argv: ['sh', '-c', 'read line; echo "got $line"'], cwd: stateDir, rows: 24, cols: 80, graceMs: 1000 });
+      let readerText = '';
+      reader.output.on('data', (chunk: Buffer) => (readerText += chunk.toString('utf8')));
+      await waitFor('the reader to wait', async () => (await reader.inspectForeground())?.inputWaiting === true);
+      const all = (): { value: string }[] => [...seen.terminals, ...seen.followed, ...seen.stdout, ...seen.stderr];
+      await waitFor('every stream to flow', () => all().every((read) => read.value.length > 20));
+      const pids = { terminals: terminals.map((terminal) => terminal.pid), processes: processes.map((process) => process.pid) };
+
+      const outcome = await requestTakeover(stateDir);
+      expect(outcome.stderr).toBe('');
+      expect(outcome.status).toBe(0);
+      expect(outcome.stdout).toMatch(/runs this build now: 21 sessions kept/);
+
+      const lengths = all().map((read) => read.value.length);
+      await waitFor('every stream to flow on under the new image', () => all().every((read, index) => read.value.length > lengths[index]! + 20));
+      await waitFor('the reader to be proven waiting again', async () => (await reader.inspectForeground())?.inputWaiting === true);
+      await reader.write('hi\r');
+      await waitFor('the reader to answer', () => readerText.includes('got hi'));
+      expect(await reader.done).toEqual({ exitCode: 0, signal: null });
+
+      writeFileSync(stop, '');
+      for (const [index, terminal] of terminals.entries()) {
+        expect(await terminal.done).toEqual({ exitCode: 10 + index, signal: null });
+        expect(terminal.pid).toBe(pids.terminals[index]);
+      }
+      for (const [index, process] of processes.entries()) {
+        expect(await process.done).toEqual({ exitCode: 20 + index, signal: null });
+        expect(process.pid).toBe(pids.processes[index]);
+      }
+      for (const follower of followers) await follower.done;
+      // Whole and in order on both clients: the same text, nothing lost or repeated across the takeover.
+      for (const [index, read] of seen.terminals.entries()) {
+        contiguous(read.value);
+        expect(seen.followed[index]!.value).toBe(read.value);
+      }
+      for (const read of [...seen.stdout, ...seen.stderr]) contiguous(read.value);
+    } finally {
+      await first.dispose();
+      await second.dispose();
+    }
+  });
+
   test("the SDK's own shell on a daemon's terminal rides through: a command in the middle of its run answers its exact status", async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
     const go = join(stateDir, 'go');
