@@ -12,9 +12,13 @@ import { expect } from 'vitest';
 import { BIN, callDaemon, DAEMON_NODE_FLAGS, type DaemonProcess } from './daemon-process.ts';
 import { waitFor } from './wait.ts';
 
-/** A terminal whose program prints 1, 2, 3, … a line each, until `stop` exists, then exits with `code`. */
+/**
+ * A terminal whose program prints 1, 2, 3, … a line each, until `stop` exists, then exits with `code`.
+ * Fifty lines a second: each line forks a sleep, and faster loops in several sessions took the
+ * machine's CPU from the daemon and the new builds a takeover starts.
+ */
 export function counter(stop: string, code: number): { argv: string[]; rows: number; cols: number } {
-  return { argv: ['sh', '-c', `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; sleep 0.005; done; exit ${code}`], rows: 24, cols: 80 };
+  return { argv: ['sh', '-c', `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; sleep 0.02; done; exit ${code}`], rows: 24, cols: 80 };
 }
 
 /** The whole output of terminal `id` from offset 0, as the daemon retains it. */
@@ -56,7 +60,7 @@ export async function processOutput(daemon: DaemonProcess, id: string, stream: '
 
 /** A managed process that prints 1, 2, 3, … a line each on stdout and on stderr, until `stop` exists, then exits with `code`. */
 export function processCounter(stop: string, code: number): { argv: string[] } {
-  return { argv: ['sh', '-c', `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; echo $i >&2; sleep 0.005; done; exit ${code}`] };
+  return { argv: ['sh', '-c', `i=0; while [ ! -e ${stop} ]; do i=$((i+1)); echo $i; echo $i >&2; sleep 0.02; done; exit ${code}`] };
 }
 
 /** One request on the daemon's takeover control socket; the JSON lines it answered. */
