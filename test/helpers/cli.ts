@@ -70,7 +70,7 @@ export const tmuxUnavailable: string | undefined =
 const execFileAsync = promisify(execFile);
 
 /** What the pane's shell prints before the command's exit status. */
-const EXIT_MARK = 'pane command exited: ';
+export const EXIT_MARK = 'pane command exited: ';
 
 /** Quotes a word for the shell tmux runs a pane's command with. */
 const quote = (word: string): string => `'${word.replaceAll("'", `'\\''`)}'`;

@@ -18,6 +18,7 @@ import { connect as connectSdk } from '@execworld/sdk';
 import { WS_SUBPROTOCOL } from '@execworld/sdk/protocol';
 import { PersistentShell } from '@execworld/sdk/shell';
 import { BIN, callDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
+import { cliEnv, EXIT_MARK, Tmux, tmuxUnavailable } from '../helpers/cli.ts';
 import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { contiguous, control, counter, outputOf, processCounter, processOutput, repeatTakeovers, requestTakeover } from '../helpers/takeover.ts';
 import { pidAlive, waitFor } from '../helpers/wait.ts';
@@ -512,5 +513,38 @@ describe('serve --takeover', { timeout: 120_000 }, () => {
     // The same image serves on, its terminal with it.
     expect((await control(stateDir, { op: 'status' }))[0]!.imageStartedAt).toBe(before[0]!.imageStartedAt);
     expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}`)).status).toBe('running');
+  });
+});
+
+const noTmux = tmuxUnavailable !== undefined && process.env.CI === undefined;
+
+describe.skipIf(noTmux)(`the CLI through a takeover${noTmux ? ` (skipped: ${tmuxUnavailable})` : ''}`, { timeout: 120_000 }, () => {
+  test('execworld attach rides through: what is typed before and after is seen, and it stays attached', async ({ spawnDaemon }) => {
+    if (tmuxUnavailable !== undefined) throw new Error(`cannot run the terminal test on this CI host: ${tmuxUnavailable}`);
+    const stateDir = mkdtempSync(join(tmpdir(), 'execworld-takeover-'));
+    const daemon = await spawnDaemon(['--state-dir', stateDir]);
+    const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', { argv: ['sh'], rows: 24, cols: 80, env: { PS1: '$ ' } });
+    const tmux = new Tmux();
+    try {
+      await tmux.start('attach', ['attach', terminal.id], cliEnv(daemon.url, daemon.token), { cols: 100, rows: 30 });
+      await tmux.type('attach', 'echo before-$((20+1))');
+      await tmux.keys('attach', 'Enter');
+      await tmux.waitForScreen('attach', 'the echo before', (screen) => screen.includes('before-21'));
+
+      const outcome = await requestTakeover(stateDir);
+      expect(outcome.stderr).toBe('');
+      expect(outcome.status).toBe(0);
+
+      await tmux.type('attach', 'echo after-$((40+2))');
+      await tmux.keys('attach', 'Enter');
+      const screen = await tmux.waitForScreen('attach', 'the echo after', (text) => text.includes('after-42'));
+      // Still attached: the CLI reconnected rather than ending (it would print its exit mark).
+      expect(screen).not.toContain(EXIT_MARK);
+      // Resumed from its offset: what was shown before is not shown again.
+      expect(screen.split('before-21').length).toBe(2);
+    } finally {
+      await tmux.close();
+      await callDaemon(daemon, 'DELETE', `/v1/terminals/${terminal.id}`).catch(() => undefined);
+    }
   });
 });
