@@ -6,7 +6,6 @@
  * own, given an exec that fails (ENOEXEC); the rehearsal runs the real build.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect } from 'vitest';
@@ -15,32 +14,13 @@ import { DaemonImage } from '../../service/src/server/image.ts';
 import { startTakeoverControl } from '../../service/src/server/takeover.ts';
 import { BIN } from '../helpers/daemon-process.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
-import { contiguous, counter, processCounter } from '../helpers/takeover.ts';
+import { contiguous, control as ask, counter, processCounter } from '../helpers/takeover.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const test = daemonTest();
 
 /** ENOEXEC: what execve answers for a file it cannot run. */
 const ENOEXEC = 8;
-
-/** The JSON lines the control socket at `path` answered `request` with. */
-function ask(path: string, request: object): Promise<Record<string, unknown>[]> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(path);
-    let text = '';
-    socket.on('connect', () => socket.write(`${JSON.stringify(request)}\n`));
-    socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
-    socket.on('error', reject);
-    socket.on('close', () =>
-      resolve(
-        text
-          .split('\n')
-          .filter(Boolean)
-          .map((line) => JSON.parse(line) as Record<string, unknown>),
-      ),
-    );
-  });
-}
 
 describe('a takeover whose exec fails', () => {
   test('leaves the old image reading its terminals, processes and shells on, nothing lost', { timeout: 120_000 }, async ({ daemon }) => {
@@ -68,7 +48,7 @@ describe('a takeover whose exec fails', () => {
       const shell = (await daemon.request('POST', '/v1/shells', { body: { dialect: 'bash', cwd: stateDir } })).body;
       await waitFor('output to flow', async () => (await daemon.request('GET', `/v1/processes/${printer.id}`)).body.stdout.end > 100);
 
-      const answer = await ask(join(stateDir, 'takeover.sock'), { op: 'takeover', entry: BIN });
+      const answer = await ask(stateDir, { op: 'takeover', entry: BIN });
       expect(answer.at(-1)!.error).toMatch(/^the exec failed: execve of .* failed with errno 8$/);
       expect(execs).toEqual([process.execPath]);
 
