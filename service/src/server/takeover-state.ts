@@ -11,6 +11,7 @@ import { closeSync, constants, fsyncSync, openSync, readFileSync, renameSync, rm
 import { join } from 'node:path';
 import { z } from 'zod';
 import { schemas } from '@execworld/sdk/protocol';
+import type { RingStream } from './streams.ts';
 
 /** The layout of the state file a daemon writes; a new image refuses one it cannot read (the rehearsal says so, and the old one serves on). */
 export const TAKEOVER_STATE_VERSION = 2;
@@ -32,6 +33,9 @@ const Exit = z.object({
     .nullable() as unknown as z.ZodType<NodeJS.Signals | null>,
 });
 
+/** An output ring as a takeover keeps it: the retained bytes (base64) from `start`, and how far readers had read. */
+const Ring = z.object({ start: z.number().int().nonnegative(), consumed: z.number().int().nonnegative(), data: z.string() });
+
 /** A terminal session as the previous image held it. */
 const TerminalRecord = z.object({
   id: z.string().regex(/^t_[\w-]+$/),
@@ -43,8 +47,8 @@ const TerminalRecord = z.object({
   cols: z.number().int().positive(),
   answerQueries: z.boolean(),
   limits: Limits,
-  /** Its output ring: the retained bytes (base64) from `start`, and how far readers had read. */
-  ring: z.object({ start: z.number().int().nonnegative(), consumed: z.number().int().nonnegative(), data: z.string() }),
+  /** Its output ring. */
+  ring: Ring,
   writers: z.array(Writer),
   /** Running: what the provider adopts it from (its child, its master descriptor, its cell). */
   terminal: z
@@ -76,9 +80,6 @@ const UploadRecord = z.object({
     mode: z.number().int().nonnegative().optional(),
   }),
 });
-
-/** An output ring as a takeover keeps it: the retained bytes (base64) from `start`, and how far readers had read. */
-const Ring = z.object({ start: z.number().int().nonnegative(), consumed: z.number().int().nonnegative(), data: z.string() });
 
 /** A managed process as the previous image held it. */
 const ProcessRecord = z.object({
@@ -199,6 +200,18 @@ export type TakeoverState = z.infer<typeof TakeoverState>;
 export type TerminalRecord = z.infer<typeof TerminalRecord>;
 export type ProcessRecord = z.infer<typeof ProcessRecord>;
 export type ShellRecord = z.infer<typeof ShellRecord>;
+export type RingRecord = z.infer<typeof Ring>;
+
+/** What a takeover keeps of `ring`: every byte it retains, and how far its readers had read. */
+export function ringRecord(ring: RingStream): RingRecord {
+  const held = ring.read(ring.start, ring.end - ring.start);
+  return { start: held.from, consumed: ring.consumedTo, data: held.data.toString('base64') };
+}
+
+/** Makes the empty `ring` hold what {@link ringRecord} kept. */
+export function restoreRing(ring: RingStream, record: RingRecord): void {
+  ring.restore(record.start, Buffer.from(record.data, 'base64'), record.consumed);
+}
 
 /** A state file that cannot be taken, with the reason in an operator's words. */
 export class TakeoverStateError extends Error {

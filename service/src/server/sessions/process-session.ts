@@ -11,7 +11,7 @@ import type { SubprocessOutcome, SubprocessOutputMode, SubprocessSpawnSpec } fro
 import { ProviderError, type ProviderProcess } from '../../provider/api.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { CollectorStream, feedRing, RingStream, type ByteStream, type StreamMeter } from '../streams.ts';
-import type { ProcessRecord } from '../takeover-state.ts';
+import { restoreRing, ringRecord, type ProcessRecord } from '../takeover-state.ts';
 import { Session } from './session.ts';
 
 type ProcessInfo = typeof schemas.ProcessInfo._zod.output;
@@ -84,7 +84,7 @@ export class ProcessSession extends Session {
       if (mode === 'pipe') {
         const ring = new RingStream(options.ringBytes, options.meter);
         const restored = kept?.rings[name];
-        if (restored !== undefined) ring.restore(restored.start, Buffer.from(restored.data, 'base64'), restored.consumed);
+        if (restored !== undefined) restoreRing(ring, restored);
         const source = this.handle[name];
         if (source !== undefined) feedRing(source, ring);
         else ring.finish();
@@ -177,32 +177,19 @@ export class ProcessSession extends Session {
    * is in the rings by now.
    */
   takeoverRecord(process: ProcessRecord['process']): ProcessRecord {
-    const ended =
-      this.exit === undefined || this.exitedAt === undefined || this.finishedAt === undefined
-        ? undefined
-        : { exit: this.exit, exitedAt: this.exitedAt.toISOString(), finishedAt: this.finishedAt.toISOString() };
     const rings: ProcessRecord['rings'] = {};
     for (const name of ['stdout', 'stderr'] as const) {
       const ring = this.streams[name]?.stream;
-      if (!(ring instanceof RingStream)) continue;
-      const held = ring.read(ring.start, ring.end - ring.start);
-      rings[name] = { start: held.from, consumed: ring.consumedTo, data: held.data.toString('base64') };
+      if (ring instanceof RingStream) rings[name] = ringRecord(ring);
     }
     return {
-      id: this.id,
-      owner: this.owner,
-      createdAt: this.createdAt.toISOString(),
-      argv: [...this.argv],
-      cwd: this.cwd,
+      ...this.keptFacts(),
       pid: this.handle.pid,
       stdio: this.#stdio,
       graceMs: this.#graceMs,
-      ...(this.limits === undefined ? {} : { limits: { ...this.limits } as Record<string, number> }),
       rings,
-      writers: this.writes.snapshot(),
       endsWithCaller: this.endsWithCaller,
       ...(process === undefined ? {} : { process }),
-      ...(ended === undefined ? {} : { ended }),
     };
   }
 

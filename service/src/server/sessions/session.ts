@@ -9,6 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
+import type { SubprocessOutcome } from '@execworld/sdk/seam';
 import type { SessionLimits, SessionUsage } from '../../provider/api.ts';
 import { InputSequencer } from '../input-sequencer.ts';
 
@@ -36,6 +37,11 @@ export abstract class Session {
   }
 
   abstract readonly kind: 'terminal' | 'process';
+  abstract readonly argv: readonly string[];
+  abstract readonly cwd: string;
+  /** How its program ended; undefined while it runs. */
+  abstract exit: SubprocessOutcome | undefined;
+  abstract exitedAt: Date | undefined;
   /** Ends the session; resolves once nothing of it runs. */
   abstract terminate(): Promise<void>;
   /** Bytes of output the session holds in memory now. */
@@ -48,6 +54,35 @@ export abstract class Session {
    */
   protected accounting(usage: SessionUsage | undefined): { limits?: SessionLimits; usage?: SessionUsage } {
     return { ...(this.limits === undefined ? {} : { limits: { ...this.limits } }), ...(usage === undefined ? {} : { usage }) };
+  }
+
+  /**
+   * What a takeover keeps of every session, whatever its kind: who and what
+   * it is, its writers' sequences, and how it ended once nothing of it runs.
+   */
+  protected keptFacts(): {
+    id: string;
+    owner: string;
+    createdAt: string;
+    argv: string[];
+    cwd: string;
+    limits?: Record<string, number>;
+    writers: ReturnType<InputSequencer['snapshot']>;
+    ended?: { exit: SubprocessOutcome; exitedAt: string; finishedAt: string };
+  } {
+    const { exit, exitedAt, finishedAt } = this;
+    return {
+      id: this.id,
+      owner: this.owner,
+      createdAt: this.createdAt.toISOString(),
+      argv: [...this.argv],
+      cwd: this.cwd,
+      ...(this.limits === undefined ? {} : { limits: { ...this.limits } as Record<string, number> }),
+      writers: this.writes.snapshot(),
+      ...(exit === undefined || exitedAt === undefined || finishedAt === undefined
+        ? {}
+        : { ended: { exit, exitedAt: exitedAt.toISOString(), finishedAt: finishedAt.toISOString() } }),
+    };
   }
 
   /** Releases what the session holds outside memory once it is forgotten (spill files). */

@@ -12,7 +12,7 @@ import type { ProviderTerminal } from '../../provider/api.ts';
 import { ServiceError } from '../errors.ts';
 import { feedRing, RingStream, type StreamMeter } from '../streams.ts';
 import { Session } from './session.ts';
-import type { TerminalRecord } from '../takeover-state.ts';
+import { restoreRing, ringRecord, type TerminalRecord } from '../takeover-state.ts';
 import { TerminalScreen } from './terminal-screen.ts';
 
 type TerminalInfo = typeof schemas.TerminalInfo._zod.output;
@@ -68,7 +68,7 @@ export class TerminalSession extends Session {
     this.output = new RingStream(options.ringBytes, options.meter);
     if (options.kept !== undefined) {
       const { ring, writers } = options.kept;
-      this.output.restore(ring.start, Buffer.from(ring.data, 'base64'), ring.consumed);
+      restoreRing(this.output, ring);
       this.writes.restore(writers);
     }
     this.answerQueries = options.answerQueries;
@@ -159,25 +159,13 @@ export class TerminalSession extends Session {
    * terminal is in the ring by now.
    */
   takeoverRecord(terminal: TerminalRecord['terminal']): TerminalRecord {
-    const ended =
-      this.exit === undefined || this.exitedAt === undefined || this.finishedAt === undefined
-        ? undefined
-        : { exit: this.exit, exitedAt: this.exitedAt.toISOString(), finishedAt: this.finishedAt.toISOString() };
-    const ring = this.output.read(this.output.start, this.output.end - this.output.start);
     return {
-      id: this.id,
-      owner: this.owner,
-      createdAt: this.createdAt.toISOString(),
-      argv: [...this.argv],
-      cwd: this.cwd,
+      ...this.keptFacts(),
       rows: this.rows,
       cols: this.cols,
       answerQueries: this.answerQueries,
-      ...(this.limits === undefined ? {} : { limits: { ...this.limits } as Record<string, number> }),
-      ring: { start: ring.from, consumed: this.output.consumedTo, data: ring.data.toString('base64') },
-      writers: this.writes.snapshot(),
+      ring: ringRecord(this.output),
       ...(terminal === undefined ? {} : { terminal }),
-      ...(ended === undefined ? {} : { ended }),
     };
   }
 
