@@ -32,6 +32,9 @@ import type { SinkAnswer, WorkerAnswer, WorkerArgs, WorkerMethod, WorkerReply, W
 
 const ENTRY = fileURLToPath(new URL('../../../bin/file-worker.js', import.meta.url));
 
+/** A request the worker's channel refused to carry: the worker never had it, so it may be sent again, to another. */
+class UnsentRequest extends FsFailure {}
+
 export interface WorkerUser {
   readonly name: string;
   readonly uid: number;
@@ -64,7 +67,20 @@ export class FileWorker {
    */
   async call<M extends WorkerMethod>(method: M, ...args: WorkerArgs<M>): Promise<WorkerAnswer<M>> {
     await this.#start();
-    return await this.#send(method, args);
+    const child = this.#child;
+    try {
+      return await this.#send(method, args);
+    } catch (error) {
+      if (!(error instanceof UnsentRequest)) throw error;
+      // A worker killed from outside whose end was not seen yet (its channel still looked open): the write
+      // failed, so the worker never had the call, and a new worker makes it, once.
+      if (this.#child === child) {
+        child?.kill('SIGKILL');
+        this.#failPending('lost its channel');
+      }
+      await this.#start();
+      return await this.#send(method, args);
+    }
   }
 
   /** Ends the worker; calls in flight fail. */
@@ -150,7 +166,7 @@ export class FileWorker {
       child.send(request, (error) => {
         if (error === null || !this.#pending.has(id)) return;
         this.#pending.delete(id);
-        reject(new FsFailure('FS_IO_ERROR', `cannot reach the file worker of user ${this.user.name}: ${error.message}`));
+        reject(new UnsentRequest('FS_IO_ERROR', `cannot reach the file worker of user ${this.user.name}: ${error.message}`));
       });
     });
   }

@@ -1,0 +1,42 @@
+/**
+ * A user's file worker killed from outside, before its end is seen: the next
+ * call's request meets a dead channel, which the worker never read, so a new
+ * worker makes the call instead of the call failing. Runs as root (the worker
+ * drops to `nobody`).
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, test } from 'vitest';
+import { UserWorkers } from '../../service/src/provider/fs/worker-files.ts';
+
+const NOBODY = { name: 'nobody', uid: 65534, gid: 65534 };
+const rootOnly = process.getuid?.() !== 0;
+
+/** The state letter of `pid` in /proc (Z: exited, not yet reaped), or undefined once it is gone. */
+function stateOf(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0];
+  } catch (_error) {
+    return undefined;
+  }
+}
+
+describe.skipIf(rootOnly)('a file worker killed from outside', () => {
+  test('has the next call made by a new worker when the request met its dead channel', async () => {
+    const pids: number[] = [];
+    const workers = new UserWorkers({}, (pid) => pids.push(pid));
+    const worker = workers.of(NOBODY)!;
+    try {
+      const first = await worker.call('digest', undefined, '/etc/hostname', {});
+      const killed = pids.at(-1)!;
+      process.kill(killed, 'SIGKILL');
+      // Synchronously, so that this process sees nothing of the end (no SIGCHLD, no disconnect) before the next call.
+      const deadline = Date.now() + 30_000;
+      while (stateOf(killed) !== 'Z' && stateOf(killed) !== undefined && Date.now() < deadline);
+      expect(stateOf(killed)).toBe('Z');
+      expect(await worker.call('digest', undefined, '/etc/hostname', {})).toEqual(first);
+      expect(pids).toHaveLength(2);
+    } finally {
+      await workers.close();
+    }
+  });
+});
