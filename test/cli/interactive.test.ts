@@ -129,10 +129,13 @@ describe.skipIf(skip)(`in a terminal${skip ? ` (skipped: ${tmuxUnavailable})` : 
   test("exec --tty takes the limit flags, and --usage prints the terminal's usage after it ended", async ({ startDaemon }) => {
     const limited = await startDaemon({ containment: 'cgroup' });
     const pidsMax = 'cat /sys/fs/cgroup/pids$(grep :pids: /proc/self/cgroup | cut -d: -f3)/pids.max';
-    await tmux.start('limited', ['exec', '-t', '--pids-limit', '30', '--usage', '--', 'sh', '-c', `${pidsMax}; exit 4`], cliEnv(limited.url, ALICE), {
+    // The file is read once a line was typed, after the create: the spawn's instant holds the limit higher.
+    await tmux.start('limited', ['exec', '-t', '--pids-limit', '30', '--usage', '--', 'sh', '-c', `read _ && ${pidsMax}; exit 4`], cliEnv(limited.url, ALICE), {
       cols: 200,
       rows: 24,
     });
+    await tmux.type('limited', 'go');
+    await tmux.keys('limited', 'Enter');
     expect(await tmux.exitStatus('limited')).toBe(4);
     const screen = lines(await tmux.screen('limited'));
     expect(screen).toContain('30');
