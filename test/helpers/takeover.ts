@@ -82,10 +82,10 @@ export function control(stateDir: string, request: object): Promise<Record<strin
   });
 }
 
-/** `execworld serve --takeover` of this checkout; its exit status and output. */
-export function requestTakeover(stateDir: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
+/** `execworld serve --takeover` of this checkout (or of the build whose entry is `entry`); its exit status and output. */
+export function requestTakeover(stateDir: string, entry = BIN): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, BIN, 'serve', '--takeover', '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...DAEMON_NODE_FLAGS, entry, 'serve', '--takeover', '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

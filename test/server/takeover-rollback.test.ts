@@ -31,6 +31,7 @@ describe('a takeover whose exec fails', () => {
       daemon: daemon.daemon,
       stateDir,
       serveArgs: [],
+      entry: BIN,
       image: new DaemonImage(),
       calls: {
         keepAcrossExec,

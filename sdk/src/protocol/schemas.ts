@@ -547,6 +547,13 @@ export const Health = z
             at: z.string().meta({ description: 'When the previous build stopped reading its sessions.' }),
             pauseMs: z.number().meta({ description: 'From then until this build listened: the pause its clients saw.' }),
             sessions: z.int().min(0).meta({ description: 'The sessions it handed over.' }),
+            rolledBack: z
+              .object({ reason: z.string().meta({ description: 'Why the new build failed.' }) })
+              .optional()
+              .meta({
+                description:
+                  'Present when the new build failed after the exec, before it served, and the build that runs now (the previous one) took the sessions back.',
+              }),
           })
           .optional(),
       })

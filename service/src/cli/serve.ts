@@ -6,16 +6,24 @@
  * unreadable file), with a message and no stack trace.
  * @module
  */
-import { realpathSync, rmSync } from 'node:fs';
+import { closeSync, realpathSync, rmSync, writeSync } from 'node:fs';
 import { connect, type AddressInfo } from 'node:net';
 import { networkInterfaces, userInfo } from 'node:os';
-import { execve, keepAcrossExec, makeNonDumpable, setCloseOnExec } from '../provider/posix/libc.ts';
+import { duplicateDescriptor, execve, keepAcrossExec, makeNonDumpable, setCloseOnExec } from '../provider/posix/libc.ts';
 import { lookupUser } from '../provider/run-as.ts';
 import { buildApp } from '../server/app.ts';
 import { loadTokens } from '../server/auth.ts';
 import { prepareTakeover } from '../server/daemon-runtime.ts';
 import { readTakeoverState, TakeoverStateError, type TakeoverState } from '../server/takeover-state.ts';
-import { startTakeoverControl, takeoverSocketPath, withoutTakeoverOptions } from '../server/takeover.ts';
+import {
+  giveBack,
+  giveBackUnread,
+  startTakeoverControl,
+  takeoverSocketPath,
+  withoutTakeoverOptions,
+  type ExecCalls,
+  type TakeoverControlOptions,
+} from '../server/takeover.ts';
 import { DaemonImage, freshImage, type ImageFacts } from '../server/image.ts';
 import {
   CONFIG_FILE_ENV,
@@ -52,10 +60,16 @@ export const SERVE_OPTIONS: OptionTable = {
   config: { type: 'string', value: '<file>', help: CONFIG_FILE_HELP, env: CONFIG_FILE_ENV },
   takeover: {
     type: 'boolean',
-    help: 'upgrade the daemon running on this state directory in place: it becomes this build, keeping its port and its terminals (Linux)',
+    help:
+      'upgrade the daemon running on this state directory in place: it becomes this build, keeping its port and its sessions (Linux); ' +
+      'exits 1 when it refused, or when this build failed after the exec and gave the sessions back to the previous one',
   },
   'takeover-state': { type: 'string', value: '<file>', help: 'start as the new image of a daemon that handed over this state (the daemon passes it)' },
-  'takeover-check': { type: 'string', value: '<file>', help: 'check that this build loads and reads this takeover state, then exit (the rehearsal)' },
+  'takeover-check': {
+    type: 'string',
+    value: '<file>',
+    help: 'check that this build loads, reads this takeover state and takes the token file, then exit (the rehearsal)',
+  },
   ...Object.fromEntries(
     (Object.keys(SETTINGS) as ConfigKey[]).map((key): [string, OptionRow] => {
       const setting = SETTINGS[key];
@@ -175,9 +189,10 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
   const stateDir = config.stateDir ?? defaultStateDir();
   if (takeover.kind === 'request') return requestTakeover(stateDir);
   if (takeover.kind === 'check') {
-    // Every module of the daemon is loaded by now (imported above); the state is what is left to check.
+    // Every module of the daemon is loaded by now (imported above); the state and the tokens are what is left to check.
     try {
       const state = readTakeoverState(takeover.path);
+      readTokens(config);
       process.stdout.write(
         `the takeover state of daemon ${state.pid} can be taken: ${state.terminals.length} terminals, ${state.processes.length} processes, ${state.shells.length} shells\n`,
       );
@@ -189,6 +204,10 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
   }
   let adopted: TakeoverState | undefined;
   let helpers: number[] = [];
+  const entry = realpathSync(process.argv[1]!);
+  const calls = { keepAcrossExec, setCloseOnExec, execve };
+  const serveArgs = withoutTakeoverOptions(argv);
+  let rollback: GiveBack | undefined;
   if (takeover.kind === 'adopt') {
     try {
       adopted = readTakeoverState(takeover.path);
@@ -197,17 +216,37 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
       throw error;
     }
     if (adopted.pid !== process.pid) throw new StartError(`the takeover state is daemon ${adopted.pid}'s, not this process's (${process.pid})`);
+    // From here until this image serves, any failure (thrown, uncaught, an exit) gives the sessions back to the previous build.
+    rollback = new GiveBack(adopted, takeover.path, entry, calls);
     // Before the runtime is made, and before this image starts any child: the cgroup named after
     // this pid holds the sessions adopted, and every other child is the previous image's helper.
     const programs = [...adopted.terminals.map((record) => record.terminal?.pid), ...adopted.processes.map((record) => record.process?.pid)];
     helpers = prepareTakeover(new Set(programs.filter((pid) => pid !== undefined)));
   }
-  // Before anything secret is read: processes of this uid (the daemon's own children) cannot
-  // read a non-dumpable process's environment or memory through /proc.
-  const nonDumpable = makeNonDumpable();
-  let tokens: ReturnType<typeof loadTokens>;
   try {
-    tokens = loadTokens(config.tokenFile, defaultTokenFile(), (name) => lookupUser(name));
+    return await start(config, stateDir, { adopted, helpers, entry, calls, serveArgs, rollback });
+  } catch (error) {
+    rollback?.failed(error);
+    throw error;
+  } finally {
+    rollback?.end();
+  }
+}
+
+/** What serve knows of a takeover it starts from, for {@link start}. */
+interface StartFrom {
+  readonly adopted: TakeoverState | undefined;
+  readonly helpers: readonly number[];
+  readonly entry: string;
+  readonly calls: ExecCalls;
+  readonly serveArgs: readonly string[];
+  readonly rollback: GiveBack | undefined;
+}
+
+/** The token table of `config`, made with a new token where the daemon keeps none yet. */
+function readTokens(config: Config): ReturnType<typeof loadTokens> {
+  try {
+    return loadTokens(config.tokenFile, defaultTokenFile(), (name) => lookupUser(name));
   } catch (error) {
     const { code, path } = error as NodeJS.ErrnoException;
     if (typeof code !== 'string' || typeof path !== 'string') throw error;
@@ -218,11 +257,21 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
         'point XDG_CONFIG_HOME elsewhere, or give a token file with --token-file',
     );
   }
-  const { table, generated } = tokens;
+}
+
+async function start(config: Config, stateDir: string, from: StartFrom): Promise<true> {
+  const { adopted, helpers, rollback } = from;
+  // Before anything secret is read: processes of this uid (the daemon's own children) cannot
+  // read a non-dumpable process's environment or memory through /proc.
+  const nonDumpable = makeNonDumpable();
+  const { table, generated } = readTokens(config);
   const fresh = freshImage();
   // After a takeover the daemon's start is its first image's; this image's start is this exec's.
+  // A build that took its sessions back from a failed one counts no takeover.
   const image = new DaemonImage(
-    adopted === undefined ? fresh : { ...fresh, startedAt: adopted.startedAt ?? fresh.startedAt, takeovers: adopted.takeovers + 1 },
+    adopted === undefined
+      ? fresh
+      : { ...fresh, startedAt: adopted.startedAt ?? fresh.startedAt, takeovers: adopted.takeovers + (adopted.rollback === undefined ? 1 : 0) },
   );
   let daemon: ReturnType<typeof buildApp>;
   try {
@@ -234,19 +283,26 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     throw error;
   }
   const { app, registry } = daemon;
+  const control = { daemon, stateDir, serveArgs: from.serveArgs, entry: from.entry, image, calls: from.calls, log: app.log };
+  rollback?.built(control);
   let address: string;
   try {
     if (adopted === undefined) address = await app.listen({ host: config.host, port: config.port });
     else {
       // Recovery runs first (onReady): it leaves this process's own record and cgroup alone.
       await app.ready();
+      // One synchronous stretch: no session is read before each is adopted.
       registry.adoptSessions(adopted.terminals, adopted.processes, adopted.shells);
       daemon.uploads.adopt(adopted.uploads ?? [], daemon.parts.files);
+      rollback?.adopted();
       // The socket the previous image listened on, inherited across the exec, with the connections its backlog holds.
       address = await app.listen({ host: config.host, fd: adopted.listenFd } as unknown as { host: string; port: number });
-      rmSync(takeover.kind === 'adopt' ? takeover.path : '', { force: true });
+      rollback?.served();
+      rmSync(from.rollback?.statePath ?? '', { force: true });
     }
   } catch (error) {
+    // An image that took sessions over gives them back, or ends them: it never leaves them to nobody.
+    rollback?.failed(error);
     await app.close();
     if (typeof (error as NodeJS.ErrnoException).code === 'string') throw listenFailure(error as NodeJS.ErrnoException, config);
     throw error;
@@ -267,21 +323,27 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
     );
   }
   if (adopted !== undefined) {
-    image.tookOver({ at: adopted.handedOverAt, pauseMs: Date.now() - adopted.handedOverAt, sessions: adopted.terminals.length + adopted.processes.length });
-    app.log.info(
-      { ...image.facts.lastTakeover, takeovers: image.facts.takeovers, helpers },
-      'took over from the previous image of this daemon: its sessions run on',
-    );
+    const { rollback: back } = adopted;
+    image.tookOver({
+      at: adopted.handedOverAt,
+      pauseMs: Date.now() - adopted.handedOverAt,
+      sessions: adopted.terminals.length + adopted.processes.length,
+      ...(back === undefined ? {} : { rolledBack: back }),
+    });
+    if (back === undefined) {
+      app.log.info(
+        { ...image.facts.lastTakeover, takeovers: image.facts.takeovers, helpers },
+        'took over from the previous image of this daemon: its sessions run on',
+      );
+    } else {
+      app.log.error(
+        { ...image.facts.lastTakeover, takeovers: image.facts.takeovers, helpers },
+        `the takeover was rolled back: the new build (${back.entry}) failed after the exec (${back.reason}); this build took its sessions back`,
+      );
+    }
   }
   try {
-    await startTakeoverControl({
-      daemon,
-      stateDir,
-      serveArgs: withoutTakeoverOptions(argv),
-      image,
-      calls: { keepAcrossExec, setCloseOnExec, execve },
-      log: app.log,
-    });
+    await startTakeoverControl(control);
   } catch (error) {
     app.log.warn({ err: error, stateDir }, 'no takeover control socket: this daemon cannot be upgraded in place');
   }
@@ -304,6 +366,112 @@ async function serve(argv: readonly string[]): Promise<boolean | number> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
   return true;
+}
+
+/**
+ * From the exec until a new image serves, what gives its sessions back to the
+ * previous build when the image fails (docs/lifecycle.md): a thrown error, a
+ * rejection, an uncaught exception or any exit. Before the sessions are
+ * adopted (adoption is one synchronous stretch, so none was read yet) the
+ * state goes back as it came; after, this image hands over what it holds, as
+ * in any takeover. When giving back is not possible, the failure runs its
+ * course: this image ends what it adopted, and its session watcher, or the
+ * next start, ends the rest.
+ */
+class GiveBack {
+  readonly statePath: string;
+  readonly #adopted: TakeoverState;
+  readonly #entry: string;
+  readonly #calls: ExecCalls;
+  #control: TakeoverControlOptions | undefined;
+  #phase: 'unread' | 'adopted' | 'over' = 'unread';
+  /** A copy of the listening socket, made before this image used it: a failed listen may close the one inherited. */
+  readonly #listenCopy: number | undefined;
+  #uncaught: unknown;
+  readonly #onUncaught = (error: unknown): void => {
+    this.#uncaught = error;
+  };
+  readonly #onExit = (code: number): void => {
+    const cause = this.#uncaught === undefined ? `it exited with status ${code} before it served` : describe(this.#uncaught);
+    this.failed(cause);
+  };
+
+  constructor(adopted: TakeoverState, statePath: string, entry: string, calls: ExecCalls) {
+    this.#adopted = adopted;
+    this.statePath = statePath;
+    this.#entry = entry;
+    this.#calls = calls;
+    try {
+      this.#listenCopy = duplicateDescriptor(adopted.listenFd);
+    } catch (_error) {
+      // Given back with the one inherited, then.
+      this.#listenCopy = undefined;
+    }
+    process.on('uncaughtExceptionMonitor', this.#onUncaught);
+    // Before every other listener: an exec here is the end of this image, and nothing may end a session before it.
+    process.prependListener('exit', this.#onExit);
+  }
+
+  /** The daemon is built: its session watcher runs, and a handover can be made from it. */
+  built(control: TakeoverControlOptions): void {
+    this.#control = control;
+  }
+
+  /** Every session is adopted: from now on this image may have read them. */
+  adopted(): void {
+    if (this.#phase !== 'unread') return;
+    this.#phase = 'adopted';
+    // First again: the runtime's last resort, which ends what it owns at an exit, was put first as it adopted them.
+    process.off('exit', this.#onExit);
+    process.prependListener('exit', this.#onExit);
+  }
+
+  /** This image serves: nothing is given back any more. */
+  served(): void {
+    this.end();
+    if (this.#listenCopy !== undefined) closeSync(this.#listenCopy);
+  }
+
+  /** This image serves or gave up: nothing is given back any more. */
+  end(): void {
+    this.#phase = 'over';
+    process.off('uncaughtExceptionMonitor', this.#onUncaught);
+    process.off('exit', this.#onExit);
+  }
+
+  /** This image failed with `cause`: gives the sessions back, which returns only when that could not be done. */
+  failed(cause: unknown): void {
+    const phase = this.#phase;
+    if (phase === 'over') return;
+    this.end();
+    const reason = typeof cause === 'string' ? cause : describe(cause);
+    const log = (message: string, error?: Error): void => {
+      const line = { level: 50, time: Date.now(), pid: process.pid, reason, err: error?.message, msg: message };
+      // Written at once: an exec may follow.
+      if (this.#control === undefined) writeSync(1, `${JSON.stringify(line)}\n`);
+      else this.#control.log.error(line, message);
+    };
+    log('this build failed before it served: giving the sessions back to the previous build');
+    const control = this.#control;
+    const copy = this.#listenCopy;
+    if (phase === 'adopted' && copy !== undefined) {
+      // The inherited descriptor is not handed back (the copy is): it ends with this image.
+      try {
+        this.#calls.setCloseOnExec(this.#adopted.listenFd);
+      } catch (_error) {
+        // Closed already.
+      }
+    }
+    const error =
+      phase === 'adopted' && control !== undefined
+        ? giveBack(control, this.#adopted, copy ?? this.#adopted.listenFd, this.#entry, reason)
+        : giveBackUnread(this.#calls, this.statePath, this.#adopted, this.#entry, reason, () => control?.daemon.parts.handOver());
+    log('the sessions could not be given back', error);
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** One request on the daemon's control socket; resolves with each line it answers, in order, once it closed. */
@@ -359,6 +527,12 @@ async function requestTakeover(stateDir: string): Promise<number> {
     const after = await status();
     if (after !== undefined && after.imageStartedAt !== before.imageStartedAt) {
       const last = after.lastTakeover;
+      if (last?.rolledBack !== undefined) {
+        throw new StartError(
+          `daemon ${after.pid} did not take over: this build failed after the exec (${last.rolledBack.reason}); ` +
+            `the previous build took its ${last.sessions} sessions back and serves on`,
+        );
+      }
       process.stdout.write(
         `daemon ${after.pid} runs this build now: ${last?.sessions ?? 0} sessions kept, ${last?.pauseMs ?? 0} ms from the old image's last read to the new one's listening\n`,
       );

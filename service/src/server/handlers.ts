@@ -159,7 +159,14 @@ function daemonFacts(image: ImageFacts): OperationResult<'health.get'>['daemon']
     takeovers: image.takeovers,
     ...(lastTakeover === undefined
       ? {}
-      : { lastTakeover: { at: new Date(lastTakeover.at).toISOString(), pauseMs: lastTakeover.pauseMs, sessions: lastTakeover.sessions } }),
+      : {
+          lastTakeover: {
+            at: new Date(lastTakeover.at).toISOString(),
+            pauseMs: lastTakeover.pauseMs,
+            sessions: lastTakeover.sessions,
+            ...(lastTakeover.rolledBack === undefined ? {} : { rolledBack: { reason: lastTakeover.rolledBack.reason } }),
+          },
+        }),
   };
 }
 

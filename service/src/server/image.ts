@@ -14,6 +14,8 @@ export interface LastTakeover {
   readonly pauseMs: number;
   /** The sessions handed over. */
   readonly sessions: number;
+  /** Set when the new build failed after the exec and this build, the previous one, took the sessions back. */
+  readonly rolledBack?: { readonly entry: string; readonly reason: string };
 }
 
 /** This image of the daemon. */

@@ -11,7 +11,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Transport } from './call-context.ts';
 import type { LimitHit, OwnerUsage } from './sessions/owner-usage.ts';
 import type { StreamMeter } from './streams.ts';
-import type { ImageFacts } from './image.ts';
+import type { ImageFacts, LastTakeover } from './image.ts';
 
 /** The operations that start a program: their failures are spawn failures, counted by code. */
 const SPAWNING = new Set(['process.create', 'terminal.create', 'shell.create']);
@@ -125,26 +125,34 @@ export class DaemonMetrics {
         this.inc(sources()?.image?.().takeovers ?? 0);
       },
     });
-    new Gauge({
-      name: 'execworld_last_takeover_time_seconds',
-      help: 'When the last takeover began (the previous build stopped reading its sessions), in seconds since the epoch; 0 before any.',
-      registers,
-      collect() {
-        this.reset();
-        const last = sources()?.image?.().lastTakeover;
-        if (last !== undefined) this.set(last.at / 1000);
-      },
-    });
-    new Gauge({
-      name: 'execworld_last_takeover_pause_seconds',
-      help: "The pause clients saw in the last takeover: from the previous build's last read to this build listening; 0 before any.",
-      registers,
-      collect() {
-        this.reset();
-        const last = sources()?.image?.().lastTakeover;
-        if (last !== undefined) this.set(last.pauseMs / 1000);
-      },
-    });
+    // The last takeover's facts, each a gauge that is 0 before any.
+    const lastTakeover = (name: string, help: string, value: (last: LastTakeover) => number): void => {
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          const last = sources()?.image?.().lastTakeover;
+          if (last !== undefined) this.set(value(last));
+        },
+      });
+    };
+    lastTakeover(
+      'execworld_last_takeover_time_seconds',
+      'When the last takeover began (the previous build stopped reading its sessions), in seconds since the epoch; 0 before any.',
+      (last) => last.at / 1000,
+    );
+    lastTakeover(
+      'execworld_last_takeover_pause_seconds',
+      "The pause clients saw in the last takeover: from the previous build's last read to this build listening; 0 before any.",
+      (last) => last.pauseMs / 1000,
+    );
+    lastTakeover(
+      'execworld_last_takeover_rolled_back',
+      'Whether the last takeover was rolled back: 1 when the new build failed before it served and this build took the sessions back; 0 otherwise.',
+      (last) => (last.rolledBack === undefined ? 0 : 1),
+    );
     new Gauge({
       name: 'execworld_owner_memory_bytes',
       help: "Memory in use now by an owner's running sessions, by owner; only where a memory controller follows sessions.",

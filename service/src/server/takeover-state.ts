@@ -194,6 +194,14 @@ export const TakeoverState = z.object({
   shells: z.array(ShellRecord).default([]),
   /** Uploads under way (absent: none, or a previous image that handed over none). */
   uploads: z.array(UploadRecord).optional(),
+  /**
+   * The build that wrote this state, for a new image that fails before it
+   * serves to give everything back to (see `docs/lifecycle.md`): how it is
+   * run, and the state versions it reads. Absent from builds without rollback.
+   */
+  previous: z.object({ argv: z.array(z.string()).min(1), reads: z.array(z.number().int()) }).optional(),
+  /** Set by a new image that gave this state back: which build failed, and why. The build that takes it back never rolls back again. */
+  rollback: z.object({ entry: z.string(), reason: z.string() }).optional(),
 });
 
 export type TakeoverState = z.infer<typeof TakeoverState>;
@@ -230,7 +238,26 @@ export function takeoverStatePath(stateDir: string, pid = process.pid): string {
 
 /** Writes `state` to its file, 0600, whole or not at all (a temporary file renamed). */
 export function writeTakeoverState(stateDir: string, state: TakeoverState): string {
-  const path = takeoverStatePath(stateDir, state.pid);
+  return writeStateFile(takeoverStatePath(stateDir, state.pid), state);
+}
+
+/**
+ * Marks the state file at `path` given back by the build at `entry`, which
+ * failed for `reason`: the file as it was read, every field kept (a previous
+ * build may know fields this one does not), with `rollback` set.
+ * @throws when it cannot be read or written (the caller has nothing else to give back then).
+ */
+export function markRolledBack(path: string, entry: string, reason: string): string {
+  const value = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  return writeStateFile(path, { ...value, rollback: { entry, reason } });
+}
+
+/** The state versions this build reads. */
+export function readableVersions(): number[] {
+  return [...READABLE_VERSIONS];
+}
+
+function writeStateFile(path: string, state: object): string {
   const temporary = `${path}.tmp`;
   rmSync(temporary, { force: true });
   const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);

@@ -40,6 +40,8 @@ import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { Daemon } from './app.ts';
 import type { DaemonImage } from './image.ts';
 import {
+  markRolledBack,
+  readableVersions,
   readTakeoverState,
   TAKEOVER_STATE_VERSION,
   TakeoverRefusedError,
@@ -73,6 +75,8 @@ export interface TakeoverControlOptions {
   readonly stateDir: string;
   /** serve's own arguments, which the new image runs with (any earlier `--takeover-state` left out). */
   readonly serveArgs: readonly string[];
+  /** The absolute path of this build's entry: a new build that fails before it serves gives the sessions back to it. */
+  readonly entry: string;
   readonly image: DaemonImage;
   readonly calls: ExecCalls;
   readonly log: Logger;
@@ -190,6 +194,11 @@ function listeningDescriptor(daemon: Daemon): number | string {
   return typeof fd === 'number' && fd >= 3 ? fd : 'the listening socket has no descriptor to hand over';
 }
 
+/** How this process runs the build at `entry` as a daemon with serve's `serveArgs` (node's own flags kept). */
+function buildArgv(entry: string, serveArgs: readonly string[]): string[] {
+  return [process.execPath, ...process.execArgv, '--', entry, 'serve', ...serveArgs];
+}
+
 /** The state of this image, for the next one: with `stopReading`, its terminals are no longer read. */
 function stateOf(options: TakeoverControlOptions, listenFd: number, stopReading: boolean): TakeoverState {
   return {
@@ -201,11 +210,72 @@ function stateOf(options: TakeoverControlOptions, listenFd: number, stopReading:
     listenFd,
     ...options.daemon.registry.takeoverRecords(stopReading),
     uploads: options.daemon.uploads.takeoverRecords(),
+    previous: { argv: buildArgv(options.entry, options.serveArgs), reads: readableVersions() },
   };
 }
 
+/**
+ * The descriptors the exec keeps for the image that takes `state`: the
+ * standard ones (close-on-exec here, as every descriptor from 3 up is; the new
+ * image logs to its standard output), the listening socket, the terminals'
+ * masters, the processes' pipes and the uploads' anchors.
+ */
+function descriptorsOf(state: TakeoverState): number[] {
+  const pipes = state.processes.flatMap(({ process: kept }) =>
+    kept === undefined ? [] : [kept.stdin, kept.stdout, kept.stderr].filter((fd) => fd !== undefined),
+  );
+  const uploads = (state.uploads ?? []).flatMap((record) => [record.stage.directory.fd, record.stage.stage.fd]);
+  return [0, 1, 2, state.listenFd, ...state.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.fd])), ...pipes, ...uploads];
+}
+
+/**
+ * The handover's synchronous stretch (nothing is accepted, read or answered
+ * in between): this image stops reading its sessions, writes its state (with
+ * `extra`), keeps the state's descriptors across the exec, tells WebSocket
+ * clients to reconnect (1012), tells its session watcher to exit, and execs
+ * `argv` with `--takeover-state`. `told` runs just before the exec. Returns
+ * only when the exec failed, once this image reads its sessions again, with
+ * why; the state file is removed then.
+ */
+function handOver(
+  options: TakeoverControlOptions,
+  listenFd: number,
+  argv: readonly string[],
+  extra: Partial<TakeoverState>,
+  told: (state: TakeoverState) => void,
+): Error {
+  const { daemon, calls } = options;
+  const kept: number[] = [];
+  let statePath: string | undefined;
+  try {
+    const state: TakeoverState = { ...stateOf(options, listenFd, true), ...extra };
+    statePath = writeTakeoverState(options.stateDir, state);
+    for (const fd of descriptorsOf(state)) {
+      calls.keepAcrossExec(fd);
+      kept.push(fd);
+    }
+    daemon.hub.closeAll(1012, 'daemon restarting: reconnect');
+    daemon.parts.handOver();
+    told(state);
+    const errno = calls.execve(argv[0]!, [...argv, '--takeover-state', statePath], process.env);
+    throw new Error(`the exec failed: execve of ${argv[0]} failed with errno ${errno}`);
+  } catch (error) {
+    for (const fd of kept) {
+      try {
+        calls.setCloseOnExec(fd);
+      } catch (_error) {
+        // Gone.
+      }
+    }
+    daemon.registry.resumeAfterTakeover();
+    daemon.parts.resumeAfterHandOver();
+    if (statePath !== undefined) rmSync(statePath, { force: true });
+    return error as Error;
+  }
+}
+
 async function takeOver(options: TakeoverControlOptions, entry: string, socket: Socket): Promise<void> {
-  const { daemon, calls, log } = options;
+  const { daemon, log } = options;
   const fail = (why: string): void => {
     log.warn({ entry, why }, 'takeover refused; this daemon serves on');
     answer(socket, { error: why }, true);
@@ -219,63 +289,89 @@ async function takeOver(options: TakeoverControlOptions, entry: string, socket: 
     if (error instanceof TakeoverRefusedError) return fail(error.message);
     throw error;
   }
-  let statePath = writeTakeoverState(options.stateDir, draft);
-  const execArgs = [...process.execArgv, '--', entry, 'serve', ...options.serveArgs];
-  const rehearsal = await rehearse(execArgs, statePath);
-  if (rehearsal !== undefined) {
-    rmSync(statePath, { force: true });
-    return fail(`the new build failed its rehearsal: ${rehearsal}`);
-  }
+  const draftPath = writeTakeoverState(options.stateDir, draft);
+  const argv = buildArgv(entry, options.serveArgs);
+  const rehearsal = await rehearse(argv, draftPath);
+  rmSync(draftPath, { force: true });
+  if (rehearsal !== undefined) return fail(`the new build failed its rehearsal: ${rehearsal}`);
   answer(socket, { step: 'rehearsed' });
   log.info({ entry, terminals: draft.terminals.length }, 'takeover: the rehearsal passed; handing over');
-  // From here to the exec, synchronous: nothing is accepted, read or answered in between.
-  const kept: number[] = [];
-  try {
-    const state = stateOf(options, listenFd, true);
-    statePath = writeTakeoverState(options.stateDir, state);
-    // Standard input, output and error too: they are close-on-exec here, and the new image logs to its standard output.
-    const pipes = state.processes.flatMap(({ process: kept }) =>
-      kept === undefined ? [] : [kept.stdin, kept.stdout, kept.stderr].filter((fd) => fd !== undefined),
-    );
-    const uploads = (state.uploads ?? []).flatMap((record) => [record.stage.directory.fd, record.stage.stage.fd]);
-    for (const fd of [
-      0,
-      1,
-      2,
-      listenFd,
-      ...state.terminals.flatMap((record) => (record.terminal === undefined ? [] : [record.terminal.fd])),
-      ...pipes,
-      ...uploads,
-    ]) {
-      calls.keepAcrossExec(fd);
-      kept.push(fd);
-    }
-    daemon.hub.closeAll(1012, 'daemon restarting: reconnect');
-    daemon.parts.handOver();
-    log.info({ entry, terminals: state.terminals.length, processes: state.processes.length, statePath }, 'takeover: exec');
+  const error = handOver(options, listenFd, argv, {}, (state) => {
+    log.info({ entry, terminals: state.terminals.length, processes: state.processes.length }, 'takeover: exec');
     answer(socket, { step: 'exec', terminals: state.terminals.length, processes: state.processes.length });
-    const errno = calls.execve(process.execPath, [process.execPath, ...execArgs, '--takeover-state', statePath], process.env);
-    throw new Error(`execve of ${process.execPath} failed with errno ${errno}`);
+  });
+  fail(error.message);
+}
+
+/**
+ * A new image that failed after the exec but adopted every session (its
+ * listening failed, say) gives them back to the build it took them from: a
+ * handover like any other, to the previous build, with the state marked
+ * rolled back, and the listening socket's descriptor `listenFd` (a copy made
+ * before this image used it, which a failed listen may have closed). Returns
+ * only when that could not be done, with why.
+ */
+export function giveBack(options: TakeoverControlOptions, adopted: TakeoverState, listenFd: number, failedEntry: string, reason: string): Error {
+  const refusal = rollbackRefusal(adopted, TAKEOVER_STATE_VERSION);
+  if (refusal !== undefined) return new Error(refusal);
+  return handOver(
+    options,
+    listenFd,
+    adopted.previous!.argv,
+    {
+      // The pause clients see runs from the first handover; the takeover that failed is not counted.
+      handedOverAt: adopted.handedOverAt,
+      takeovers: adopted.takeovers,
+      previous: adopted.previous,
+      rollback: { entry: failedEntry, reason },
+    },
+    (state) =>
+      options.log.error({ entry: adopted.previous!.argv, reason, sessions: state.terminals.length + state.processes.length }, 'giving the sessions back'),
+  );
+}
+
+/**
+ * A new image that failed after the exec, before it read any session (before
+ * or while it adopted them: adoption is one synchronous stretch), gives back
+ * the state as it came, marked rolled back, and execs the previous build.
+ * `beforeExec` stops what this image started (its session watcher).
+ * Returns only when that could not be done, with why.
+ */
+export function giveBackUnread(
+  calls: ExecCalls,
+  statePath: string,
+  adopted: TakeoverState,
+  failedEntry: string,
+  reason: string,
+  beforeExec: () => void,
+): Error {
+  const refusal = rollbackRefusal(adopted, adopted.version);
+  if (refusal !== undefined) return new Error(refusal);
+  try {
+    markRolledBack(statePath, failedEntry, reason);
+    for (const fd of descriptorsOf(adopted)) calls.keepAcrossExec(fd);
+    beforeExec();
   } catch (error) {
-    // Each was close-on-exec before: the standard descriptors here are, as every descriptor from 3 up is.
-    for (const fd of kept) {
-      try {
-        calls.setCloseOnExec(fd);
-      } catch (_error) {
-        // Gone.
-      }
-    }
-    daemon.registry.resumeAfterTakeover();
-    daemon.parts.resumeAfterHandOver();
-    rmSync(statePath, { force: true });
-    fail(error instanceof TakeoverRefusedError ? error.message : `the exec failed: ${(error as Error).message}`);
+    return error as Error;
   }
+  const argv = adopted.previous!.argv;
+  const errno = calls.execve(argv[0]!, [...argv, '--takeover-state', statePath], process.env);
+  return new Error(`execve of ${argv[0]} failed with errno ${errno}`);
+}
+
+/** Why the sessions of `adopted` cannot be given back in a state of `version`, if they cannot. */
+function rollbackRefusal(adopted: TakeoverState, version: number): string | undefined {
+  if (adopted.rollback !== undefined) return `this build took the sessions back from ${adopted.rollback.entry}: it does not give them back again`;
+  if (adopted.previous === undefined) return 'the previous build said nothing of how to run it (it predates rollback)';
+  if (!adopted.previous.reads.includes(version))
+    return `the previous build reads takeover states of versions ${adopted.previous.reads.join(' and ')}, not ${version}`;
+  return undefined;
 }
 
 /** Runs the new entry with `--takeover-check` on the state; undefined when it passed, else why not. */
-function rehearse(execArgs: readonly string[], statePath: string): Promise<string | undefined> {
+function rehearse(argv: readonly string[], statePath: string): Promise<string | undefined> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...execArgs, '--takeover-check', statePath], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(argv[0]!, [...argv.slice(1), '--takeover-check', statePath], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => {
       if (stderr.length < REHEARSAL_STDERR_BYTES) stderr += chunk.toString('utf8');

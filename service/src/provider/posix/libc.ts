@@ -43,6 +43,8 @@ interface Libc {
 /** fcntl commands and flags; the same values on Linux and macOS. */
 const F_GETFD = 1;
 const F_SETFD = 2;
+/** Linux's (and glibc's) F_DUPFD_CLOEXEC. */
+const F_DUPFD_CLOEXEC = 1030;
 const FD_CLOEXEC = 1;
 /** prctl options (Linux). */
 const PR_SET_DUMPABLE = 4;
@@ -259,6 +261,17 @@ export function keepAcrossExec(fd: number): void {
   if (flags < 0) throw new Error(`fcntl(${fd}, F_GETFD) failed with errno ${c.errno()}`);
   if ((flags & FD_CLOEXEC) === 0) return;
   if (c.fcntl(fd, F_SETFD, 'int', flags & ~FD_CLOEXEC) < 0) throw new Error(`fcntl(${fd}, F_SETFD) failed with errno ${c.errno()}`);
+}
+
+/**
+ * A second descriptor of what `fd` refers to, close-on-exec, numbered 3 or up.
+ * @throws when it cannot be made (a bad descriptor, no descriptor left, or no libc binding).
+ */
+export function duplicateDescriptor(fd: number): number {
+  const c = libc();
+  const copy = c.fcntl(fd, F_DUPFD_CLOEXEC, 'int', 3);
+  if (copy < 0) throw new Error(`fcntl(${fd}, F_DUPFD_CLOEXEC) failed with errno ${c.errno()}`);
+  return copy;
 }
 
 /** How a child ended, as waitpid reports it: its exit code, or the signal that killed it (0 for none). */
