@@ -446,10 +446,10 @@ class GiveBack {
     this.end();
     const reason = typeof cause === 'string' ? cause : describe(cause);
     const log = (message: string, error?: Error): void => {
-      const line = { level: 50, time: Date.now(), pid: process.pid, reason, err: error?.message, msg: message };
-      // Written at once: an exec may follow.
-      if (this.#control === undefined) writeSync(1, `${JSON.stringify(line)}\n`);
-      else this.#control.log.error(line, message);
+      const facts = { reason, ...(error === undefined ? {} : { err: error.message }) };
+      // Before the daemon's logger exists, a line in its shape, written at once: an exec may follow.
+      if (this.#control === undefined) writeSync(1, `${JSON.stringify({ level: 50, time: Date.now(), pid: process.pid, ...facts, msg: message })}\n`);
+      else this.#control.log.error(facts, message);
     };
     log('this build failed before it served: giving the sessions back to the previous build');
     const control = this.#control;
@@ -467,6 +467,8 @@ class GiveBack {
         ? giveBack(control, this.#adopted, copy ?? this.#adopted.listenFd, this.#entry, reason)
         : giveBackUnread(this.#calls, this.statePath, this.#adopted, this.#entry, reason, () => control?.daemon.parts.handOver());
     log('the sessions could not be given back', error);
+    // Its session watcher was told this image closed cleanly: it is started again, to end what is left when this image exits.
+    if (phase === 'unread') control?.daemon.parts.resumeAfterHandOver();
   }
 }
 

@@ -248,7 +248,14 @@ export function writeTakeoverState(stateDir: string, state: TakeoverState): stri
  * @throws when it cannot be read or written (the caller has nothing else to give back then).
  */
 export function markRolledBack(path: string, entry: string, reason: string): string {
-  const value = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  let text: string;
+  try {
+    text = readFileSync(fd, 'utf8');
+  } finally {
+    closeSync(fd);
+  }
+  const value = JSON.parse(text) as Record<string, unknown>;
   return writeStateFile(path, { ...value, rollback: { entry, reason } });
 }
 
