@@ -8,6 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { cpuRateFor, hundredNanosecondsToMs, JobObjectContainment } from '../../service/src/provider/containment/job-object.ts';
+import { usageBetween, ZERO_COUNTERS } from '../../service/src/provider/containment/usage.ts';
 import { LocalRuntime } from '../../service/src/provider/local-runtime.ts';
 import {
   JOB_OBJECT_CPU_RATE_CONTROL_ENABLE,
@@ -50,12 +51,13 @@ describe('the arithmetic of Windows limits', () => {
     expect(cpuRateFor(0.01, 256)).toBe(1);
   });
 
-  it('turns 100 ns units into milliseconds, rounded to the nearest', () => {
+  it('turns 100 ns units into milliseconds, which usage rounds to the nearest', () => {
     expect(hundredNanosecondsToMs(0n)).toBe(0);
     expect(hundredNanosecondsToMs(10_000n)).toBe(1);
-    expect(hundredNanosecondsToMs(15_625_000n)).toBe(1563);
-    expect(hundredNanosecondsToMs(15_624_999n)).toBe(1562);
-    expect(hundredNanosecondsToMs(36_000_000_000n)).toBe(3_600_000);
+    const ms = (time: bigint) => usageBetween(ZERO_COUNTERS, { ...ZERO_COUNTERS, cpuUserMs: hundredNanosecondsToMs(time) }).cpuUserMs;
+    expect(ms(15_625_000n)).toBe(1563);
+    expect(ms(15_624_999n)).toBe(1562);
+    expect(ms(36_000_000_000n)).toBe(3_600_000);
   });
 
   it('lays the structures out as the Windows SDK does on x64', () => {

@@ -45,6 +45,7 @@ import { isMainThread } from 'node:worker_threads';
 import type { SessionLimits, SessionUsage, UsageMeter } from '@execworld/sdk/seam';
 import { ProviderError } from '../errors.ts';
 import { childCgroups, errnoCode, type MountInfoEntry } from './cgroup-fs.ts';
+import { usageBetween, ZERO_COUNTERS, type UsageCounters } from './usage.ts';
 
 export type { SessionLimits, SessionUsage, UsageMeter };
 
@@ -487,30 +488,6 @@ function parseMounts(mountinfo: string): MountInfoEntry[] {
   return entries;
 }
 
-/** The raw counters usage is made of. */
-interface Counters {
-  cpuUserMs: number;
-  cpuSystemMs: number;
-  peakMemoryBytes: number | null;
-  oomKills: number;
-  memoryFails: number;
-  pidsMax: number;
-  throttled: number;
-}
-const ZERO_COUNTERS: Counters = Object.freeze({ cpuUserMs: 0, cpuSystemMs: 0, peakMemoryBytes: null, oomKills: 0, memoryFails: 0, pidsMax: 0, throttled: 0 });
-
-/** Usage from the counters `before` to those of `now`. */
-function usageBetween(before: Counters, now: Counters): SessionUsage {
-  const memoryHit = now.oomKills > before.oomKills || now.memoryFails > before.memoryFails;
-  return {
-    cpuUserMs: Math.max(0, Math.round(now.cpuUserMs - before.cpuUserMs)),
-    cpuSystemMs: Math.max(0, Math.round(now.cpuSystemMs - before.cpuSystemMs)),
-    peakMemoryBytes: now.peakMemoryBytes,
-    limitHit: memoryHit ? 'memory' : now.pidsMax > before.pidsMax ? 'pids' : now.throttled > before.throttled ? 'cpu' : null,
-    oomKilled: now.oomKills > before.oomKills,
-  };
-}
-
 /**
  * One run's descriptor of v2 `memory.peak`, reset through it: the peak read
  * back through it is the run's. Read at the start of the file each time
@@ -572,7 +549,7 @@ export class CellControls {
   #released = false;
   /** The usage read just before the cgroups were removed, and its counters. */
   #final: SessionUsage | undefined;
-  #lastCounters: Counters | undefined;
+  #lastCounters: UsageCounters | undefined;
   /** The open run's descriptor of v2 `memory.peak`, reset for it; at most one. */
   #runPeak: RunPeak | undefined;
   /** A memory controller follows the session (its memory now is known while it runs). */
@@ -635,12 +612,12 @@ export class CellControls {
   }
 
   /** The session's counters so far, read from its cgroups. */
-  #counters(): Counters {
+  #counters(): UsageCounters {
     // A v2 cgroup's cpu.stat counts user and system time whether or not the cpu controller is enabled
     // in it (and to the microsecond, where v1's cpuacct counts in ticks): one read, on a hybrid host too.
     // Only a kernel whose v2 cpu.stat lacks them is asked v1's cpuacct.
     const v2Stat = readText(join(this.#v2Path, 'cpu.stat'));
-    const counters: Counters = { cpuUserMs: 0, cpuSystemMs: 0, peakMemoryBytes: null, oomKills: 0, memoryFails: 0, pidsMax: 0, throttled: 0 };
+    const counters: UsageCounters = { ...ZERO_COUNTERS };
     const userUs = keyed(v2Stat, 'user_usec');
     const systemUs = keyed(v2Stat, 'system_usec');
     const cpuacct = userUs === undefined || systemUs === undefined ? this.#path('cpuacct') : undefined;
@@ -678,7 +655,7 @@ export class CellControls {
   }
 
   /** Every limit the counters say the session ran into, memory first. */
-  static #hits(counters: Counters): ('memory' | 'pids' | 'cpu')[] {
+  static #hits(counters: UsageCounters): ('memory' | 'pids' | 'cpu')[] {
     const hits: ('memory' | 'pids' | 'cpu')[] = [];
     if (counters.oomKills > 0 || counters.memoryFails > 0) hits.push('memory');
     if (counters.pidsMax > 0) hits.push('pids');
@@ -744,7 +721,7 @@ export class CellControls {
         // The session's peak, then.
       }
     }
-    const counters = (): Counters => {
+    const counters = (): UsageCounters => {
       const now = this.#final === undefined ? this.#counters() : this.#lastCounters!;
       return peak === undefined ? now : { ...now, peakMemoryBytes: peak.read() };
     };

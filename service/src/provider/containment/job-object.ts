@@ -48,6 +48,7 @@
 import { availableParallelism } from 'node:os';
 import type { Containment, LimitName, LimitSupport, SessionCell, SessionLimits, SessionUsage, UsageMeter } from './containment.ts';
 import { limitsAsked, LIMIT_NAMES } from './cgroup-limits.ts';
+import { usageBetween, ZERO_COUNTERS, type UsageCounters } from './usage.ts';
 import { ProviderError } from '../errors.ts';
 import {
   isValidHandle,
@@ -87,9 +88,9 @@ export function cpuRateFor(cores: number, processors: number): number {
   return Math.min(CPU_RATE_WHOLE, Math.max(1, Math.round((cores / processors) * CPU_RATE_WHOLE)));
 }
 
-/** Milliseconds of a time in Windows' 100 ns units, rounded to the nearest. */
+/** Milliseconds of a time in Windows' 100 ns units, not rounded. */
 export function hundredNanosecondsToMs(time: bigint): number {
-  return Number((time + 5_000n) / 10_000n);
+  return Number(time) / 10_000;
 }
 
 export interface JobObjectOptions {
@@ -302,27 +303,6 @@ class JobNotifications {
   }
 }
 
-/** The raw counters a job's usage is made of. */
-interface JobCounters {
-  readonly userTime: bigint;
-  readonly kernelTime: bigint;
-  readonly peakMemory: bigint | undefined;
-  readonly memoryHits: number;
-  readonly pidsHits: number;
-}
-const NO_COUNTERS: JobCounters = Object.freeze({ userTime: 0n, kernelTime: 0n, peakMemory: undefined, memoryHits: 0, pidsHits: 0 });
-
-function usageBetween(before: JobCounters, now: JobCounters): SessionUsage {
-  const memory = now.memoryHits > before.memoryHits;
-  return {
-    cpuUserMs: Math.max(0, hundredNanosecondsToMs(now.userTime - before.userTime)),
-    cpuSystemMs: Math.max(0, hundredNanosecondsToMs(now.kernelTime - before.kernelTime)),
-    peakMemoryBytes: now.peakMemory === undefined ? null : Number(now.peakMemory),
-    limitHit: memory ? 'memory' : now.pidsHits > before.pidsHits ? 'pids' : null,
-    oomKilled: false,
-  };
-}
-
 interface Root {
   readonly pid: number;
   readonly started: string | undefined;
@@ -344,7 +324,7 @@ class JobCell implements SessionCell {
   #assigned = false;
   #closed = false;
   /** The counters read as the job was closed. */
-  #final: JobCounters | undefined;
+  #final: UsageCounters | undefined;
 
   constructor(key: string, job: Handle, kernel32: Kernel32, processes: WindowsProcesses, notifications: JobNotifications) {
     this.key = key;
@@ -357,7 +337,7 @@ class JobCell implements SessionCell {
   /** What the job's processes used together, from its start. */
   usage(): SessionUsage | undefined {
     const counters = this.#counters();
-    return counters === undefined ? undefined : usageBetween(NO_COUNTERS, counters);
+    return counters === undefined ? undefined : usageBetween(ZERO_COUNTERS, counters);
   }
 
   /** One run's usage: cpu and limits hit over the run, peak memory the session's (Windows does not reset PeakJobMemoryUsed). */
@@ -372,18 +352,21 @@ class JobCell implements SessionCell {
   }
 
   /** The job's counters now, or as it was closed; undefined where the job cannot be read. */
-  #counters(): JobCounters | undefined {
+  #counters(): UsageCounters | undefined {
     if (this.#closed) return this.#final;
     const kernel32 = this.#kernel32;
     const accounting = kernel32.jobAccounting(this.#job);
     if (accounting === undefined) return undefined;
     if (this.unwatch !== undefined) this.#notifications.drain();
+    const peak = kernel32.jobLimits(this.#job)?.peakJobMemoryUsed;
     return {
-      userTime: accounting.totalUserTime,
-      kernelTime: accounting.totalKernelTime,
-      peakMemory: kernel32.jobLimits(this.#job)?.peakJobMemoryUsed,
-      memoryHits: this.messages.memory,
-      pidsHits: this.messages.pids,
+      ...ZERO_COUNTERS,
+      cpuUserMs: hundredNanosecondsToMs(accounting.totalUserTime),
+      cpuSystemMs: hundredNanosecondsToMs(accounting.totalKernelTime),
+      peakMemoryBytes: peak === undefined ? null : Number(peak),
+      // The job's limit messages: a process refused at the active-process limit, an allocation at the memory limit.
+      memoryFails: this.messages.memory,
+      pidsMax: this.messages.pids,
     };
   }
 
