@@ -6,7 +6,7 @@
  * only their own; the bound and the TTL hold; a call without `task` is
  * answered as before.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -245,11 +245,18 @@ describe('MCP tasks', () => {
     const client = await McpTestClient.http(own.url, ALICE);
     const dir = mkdtempSync(join(tmpdir(), 'execworld-mcp-tasks-'));
     const marker = join(dir, 'interrupted');
+    const armed = join(dir, 'armed');
     try {
       const shell = (await client.ok('shell_run', { command: 'true' })).handle.shell as string;
       // The shell's trap runs only on the interrupt (SIGINT), not when the session is ended.
-      await startTask(client.client, 'shell_run', { shell, command: `trap 'echo yes > ${marker}; exit 130' INT; sleep 600 & wait`, waitMs: 600_000 });
+      await startTask(client.client, 'shell_run', {
+        shell,
+        command: `trap 'echo yes > ${marker}; exit 130' INT; : > ${armed}; sleep 600 & wait`,
+        waitMs: 600_000,
+      });
       await waitFor('the sleep to run', async () => (await client.ok('session_list')).shells.find((entry: any) => entry.id === shell)?.state === 'running');
+      // The trap is set once the shell ran the line: an interrupt before that discards the line, as bash does.
+      await waitFor('the trap to be set', () => existsSync(armed));
       await own.close();
       expect(readFileSync(marker, 'utf8')).toBe('yes\n');
     } finally {
