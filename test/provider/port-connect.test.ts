@@ -1,5 +1,5 @@
 /**
- * connectToPort: a connection to a port in the world, made as the owner's OS
+ * A daemon's connection to a port in the world (portConnector), made as the owner's OS
  * user. The peer looks its connection up in the kernel's socket table: the
  * uid column of /proc/net/tcp is the uid stamped on the socket when it was
  * made, which is what an iptables owner rule matches.
@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { UserWorkers } from '../../service/src/provider/fs/worker-files.ts';
-import { connectThrough, connectToPort, PortConnectError } from '../../service/src/provider/port-connect.ts';
+import { portConnector, PortConnectError } from '../../service/src/provider/port-connect.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
 import { socketUid, treePids } from '../helpers/proc.ts';
 
@@ -50,7 +50,12 @@ afterEach(() => {
   for (const server of servers.splice(0)) server.close();
 });
 
-describe('connectToPort', () => {
+// The workers the connections of mapped owners are made by, as a daemon's are.
+const workers = new UserWorkers();
+afterAll(() => workers.close());
+const connectToPort = portConnector(() => workers);
+
+describe("a daemon's connections to ports", () => {
   it('connects as the daemon when the owner has no OS user of its own', async () => {
     const { server, port } = await uidServer();
     servers.push(server);
@@ -98,13 +103,13 @@ describe('connectToPort', () => {
     it("serves the user's files and connections from one process of that user", async () => {
       const user = users.make();
       const started: number[] = [];
-      const workers = new UserWorkers({}, (pid) => started.push(pid));
-      const unbind = connectThrough(workers);
+      const own = new UserWorkers({}, (pid) => started.push(pid));
+      const connect = portConnector(() => own);
       try {
         const { server, port } = await uidServer();
         servers.push(server);
-        expect(await workers.of(user)!.call('lstat', undefined, '/', {})).toBeDefined();
-        const socket = await connectToPort(user, port);
+        expect(await own.of(user)!.call('lstat', undefined, '/', {})).toBeDefined();
+        const socket = await connect(user, port);
         expect(await firstLine(socket)).toBe(`uid ${user.uid}`);
         socket.destroy();
         // Every process under this one that runs as the user: the worker that served both, and nothing else.
@@ -113,8 +118,7 @@ describe('connectToPort', () => {
         expect(started).toHaveLength(1);
         expect(ofUser).toEqual(started);
       } finally {
-        unbind();
-        await workers.close();
+        await own.close();
       }
     });
   });

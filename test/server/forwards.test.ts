@@ -7,6 +7,7 @@
  */
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { portConnector } from '../../service/src/provider/port-connect.ts';
 import type { Principal } from '../../service/src/server/auth.ts';
 import { ForwardTable } from '../../service/src/server/forwards.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -31,7 +32,7 @@ async function world(): Promise<{ port: number; ended: string[] }> {
 }
 
 function table(): ForwardTable {
-  const made = new ForwardTable({ maxPerOwner: 8, graceMs: 60_000 });
+  const made = new ForwardTable({ maxPerOwner: 8, graceMs: 60_000, connect: portConnector(() => ({ of: () => undefined })) });
   tables.push(made);
   return made;
 }

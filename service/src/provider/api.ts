@@ -288,4 +288,4 @@ export interface FileProvider {
 /** Spots terminal queries in output: the provider's terminals and the daemon's screens share it. */
 export { QueryScanner } from './query-scanner.ts';
 /** The one way the daemon reaches a port in the world (forwards, previews): as the owner's OS user. */
-export { connectToPort, PortConnectError } from './port-connect.ts';
+export { portConnector, PortConnectError, type PortConnect } from './port-connect.ts';

@@ -44,49 +44,32 @@ export interface ConnectingWorkers {
   of(user: RunAs): { call(method: 'connect', port: number): Promise<Socket> } | undefined;
 }
 
-/** The daemon's workers (see {@link connectThrough}), so that a user's files and connections are one process of that user's. */
-let bound: ConnectingWorkers | undefined;
-/** Without a daemon's, workers of this module's own, made at a mapped owner's first connection by what {@link connectWithout} was given. */
-let own: ConnectingWorkers | undefined;
-let makeOwn: (() => ConnectingWorkers) | undefined;
+/** Connects to 127.0.0.1:`port` in the world as `runAs` (the daemon's own user when undefined). */
+export type PortConnect = (runAs: RunAs | undefined, port: number) => Promise<Socket>;
 
 /**
- * Makes `workers` the ones that make the connections of mapped owners.
- * @returns what undoes it (when the daemon that owns them closes).
+ * The connections of a daemon: as its own user from here, and as a mapped
+ * owner's user through `workers()`, asked at the first such connection (so
+ * that a user's files and connections are one process of that user's).
+ * The connect it answers resolves with the connected socket, paused: nothing
+ * of it was read yet. It throws {@link PortConnectError} when the connection
+ * was refused, or the user's worker could not make it.
  */
-export function connectThrough(workers: ConnectingWorkers): () => void {
-  bound = workers;
-  return () => {
-    if (bound === workers) bound = undefined;
+export function portConnector(workers: () => ConnectingWorkers): PortConnect {
+  return async (runAs, port) => {
+    if (runAs === undefined || runAs.uid === process.getuid?.()) return await connectHere(port);
+    const worker = workers().of(runAs);
+    if (worker === undefined) return await connectHere(port);
+    try {
+      const socket = await worker.call('connect', port);
+      socket.pause();
+      return socket;
+    } catch (error) {
+      // The worker's failure to connect carries the errno; a worker that died or could not start is EIO.
+      if (error instanceof FsFailure) throw new PortConnectError(port, error.errno ?? 'EIO', error.message);
+      throw error;
+    }
   };
-}
-
-/** How the workers of this module's own are made (worker-files.ts says, as it loads). */
-export function connectWithout(make: () => ConnectingWorkers): void {
-  makeOwn = make;
-}
-
-/**
- * Connects to 127.0.0.1:`port` in the world as `runAs` (the daemon's own user
- * when undefined).
- * @returns the connected socket, paused: nothing of it was read yet.
- * @throws {PortConnectError} the connection was refused, or the user's worker could not make it.
- */
-export async function connectToPort(runAs: RunAs | undefined, port: number): Promise<Socket> {
-  if (runAs === undefined || runAs.uid === process.getuid?.()) return await connectHere(port);
-  const workers = bound ?? (own ??= makeOwn?.());
-  if (workers === undefined) throw new PortConnectError(port, 'EIO', `no worker makes the connections of user ${runAs.name}`);
-  const worker = workers.of(runAs);
-  if (worker === undefined) return await connectHere(port);
-  try {
-    const socket = await worker.call('connect', port);
-    socket.pause();
-    return socket;
-  } catch (error) {
-    // The worker's failure to connect carries the errno; a worker that died or could not start is EIO.
-    if (error instanceof FsFailure) throw new PortConnectError(port, error.errno ?? 'EIO', error.message);
-    throw error;
-  }
 }
 
 function connectHere(port: number): Promise<Socket> {

@@ -30,7 +30,6 @@ import type { DaemonImage } from './image.ts';
 import type { UploadRegistry } from './uploads.ts';
 import { registerUi } from './ui.ts';
 import { PreviewTunnels, previewToken, registerPreview } from './preview.ts';
-import { connectToPort } from '../provider/api.ts';
 
 export const CONNECT_PATH = '/v1/connect';
 /** Node's default headers timeout. */
@@ -305,7 +304,7 @@ export function buildApp(options: AppOptions): Daemon {
     registerMcp(scope, { dispatcher, bodies, maxBodyBytes: config.maxBodyBytes, version, log: logger });
 
     if (config.ui === 'on') registerUi(scope);
-    registerPreview(scope, { connect: connectToPort, scheme, tunnels, grants: parts.grants });
+    registerPreview(scope, { connect: parts.connect, scheme, tunnels, grants: parts.grants });
 
     scope.route({
       method: 'GET',

@@ -6,11 +6,11 @@
  * @module
  */
 import type { Logger } from 'pino';
-import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
+import type { ExecutionProvider, FileProvider, PortConnect } from '../provider/api.ts';
 import type { TokenTable } from './auth.ts';
 import { BodyBudget } from './body-budget.ts';
 import { defaultStateDir, type Config } from './config.ts';
-import { daemonRuntime, hostAccounts, hostFiles } from './daemon-runtime.ts';
+import { daemonRuntime, hostAccounts, hostFiles, spareConnector } from './daemon-runtime.ts';
 import { Dispatcher } from './dispatch.ts';
 import { LiveGrants } from './grants.ts';
 import { DaemonMetrics } from './metrics.ts';
@@ -47,6 +47,8 @@ export interface DaemonParts {
   readonly hub: WebSocketHub;
   /** What ends the connections and waits of minted tokens that expire or are revoked. */
   readonly grants: LiveGrants;
+  /** How the daemon connects to a port in the world as an owner's user: a forward's, and a preview's. */
+  readonly connect: PortConnect;
   /** Ends what daemons that died left; runs before the first session starts. */
   recover(): Promise<void>;
   /** Ends every session and upload, then what the provider holds. */
@@ -71,7 +73,9 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   const files = options.files ?? own?.files ?? hostFiles(config);
   const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
   const bodies = new BodyBudget(config.bodyBudgetBytes);
-  const forwards = new ForwardTable({ maxPerOwner: config.maxForwardsPerOwner, graceMs: config.forwardGraceMs });
+  const spare = own === undefined ? spareConnector() : undefined;
+  const connect = own?.connect ?? spare!.connect;
+  const forwards = new ForwardTable({ maxPerOwner: config.maxForwardsPerOwner, graceMs: config.forwardGraceMs, connect });
   const image = options.image ?? new DaemonImage();
   const dispatcher = new Dispatcher({ registry, files, uploads, forwards, version, image, minter, grants, maxTokenTtlMs: config.maxTokenTtlMs }, metrics);
   const hub = new WebSocketHub({
@@ -103,6 +107,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
     dispatcher,
     hub,
     grants,
+    connect,
     recover: async () => {
       await own?.recover();
     },
@@ -114,6 +119,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
       await files.close?.();
       // Every session ended: nothing is left for a later start to end.
       own?.close();
+      await spare?.close();
       grants.close();
       minter.close();
     },

@@ -13,7 +13,7 @@ import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { HostFiles, type HostFilesOptions } from '../provider/fs/host-files.ts';
 import { StageRecords } from '../provider/fs/stage-records.ts';
 import { UserWorkers } from '../provider/fs/worker-files.ts';
-import { connectThrough } from '../provider/port-connect.ts';
+import { portConnector, type PortConnect } from '../provider/port-connect.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
 import { adoptPreviousImageCgroups } from '../provider/containment/cgroup.ts';
@@ -40,6 +40,8 @@ export function hostAccounts(): HostAccounts {
 export interface DaemonRuntime {
   readonly runtime: ExecutionProvider;
   readonly files: FileProvider;
+  /** Its connections to ports in the world, a mapped owner's made by the same worker as its files. */
+  readonly connect: PortConnect;
   /** Ends what daemons that died left; runs before the first session starts. */
   recover(): Promise<void>;
   /** Called once every session ended. */
@@ -95,7 +97,6 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   };
   // One worker per OS user owners run as, serving their files, the checks their spawns make as them, and their connections to ports.
   const users = new UserWorkers(hostFilesOptions(config), (pid) => containment.helperStarted?.(pid));
-  const unbindConnections = connectThrough(users);
   const spill = spillDirectory(config);
   const stages = new StageRecords(join(stateDir, 'stages'));
   const runtime = new LocalRuntime({
@@ -163,7 +164,6 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     if (removed.length > 0 || left.length > 0) log.info({ removed, left }, 'removed the upload stages a previous daemon left');
   };
   const close = (): void => {
-    unbindConnections();
     journal?.close();
     watcher?.close();
   };
@@ -175,7 +175,15 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   const resumeAfterHandOver = (): void => {
     if (watcher === undefined) startWatcher?.();
   };
-  return { runtime, files: new HostFiles(hostFilesOptions(config), users, stages), recover, close, handOver, resumeAfterHandOver };
+  return {
+    runtime,
+    files: new HostFiles(hostFilesOptions(config), users, stages),
+    connect: portConnector(() => users),
+    recover,
+    close,
+    handOver,
+    resumeAfterHandOver,
+  };
 }
 
 /**
@@ -210,6 +218,21 @@ function hostFilesOptions(config: Config): HostFilesOptions {
 export function prepareTakeover(sessionPids: ReadonlySet<number>): number[] {
   adoptPreviousImageCgroups();
   return reapPreviousImageHelpers(sessionPids);
+}
+
+/**
+ * Connections to ports for a daemon given its provider (no workers of its
+ * own): a mapped owner's are made by workers started at the first, which
+ * `close` ends.
+ */
+export function spareConnector(): { readonly connect: PortConnect; close(): Promise<void> } {
+  let workers: UserWorkers | undefined;
+  return {
+    connect: portConnector(() => (workers ??= new UserWorkers())),
+    close: async () => {
+      await workers?.close();
+    },
+  };
 }
 
 /** The files of this host, with the bounds of the daemon's configuration. */

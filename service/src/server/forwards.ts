@@ -1,6 +1,6 @@
 /**
  * Port forwards: each is one TCP connection to 127.0.0.1:port in the world,
- * made as the owner's OS user (connectToPort), whose bytes travel on the
+ * made as the owner's OS user (the daemon's PortConnect), whose bytes travel on the
  * owner's WebSocket in both directions, at absolute byte offsets and within a
  * window of credit each way, as output streams do.
  *
@@ -39,7 +39,7 @@
 import type { Socket } from 'node:net';
 import { MAX_TIMER_DELAY_MS } from '@execworld/sdk/seam';
 import { FORWARD_WINDOW_BYTES, type ServerMessage } from '@execworld/sdk/protocol';
-import { connectToPort } from '../provider/api.ts';
+import type { PortConnect } from '../provider/api.ts';
 import type { Principal } from './auth.ts';
 import { ServiceError } from './errors.ts';
 import { connectFailure, portRefusal } from './port-access.ts';
@@ -50,6 +50,8 @@ export interface ForwardTableOptions {
   readonly maxPerOwner: number;
   /** How long a forward whose WebSocket broke waits to be taken up again before it is reset. */
   readonly graceMs: number;
+  /** How a connection to a port is made as the owner's user. */
+  readonly connect: PortConnect;
 }
 
 /** Where a forward's acknowledgements of write frames go: the WebSocket that took it up. */
@@ -237,7 +239,7 @@ export class ForwardTable {
     this.#connecting.set(owner, (this.#connecting.get(owner) ?? 0) + 1);
     let socket: Socket;
     try {
-      socket = await connectToPort(principal.runAs, port);
+      socket = await this.#options.connect(principal.runAs, port);
     } catch (error) {
       throw connectFailure(port, error);
     } finally {

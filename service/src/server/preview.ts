@@ -367,7 +367,7 @@ export function registerPreview(scope: FastifyInstance, options: PreviewOptions)
       path: `${url.path}${url.query}`,
       headers: upstreamHeaders(request.raw, { scheme, prefix: url.prefix, port: url.port }, false),
     });
-    // connectToPort answers its socket paused, so that nothing of it is read before a reader is there; the HTTP
+    // The daemon's connect answers its socket paused, so that nothing of it is read before a reader is there; the HTTP
     // client's reader is there once the socket is its own.
     outgoing.once('socket', (socket) => socket.resume());
     outgoing.on('response', (answer) => {

@@ -24,7 +24,6 @@ import type {
   PackSkips,
 } from '@execworld/sdk/fs';
 import type { OwnerFiles } from '../api.ts';
-import { connectWithout } from '../port-connect.ts';
 import { isWithin } from './anchor.ts';
 import { checkAborted, FsFailure, type TransferErrorCode } from './fs-error.ts';
 import type { FileDigest, OpenContent, OwnerTransfer, Unpacked, UploadStage } from '../api.ts';
@@ -211,9 +210,6 @@ export class UserWorkers {
     await Promise.all(workers.map((worker) => worker.close()));
   }
 }
-
-// A mapped owner's connections made with no daemon's workers bound (a provider on its own) are made by workers of their own.
-connectWithout(() => new UserWorkers());
 
 /**
  * A stream of the worker's, pulled a chunk per call: the next chunk is asked
