@@ -109,6 +109,46 @@ export function zombies(daemon: DaemonProcess): number[] {
     .map(Number);
 }
 
+/** Programs a takeover test keeps running: a counter terminal, a process printing on stdout and stderr, and a process reading its stdin. */
+export interface KeptPrograms {
+  readonly stop: string;
+  readonly codes: { readonly terminal: number; readonly printer: number };
+  readonly terminal: { readonly id: string; readonly pid: number };
+  readonly printer: { readonly id: string; readonly pid: number };
+  readonly reader: { readonly id: string };
+}
+
+/** Starts the {@link KeptPrograms} on `daemon`: the counters print until a file in `directory` exists, then exit with `codes`. */
+export async function keepPrograms(daemon: DaemonProcess, directory: string, codes: KeptPrograms['codes']): Promise<KeptPrograms> {
+  const stop = join(directory, 'stop');
+  return {
+    stop,
+    codes,
+    terminal: await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, codes.terminal)),
+    printer: await callDaemon(daemon, 'POST', '/v1/processes', processCounter(stop, codes.printer)),
+    reader: await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['cat'], stdio: { stdin: 'pipe' } }),
+  };
+}
+
+/**
+ * Ends the kept programs and checks that nothing was lost: the same pids as
+ * their creates answered, the reader's `input` read once, every stream whole
+ * and in order, and the exact exit codes.
+ */
+export async function endKeptPrograms(daemon: DaemonProcess, kept: KeptPrograms, input: string): Promise<void> {
+  const { terminal, printer, reader } = kept;
+  expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}`)).pid).toBe(terminal.pid);
+  expect((await callDaemon(daemon, 'GET', `/v1/processes/${printer.id}`)).pid).toBe(printer.pid);
+  await callDaemon(daemon, 'POST', `/v1/processes/${reader.id}/stdin/close`);
+  expect((await callDaemon(daemon, 'GET', `/v1/processes/${reader.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
+  expect((await processOutput(daemon, reader.id, 'stdout')).text).toBe(input);
+  writeFileSync(kept.stop, '');
+  expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: kept.codes.terminal, signal: null });
+  contiguous((await outputOf(daemon, terminal.id)).text);
+  expect((await callDaemon(daemon, 'GET', `/v1/processes/${printer.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: kept.codes.printer, signal: null });
+  for (const stream of ['stdout', 'stderr'] as const) contiguous((await processOutput(daemon, printer.id, stream)).text);
+}
+
 /**
  * `rounds` takeovers in a row of the daemon on `stateDir` while a terminal and
  * a process print, a program reads its stdin (a line written each round), and
@@ -119,10 +159,8 @@ export function zombies(daemon: DaemonProcess): number[] {
  * descriptors no more than after the first takeover (give or take two).
  */
 export async function repeatTakeovers(daemon: DaemonProcess, stateDir: string, rounds: number): Promise<void> {
-  const stop = join(stateDir, 'stop');
-  const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, 0));
-  const printer = await callDaemon(daemon, 'POST', '/v1/processes', processCounter(stop, 5));
-  const reader = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['cat'], stdio: { stdin: 'pipe' } });
+  const kept = await keepPrograms(daemon, stateDir, { terminal: 0, printer: 5 });
+  const { reader } = kept;
   const shell = await callDaemon(daemon, 'POST', '/v1/shells', { dialect: 'bash', cwd: stateDir });
   const descriptors = (): number => readdirSync(`/proc/${daemon.pid}/fd`).length;
   const counts: number[] = [];
@@ -159,15 +197,5 @@ export async function repeatTakeovers(daemon: DaemonProcess, stateDir: string, r
   const sorted = [...pauses].sort((a, b) => a - b);
   console.log(`${rounds} takeovers: pause median ${sorted[Math.floor((sorted.length - 1) / 2)]} ms, worst ${sorted.at(-1)} ms`);
   expect(counts.at(-1)).toBeLessThanOrEqual(counts[0]! + 2);
-  await callDaemon(daemon, 'POST', `/v1/processes/${reader.id}/stdin/close`);
-  expect((await callDaemon(daemon, 'GET', `/v1/processes/${reader.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
-  expect((await processOutput(daemon, reader.id, 'stdout')).text).toBe(expected);
-  writeFileSync(stop, '');
-  expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
-  contiguous((await outputOf(daemon, terminal.id)).text);
-  expect((await callDaemon(daemon, 'GET', `/v1/processes/${printer.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 5, signal: null });
-  for (const stream of ['stdout', 'stderr'] as const) contiguous((await processOutput(daemon, printer.id, stream)).text);
-  // The pids stayed: each is the one the create answered.
-  expect((await callDaemon(daemon, 'GET', `/v1/processes/${printer.id}`)).pid).toBe(printer.pid);
-  expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}`)).pid).toBe(terminal.pid);
+  await endKeptPrograms(daemon, kept, expected);
 }

@@ -62,6 +62,22 @@ function fetchHash(port: number, path: string, onBytes?: (bytes: number) => void
   });
 }
 
+/**
+ * The world's side of a forward, watched: a server of the test on 127.0.0.1, which
+ * answers each connection with `onConnection` and notes how each ended
+ * (`closed`, after an error's code when one came).
+ */
+async function watchedServer(onConnection: (connection: Socket) => void = () => undefined): Promise<{ server: Server; port: number; ended: string[] }> {
+  const ended: string[] = [];
+  const server = createServer((connection) => {
+    connection.on('error', (error: NodeJS.ErrnoException) => ended.push(error.code ?? 'error'));
+    connection.on('close', () => ended.push('closed'));
+    onConnection(connection);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as AddressInfo).port, ended };
+}
+
 function countConnections(server: Server): Promise<number> {
   return new Promise((resolve, reject) => server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
 }
@@ -150,15 +166,10 @@ describe('forwardPort', () => {
   test('ends its forwards at once when the daemon closes the WebSocket (a token revoked, the daemon going away)', async ({ startDaemon }) => {
     const own = await startDaemon();
     // The world's side: a server of this test, which sees how its connection ends.
-    const ended: string[] = [];
-    const world = createServer((connection) => {
-      connection.on('error', (error: NodeJS.ErrnoException) => ended.push(error.code ?? 'error'));
-      connection.on('close', () => ended.push('closed'));
-    });
-    await new Promise<void>((resolve) => world.listen(0, '127.0.0.1', resolve));
+    const { server: world, port: remotePort, ended } = await watchedServer();
     try {
       await using runtime = await connect(own.url, { token: ALICE, ...fast });
-      const forward = await runtime.forwardPort({ remotePort: (world.address() as AddressInfo).port });
+      const forward = await runtime.forwardPort({ remotePort });
       const local = tcpConnect({ host: '127.0.0.1', port: forward.port });
       const closed = drain(local);
       local.write('hello');
@@ -177,15 +188,10 @@ describe('forwardPort', () => {
   test('keeps a forward whose WebSocket broke for the grace period only, then resets it', async ({ startDaemon }) => {
     const own = await startDaemon({ forwardGraceMs: 1000 });
     const proxy = await FaultProxy.start(Number(new URL(own.url).port));
-    const ended: string[] = [];
-    const world = createServer((connection) => {
-      connection.on('error', (error: NodeJS.ErrnoException) => ended.push(error.code ?? 'error'));
-      connection.on('close', () => ended.push('closed'));
-    });
-    await new Promise<void>((resolve) => world.listen(0, '127.0.0.1', resolve));
+    const { server: world, port: remotePort, ended } = await watchedServer();
     try {
       const runtime = await connect(proxy.url, { token: ALICE, ...fast, reconnectDeadlineMs: 60_000 });
-      const forward = await runtime.forwardPort({ remotePort: (world.address() as AddressInfo).port });
+      const forward = await runtime.forwardPort({ remotePort });
       const local = tcpConnect({ host: '127.0.0.1', port: forward.port });
       local.on('error', () => undefined);
       local.write('hello');
@@ -287,11 +293,12 @@ describe.runIf(canMakeUsers)('a forward of an owner mapped to an OS user', () =>
     const token = 'dave-token-0123456789abcdefgh';
     const own = await startDaemon({}, { owners: [{ owner: 'dave', token, user }] });
     // The world's side: a server that answers each connection with its peer socket's uid from the kernel's TCP table.
-    const world = createServer((connection) => connection.end(`uid ${socketUid(connection.remotePort!, connection.localPort!)}\n`));
-    await new Promise<void>((resolve) => world.listen(0, '127.0.0.1', resolve));
+    const { server: world, port: remotePort } = await watchedServer((connection) =>
+      connection.end(`uid ${socketUid(connection.remotePort!, connection.localPort!)}\n`),
+    );
     try {
       await using runtime = await connect(own.url, { token, ...fast });
-      const forward = await runtime.forwardPort({ remotePort: (world.address() as AddressInfo).port });
+      const forward = await runtime.forwardPort({ remotePort });
       expect(await drain(tcpConnect({ host: '127.0.0.1', port: forward.port }))).toEqual({ text: `uid ${user.uid}\n`, error: undefined });
       await forward.close();
     } finally {

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { describe, expect } from 'vitest';
 import { callDaemon, type DaemonProcess } from '../helpers/daemon-process.ts';
 import { daemonProcessTest } from '../helpers/daemon-test.ts';
-import { contiguous, control, counter, outputOf, processCounter, processOutput, requestTakeover, zombies } from '../helpers/takeover.ts';
+import { control, endKeptPrograms, keepPrograms, outputOf, requestTakeover, zombies } from '../helpers/takeover.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const test = daemonProcessTest();
@@ -79,11 +79,9 @@ async function metric(daemon: DaemonProcess, name: string): Promise<number> {
 describe('a new build that fails after the exec', { timeout: 180_000 }, () => {
   test('gives every session back to the previous build, which serves on with nothing lost', async ({ spawnDaemon }) => {
     const stateDir = mkdtempSync(join(tmpdir(), 'execworld-give-back-'));
-    const stop = join(stateDir, 'stop');
     const daemon = await spawnDaemon(['--state-dir', stateDir]);
-    const terminal = await callDaemon(daemon, 'POST', '/v1/terminals', counter(stop, 3));
-    const printer = await callDaemon(daemon, 'POST', '/v1/processes', processCounter(stop, 4));
-    const reader = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['cat'], stdio: { stdin: 'pipe' } });
+    const kept = await keepPrograms(daemon, stateDir, { terminal: 3, printer: 4 });
+    const { printer, reader } = kept;
     const shell = await callDaemon(daemon, 'POST', '/v1/shells', { dialect: 'bash', cwd: stateDir });
     await waitFor('output to flow', async () => (await callDaemon(daemon, 'GET', `/v1/processes/${printer.id}`)).stdout.end > 100);
     const first = (await control(stateDir, { op: 'status' }))[0]!;
@@ -142,16 +140,7 @@ describe('a new build that fails after the exec', { timeout: 180_000 }, () => {
     expect(await metric(daemon, 'execworld_last_takeover_rolled_back')).toBe(0);
 
     // Nothing lost: the same pids, every stream whole and in order, each line of input read once, the exact exit codes.
-    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}`)).pid).toBe(terminal.pid);
-    expect((await callDaemon(daemon, 'GET', `/v1/processes/${printer.id}`)).pid).toBe(printer.pid);
-    await callDaemon(daemon, 'POST', `/v1/processes/${reader.id}/stdin/close`);
-    expect((await callDaemon(daemon, 'GET', `/v1/processes/${reader.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 0, signal: null });
-    expect((await processOutput(daemon, reader.id, 'stdout')).text).toBe(expected);
-    writeFileSync(stop, '');
-    expect((await callDaemon(daemon, 'GET', `/v1/terminals/${terminal.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 3, signal: null });
-    contiguous((await outputOf(daemon, terminal.id)).text);
-    expect((await callDaemon(daemon, 'GET', `/v1/processes/${printer.id}/done?timeoutMs=20000`)).exit).toEqual({ exitCode: 4, signal: null });
-    for (const stream of ['stdout', 'stderr'] as const) contiguous((await processOutput(daemon, printer.id, stream)).text);
+    await endKeptPrograms(daemon, kept, expected);
     await callDaemon(daemon, 'DELETE', `/v1/shells/${shell.id}`);
   });
 
