@@ -295,6 +295,9 @@ async function start(config: Config, stateDir: string, from: StartFrom): Promise
       registry.adoptSessions(adopted.terminals, adopted.processes, adopted.shells);
       daemon.uploads.adopt(adopted.uploads ?? [], daemon.parts.files);
       rollback?.adopted();
+      // Listed now, before any upload of this image begins; removed meanwhile.
+      const swept = daemon.parts.sweepUnadoptedStages(new Set((adopted.uploads ?? []).map((record) => record.stage.identity.name)));
+      swept.catch((error: unknown) => app.log.warn({ err: error }, "the previous image's unadopted upload stages could not be swept"));
       // The socket the previous image listened on, inherited across the exec, with the connections its backlog holds.
       address = await app.listen({ host: config.host, fd: adopted.listenFd } as unknown as { host: string; port: number });
       rollback?.served();

@@ -88,7 +88,7 @@ export interface Daemon {
   /** The WebSockets open through previews. */
   readonly tunnels: PreviewTunnels;
   /** What a takeover tells before its exec and after one that did not happen, and the world's files its uploads are adopted on. */
-  readonly parts: Pick<DaemonParts, 'handOver' | 'resumeAfterHandOver' | 'files'>;
+  readonly parts: Pick<DaemonParts, 'handOver' | 'resumeAfterHandOver' | 'sweepUnadoptedStages' | 'files'>;
   /** The uploads under way, which a takeover hands over. */
   readonly uploads: UploadRegistry;
 }

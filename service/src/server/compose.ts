@@ -55,6 +55,8 @@ export interface DaemonParts {
   close(): Promise<void>;
   /** Before a takeover's exec (see takeover.ts): what runs beside the daemon for its sessions is told. */
   handOver(): void;
+  /** See DaemonRuntime.sweepUnadoptedStages; nothing for a daemon given its provider. */
+  sweepUnadoptedStages(adopted: ReadonlySet<string>): Promise<void>;
   /** After a takeover that did not happen. */
   resumeAfterHandOver(): void;
 }
@@ -112,6 +114,9 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
       await own?.recover();
     },
     handOver: () => own?.handOver(),
+    sweepUnadoptedStages: async (adopted) => {
+      await own?.sweepUnadoptedStages(adopted);
+    },
     resumeAfterHandOver: () => own?.resumeAfterHandOver(),
     close: async () => {
       forwards.shutdown();

@@ -50,6 +50,12 @@ export interface DaemonRuntime {
   handOver(): void;
   /** After a takeover that did not happen. */
   resumeAfterHandOver(): void;
+  /**
+   * In the image that took over, once it adopted the uploads whose stages are
+   * `adopted` (by name): removes the stages its previous image left that no
+   * one adopted, listed at the call.
+   */
+  sweepUnadoptedStages(adopted: ReadonlySet<string>): Promise<void>;
 }
 
 /**
@@ -175,9 +181,15 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
   const resumeAfterHandOver = (): void => {
     if (watcher === undefined) startWatcher?.();
   };
+  const sweepUnadoptedStages = async (adopted: ReadonlySet<string>): Promise<void> => {
+    const { removed, left } = await stages.sweepUnadopted(adopted);
+    if (removed.length > 0 || left.length > 0)
+      log.info({ removed, left }, "removed the upload stages the previous image left that this one did not take (a mapped owner's)");
+  };
   return {
     runtime,
     files: new HostFiles(hostFilesOptions(config), users, stages),
+    sweepUnadoptedStages,
     connect: portConnector(() => users),
     recover,
     close,

@@ -21,6 +21,12 @@ import { emptyDirectory } from './remove-tree.ts';
 import type { OwnerTransfer, StageIdentity, UploadStage } from '../api.ts';
 import { O_PATH, PROC_FD } from './anchor.ts';
 
+/** What a sweep of stages did: the stages removed, and those left with why. */
+export interface StageSweep {
+  readonly removed: string[];
+  readonly left: { stage: string; reason: string }[];
+}
+
 export class StageRecords {
   readonly #directory: string;
 
@@ -45,7 +51,24 @@ export class StageRecords {
    * Removes the stages recorded by daemons that no longer run, and their
    * records; answers the stages removed, and those left with why.
    */
-  async sweep(isAlive: (pid: number) => boolean): Promise<{ removed: string[]; left: { stage: string; reason: string }[] }> {
+  sweep(isAlive: (pid: number) => boolean): Promise<StageSweep> {
+    return this.#sweep((pid) => !isAlive(pid));
+  }
+
+  /**
+   * After a takeover: removes the stages this process recorded in its
+   * previous image that the new one did not adopt (`adopted`, by stage name),
+   * and their records. Those were a mapped owner's, whose worker ended with
+   * the previous image. The records are listed at the call, so an upload
+   * begun after it is never taken for one of them.
+   */
+  sweepUnadopted(adopted: ReadonlySet<string>): Promise<StageSweep> {
+    const own = String(process.pid);
+    return this.#sweep((pid, name) => String(pid) === own && !adopted.has(name));
+  }
+
+  /** Removes the stages of the records `chosen` picks (by the pid and the stage name of each), listed now. */
+  async #sweep(chosen: (pid: number, name: string) => boolean): Promise<StageSweep> {
     const report = { removed: [] as string[], left: [] as { stage: string; reason: string }[] };
     let names: string[];
     try {
@@ -53,11 +76,20 @@ export class StageRecords {
     } catch (_error) {
       return report;
     }
-    for (const name of names) {
-      const pid = /^(\d+)-.+\.json$/.exec(name)?.[1];
-      if (pid === undefined || isAlive(Number(pid))) continue;
+    const picked = names.filter((name) => {
+      const match = /^(\d+)-(.+)\.json$/.exec(name);
+      return match !== null && chosen(Number(match[1]), match[2]!);
+    });
+    for (const name of picked) {
       const file = join(this.#directory, name);
-      const stage = parseRecord(readFileSync(file, 'utf8'));
+      let text: string;
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch (_error) {
+        // Forgotten meanwhile: its stage was published or discarded.
+        continue;
+      }
+      const stage = parseRecord(text);
       if (stage !== undefined) {
         const shown = join(stage.directory, stage.name);
         const reason = await removeRecordedStage(stage);
