@@ -118,7 +118,12 @@ describe('token.create', () => {
   test('mints a token that stands for its owner, with the access asked, and lists it', async () => {
     const minted = await mint({ access: 'read', ttlMs: 60_000 });
     expect(minted.token.startsWith('ewm1.')).toBe(true);
-    expect(await daemon.request('GET', '/v1/identity', { token: minted.token })).toEqual({ status: 200, body: { owner: 'alice', access: 'read' } });
+    // Its identity says it is minted, with its id and expiry; a token of the token file's says nothing of the kind.
+    expect(await daemon.request('GET', '/v1/identity', { token: minted.token })).toEqual({
+      status: 200,
+      body: { owner: 'alice', access: 'read', minted: { id: minted.id, expiresAt: minted.expiresAt } },
+    });
+    expect(await daemon.request('GET', '/v1/identity')).toEqual({ status: 200, body: { owner: 'alice', access: 'write' } });
     const refused = await daemon.request('POST', '/v1/terminals', { body: TERMINAL, token: minted.token });
     expect(refused.body.error.code).toBe('READ_ONLY');
     const listed = await daemon.request('GET', '/v1/tokens');
@@ -168,7 +173,7 @@ describe('a revoked token', () => {
   test('is refused with 401 on REST, the WebSocket and MCP; its live WebSocket closes with the reason', async () => {
     const minted = await mint({ access: 'write', ttlMs: 600_000 });
     const socket = await TestSocket.open(daemon.wsUrl, { token: minted.token });
-    await expect(socket.call('identity.get')).resolves.toEqual({ owner: 'alice', access: 'write' });
+    await expect(socket.call('identity.get')).resolves.toEqual({ owner: 'alice', access: 'write', minted: { id: minted.id, expiresAt: minted.expiresAt } });
     let revokedAt = 0;
     const closed = closeOf(socket, () => revokedAt);
     revokedAt = performance.now();
@@ -286,7 +291,12 @@ describe('a session-scoped token', () => {
   test('acts on its session only, on REST, the WebSocket and MCP, and lists only it', async () => {
     const mine = await terminal();
     const other = await terminal();
-    const { token } = await mint({ access: 'write', ttlMs: 600_000, session: mine });
+    const { token, id, expiresAt } = await mint({ access: 'write', ttlMs: 600_000, session: mine });
+    expect((await daemon.request('GET', '/v1/identity', { token })).body).toEqual({
+      owner: 'alice',
+      access: 'write',
+      minted: { id, expiresAt, session: mine },
+    });
     expect((await daemon.request('GET', `/v1/terminals/${mine}`, { token })).status).toBe(200);
     expect((await daemon.request('POST', `/v1/terminals/${mine}/input`, { body: { data: 'x' }, token })).status).toBe(200);
     const listed = await daemon.request('GET', '/v1/terminals', { token });
@@ -360,9 +370,10 @@ describe('execworld token', () => {
     const token = created.stdout.trim();
     const id = /token (\S+) of owner bob \(read\)/.exec(created.stderr)?.[1];
     expect(id).toBeDefined();
-    expect(await daemon.request('GET', '/v1/identity', { token })).toEqual({ status: 200, body: { owner: 'bob', access: 'read' } });
+    const identity = { owner: 'bob', access: 'read', minted: { id, expiresAt: expect.any(String) } };
+    expect(await daemon.request('GET', '/v1/identity', { token })).toEqual({ status: 200, body: identity });
     const socket = await TestSocket.open(daemon.wsUrl, { token });
-    await expect(socket.call('identity.get')).resolves.toEqual({ owner: 'bob', access: 'read' });
+    await expect(socket.call('identity.get')).resolves.toEqual(identity);
     let revokedAt = 0;
     const closed = closeOf(socket, () => revokedAt);
     const revoking = runCli(['token', 'revoke', id!], { env });

@@ -572,6 +572,14 @@ export const Identity = z
         "What the token may do: write, everything; read (access=read in the token file), list, inspect and watch the owner's sessions and files, " +
         'while every call that would act on them answers READ_ONLY.',
     }),
+    minted: z
+      .object({
+        id: z.string().meta({ description: 'Its id, to revoke it by.' }),
+        expiresAt: z.string().meta({ description: 'When it expires: every call after that answers 401.' }),
+        session: z.string().optional().meta({ description: 'The one session it acts on, when it is scoped to one.' }),
+      })
+      .optional()
+      .meta({ description: 'Present for a token the daemon minted (signed, expiring, revocable); a token of the token file has none.' }),
   })
   .meta({ id: 'Identity', description: 'Who the token is, and what it may do.' });
 export type Identity = z.infer<typeof Identity>;

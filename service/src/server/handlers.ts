@@ -193,7 +193,13 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     };
   },
 
-  'identity.get': (ctx) => ({ owner: ctx.principal.owner, access: ctx.principal.access }),
+  'identity.get': (ctx) => {
+    const { owner, access, minted } = ctx.principal;
+    if (minted === undefined) return { owner, access };
+    // A port-scoped token makes no call of the API: only a session's may be here.
+    const scope = minted.session === undefined ? {} : { session: minted.session };
+    return { owner, access, minted: { id: minted.id, expiresAt: new Date(minted.expiresAt).toISOString(), ...scope } };
+  },
 
   'token.create': (ctx, params) => {
     mintsTokens(ctx, 'mint');
