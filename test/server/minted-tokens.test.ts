@@ -192,6 +192,34 @@ describe('a revoked token', () => {
     expect(readdirSync(join(stateDir, 'revoked'))).toContain(minted.id);
   });
 
+  test("cuts a download under way, a file's content and a directory's archive, where it ran to its end", async () => {
+    const directory = mkdtempSync(join(scratch, 'download-'));
+    const size = 64 * 1024 * 1024;
+    const file = join(directory, 'big.bin');
+    writeFileSync(file, Buffer.alloc(size, 1));
+    for (const path of [`/v1/files/content?path=${encodeURIComponent(file)}`, `/v1/files/archive?path=${encodeURIComponent(directory)}`]) {
+      const minted = await mint({ access: 'read', ttlMs: 600_000 });
+      const response = await fetch(`${daemon.url}${path}`, { headers: { authorization: `Bearer ${minted.token}` } });
+      expect(response.status).toBe(200);
+      const reader = response.body!.getReader();
+      let received = (await reader.read()).value?.length ?? 0;
+      // The answer holds its token while it streams; the client reads no more until the revoke.
+      await waitFor('the download to hold its token', () => daemon.daemon.grants.held > 0);
+      expect(await daemon.request('DELETE', `/v1/tokens/${minted.id}`)).toEqual({ status: 200, body: { ok: true } });
+      const outcome = await (async () => {
+        try {
+          for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) received += chunk.value.length;
+          return 'ended';
+        } catch (_error) {
+          return 'cut';
+        }
+      })();
+      expect([path.split('?')[0], outcome]).toEqual([path.split('?')[0], 'cut']);
+      expect(received).toBeLessThan(size);
+      expect(daemon.daemon.grants.held).toBe(0);
+    }
+  });
+
   test('ends a call that waits with 401', async () => {
     const id = await terminal();
     const minted = await mint({ access: 'read', ttlMs: 600_000 });

@@ -8,6 +8,7 @@
  * @module
  */
 import type { Readable } from 'node:stream';
+import { ByteReply } from './byte-calls.ts';
 import type { FileProvider } from '../provider/api.ts';
 import { permitsSession, reachOf, type Principal } from './auth.ts';
 import type { CallContext, Transport } from './call-context.ts';
@@ -159,6 +160,7 @@ export class Dispatcher {
         release();
       }
       if (ended !== undefined) throw new ServiceError('UNAUTHORIZED', ended);
+      if (result instanceof ByteReply) return this.#heldWhileSent(principal, result);
       return SESSION_OPERATIONS.test(spec.name) && spec.name.endsWith('.list') ? inScope(principal, result) : result;
     } catch (error) {
       const serviceError = toServiceError(error);
@@ -167,5 +169,24 @@ export class Dispatcher {
     } finally {
       this.#metrics?.observeCall(spec.name, caller.transport, (performance.now() - started) / 1000, outcome, params);
     }
+  }
+
+  /**
+   * A byte answer still streaming holds its token like a call that waits: one
+   * that expires or is revoked meanwhile cuts the answer (the client sees it
+   * end short, as after any cut), where it would have run to its end.
+   */
+  #heldWhileSent(principal: Principal, answer: ByteReply): ByteReply {
+    const { body } = answer;
+    if (principal.minted === undefined || Buffer.isBuffer(body)) return answer;
+    const release = this.#services.grants.hold(principal, (reason) => body.destroy(new ServiceError('UNAUTHORIZED', reason)));
+    return new ByteReply(body, {
+      headers: { ...answer.headers },
+      trailers: { ...answer.trailers },
+      onClose: () => {
+        release();
+        answer.onClose?.();
+      },
+    });
   }
 }
