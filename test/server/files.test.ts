@@ -390,6 +390,25 @@ describe('PUT /v1/files/content: a whole text written from the bytes of the body
     expect(viaJson.body).toEqual({ operation: 'update', version: expect.any(String), before: 'new\n' });
   });
 
+  test('writes the bytes of the body as they came, a byte-order mark and all, for an owner mapped to a user too', async () => {
+    // A directory everyone may traverse and write into (the scratch directory is root's alone).
+    const shared = mkdtempSync(join(tmpdir(), 'files-put-'));
+    chmodSync(shared, 0o777);
+    const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('ünï\r\n€ 😀\n'.repeat(50_000))]);
+    for (const [token, uid] of [
+      [ALICE, 0],
+      [DAVE, 65534],
+    ] as const) {
+      const path = join(shared, `${uid}.txt`);
+      const answer = await put({ path }, body, { token });
+      expect(answer.status).toBe(200);
+      expect(readFileSync(path).equals(body)).toBe(true);
+      // Written by the owner's own user: the mapped owner's bytes went through its worker.
+      expect(statSync(path).uid).toBe(uid);
+    }
+    rmSync(shared, { recursive: true, force: true });
+  });
+
   test('answers each code it documents, with its status', async ({ startDaemon }) => {
     const small = await startDaemon({ maxBodyBytes: 64 * 1024, bodyBudgetBytes: 64 * 1024 });
     const held = httpRequest(`${small.url}/v1/files/content?path=${encodeURIComponent(join(written, 'held.txt'))}`, {

@@ -261,7 +261,14 @@ export class RemoteFiles implements FsProvider {
           chunks.push(chunk);
         }
         if (!response.complete) throw fsError('FS_IO_ERROR', `cannot ${doing}: the daemon's answer ended early`);
-        return new Uint8Array(Buffer.concat(chunks, length));
+        // One copy, into an array of its own (never a view of Buffer's shared pool).
+        const bytes = new Uint8Array(length);
+        let at = 0;
+        for (const chunk of chunks) {
+          bytes.set(chunk, at);
+          at += chunk.length;
+        }
+        return bytes;
       } finally {
         response.destroy();
       }

@@ -4,7 +4,7 @@
  * The daemon's streamed reads and the remote provider's both apply it.
  * @module
  */
-import { isUtf8 } from 'node:buffer';
+import { isAscii, isUtf8 } from 'node:buffer';
 import { TextDecoder } from 'node:util';
 
 /** How many leading bytes of a text file are checked for NUL. */
@@ -47,7 +47,9 @@ export class TextStreamDecoder {
  */
 export function utf8Text(bytes: Uint8Array, options: { keepByteOrderMark?: boolean } = {}): string | undefined {
   if (!isUtf8(bytes)) return undefined;
-  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  // ASCII (most source text) reads the same as Latin-1, which is copied into a string rather than decoded: about twice as fast.
+  const text = isAscii(buffer) ? buffer.toString('latin1') : buffer.toString('utf8');
   return options.keepByteOrderMark !== true && text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 

@@ -20,7 +20,7 @@ import type {
   SubprocessTerminalHandle,
   SubprocessTerminalSpawnSpec,
 } from '@execworld/sdk/seam';
-import type { ArchiveResult, FileDigest, FsInfo, FsProvider, FsTarget, PackedArchive } from '@execworld/sdk/fs';
+import type { ArchiveResult, FileDigest, FsInfo, FsProvider, FsTarget, FsWriteIntent, FsWriteOutcome, PackedArchive } from '@execworld/sdk/fs';
 import type { ContainmentMode, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './containment/containment.ts';
 import type { RunAs } from './run-as.ts';
 import type { ListeningSocket } from './inspect/listening.ts';
@@ -271,6 +271,12 @@ export interface OwnerFiles extends FsProvider {
   readonly root: string | undefined;
   /** Opens a regular file to stream its bytes from any offset. */
   openContent(target: FsTarget, signal?: AbortSignal): Promise<OpenContent>;
+  /**
+   * Writes `bytes`, UTF-8 text the caller has checked, as {@link FsProvider.writeText}
+   * writes the same text: as they are, with the same version checks and the
+   * same `before`. No `after`: the caller has the text it sent.
+   */
+  writeBytes(target: FsTarget, bytes: Uint8Array, expected?: FsWriteIntent, signal?: AbortSignal): Promise<Omit<FsWriteOutcome, 'after'>>;
   /** What `target` is now and, when it is a text file of at most `textMaxBytes`, its text, both of one open file. */
   look(target: FsTarget, textMaxBytes: number | undefined, signal?: AbortSignal): Promise<{ info: FsInfo | undefined; text: string | null }>;
 }

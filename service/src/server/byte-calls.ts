@@ -7,9 +7,10 @@
  * which the REST adapter sends with the table's media type.
  * @module
  */
+import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import { Readable, Transform } from 'node:stream';
-import { DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, skippedTrailer, utf8Text, VERSION_HEADER } from '@execworld/sdk/fs';
+import { DIGEST_TRAILER, SIZE_HEADER, SKIPPED_TRAILER, skippedTrailer, VERSION_HEADER } from '@execworld/sdk/fs';
 import type { OperationParams, OperationResult } from '@execworld/sdk/protocol';
 import { ServiceError } from './errors.ts';
 import type { CallContext } from './call-context.ts';
@@ -42,18 +43,18 @@ function bodyOf(ctx: CallContext): Readable {
 }
 
 /**
- * The body of a call that takes it whole (the table's `bytes.whole`), as
- * UTF-8 text; the REST adapter bounds it by --max-body-bytes and counts it in
- * the budget of held bodies. A byte-order mark is kept: the text is the
- * bytes as they were sent.
+ * The body of a call that takes it whole (the table's `bytes.whole`), checked
+ * to be UTF-8 text and kept as its bytes (a byte-order mark too): decoded,
+ * a large text would only be encoded again to be written. The REST adapter
+ * bounds it by --max-body-bytes and counts it in the budget of held bodies.
  * @throws {ServiceError} FS_NOT_TEXT when the bytes are not UTF-8
  */
-export async function wholeText(ctx: CallContext): Promise<string> {
+export async function wholeUtf8(ctx: CallContext): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of bodyOf(ctx) as AsyncIterable<Buffer>) chunks.push(chunk);
-  const text = utf8Text(Buffer.concat(chunks), { keepByteOrderMark: true });
-  if (text === undefined) throw new ServiceError('FS_NOT_TEXT', 'the body is not UTF-8 text');
-  return text;
+  const bytes = Buffer.concat(chunks);
+  if (!isUtf8(bytes)) throw new ServiceError('FS_NOT_TEXT', 'the body is not UTF-8 text');
+  return bytes;
 }
 
 /** `GET /v1/files/content`: a file's bytes from an offset, to the end it had when opened. */

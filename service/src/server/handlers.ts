@@ -17,7 +17,7 @@ import type { ImageFacts } from './image.ts';
 import type { FsTarget } from '@execworld/sdk/fs';
 import type { ExecutionProvider } from '../provider/api.ts';
 import type { CallContext } from './call-context.ts';
-import { appendUpload, fileContent, packArchive, unpackArchive, wholeText, type ByteReply } from './byte-calls.ts';
+import { appendUpload, fileContent, packArchive, unpackArchive, wholeUtf8, type ByteReply } from './byte-calls.ts';
 import { runOptions } from './sessions/shells.ts';
 import { runCommandSession } from './sessions/command-run.ts';
 import { scopeRefusal, ServiceError } from './errors.ts';
@@ -392,15 +392,14 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'files.content': fileContent,
   'files.write': async (ctx, params) => {
     if (params.ifAbsent === true && params.ifVersion !== undefined) throw new ServiceError('INVALID_ARGUMENT', 'give ifAbsent or ifVersion, not both');
-    const text = await wholeText(ctx);
+    const bytes = await wholeUtf8(ctx);
     const expected =
       params.ifAbsent === true
         ? ({ kind: 'createIfAbsent' } as const)
         : params.ifVersion === undefined
           ? undefined
           : ({ kind: 'replaceIfVersion', version: params.ifVersion } as const);
-    const { after: _after, ...written } = await ctx.files().writeText(await targetOf(ctx, params), text, expected, ctx.signal);
-    return written;
+    return ctx.files().writeBytes(await targetOf(ctx, params), bytes, expected, ctx.signal);
   },
   'archive.pack': packArchive,
   'archive.unpack': unpackArchive,

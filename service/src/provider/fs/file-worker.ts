@@ -101,6 +101,7 @@ const METHODS: WorkerTable = {
   readText: (root, ...args) => view(root).readText(...args),
   listDir: (root, ...args) => view(root).listDir(...args),
   writeText: (root, ...args) => view(root).writeText(...args),
+  writeBytes: (root, ...args) => view(root).writeBytes(...args),
   editText: (root, ...args) => view(root).editText(...args),
   look: (root, ...args) => view(root).look(...args),
   readBytes: (root, ...args) => view(root).readBytes(...args),

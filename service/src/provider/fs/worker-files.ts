@@ -318,6 +318,10 @@ export class WorkerView implements OwnerFiles {
     return this.#worker.call('writeText', this.root, target, content, expected);
   }
 
+  writeBytes(target: FsTarget, bytes: Uint8Array, expected?: FsWriteIntent): Promise<Omit<FsWriteOutcome, 'after'>> {
+    return this.#worker.call('writeBytes', this.root, target, bytes, expected);
+  }
+
   editText(target: FsTarget, edit: FsEditRequest, expected?: { version: string }): Promise<FsEditOutcome> {
     return this.#worker.call('editText', this.root, target, edit, expected);
   }

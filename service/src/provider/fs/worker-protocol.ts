@@ -30,7 +30,8 @@ type Root = string | undefined;
 type Crossing<T> = T extends AbortSignal ? undefined : T extends object ? ('signal' extends keyof T ? Omit<T, 'signal'> : T) : T;
 type Crossed<A extends readonly unknown[]> = { [I in keyof A]: Crossing<A[I]> };
 
-type ViewMethod = 'resolve' | 'stat' | 'lstat' | 'readText' | 'listDir' | 'writeText' | 'editText' | 'look' | 'readBytes' | 'openContent' | 'streamText';
+type ViewMethod =
+  'resolve' | 'stat' | 'lstat' | 'readText' | 'listDir' | 'writeText' | 'writeBytes' | 'editText' | 'look' | 'readBytes' | 'openContent' | 'streamText';
 type TransferMethod = 'mkdir' | 'remove' | 'rename' | 'digest' | 'pack' | 'stageUpload';
 
 /** The arguments of a view call as they cross: the owner's root, then the call's own. */
@@ -67,6 +68,7 @@ export interface WorkerCalls {
   readText: ViewCall<'readText'>;
   listDir: ViewCall<'listDir'>;
   writeText: ViewCall<'writeText'>;
+  writeBytes: ViewCall<'writeBytes'>;
   editText: ViewCall<'editText'>;
   look: ViewCall<'look'>;
   readBytes: ViewCall<'readBytes'>;
