@@ -89,6 +89,26 @@ describe('GET /metrics', () => {
     await daemon.request('DELETE', `/v1/processes/${flood.body.id}`);
   });
 
+  test('shows the endings callers asked for taken a few at a time, the others waiting their turn', async () => {
+    // Programs that outlast SIGTERM (ignored, by the shell and by the sleep it starts): each ending takes its grace.
+    const stubborn = { ...piped("trap '' TERM; while :; do sleep 1; done"), graceMs: 3000 };
+    const ids: string[] = [];
+    for (let index = 0; index < 12; index += 1) {
+      const created = await daemon.request('POST', '/v1/processes', { body: stubborn });
+      expect(created.status).toBe(201);
+      ids.push(created.body.id as string);
+    }
+    const deletes = ids.map((id) => daemon.request('DELETE', `/v1/processes/${id}`));
+    await waitFor('eight endings under way and four waiting', async () => {
+      const text = await scrape();
+      return sample(text, 'execworld_session_endings', { state: 'running' }) === 8 && sample(text, 'execworld_session_endings', { state: 'waiting' }) === 4;
+    });
+    for (const answer of await Promise.all(deletes)) expect(answer.status).toBe(200);
+    const after = await scrape();
+    expect(sample(after, 'execworld_session_endings', { state: 'running' })).toBe(0);
+    expect(sample(after, 'execworld_session_endings', { state: 'waiting' })).toBe(0);
+  });
+
   test('answers without a token with --metrics-auth none', async ({ startDaemon }) => {
     const open = await startDaemon({ metricsAuth: 'none' });
     const answer = await open.request('GET', METRICS_PATH, { token: null });

@@ -95,6 +95,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   });
   metrics.readFrom({
     sessions: () => registry.counts(),
+    endings: () => registry.endings,
     memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held }),
     owners: tokens.owners,
     usage: () => registry.usage(),

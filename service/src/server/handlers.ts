@@ -267,7 +267,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   },
   'terminal.terminate': async (ctx, params) => {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'terminal');
-    await session.terminate();
+    await ctx.registry.terminate(session);
     return session.info();
   },
   'terminal.delete': async (ctx, params) => {

@@ -30,6 +30,8 @@ export interface MetricsSources {
   usage?(): ReadonlyMap<string, OwnerUsage>;
   /** This image of the daemon: its start, and the last takeover. */
   image?(): ImageFacts;
+  /** The endings of sessions callers asked for: those under way, and those waiting their turn. */
+  endings?(): { running: number; waiting: number };
 }
 
 const LIMITS: readonly LimitHit[] = ['memory', 'pids', 'cpu'];
@@ -62,6 +64,17 @@ export class DaemonMetrics {
       collect() {
         this.reset();
         for (const { kind, state, count } of sources()?.sessions() ?? []) this.set({ kind, state }, count);
+      },
+    });
+    new Gauge({
+      name: 'execworld_session_endings',
+      help: 'Endings of sessions callers asked for (a delete, a terminate), by state: running (at most 8 at once) or waiting their turn.',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const load = sources()?.endings?.() ?? { running: 0, waiting: 0 };
+        this.set({ state: 'running' }, load.running);
+        this.set({ state: 'waiting' }, load.waiting);
       },
     });
     new Gauge({

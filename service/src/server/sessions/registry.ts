@@ -12,6 +12,7 @@ import type { ExecutionProvider, ProviderProcess, ProviderTerminal, RunAs, Termi
 import type { Principal } from '../auth.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { OwnerUsageLedger, type OwnerUsage } from './owner-usage.ts';
+import { Gate } from './gate.ts';
 import { collectBytesOf, EndedProcess, ProcessSession } from './process-session.ts';
 import { RequestLedger } from './request-ledger.ts';
 import { ShellRegistry } from './shells.ts';
@@ -53,6 +54,16 @@ export interface CreateLimits {
 }
 
 /** Each limit, its ceiling's and its default's setting, and the flag that names the ceiling. */
+/**
+ * How many sessions the daemon's callers end at once; the others wait their
+ * turn. An ending is a few steps (signals, its cgroup read and removed), each
+ * a callback on the event loop: with a thousand in flight, every turn of the
+ * loop ran hundreds of them, and anything else (a health check, a keystroke)
+ * waited behind them all. Eight at a time end a thousand terminals about as
+ * fast, with a turn of the loop a few of them long.
+ */
+const ENDINGS_AT_ONCE = 8;
+
 const LIMIT_SETTINGS = [
   { name: 'memoryBytes', max: 'maxSessionMemoryBytes', fallback: 'defaultSessionMemoryBytes', flag: '--max-session-memory-bytes' },
   { name: 'pids', max: 'maxSessionPids', fallback: 'defaultSessionPids', flag: '--max-session-pids' },
@@ -103,6 +114,8 @@ export class SessionRegistry {
   readonly #evictions = new Map<string, NodeJS.Timeout>();
   /** What the owners' sessions used, those forgotten included, for the metrics. */
   readonly #usage = new OwnerUsageLedger();
+  /** The endings callers asked for, a few at a time (see ENDINGS_AT_ONCE). */
+  readonly #endings = new Gate(ENDINGS_AT_ONCE);
   /** Collect-mode bytes (maxBytes) of the process creates under way, before their sessions count their own. */
   #collectPending = 0;
   /** Per owner, creates under way: they hold a slot before their session exists. */
@@ -326,8 +339,18 @@ export class SessionRegistry {
   /** Terminates the session if it still runs, then forgets it. */
   async delete(owner: string, id: string, kind: AnySession['kind']): Promise<void> {
     const session = this.get(owner, id, kind);
-    await session.terminate();
+    await this.terminate(session);
     this.#forget(session.id);
+  }
+
+  /** The endings callers asked for: under way, and waiting their turn. */
+  get endings(): { running: number; waiting: number } {
+    return this.#endings.load;
+  }
+
+  /** Ends `session` as its own terminate does, in its turn among the endings callers asked for. */
+  terminate(session: AnySession): Promise<void> {
+    return this.#endings.run(() => session.terminate());
   }
 
   /**
