@@ -1,13 +1,17 @@
 /**
  * The scale workload: one fresh daemon per size, `count` idle sessions (`sh`
  * terminals, or `sleep` processes) created one after another over REST, the
- * daemon's health answered the whole time, then every session ended at once.
+ * daemon's health asked the whole time by a probe in a process of its own,
+ * then every session ended at once.
  * A create should cost the same with 10 or 1,000 sessions, and ending them
  * all should be parallel work.
  */
+import { fork, type ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startDaemonProcess } from './daemon.ts';
+import type { ProbeReport } from './health-probe.ts';
 import { percentile } from './stats.ts';
 
 /** What the sessions are: idle `sh` terminals, or `sleep` processes (each its own process group and cell). */
@@ -31,7 +35,7 @@ export interface ScaleFigures {
   readonly terminateAllMs: number;
   /** Daemon RSS growth per idle session, KiB. */
   readonly rssPerSessionKiB: number;
-  /** GET /v1/health round trips while the sessions were made and ended. */
+  /** GET /v1/health round trips, asked by a probe of its own (bench/lib/health-probe.ts), while the sessions were made and ended. */
   readonly healthP50Ms: number;
   readonly healthP99Ms: number;
   /** The same, while the sessions were made. */
@@ -62,27 +66,20 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
     const text = await response.text();
     return { status: response.status, json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
   };
+  let probe: ChildProcess | undefined;
   try {
     await sleep(200);
     const baseline = daemon.rssKiB();
-    const health: number[] = [];
-    const healthFailures: string[] = [];
-    let sampling = true;
-    const sampler = (async () => {
-      while (sampling) {
-        const started = performance.now();
-        try {
-          const answer = await fetch(`${daemon.url}/v1/health`);
-          await answer.arrayBuffer();
-          if (answer.ok) health.push(performance.now() - started);
-          else healthFailures.push(`HTTP ${String(answer.status)}`);
-        } catch (error) {
-          // A kept-alive socket the server closed just as it was reused resets: counted, not fatal.
-          healthFailures.push(String((error as Error & { cause?: Error }).cause?.message ?? error));
-        }
-        await sleep(HEALTH_EVERY_MS);
-      }
-    })();
+    probe = fork(fileURLToPath(new URL('./health-probe.ts', import.meta.url)), [daemon.url, String(HEALTH_EVERY_MS)]);
+    const report = new Promise<ProbeReport>((resolve, reject) => {
+      probe!.on('message', (message) => {
+        if (message !== 'ready') resolve(message as ProbeReport);
+      });
+      probe!.once('exit', (code) => reject(new Error(`the health probe exited (${String(code)}) before it reported`)));
+    });
+    report.catch(() => undefined);
+    await new Promise<void>((resolve) => probe!.once('message', () => resolve()));
+    const creatingFrom = Date.now();
     const creates: number[] = [];
     const ids: string[] = [];
     for (let index = 0; index < count; index += 1) {
@@ -93,7 +90,7 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
         throw new Error(`create ${String(index)} answered ${String(answer.status)}: ${JSON.stringify(answer.json)}`);
       ids.push(answer.json.id as string);
     }
-    const healthCreating = [...health];
+    const creatingTo = Date.now();
     await sleep(500);
     const rss = daemon.rssKiB();
     const started = performance.now();
@@ -109,8 +106,10 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
     const terminateAllMs = performance.now() - started;
     const failed = ended.filter((answer) => answer.status >= 300);
     if (failed.length > 0) throw new Error(`${String(failed.length)} terminates failed, first: ${JSON.stringify(failed[0]!.json)}`);
-    sampling = false;
-    await sampler;
+    probe.send('stop');
+    const { samples, failures: healthFailures } = await report;
+    const health = samples.filter(([at]) => at >= creatingFrom).map(([, ms]) => ms);
+    const healthCreating = samples.filter(([at]) => at >= creatingFrom && at <= creatingTo).map(([, ms]) => ms);
     return {
       kind,
       sessions: count,
@@ -127,6 +126,7 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
       healthFailures,
     };
   } finally {
+    probe?.kill();
     await daemon.stop();
   }
 }
