@@ -37,6 +37,7 @@ interface Libc {
   renameat2?: (oldDir: number, oldPath: string, newDir: number, newPath: string, flags: number) => number;
   closeRange?: (first: number, last: number, flags: number) => number;
   tcsetattr?: (fd: number, actions: number, termios: Buffer) => number;
+  ioctlCount?: (fd: number, request: number, count: [number]) => number;
   errno(): number;
 }
 
@@ -56,6 +57,11 @@ const CLOSE_RANGE_CLOEXEC = 4;
 const MAX_FD = 0xffff_ffff;
 /** waitpid option: return at once when the child has not exited. Linux and macOS. */
 const WNOHANG = 1;
+
+/** Linux's FIONREAD (TIOCINQ on a terminal): the bytes a read would find now. */
+const FIONREAD = 0x541b;
+/** The architectures whose Linux ioctl numbers are the generic ones, FIONREAD among them (mips, powerpc, sparc and alpha differ). */
+const COUNT_REQUEST_ARCHES: ReadonlySet<string> = new Set(['x64', 'ia32', 'arm', 'arm64', 'riscv64', 's390x', 'loong64']);
 
 let loaded: Libc | undefined;
 
@@ -79,8 +85,13 @@ function libc(): Libc {
     : undefined;
   const execve = hostFacts.linuxCalls ? (library.func('int execve(const char *path, const char **argv, const char **envp)') as Libc['execve']) : undefined;
   const tcsetattr = hostFacts.linuxCalls ? (library.func('int tcsetattr(int fd, int optional_actions, void *termios_p)') as Libc['tcsetattr']) : undefined;
+  const ioctlCount =
+    COUNT_REQUEST_ARCHES.has(process.arch) && hostFacts.linuxCalls
+      ? (library.func('int ioctl(int fd, unsigned long request, _Out_ int *count)') as Libc['ioctlCount'])
+      : undefined;
   loaded = {
     fcntl,
+    ...(ioctlCount === undefined ? {} : { ioctlCount }),
     waitpid,
     errno: () => koffi.errno(),
     ...(prctl === undefined ? {} : { prctl }),
@@ -99,6 +110,20 @@ function optionalFunction(library: ReturnType<typeof Koffi.load>, signature: str
   } catch (_error) {
     return undefined;
   }
+}
+
+/**
+ * How many bytes a read of `fd` would find now, asked without reading
+ * (FIONREAD). A read of a terminal's master that finds nothing first waits in
+ * the kernel for the line discipline's pending work, which a program writing
+ * in bulk keeps queuing: the count does not wait. Undefined where it cannot
+ * be asked (not Linux, another architecture's numbers, a bad descriptor).
+ */
+export function bytesReadable(fd: number): number | undefined {
+  const c = libc();
+  if (c.ioctlCount === undefined) return undefined;
+  const count: [number] = [0];
+  return c.ioctlCount(fd, FIONREAD, count) < 0 ? undefined : count[0];
 }
 
 /**

@@ -33,7 +33,7 @@ import { constants as osConstants } from 'node:os';
 import { ReadStream } from 'node:tty';
 import { hostFacts } from '../platform/host.ts';
 import { waitForAdoptedChild } from './adopted-children.ts';
-import { setCloseOnExec, setDefaultTerminalModes } from './libc.ts';
+import { bytesReadable, setCloseOnExec, setDefaultTerminalModes } from './libc.ts';
 import { nativePty, type NativePty } from './pty-native.ts';
 import { readAgain, stopReading } from '../stream-handover.ts';
 
@@ -83,7 +83,7 @@ export interface PtyEvents {
 const MAX_EXIT_DRAIN_BYTES = 1024 * 1024;
 /**
  * A read at least this large means the program is writing in bulk: the master
- * is read on synchronously, up to COALESCE_BYTES, so a consumer gets one large
+ * is read on synchronously while it holds more (up to COALESCE_BYTES), so a consumer gets one large
  * chunk instead of one per read (a pty hands out at most 4 KiB a read).
  * Interactive output (an echo, a prompt) is smaller and is delivered at once.
  */
@@ -342,6 +342,9 @@ export class UnixPty {
     if (!this.open) return first;
     let used = 0;
     while (first.length + used < COALESCE_BYTES) {
+      // Only what the master holds now: a read that finds it empty waits in the kernel for the line discipline's
+      // pending work, which a program writing in bulk keeps queuing; the event loop would wait there, not in epoll.
+      if (bytesReadable(this.#fd) === 0) break;
       const read = this.#readSyncOnce(SCRATCH.subarray(used, COALESCE_BYTES - first.length));
       if (read <= 0) break;
       used += read;
