@@ -7,7 +7,7 @@
  *   npm run bench -- --rounds 5 --only echo,bulk --peers remote,ws-relay --quick
  *
  * Workloads (--only): prompt, inspect, echo, bulk, screen, tail, control, close, dsh, dsh-bulk, fs, transfer,
- * budgets, resume, stall, isolation, idle, forward, scale (`--sizes 10,100,1000`; terminals, then processes).
+ * budgets, resume, stall, isolation, busy, idle, forward, scale (`--sizes 10,100,1000`; terminals, then processes).
  *
  * Peers: local (LocalRuntime in process), dsh-local (@deepseek-ai/dsh-subprocess-local),
  * node-pty (raw), ws-relay (minimal relay), remote (the SDK over one connection
@@ -31,6 +31,7 @@ import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } fro
 import { scale, TERMINATE_IN_FLIGHT, type ScaleFigures, type ScaleKind } from './lib/scale-workloads.ts';
 import { SCREEN_MODES, screenPeers, snapshotLatency } from './lib/screen-workloads.ts';
 import { ssh2ColdPeer, ssh2Peer, startSshd } from './lib/ssh-peer.ts';
+import { healthBesideBulk, type BusyFigures } from './lib/busy-workloads.ts';
 import { fmt, median, percentile, printTable, RoundTable, spread } from './lib/stats.ts';
 import { bulk, bulkBytes, closeIdle, echo, inspect, interruptLatency, promptMs, ptyCeilingMbps, resizeLatency, tail } from './lib/terminal-workloads.ts';
 
@@ -696,6 +697,18 @@ if (enabled('isolation')) {
     table,
   );
   results.isolation = raw;
+}
+
+if (enabled('busy')) {
+  const figures: BusyFigures[] = [];
+  for (let round = 0; round < rounds; round += 1) figures.push(await healthBesideBulk(daemon, quick ? 20_000_000 : 60_000_000));
+  const column = (key: keyof BusyFigures): number[] => figures.map((figure) => figure[key]);
+  printTable(
+    "busy: the daemon's health, asked by a probe of its own every 10 ms, while it idles and while one terminal streams base64 to an SDK reader (ms)",
+    ['health p50 idle', 'health p99 idle', 'health p50 beside the stream', 'health p99 beside the stream', 'stream MB/s'],
+    [[spread(column('idleP50Ms')), spread(column('idleP99Ms')), spread(column('bulkP50Ms')), spread(column('bulkP99Ms')), spread(column('mbps'), 1)]],
+  );
+  results.busy = figures;
 }
 
 if (enabled('idle')) {

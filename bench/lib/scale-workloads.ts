@@ -6,12 +6,10 @@
  * A create should cost the same with 10 or 1,000 sessions, and ending them
  * all should be parallel work.
  */
-import { fork, type ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startDaemonProcess } from './daemon.ts';
-import type { ProbeReport } from './health-probe.ts';
+import { samplesBetween, startHealthProbe, type HealthProbe } from './probe.ts';
 import { percentile } from './stats.ts';
 
 /** What the sessions are: idle `sh` terminals, or `sleep` processes (each its own process group and cell). */
@@ -66,19 +64,11 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
     const text = await response.text();
     return { status: response.status, json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
   };
-  let probe: ChildProcess | undefined;
+  let probe: HealthProbe | undefined;
   try {
     await sleep(200);
     const baseline = daemon.rssKiB();
-    probe = fork(fileURLToPath(new URL('./health-probe.ts', import.meta.url)), [daemon.url, String(HEALTH_EVERY_MS)]);
-    const report = new Promise<ProbeReport>((resolve, reject) => {
-      probe!.on('message', (message) => {
-        if (message !== 'ready') resolve(message as ProbeReport);
-      });
-      probe!.once('exit', (code) => reject(new Error(`the health probe exited (${String(code)}) before it reported`)));
-    });
-    report.catch(() => undefined);
-    await new Promise<void>((resolve) => probe!.once('message', () => resolve()));
+    probe = await startHealthProbe(daemon.url, HEALTH_EVERY_MS);
     const creatingFrom = Date.now();
     const creates: number[] = [];
     const ids: string[] = [];
@@ -106,10 +96,10 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
     const terminateAllMs = performance.now() - started;
     const failed = ended.filter((answer) => answer.status >= 300);
     if (failed.length > 0) throw new Error(`${String(failed.length)} terminates failed, first: ${JSON.stringify(failed[0]!.json)}`);
-    probe.send('stop');
-    const { samples, failures: healthFailures } = await report;
-    const health = samples.filter(([at]) => at >= creatingFrom).map(([, ms]) => ms);
-    const healthCreating = samples.filter(([at]) => at >= creatingFrom && at <= creatingTo).map(([, ms]) => ms);
+    const report = await probe.stop();
+    const healthFailures = report.failures;
+    const health = samplesBetween(report, creatingFrom);
+    const healthCreating = samplesBetween(report, creatingFrom, creatingTo);
     return {
       kind,
       sessions: count,
