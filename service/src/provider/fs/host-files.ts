@@ -12,6 +12,7 @@ import { WorldTransfer } from './transfer.ts';
 import { recordingStages, type StageRecords } from './stage-records.ts';
 import { UserWorkers, WorkerTransfer, WorkerView, type WorkerUser } from './worker-files.ts';
 import { WorldFiles, type WorldFilesOptions } from './world-files.ts';
+import { LargeReads } from './large-reads.ts';
 import { MutationLocks } from './mutation-locks.ts';
 
 export type HostFilesOptions = Omit<WorldFilesOptions, 'root' | 'locks' | 'cwd' | 'secrets'> & {
@@ -27,6 +28,7 @@ export interface ViewOptions {
 
 export class HostFiles implements FileProvider {
   readonly #locks = new MutationLocks();
+  readonly #largeReads = new LargeReads();
   readonly #views = new Map<string, WorldFiles>();
   readonly #transfers = new Map<string, OwnerTransfer>();
   readonly #workers: UserWorkers;
@@ -62,7 +64,7 @@ export class HostFiles implements FileProvider {
     const key = options.root ?? '';
     let view = this.#views.get(key);
     if (view === undefined) {
-      view = new WorldFiles({ ...this.#options, root: options.root, locks: this.#locks, secrets: this.#secrets });
+      view = new WorldFiles({ ...this.#options, root: options.root, locks: this.#locks, largeReads: this.#largeReads, secrets: this.#secrets });
       this.#views.set(key, view);
     }
     return view;

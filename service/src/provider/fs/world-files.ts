@@ -42,6 +42,7 @@ import type {
 import { TextStreamDecoder } from '@execworld/sdk/fs';
 import { type Anchor, type DaemonSecrets, PathGuard } from './anchor.ts';
 import type { OpenContent } from '../api.ts';
+import { LargeReads } from './large-reads.ts';
 import { MutationLocks } from './mutation-locks.ts';
 import { checkAborted, errnoOf, FsFailure, fromSystemError } from './fs-error.ts';
 import { absolutePath, isAbsence, kindOf, versionOf } from './facts.ts';
@@ -61,18 +62,11 @@ export interface WorldFilesOptions {
   readonly maxListEntries?: number;
   /** Shared by every view of one daemon, so writers of one file through different owners take turns. */
   readonly locks?: MutationLocks;
+  /** Shared by every view of one process, so that few content streams read large at once. */
+  readonly largeReads?: LargeReads;
   /** The daemon's own files, which this view never reaches. */
   readonly secrets?: DaemonSecrets | undefined;
 }
-
-/**
- * The size of each read of a content stream: with fs's 64 KiB a 10 MiB file
- * takes 160 reads, each a trip to the thread pool and a socket write, and a
- * reader at the other end of a loopback pays as much again for each chunk;
- * 1 MiB reads sent it in about a third of the time. A smaller file's one
- * read is its size.
- */
-const CONTENT_READ_BYTES = 1024 * 1024;
 
 export class WorldFiles implements FsProvider {
   readonly #guard: PathGuard;
@@ -81,6 +75,7 @@ export class WorldFiles implements FsProvider {
   readonly #maxTextBytes: number;
   readonly #maxListEntries: number;
   readonly #locks: MutationLocks;
+  readonly #largeReads: LargeReads;
 
   constructor(options: WorldFilesOptions = {}) {
     this.#guard = new PathGuard(options.root, options.secrets);
@@ -89,6 +84,7 @@ export class WorldFiles implements FsProvider {
     this.#maxTextBytes = options.maxTextBytes ?? Number.POSITIVE_INFINITY;
     this.#maxListEntries = options.maxListEntries ?? 100_000;
     this.#locks = options.locks ?? new MutationLocks();
+    this.#largeReads = options.largeReads ?? new LargeReads();
   }
 
   /** The real path every target of this view lies under, if it is confined. */
@@ -384,8 +380,12 @@ export class WorldFiles implements FsProvider {
       let closed: Promise<void> | undefined;
       return {
         info: { size: Number(opened.size), version: versionOf(opened) },
-        stream: (start, end) =>
-          createReadStream('', { fd: handle, start, autoClose: false, highWaterMark: CONTENT_READ_BYTES, ...(end === undefined ? {} : { end }) }),
+        stream: (start, end) => {
+          const { bytes, release } = this.#largeReads.lease();
+          const stream = createReadStream('', { fd: handle, start, autoClose: false, highWaterMark: bytes, ...(end === undefined ? {} : { end }) });
+          for (const event of ['end', 'error', 'close']) stream.once(event, release);
+          return stream;
+        },
         close: () => (closed ??= handle.close().catch(() => undefined)),
       };
     });
