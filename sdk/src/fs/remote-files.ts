@@ -19,6 +19,7 @@ import { posix, win32 } from 'node:path';
 import { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { FileSystemError, invalidArgument, isExecworldError } from '../errors.ts';
+import { concat } from '../seam/byte-tail.ts';
 import type { RemoteRuntime } from '../remote/runtime.ts';
 import type {
   FsDirEntry,
@@ -261,14 +262,8 @@ export class RemoteFiles implements FsProvider {
           chunks.push(chunk);
         }
         if (!response.complete) throw fsError('FS_IO_ERROR', `cannot ${doing}: the daemon's answer ended early`);
-        // One copy, into an array of its own (never a view of Buffer's shared pool).
-        const bytes = new Uint8Array(length);
-        let at = 0;
-        for (const chunk of chunks) {
-          bytes.set(chunk, at);
-          at += chunk.length;
-        }
-        return bytes;
+        // One copy, into an array of its own (never a view of the socket's read buffers).
+        return concat(chunks, true);
       } finally {
         response.destroy();
       }

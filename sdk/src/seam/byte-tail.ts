@@ -115,9 +115,13 @@ export class ByteTail {
 
 const decoder = new TextDecoder('utf-8', { fatal: false });
 
-/** `chunks` as one array (the one chunk itself when there is only one, not a copy). */
-export function concat(chunks: readonly Uint8Array[]): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
+/**
+ * `chunks` as one array: the one chunk itself when there is only one, not a
+ * copy, unless `own` asks for an array of its own (a chunk may be a view of a
+ * larger buffer, whose other bytes the caller must not hand on).
+ */
+export function concat(chunks: readonly Uint8Array[], own = false): Uint8Array {
+  if (chunks.length === 1 && !own) return chunks[0]!;
   const length = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
   const joined = new Uint8Array(length);
   let offset = 0;
