@@ -68,7 +68,7 @@ export class DaemonMetrics {
     });
     new Gauge({
       name: 'execworld_session_endings',
-      help: 'Endings of sessions callers asked for (a delete, a terminate), by state: running (at most 8 at once) or waiting their turn.',
+      help: 'Endings of sessions callers asked for (a delete, a terminate), by state: running, holding a turn (at most 8 at once, each for at most 100 ms), or waiting for one.',
       labelNames: ['state'],
       registers,
       collect() {

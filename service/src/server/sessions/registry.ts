@@ -55,14 +55,21 @@ export interface CreateLimits {
 
 /** Each limit, its ceiling's and its default's setting, and the flag that names the ceiling. */
 /**
- * How many sessions the daemon's callers end at once; the others wait their
- * turn. An ending is a few steps (signals, its cgroup read and removed), each
- * a callback on the event loop: with a thousand in flight, every turn of the
- * loop ran hundreds of them, and anything else (a health check, a keystroke)
- * waited behind them all. Eight at a time end a thousand terminals about as
- * fast, with a turn of the loop a few of them long.
+ * How many sessions the daemon's callers start ending at once; the others
+ * wait their turn. An ending is a few steps (signals, its cgroup read and
+ * removed), each a callback on the event loop: with a thousand in flight,
+ * every turn of the loop ran hundreds of them, and anything else (a health
+ * check, a keystroke) waited behind them all. Eight at a time end a thousand
+ * terminals about as fast, with a turn of the loop a few of them long.
  */
 const ENDINGS_AT_ONCE = 8;
+/**
+ * How long an ending holds its turn at most. Most end in a few milliseconds;
+ * one whose program outlasts SIGTERM waits its grace (as long as its creator
+ * chose) doing nothing, and goes on without a turn, so that it never holds
+ * up the endings of other sessions, or other owners'.
+ */
+const ENDING_TURN_MS = 100;
 
 const LIMIT_SETTINGS = [
   { name: 'memoryBytes', max: 'maxSessionMemoryBytes', fallback: 'defaultSessionMemoryBytes', flag: '--max-session-memory-bytes' },
@@ -115,7 +122,7 @@ export class SessionRegistry {
   /** What the owners' sessions used, those forgotten included, for the metrics. */
   readonly #usage = new OwnerUsageLedger();
   /** The endings callers asked for, a few at a time (see ENDINGS_AT_ONCE). */
-  readonly #endings = new Gate(ENDINGS_AT_ONCE);
+  readonly #endings = new Gate(ENDINGS_AT_ONCE, ENDING_TURN_MS);
   /** Collect-mode bytes (maxBytes) of the process creates under way, before their sessions count their own. */
   #collectPending = 0;
   /** Per owner, creates under way: they hold a slot before their session exists. */
