@@ -39,4 +39,33 @@ describe.skipIf(rootOnly)('a file worker killed from outside', () => {
       await workers.close();
     }
   });
+
+  test('has every call made by a new worker when several meet its dead channel, one after another', async () => {
+    const pids: number[] = [];
+    const workers = new UserWorkers({}, (pid) => pids.push(pid));
+    const worker = workers.of(NOBODY)!;
+    try {
+      const first = await worker.call('digest', undefined, '/etc/hostname', {});
+      const killed = pids.at(-1)!;
+      process.kill(killed, 'SIGKILL');
+      const deadline = Date.now() + 30_000;
+      while (stateOf(killed) !== 'Z' && stateOf(killed) !== undefined && Date.now() < deadline);
+      expect(stateOf(killed)).toBe('Z');
+      // Calls made at different points of the turns that follow: the first one's failure to reach the worker,
+      // handled, must not fail the others, which never reached it either.
+      const calls = [worker.call('digest', undefined, '/etc/hostname', {})];
+      await Promise.resolve();
+      calls.push(worker.call('digest', undefined, '/etc/hostname', {}));
+      await new Promise((resolve) => process.nextTick(resolve));
+      calls.push(worker.call('digest', undefined, '/etc/hostname', {}));
+      await new Promise((resolve) => process.nextTick(resolve));
+      await Promise.resolve();
+      calls.push(worker.call('digest', undefined, '/etc/hostname', {}));
+      await new Promise((resolve) => setImmediate(resolve));
+      calls.push(worker.call('digest', undefined, '/etc/hostname', {}));
+      expect(await Promise.all(calls)).toEqual(Array(calls.length).fill(first));
+    } finally {
+      await workers.close();
+    }
+  });
 });

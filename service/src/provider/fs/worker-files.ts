@@ -24,6 +24,8 @@ import type {
   PackSkips,
 } from '@execworld/sdk/fs';
 import type { OwnerFiles } from '../api.ts';
+import { hostProc, isEndedState, parseStat } from '../inspect/linux-proc.ts';
+import { hostFacts } from '../platform/host.ts';
 import { isWithin } from './anchor.ts';
 import { checkAborted, FsFailure, type TransferErrorCode } from './fs-error.ts';
 import type { FileDigest, OpenContent, OwnerTransfer, Unpacked, UploadStage } from '../api.ts';
@@ -40,6 +42,21 @@ export interface WorkerUser {
   readonly gid: number;
 }
 
+/**
+ * Whether the process `pid` has ended, as Linux's /proc tells it before its
+ * parent has seen the end: a worker killed from outside is a zombie at once,
+ * while its other threads (the loader's, V8's) may keep its channel open a
+ * moment longer, so a request written then is taken by the channel and never
+ * read. False where it cannot be told (no /proc).
+ */
+function ended(pid: number | undefined): boolean {
+  if (pid === undefined || !hostFacts.linuxCalls) return false;
+  const stat = hostProc.stat(pid);
+  if (stat === undefined) return true;
+  const parsed = parseStat(stat);
+  return parsed !== undefined && isEndedState(parsed.state);
+}
+
 /** One worker process of one user, and the calls in flight to it. */
 export class FileWorker {
   readonly user: WorkerUser;
@@ -47,8 +64,11 @@ export class FileWorker {
   readonly #started: ((pid: number) => void) | undefined;
   #child: ChildProcess | undefined;
   #ready: Promise<void> | undefined;
-  /** The calls in flight, by number: each settles with the worker's answer, taken as its call's (see {@link FileWorker.call}). */
-  readonly #pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  /**
+   * The calls in flight, by number: each settles with the worker's answer, taken as its call's (see {@link FileWorker.call}).
+   * `sent` once the channel took the request: until then the worker cannot have it.
+   */
+  readonly #pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void; sent: boolean }>();
   #nextId = 1;
   #closed = false;
 
@@ -94,9 +114,10 @@ export class FileWorker {
 
   #start(): Promise<void> {
     if (this.#closed) return Promise.reject(new FsFailure('FS_IO_ERROR', 'the daemon is shutting down'));
-    if (this.#ready !== undefined && this.#child?.connected === true) return this.#ready;
+    if (this.#ready !== undefined && this.#child?.connected === true && !ended(this.#child.pid)) return this.#ready;
     if (this.#child !== undefined) {
-      // A worker whose channel closed (killed, say) before its exit was seen is done with: this call starts another.
+      // A worker whose channel closed, or which is ending (killed, say), before its exit was seen is done with:
+      // this call starts another.
       this.#child.kill('SIGKILL');
       this.#failPending('lost its channel');
     }
@@ -142,13 +163,18 @@ export class FileWorker {
     return ready;
   }
 
-  /** Forgets the worker, failing every call it had. */
+  /**
+   * Forgets the worker, failing every call it had. A call whose request the
+   * channel had not yet taken (its end was seen before the write's) fails as
+   * unsent, so that {@link call} makes it again with a new worker.
+   */
   #failPending(why: string): void {
     this.#child = undefined;
     this.#ready = undefined;
     for (const [id, pending] of this.#pending) {
       this.#pending.delete(id);
-      pending.reject(new FsFailure('FS_IO_ERROR', `the file worker of user ${this.user.name} ${why}`));
+      const message = `the file worker of user ${this.user.name} ${why}`;
+      pending.reject(pending.sent ? new FsFailure('FS_IO_ERROR', message) : new UnsentRequest('FS_IO_ERROR', message));
     }
   }
 
@@ -160,9 +186,11 @@ export class FileWorker {
     return new Promise<WorkerAnswer<M>>((resolve, reject) => {
       // The worker answers with its table's implementation of `method`, which is checked against the same
       // WorkerCalls (file-worker.ts): what comes off the channel is that call's answer.
-      this.#pending.set(id, { resolve: (value) => resolve(value as WorkerAnswer<M>), reject });
+      const pending = { resolve: (value: unknown) => resolve(value as WorkerAnswer<M>), reject, sent: false };
+      this.#pending.set(id, pending);
       const request: WorkerRequestOf<M> = { id, method, args };
       child.send(request, (error) => {
+        if (error === null) pending.sent = true;
         if (error === null || !this.#pending.has(id)) return;
         this.#pending.delete(id);
         reject(new UnsentRequest('FS_IO_ERROR', `cannot reach the file worker of user ${this.user.name}: ${error.message}`));
