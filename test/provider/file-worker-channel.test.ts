@@ -20,52 +20,55 @@ function stateOf(pid: number): string | undefined {
   }
 }
 
+/**
+ * Runs `calls` with a user's worker that answered one call and was then
+ * killed, its end not yet seen by this process (a zombie, no SIGCHLD or
+ * disconnect handled): `digest` is that call again, `first` its answer.
+ * Answers the pids of the workers started.
+ */
+async function afterAnUnseenKill(calls: (digest: () => Promise<unknown>, first: unknown) => Promise<void>): Promise<number[]> {
+  const pids: number[] = [];
+  const workers = new UserWorkers({}, (pid) => pids.push(pid));
+  const worker = workers.of(NOBODY)!;
+  const digest = () => worker.call('digest', undefined, '/etc/hostname', {});
+  try {
+    const first = await digest();
+    const killed = pids.at(-1)!;
+    process.kill(killed, 'SIGKILL');
+    // Synchronously, so that this process sees nothing of the end (no SIGCHLD, no disconnect) before the next call.
+    const deadline = Date.now() + 30_000;
+    while (stateOf(killed) !== 'Z' && stateOf(killed) !== undefined && Date.now() < deadline);
+    expect(stateOf(killed)).toBe('Z');
+    await calls(digest, first);
+  } finally {
+    await workers.close();
+  }
+  return pids;
+}
+
 describe.skipIf(rootOnly)('a file worker killed from outside', () => {
   test('has the next call made by a new worker when the request met its dead channel', async () => {
-    const pids: number[] = [];
-    const workers = new UserWorkers({}, (pid) => pids.push(pid));
-    const worker = workers.of(NOBODY)!;
-    try {
-      const first = await worker.call('digest', undefined, '/etc/hostname', {});
-      const killed = pids.at(-1)!;
-      process.kill(killed, 'SIGKILL');
-      // Synchronously, so that this process sees nothing of the end (no SIGCHLD, no disconnect) before the next call.
-      const deadline = Date.now() + 30_000;
-      while (stateOf(killed) !== 'Z' && stateOf(killed) !== undefined && Date.now() < deadline);
-      expect(stateOf(killed)).toBe('Z');
-      expect(await worker.call('digest', undefined, '/etc/hostname', {})).toEqual(first);
-      expect(pids).toHaveLength(2);
-    } finally {
-      await workers.close();
-    }
+    const pids = await afterAnUnseenKill(async (digest, first) => {
+      expect(await digest()).toEqual(first);
+    });
+    expect(pids).toHaveLength(2);
   });
 
   test('has every call made by a new worker when several meet its dead channel, one after another', async () => {
-    const pids: number[] = [];
-    const workers = new UserWorkers({}, (pid) => pids.push(pid));
-    const worker = workers.of(NOBODY)!;
-    try {
-      const first = await worker.call('digest', undefined, '/etc/hostname', {});
-      const killed = pids.at(-1)!;
-      process.kill(killed, 'SIGKILL');
-      const deadline = Date.now() + 30_000;
-      while (stateOf(killed) !== 'Z' && stateOf(killed) !== undefined && Date.now() < deadline);
-      expect(stateOf(killed)).toBe('Z');
+    await afterAnUnseenKill(async (digest, first) => {
       // Calls made at different points of the turns that follow: the first one's failure to reach the worker,
       // handled, must not fail the others, which never reached it either.
-      const calls = [worker.call('digest', undefined, '/etc/hostname', {})];
+      const calls = [digest()];
       await Promise.resolve();
-      calls.push(worker.call('digest', undefined, '/etc/hostname', {}));
+      calls.push(digest());
       await new Promise((resolve) => process.nextTick(resolve));
-      calls.push(worker.call('digest', undefined, '/etc/hostname', {}));
+      calls.push(digest());
       await new Promise((resolve) => process.nextTick(resolve));
       await Promise.resolve();
-      calls.push(worker.call('digest', undefined, '/etc/hostname', {}));
+      calls.push(digest());
       await new Promise((resolve) => setImmediate(resolve));
-      calls.push(worker.call('digest', undefined, '/etc/hostname', {}));
+      calls.push(digest());
       expect(await Promise.all(calls)).toEqual(Array(calls.length).fill(first));
-    } finally {
-      await workers.close();
-    }
+    });
   });
 });

@@ -24,8 +24,8 @@ import type {
   PackSkips,
 } from '@execworld/sdk/fs';
 import type { OwnerFiles } from '../api.ts';
-import { hostProc, isEndedState, parseStat } from '../inspect/linux-proc.ts';
-import { hostFacts } from '../platform/host.ts';
+import type { ProcessIdentity, ProcessInspector } from '../inspect/inspector.ts';
+import { hostPlatform } from '../platform/index.ts';
 import { isWithin } from './anchor.ts';
 import { checkAborted, FsFailure, type TransferErrorCode } from './fs-error.ts';
 import type { FileDigest, OpenContent, OwnerTransfer, Unpacked, UploadStage } from '../api.ts';
@@ -42,19 +42,17 @@ export interface WorkerUser {
   readonly gid: number;
 }
 
-/**
- * Whether the process `pid` has ended, as Linux's /proc tells it before its
- * parent has seen the end: a worker killed from outside is a zombie at once,
- * while its other threads (the loader's, V8's) may keep its channel open a
- * moment longer, so a request written then is taken by the channel and never
- * read. False where it cannot be told (no /proc).
- */
-function ended(pid: number | undefined): boolean {
-  if (pid === undefined || !hostFacts.linuxCalls) return false;
-  const stat = hostProc.stat(pid);
-  if (stat === undefined) return true;
-  const parsed = parseStat(stat);
-  return parsed !== undefined && isEndedState(parsed.state);
+/** The host's process inspector, made at its first use; null where the platform has none. */
+let inspector: ProcessInspector | null | undefined;
+function hostInspector(): ProcessInspector | null {
+  if (inspector === undefined) {
+    try {
+      inspector = hostPlatform.createInspector();
+    } catch (_error) {
+      inspector = null;
+    }
+  }
+  return inspector;
 }
 
 /** One worker process of one user, and the calls in flight to it. */
@@ -63,6 +61,8 @@ export class FileWorker {
   readonly #options: object;
   readonly #started: ((pid: number) => void) | undefined;
   #child: ChildProcess | undefined;
+  /** The worker process as the host's inspector tells it; undefined where it cannot. */
+  #identity: ProcessIdentity | undefined;
   #ready: Promise<void> | undefined;
   /**
    * The calls in flight, by number: each settles with the worker's answer, taken as its call's (see {@link FileWorker.call}).
@@ -114,10 +114,11 @@ export class FileWorker {
 
   #start(): Promise<void> {
     if (this.#closed) return Promise.reject(new FsFailure('FS_IO_ERROR', 'the daemon is shutting down'));
-    if (this.#ready !== undefined && this.#child?.connected === true && !ended(this.#child.pid)) return this.#ready;
+    if (this.#ready !== undefined && this.#child?.connected === true && this.#alive()) return this.#ready;
     if (this.#child !== undefined) {
-      // A worker whose channel closed, or which is ending (killed, say), before its exit was seen is done with:
-      // this call starts another.
+      // A worker whose channel closed, or which ended (killed, say), before its exit was seen is done with:
+      // this call starts another. A killed process ends at once, while its other threads (the loader's, V8's)
+      // may keep its channel open a moment: a request written then would be taken by the channel and never read.
       this.#child.kill('SIGKILL');
       this.#failPending('lost its channel');
     }
@@ -130,6 +131,7 @@ export class FileWorker {
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', EXECWORLD_FILE_WORKER_OPTIONS: JSON.stringify(this.#options) },
     });
     this.#child = child;
+    this.#identity = child.pid === undefined ? undefined : hostInspector()?.identity(child.pid);
     if (child.pid !== undefined) this.#started?.(child.pid);
     child.on('message', (message: WorkerReply, handle: unknown) => {
       const pending = this.#pending.get(message.id);
@@ -161,6 +163,12 @@ export class FileWorker {
     this.#ready = ready;
     ready.catch(() => undefined);
     return ready;
+  }
+
+  /** Whether the worker's process has not ended, as far as the host's inspector tells. */
+  #alive(): boolean {
+    const identity = this.#identity;
+    return identity === undefined || (hostInspector()?.isAlive(identity) ?? true);
   }
 
   /**
