@@ -53,7 +53,6 @@ export interface CreateLimits {
   readonly cpu?: number | undefined;
 }
 
-/** Each limit, its ceiling's and its default's setting, and the flag that names the ceiling. */
 /**
  * How many sessions the daemon's callers start ending at once; the others
  * wait their turn. An ending is a few steps (signals, its cgroup read and
@@ -71,6 +70,7 @@ const ENDINGS_AT_ONCE = 8;
  */
 const ENDING_TURN_MS = 100;
 
+/** Each limit, its ceiling's and its default's setting, and the flag that names the ceiling. */
 const LIMIT_SETTINGS = [
   { name: 'memoryBytes', max: 'maxSessionMemoryBytes', fallback: 'defaultSessionMemoryBytes', flag: '--max-session-memory-bytes' },
   { name: 'pids', max: 'maxSessionPids', fallback: 'defaultSessionPids', flag: '--max-session-pids' },
