@@ -101,27 +101,6 @@ describe('terminal: the spawn', () => {
     }
   });
 
-  it('answers a foreground asked right after the create once the child has taken its terminal, as a signal waits for it', async () => {
-    /** Stands for a child that has not yet made its session when the first questions come (a busy host): no foreground for the first three. */
-    class LateForegroundInspector extends LinuxInspector {
-      asked = 0;
-      override foregroundGroup(pid: number): number | undefined {
-        this.asked += 1;
-        return this.asked <= 3 ? undefined : super.foregroundGroup(pid);
-      }
-    }
-    const inspector = new LateForegroundInspector();
-    const local = new LocalRuntime({ inspector });
-    const terminal = await local.spawnTerminal({ argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 });
-    try {
-      const foreground = await terminal.inspectForeground();
-      expect(inspector.asked).toBeGreaterThan(3);
-      expect(foreground?.processGroupId).toBe(terminal.pid);
-    } finally {
-      await local.dispose();
-    }
-  });
-
   it('runs the program as the leader of a session whose controlling terminal is its own, with the modes of a new terminal, and reports its exit', async () => {
     const shell = await openBash(runtime);
     const pid = shell.terminal.pid;

@@ -21,6 +21,8 @@
  *   place, keeping its pid, so its sessions' programs stay its children; Node
  *   20 has no `process.execve`. `waitpid` with a status collects the exits of
  *   those children afterwards, which neither libuv nor node-pty know of.
+ * - `ioctl(FIONREAD)` and `ioctl(TIOCGPGRP)` on a terminal's master (Linux):
+ *   what it holds for a read, and its foreground group, each in one call.
  * @module
  */
 import { readdirSync } from 'node:fs';
@@ -37,7 +39,8 @@ interface Libc {
   renameat2?: (oldDir: number, oldPath: string, newDir: number, newPath: string, flags: number) => number;
   closeRange?: (first: number, last: number, flags: number) => number;
   tcsetattr?: (fd: number, actions: number, termios: Buffer) => number;
-  ioctlCount?: (fd: number, request: number, count: [number]) => number;
+  /** ioctl with an int the kernel fills in (FIONREAD's count, TIOCGPGRP's group). */
+  ioctlInt?: (fd: number, request: number, value: [number]) => number;
   errno(): number;
 }
 
@@ -60,8 +63,10 @@ const WNOHANG = 1;
 
 /** Linux's FIONREAD (TIOCINQ on a terminal): the bytes a read would find now. */
 const FIONREAD = 0x541b;
-/** The architectures whose Linux ioctl numbers are the generic ones, FIONREAD among them (mips, powerpc, sparc and alpha differ). */
-const COUNT_REQUEST_ARCHES: ReadonlySet<string> = new Set(['x64', 'ia32', 'arm', 'arm64', 'riscv64', 's390x', 'loong64']);
+/** Linux's TIOCGPGRP: the foreground process group of a terminal (of the slave, asked on a pty's master). */
+const TIOCGPGRP = 0x540f;
+/** The architectures whose Linux ioctl numbers are the generic ones, FIONREAD and TIOCGPGRP among them (mips, powerpc, sparc and alpha differ). */
+const GENERIC_IOCTL_ARCHES: ReadonlySet<string> = new Set(['x64', 'ia32', 'arm', 'arm64', 'riscv64', 's390x', 'loong64']);
 
 let loaded: Libc | undefined;
 
@@ -85,13 +90,13 @@ function libc(): Libc {
     : undefined;
   const execve = hostFacts.linuxCalls ? (library.func('int execve(const char *path, const char **argv, const char **envp)') as Libc['execve']) : undefined;
   const tcsetattr = hostFacts.linuxCalls ? (library.func('int tcsetattr(int fd, int optional_actions, void *termios_p)') as Libc['tcsetattr']) : undefined;
-  const ioctlCount =
-    COUNT_REQUEST_ARCHES.has(process.arch) && hostFacts.linuxCalls
-      ? (library.func('int ioctl(int fd, unsigned long request, _Out_ int *count)') as Libc['ioctlCount'])
+  const ioctlInt =
+    GENERIC_IOCTL_ARCHES.has(process.arch) && hostFacts.linuxCalls
+      ? (library.func('int ioctl(int fd, unsigned long request, _Out_ int *value)') as Libc['ioctlInt'])
       : undefined;
   loaded = {
     fcntl,
-    ...(ioctlCount === undefined ? {} : { ioctlCount }),
+    ...(ioctlInt === undefined ? {} : { ioctlInt }),
     waitpid,
     errno: () => koffi.errno(),
     ...(prctl === undefined ? {} : { prctl }),
@@ -120,10 +125,26 @@ function optionalFunction(library: ReturnType<typeof Koffi.load>, signature: str
  * be asked (not Linux, another architecture's numbers, a bad descriptor).
  */
 export function bytesReadable(fd: number): number | undefined {
+  return ioctlInt(fd, FIONREAD);
+}
+
+/**
+ * The foreground process group of the terminal whose master is `fd`, asked
+ * of the kernel in one call (TIOCGPGRP), where reading it from the session
+ * leader's `/proc/<pid>/stat` costs an open, a read and a close: 0 when the
+ * terminal has none (its session has not taken it yet, or its leader exited
+ * or gave it up, which clears it). Undefined where it cannot be asked (not
+ * Linux, another architecture's numbers, a bad descriptor).
+ */
+export function terminalForegroundGroup(fd: number): number | undefined {
+  return ioctlInt(fd, TIOCGPGRP);
+}
+
+function ioctlInt(fd: number, request: number): number | undefined {
   const c = libc();
-  if (c.ioctlCount === undefined) return undefined;
-  const count: [number] = [0];
-  return c.ioctlCount(fd, FIONREAD, count) < 0 ? undefined : count[0];
+  if (c.ioctlInt === undefined) return undefined;
+  const value: [number] = [0];
+  return c.ioctlInt(fd, request, value) < 0 ? undefined : value[0];
 }
 
 /**

@@ -33,7 +33,7 @@ import { constants as osConstants } from 'node:os';
 import { ReadStream } from 'node:tty';
 import { hostFacts } from '../platform/host.ts';
 import { waitForAdoptedChild } from './adopted-children.ts';
-import { bytesReadable, setCloseOnExec, setDefaultTerminalModes } from './libc.ts';
+import { bytesReadable, setCloseOnExec, setDefaultTerminalModes, terminalForegroundGroup } from './libc.ts';
 import { nativePty, type NativePty } from './pty-native.ts';
 import { readAgain, stopReading } from '../stream-handover.ts';
 
@@ -229,6 +229,16 @@ export class UnixPty {
       this.#pendingBytes += bytes.length;
       if (this.#writes.length === 1) this.#flushWrites();
     });
+  }
+
+  /**
+   * The terminal's foreground process group, asked on the master: 0 when it
+   * has none; undefined when the master is closed or the kernel cannot be
+   * asked this way (see {@link terminalForegroundGroup}).
+   */
+  foregroundGroup(): number | undefined {
+    // Once the socket is destroyed its fd is closed, and the number may name another file.
+    return this.open ? terminalForegroundGroup(this.#fd) : undefined;
   }
 
   resize(cols: number, rows: number): void {

@@ -185,7 +185,7 @@ export class LocalTerminal extends BaseTerminal {
 
   /** Only the group is needed: no process-table scan and no input-wait probe on the way to the signal. */
   protected async foregroundGroup(): Promise<number | undefined> {
-    const pgid = this.#inspector.foregroundGroup(this.pid) ?? (await this.#firstForeground());
+    const pgid = this.#foregroundNow() ?? (await this.#firstForeground());
     if (pgid !== undefined) this.#hadForeground = true;
     return pgid;
   }
@@ -205,10 +205,22 @@ export class LocalTerminal extends BaseTerminal {
     const deadline = Date.now() + FIRST_FOREGROUND_WAIT_MS;
     while (!this.#hadForeground && !this.#exited && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 1));
-      const pgid = this.#exited ? undefined : this.#inspector.foregroundGroup(this.pid);
+      const pgid = this.#exited ? undefined : this.#foregroundNow();
       if (pgid !== undefined) return pgid;
     }
     return undefined;
+  }
+
+  /**
+   * The foreground group now: asked on the master where the kernel answers
+   * there (one ioctl, on the path of every signal and foreground probe), else
+   * read from the shell's process entry. Both say none once the shell exited
+   * or gave the terminal up, and before its session took the terminal.
+   */
+  #foregroundNow(): number | undefined {
+    const pgid = this.#pty.foregroundGroup();
+    if (pgid === undefined) return this.#inspector.foregroundGroup(this.pid);
+    return pgid > 0 ? pgid : undefined;
   }
 
   terminate(): Promise<void> {
@@ -232,7 +244,7 @@ export class LocalTerminal extends BaseTerminal {
     if (this.#exited) return undefined;
     const rows = this.#rows();
     this.#members.refresh(rows);
-    const pgid = this.#inspector.foregroundGroup(this.pid);
+    const pgid = this.#foregroundNow();
     if (pgid === undefined) return undefined;
     const wait = this.#inspector.inputWait(pgid, this.#terminalDevice, rows);
     // A proven wait is reported only once every byte the terminal produced before

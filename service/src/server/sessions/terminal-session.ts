@@ -84,9 +84,9 @@ export class TerminalSession extends Session {
     this.settled = handle.done.then(async (outcome) => {
       this.exit = outcome;
       this.exitedAt = ended === undefined ? new Date() : new Date(ended.exitedAt);
-      this.log.info({ exit: outcome }, 'terminal exited');
-      // The callers waiting for the exit are answered first: the sweep scans the process table.
+      // The callers waiting for the exit are answered first: the log line's write, and the sweep's scan of the process table, come after.
       await new Promise((resolve) => setImmediate(resolve));
+      this.log.info({ exit: outcome }, 'terminal exited');
       await this.#sweep(options.sweepRetryDelaysMs ?? SWEEP_RETRY_DELAYS_MS);
     });
   }
