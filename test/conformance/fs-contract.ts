@@ -6,6 +6,7 @@
  * purpose, the difference is a trait, declared as data.
  */
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -140,6 +141,17 @@ export function fsContract(name: string, factory: FsFactory, traits: FsTraits): 
       expect(Buffer.from(await fs.readBytes(target, undefined, 6)).equals(bytes)).toBe(true);
       expect(await codeOf(fs.readBytes(target, undefined, 5))).toBe('FS_TOO_LARGE');
       expect(await codeOf(fs.readBytes(await fs.resolve(dir), undefined, 5))).toBe('FS_NOT_REGULAR_FILE');
+    });
+
+    it('reads megabytes of bytes whole and exact, at the cap and past it', async () => {
+      // Many reads' worth, of every byte value, with an odd length: each chunk lands where it belongs.
+      const bytes = randomBytes(3 * 1024 * 1024 + 7);
+      writeFileSync(at('large.bin'), bytes);
+      const target = await fs.resolve(at('large.bin'));
+      const read = await fs.readBytes(target, undefined, bytes.length);
+      expect(read.length).toBe(bytes.length);
+      expect(Buffer.from(read.buffer, read.byteOffset, read.byteLength).equals(bytes)).toBe(true);
+      expect(await codeOf(fs.readBytes(target, undefined, bytes.length - 1))).toBe('FS_TOO_LARGE');
     });
 
     it('lists a directory in name order with targets and metadata', async () => {

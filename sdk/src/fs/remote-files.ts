@@ -254,16 +254,22 @@ export class RemoteFiles implements FsProvider {
     try {
       const response = await this.runtime.http.get(CONTENT_PATH, { path: target.targetKey, displayPath: target.displayPath, maxBytes }, signal);
       try {
+        // A length the daemon declared (a plain read) is the array's from the start: each chunk is copied into it
+        // as it arrives, while the next is on its way, rather than all of them at the end.
+        const declared = Number(response.headers['content-length'] ?? Number.NaN);
+        const whole = Number.isSafeInteger(declared) && declared >= 0 && declared <= maxBytes ? new Uint8Array(declared) : undefined;
         const chunks: Buffer[] = [];
         let length = 0;
         for await (const chunk of response as AsyncIterable<Buffer>) {
+          if (length + chunk.length > maxBytes) throw fsError('FS_TOO_LARGE', `cannot ${doing}: the content is more than the ${maxBytes}-byte limit`);
+          // Node's parser ends the body at the declared length: a chunk past it cannot come.
+          if (whole !== undefined) whole.set(chunk, length);
+          else chunks.push(chunk);
           length += chunk.length;
-          if (length > maxBytes) throw fsError('FS_TOO_LARGE', `cannot ${doing}: the content is more than the ${maxBytes}-byte limit`);
-          chunks.push(chunk);
         }
         if (!response.complete) throw fsError('FS_IO_ERROR', `cannot ${doing}: the daemon's answer ended early`);
         // One copy, into an array of its own (never a view of the socket's read buffers).
-        return concat(chunks, true);
+        return whole ?? concat(chunks, true);
       } finally {
         response.destroy();
       }
