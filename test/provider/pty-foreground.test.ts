@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { terminalForegroundGroup } from '../../service/src/provider/posix/libc.ts';
-import { UnixPty, type PtyExit } from '../../service/src/provider/posix/pty.ts';
+import { shellPty } from '../helpers/pty.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 /** Fields of `/proc/<pid>/stat` after the command's closing parenthesis: state is [0], pgrp [2], tpgid [5]. */
@@ -22,22 +22,10 @@ function statFields(pid: number): string[] | undefined {
 
 describe('UnixPty.foregroundGroup', () => {
   test("is the group the shell's process entry names, before and after a job takes the terminal, and none once the shell is gone", async () => {
-    let seen = '';
-    let exited: PtyExit | undefined;
-    const pty = new UnixPty(
-      {
-        file: '/bin/sh',
-        // Job control: the shell reads in its own group, then runs sleep as a foreground job of its own.
-        args: ['-c', 'set -m; printf READY; read x; sleep 30'],
-        env: { PATH: '/usr/bin:/bin' },
-        cwd: '/tmp',
-        cols: 80,
-        rows: 24,
-      },
-      { onData: (chunk) => (seen += chunk.toString('latin1')), onExit: (exit) => (exited = exit) },
-    );
+    // Job control: the shell reads in its own group, then runs sleep as a foreground job of its own.
+    const { pty, output, exit } = shellPty('set -m; printf READY; read x; sleep 30');
     try {
-      await waitFor('the shell to be ready', () => seen.includes('READY'));
+      await waitFor('the shell to be ready', () => output().includes('READY'));
       await waitFor('the shell to hold the terminal', () => pty.foregroundGroup() === pty.pid);
       expect(Number(statFields(pty.pid)![5])).toBe(pty.pid);
 
@@ -65,7 +53,7 @@ describe('UnixPty.foregroundGroup', () => {
         // Gone already.
       }
       pty.resumeAfterHandOver();
-      await waitFor('the shell to end', () => exited !== undefined);
+      await waitFor('the shell to end', () => exit() !== undefined);
     }
   });
 

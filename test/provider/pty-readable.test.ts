@@ -7,27 +7,15 @@
 import { readSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { bytesReadable } from '../../service/src/provider/posix/libc.ts';
-import { UnixPty, type PtyExit } from '../../service/src/provider/posix/pty.ts';
+import { shellPty } from '../helpers/pty.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 describe('bytesReadable', () => {
   test("counts what a terminal's master holds, without taking it", async () => {
-    let seen = '';
-    let exited: PtyExit | undefined;
-    const pty = new UnixPty(
-      {
-        file: '/bin/sh',
-        // Raw and silent: what the master holds is exactly what the program printed.
-        args: ['-c', 'stty raw -echo; printf READY; read x; printf 0123456789; sleep 30'],
-        env: { PATH: '/usr/bin:/bin' },
-        cwd: '/tmp',
-        cols: 80,
-        rows: 24,
-      },
-      { onData: (chunk) => (seen += chunk.toString('latin1')), onExit: (exit) => (exited = exit) },
-    );
+    // Raw and silent: what the master holds is exactly what the program printed.
+    const { pty, output, exit } = shellPty('stty raw -echo; printf READY; read x; printf 0123456789; sleep 30');
     try {
-      await waitFor('the program to be ready', () => seen.includes('READY'));
+      await waitFor('the program to be ready', () => output().includes('READY'));
       // No longer read by the pty: what the program prints next stays in the master.
       pty.handOver();
       expect(bytesReadable(pty.fd)).toBe(0);
@@ -39,7 +27,7 @@ describe('bytesReadable', () => {
     } finally {
       pty.kill('SIGKILL');
       pty.resumeAfterHandOver();
-      await waitFor('the program to end', () => exited !== undefined);
+      await waitFor('the program to end', () => exit() !== undefined);
     }
   });
 
