@@ -5,9 +5,9 @@
  * runs its own commands and a job of its own, and the master says none once
  * the leader is gone.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
-import { terminalForegroundGroup } from '../../service/src/provider/posix/libc.ts';
+import { duplicateDescriptor, terminalForegroundGroup } from '../../service/src/provider/posix/libc.ts';
 import { shellPty } from '../helpers/pty.ts';
 import { waitFor } from '../helpers/wait.ts';
 
@@ -24,6 +24,7 @@ describe('UnixPty.foregroundGroup', () => {
   test("is the group the shell's process entry names, before and after a job takes the terminal, and none once the shell is gone", async () => {
     // Job control: the shell reads in its own group, then runs sleep as a foreground job of its own.
     const { pty, output, exit } = shellPty('set -m; printf READY; read x; sleep 30');
+    let master: number | undefined;
     try {
       await waitFor('the shell to be ready', () => output().includes('READY'));
       await waitFor('the shell to hold the terminal', () => pty.foregroundGroup() === pty.pid);
@@ -37,22 +38,21 @@ describe('UnixPty.foregroundGroup', () => {
       expect(readFileSync(`/proc/${job}/comm`, 'utf8').trim()).toBe('sleep');
       expect(Number(statFields(job)![2])).toBe(job);
 
-      // No longer read: the master stays open after the shell dies, so it can still be asked.
-      pty.handOver();
+      // A copy of the master keeps it open after the shell dies, whatever the pty does with its own.
+      master = duplicateDescriptor(pty.fd);
       process.kill(pty.pid, 'SIGKILL');
       await waitFor('the shell to be gone', () => {
         const state = statFields(pty.pid)?.[0];
         return state === undefined || state === 'Z';
       });
-      expect(pty.open).toBe(true);
-      expect(pty.foregroundGroup()).toBe(0);
+      expect(terminalForegroundGroup(master)).toBe(0);
+      // The pty's own master closes once the terminal hung up: it is no longer asked.
+      await waitFor('the shell to end', () => exit() !== undefined);
+      expect(pty.open).toBe(false);
+      expect(pty.foregroundGroup()).toBeUndefined();
     } finally {
-      try {
-        process.kill(pty.pid, 'SIGKILL');
-      } catch (_error) {
-        // Gone already.
-      }
-      pty.resumeAfterHandOver();
+      if (master !== undefined) closeSync(master);
+      if (exit() === undefined) pty.kill('SIGKILL');
       await waitFor('the shell to end', () => exit() !== undefined);
     }
   });
