@@ -15,6 +15,12 @@ import type { CertificateAuthority } from './reach.ts';
 const MAX_ERROR_BYTES = 64 * 1024;
 /** The largest JSON answer of a byte route read. */
 const MAX_JSON_BYTES = 1024 * 1024;
+/**
+ * HTTP requests one runtime has in flight at once; the rest wait their turn
+ * here. Well within the daemon's bound on an owner's requests
+ * (--max-requests, 256 by default), which refuses the ones past it.
+ */
+export const MAX_HTTP_REQUESTS = 64;
 
 export interface RawHttpOptions {
   readonly url: string;
@@ -32,8 +38,12 @@ export class RawHttp {
     this.#options = options;
     const secure = options.url.startsWith('https:');
     this.#agent = secure
-      ? new HttpsAgent({ keepAlive: true, ...(options.ca === undefined ? {} : { ca: options.ca as string | Buffer | (string | Buffer)[] }) })
-      : new HttpAgent({ keepAlive: true });
+      ? new HttpsAgent({
+          keepAlive: true,
+          maxSockets: MAX_HTTP_REQUESTS,
+          ...(options.ca === undefined ? {} : { ca: options.ca as string | Buffer | (string | Buffer)[] }),
+        })
+      : new HttpAgent({ keepAlive: true, maxSockets: MAX_HTTP_REQUESTS });
   }
 
   /**

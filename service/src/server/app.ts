@@ -158,7 +158,7 @@ export function buildApp(options: AppOptions): Daemon {
     ownsHostProcess: options.ownsHostProcess === true,
     image: options.image,
   });
-  const { registry, hub, bodies, metrics, dispatcher } = parts;
+  const { registry, hub, bodies, requests, metrics, dispatcher } = parts;
   const tunnels = new PreviewTunnels(parts.grants);
 
   app.decorateRequest('principal');
@@ -167,7 +167,7 @@ export function buildApp(options: AppOptions): Daemon {
   /** Sets the request's principal from its token, or says why it may not pass. */
   const authenticate = (request: FastifyRequest): ServiceError | undefined => {
     if (request.routeOptions.config.auth === false) return undefined;
-    const isUpgrade = request.headers.upgrade?.toLowerCase() === 'websocket';
+    const isUpgrade = isWebSocketUpgrade(request);
     const token =
       bearerToken(request.headers.authorization) ??
       headerToken(request.headers[TOKEN_HEADER]) ??
@@ -267,13 +267,17 @@ export function buildApp(options: AppOptions): Daemon {
     });
 
     // Every route needs a token unless it says otherwise; unknown paths too, so nothing is told to a stranger.
-    scope.addHook('onRequest', (request: FastifyRequest, _reply, done) => {
+    scope.addHook('onRequest', (request: FastifyRequest, reply, done) => {
       // HTTP/1.1 requires Host (RFC 9112 §3.2); Node's own check answers without a body, so it is made here.
       if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
         done(new ServiceError('INVALID_ARGUMENT', 'an HTTP/1.1 request needs a Host header'));
         return;
       }
-      const refusal = authenticate(request) ?? (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.principal) : upgradeRefusal(request));
+      const refusal =
+        authenticate(request) ??
+        (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.principal) : upgradeRefusal(request)) ??
+        // A WebSocket's connection is counted among the owner's connections, not its requests.
+        (request.routeOptions.config.auth === false || isWebSocketUpgrade(request) ? undefined : requests.admit(request.principal, reply.raw));
       done(refusal);
     });
 
@@ -329,4 +333,9 @@ export function buildApp(options: AppOptions): Daemon {
   });
 
   return { app, registry, hub, bodies, grants: parts.grants, tunnels, parts, uploads: parts.uploads };
+}
+
+/** Whether `request` asks to become a WebSocket. */
+function isWebSocketUpgrade(request: FastifyRequest): boolean {
+  return request.headers.upgrade?.toLowerCase() === 'websocket';
 }

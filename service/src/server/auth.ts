@@ -51,6 +51,21 @@ export interface Principal {
   readonly minted?: MintedScope | undefined;
 }
 
+/**
+ * Whose budget a connection or a request spends: an owner's tokens, by their
+ * access. Its read tokens have budgets of their own beside its write tokens',
+ * so watchers can never lock the owner out.
+ */
+export interface OwnerAccess {
+  readonly owner: string;
+  readonly access: TokenAccess;
+}
+
+/** The tokens whose budget `who` spends, for a refusal's message. */
+export function tokensOf(who: OwnerAccess): string {
+  return who.access === 'read' ? `the read-only tokens of owner ${who.owner}` : `the tokens of owner ${who.owner}`;
+}
+
 /** What a minted token is: its id (to revoke it by), its expiry, and its scope. */
 export interface MintedScope {
   readonly id: string;

@@ -15,6 +15,7 @@ import { Dispatcher } from './dispatch.ts';
 import { LiveGrants } from './grants.ts';
 import { DaemonMetrics } from './metrics.ts';
 import { TokenMinter } from './minted.ts';
+import { OwnerRequests } from './owner-requests.ts';
 import { SessionRegistry } from './sessions/registry.ts';
 import { UploadRegistry } from './uploads.ts';
 import { ForwardTable } from './forwards.ts';
@@ -45,6 +46,8 @@ export interface DaemonParts {
   readonly metrics: DaemonMetrics;
   readonly dispatcher: Dispatcher;
   readonly hub: WebSocketHub;
+  /** The HTTP requests each owner has in flight, against --max-requests. */
+  readonly requests: OwnerRequests;
   /** What ends the connections and waits of minted tokens that expire or are revoked. */
   readonly grants: LiveGrants;
   /** How the daemon connects to a port in the world as an owner's user: a forward's, and a preview's. */
@@ -75,6 +78,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   const files = options.files ?? own?.files ?? hostFiles(config);
   const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
   const bodies = new BodyBudget(config.bodyBudgetBytes);
+  const requests = new OwnerRequests(config.maxRequestsPerOwner);
   const spare = own === undefined ? spareConnector() : undefined;
   const connect = own?.connect ?? spare!.connect;
   const forwards = new ForwardTable({ maxPerOwner: config.maxForwardsPerOwner, graceMs: config.forwardGraceMs, connect });
@@ -106,6 +110,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
     files,
     uploads,
     bodies,
+    requests,
     metrics,
     dispatcher,
     hub,

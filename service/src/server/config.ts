@@ -258,6 +258,13 @@ export const SETTINGS = {
     default: 64,
     help: 'open WebSocket connections per owner; its read-only tokens have as many again of their own, so watchers never lock it out',
   },
+  maxRequestsPerOwner: {
+    flag: 'max-requests',
+    env: 'EXECWORLD_MAX_REQUESTS',
+    schema: positiveInt(100_000),
+    default: 256,
+    help: 'HTTP requests in flight per owner (a download counts until its last byte is sent); its read-only tokens have as many again of their own',
+  },
   maxSubscriptionsPerOwner: {
     flag: 'max-subscriptions',
     env: 'EXECWORLD_MAX_SUBSCRIPTIONS',

@@ -15,10 +15,10 @@
 import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import type { FastifyBaseLogger as Logger } from 'fastify';
-import { ClientMessage, decodeDataFrame, WRITE_FRAME, type Access, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
+import { ClientMessage, decodeDataFrame, WRITE_FRAME, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
 import type { z } from 'zod';
 import type { DaemonMetrics } from './metrics.ts';
-import { permitsSession, type Principal } from './auth.ts';
+import { permitsSession, tokensOf, type OwnerAccess, type Principal } from './auth.ts';
 import type { Caller, Dispatcher } from './dispatch.ts';
 import { describeZodError, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
 import type { LiveGrants } from './grants.ts';
@@ -51,7 +51,7 @@ export interface HubOptions {
    * connection's subscriptions together may have sent and not had acknowledged.
    */
   readonly connectionBufferBytes: number;
-  /** Connections of an owner's write tokens together, and as many again of its read tokens (see {@link ConnectionIdentity}). */
+  /** Connections of an owner's write tokens together, and as many again of its read tokens (see {@link OwnerAccess}). */
   readonly maxConnectionsPerOwner: number;
   /** Subscriptions of an owner's write tokens together, and as many again of its read tokens. */
   readonly maxSubscriptionsPerOwner: number;
@@ -67,22 +67,7 @@ const CLOSE_ABNORMAL = 1006;
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
 const CLOSE_POLICY_VIOLATION = 1008;
 
-/**
- * Whose connection it is, and what its token may do. The owner's connections
- * and subscriptions are counted per access: its read tokens have budgets of
- * their own beside its write tokens', so watchers can never lock the owner out.
- */
-export interface ConnectionIdentity {
-  readonly owner: string;
-  readonly access: Access;
-}
-
-/** The tokens whose budget `identity` spends, for a refusal's message. */
-function tokensOf(identity: ConnectionIdentity): string {
-  return identity.access === 'read' ? `the read-only tokens of owner ${identity.owner}` : `the tokens of owner ${identity.owner}`;
-}
-
-const sameBudget = (a: ConnectionIdentity, b: ConnectionIdentity): boolean => a.owner === b.owner && a.access === b.access;
+const sameBudget = (a: OwnerAccess, b: OwnerAccess): boolean => a.owner === b.owner && a.access === b.access;
 
 /**
  * A call or an ack, the messages of every keystroke, checked by hand to the
@@ -452,21 +437,21 @@ export class WebSocketHub {
   }
 
   /** Open connections of the owner's tokens of `identity`'s access. */
-  connectionsOf(identity: ConnectionIdentity): number {
+  connectionsOf(identity: OwnerAccess): number {
     let count = 0;
     for (const connection of this.#connections) if (sameBudget(connection.principal, identity)) count += 1;
     return count;
   }
 
   /** Open subscriptions of the owner's tokens of `identity`'s access, over all their connections. */
-  subscriptionsOf(identity: ConnectionIdentity): number {
+  subscriptionsOf(identity: OwnerAccess): number {
     let count = 0;
     for (const connection of this.#connections) if (sameBudget(connection.principal, identity)) count += connection.subscriptionCount;
     return count;
   }
 
   /** Why `identity` may not open another connection now, if it may not. */
-  refusal(identity: ConnectionIdentity): ServiceError | undefined {
+  refusal(identity: OwnerAccess): ServiceError | undefined {
     const limit = this.#options.maxConnectionsPerOwner;
     return this.connectionsOf(identity) >= limit
       ? new ServiceError('LIMIT_EXCEEDED', `${tokensOf(identity)} already have ${limit} WebSocket connections open (the limit)`)
