@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect } from 'vitest';
 import { ALICE, ALICE_READER, BOB, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
+import { freePort, startPreviewApp } from '../helpers/preview-app.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const LIMIT = 2;
@@ -108,5 +109,20 @@ describe('the HTTP requests an owner has in flight', () => {
       const both = await Promise.all([daemon.request('GET', '/v1/terminals'), daemon.request('GET', '/v1/terminals')]);
       return both.every((answer) => answer.status === 200);
     });
+  });
+
+  test("leave a preview's requests out: they are its app's visitors', not the owner's calls", async () => {
+    const port = await freePort();
+    const app = await startPreviewApp(daemon, port, 30_000);
+    // Bodies that never end, more of them than the bound: each stays in flight.
+    const streams = [];
+    for (let index = 0; index <= LIMIT; index += 1) streams.push(await heldGet(`/v1/ports/${port}/stream`, ALICE));
+    try {
+      for (const { response } of streams) expect(response.statusCode).toBe(200);
+      expect(await refusedNow()).toBe(false);
+    } finally {
+      for (const { request } of streams) request.destroy();
+      expect((await daemon.request('DELETE', `/v1/processes/${app.id}`)).status).toBe(200);
+    }
   });
 });

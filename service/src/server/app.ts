@@ -276,8 +276,11 @@ export function buildApp(options: AppOptions): Daemon {
       const refusal =
         authenticate(request) ??
         (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.principal) : upgradeRefusal(request)) ??
-        // A WebSocket's connection is counted among the owner's connections, not its requests.
-        (request.routeOptions.config.auth === false || isWebSocketUpgrade(request) ? undefined : requests.admit(request.principal, reply.raw));
+        // A WebSocket's connection is counted among the owner's connections, not its requests; a preview's
+        // requests are its app's visitors', not the owner's calls.
+        (request.routeOptions.config.auth === false || request.routeOptions.config.preview === true || isWebSocketUpgrade(request)
+          ? undefined
+          : requests.admit(request.principal, reply.raw));
       done(refusal);
     });
 

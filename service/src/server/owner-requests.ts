@@ -7,8 +7,9 @@
  * A request counts from when its token is accepted until its response closes
  * (sent, or its connection cut), so a download counts until its last byte
  * left. A WebSocket upgrade is not counted here: its connection is, among the
- * owner's connections. Budgets are per owner and access, as connections'
- * are: an owner's read-only tokens have as many requests again.
+ * owner's connections; nor is a preview's request, which is its app's
+ * visitors', not the owner's. Budgets are per owner and access, as
+ * connections' are: an owner's read-only tokens have as many requests again.
  * @module
  */
 import type { ServerResponse } from 'node:http';
