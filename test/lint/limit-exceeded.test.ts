@@ -17,6 +17,7 @@ const BOUNDS: Record<string, readonly string[]> = {
   'service/src/server/forwards.ts': ['port forwards open'],
   'service/src/server/handlers.ts': ['minted tokens that are good'],
   'service/src/server/mcp/tasks.ts': ['MCP tasks held', "an MCP task's answer larger than a task keeps"],
+  'service/src/server/owner-requests.ts': ['HTTP requests in flight'],
   'service/src/server/sessions/registry.ts': ['the collect budget', 'its running terminals and processes'],
   'service/src/server/sessions/request-ledger.ts': ['creates with a requestId under way'],
   'service/src/server/sessions/shells.ts': ['shells'],
