@@ -14,8 +14,8 @@ import { waitFor } from './wait.ts';
 /** The daemon's bin, `execworld`. */
 export const BIN = fileURLToPath(new URL('../../service/bin/execworld.js', import.meta.url));
 
-/** The V8 flags of the bin's `#!/usr/bin/env -S node … --` line, which are part of how the daemon runs. */
-export const DAEMON_NODE_FLAGS: readonly string[] = /^#!\S*env -S node((?: --?\w[\w-]*)*)(?: --)?$/
+/** The V8 flags of the bin's `#!/usr/bin/env -S node … --` line (`--flag` or `--flag=value`), which are part of how the daemon runs. */
+export const DAEMON_NODE_FLAGS: readonly string[] = /^#!\S*env -S node((?: --?\w[\w-]*(?:=\S+)?)*)(?: --)?$/
   .exec(readFileSync(BIN, 'utf8').split('\n')[0]!)![1]!
   .split(' ')
   .filter(Boolean);
