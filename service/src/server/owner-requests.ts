@@ -44,11 +44,6 @@ export class OwnerRequests {
     });
     return undefined;
   }
-
-  /** The requests of `who`'s tokens in flight now. */
-  inFlight(who: OwnerAccess): number {
-    return this.#counts.get(budgetKey(who)) ?? 0;
-  }
 }
 
 /** Owner names may hold any character but a newline (they come from the token file's lines): the access goes first. */
