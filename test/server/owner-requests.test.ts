@@ -3,13 +3,15 @@
  * the bound its next request is refused with LIMIT_EXCEEDED, whatever it asks,
  * until one is answered. A long poll counts while it waits, a download until
  * its last byte is sent (or its connection is cut); the owner's read-only
- * tokens, and other owners, have budgets of their own.
+ * tokens, its previews (their requests and WebSockets), and other owners have
+ * budgets of their own.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect } from 'vitest';
+import { WebSocket } from 'ws';
 import { ALICE, ALICE_READER, BOB, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { freePort, startPreviewApp } from '../helpers/preview-app.ts';
@@ -111,16 +113,51 @@ describe('the HTTP requests an owner has in flight', () => {
     });
   });
 
-  test("leave a preview's requests out: they are its app's visitors', not the owner's calls", async () => {
+  test("count a preview's requests and WebSockets against a budget of their own, its visitors' tokens too", async () => {
     const port = await freePort();
     const app = await startPreviewApp(daemon, port, 30_000);
-    // Bodies that never end, more of them than the bound: each stays in flight.
+    const preview = (token = ALICE) => daemon.request('GET', `/v1/ports/${port}/headers`, { token });
+    const full = `the previews of owner alice already have ${LIMIT} requests and WebSockets in flight (the limit); retry once one is answered`;
+    const minted = await daemon.request('POST', '/v1/tokens', { body: { access: 'read', ttlMs: 60_000, port } });
+    expect(minted.status).toBe(201);
+    const visitor = minted.body.token as string;
+    // Bodies that never end: each stays in flight.
     const streams = [];
-    for (let index = 0; index <= LIMIT; index += 1) streams.push(await heldGet(`/v1/ports/${port}/stream`, ALICE));
+    const sockets: WebSocket[] = [];
     try {
+      for (let index = 0; index < LIMIT; index += 1) streams.push(await heldGet(`/v1/ports/${port}/stream`, ALICE));
       for (const { response } of streams) expect(response.statusCode).toBe(200);
+      // The owner's own calls are not refused: the budgets are apart.
       expect(await refusedNow()).toBe(false);
+      for (const token of [ALICE, visitor]) {
+        const refused = await preview(token);
+        expect(refused.status).toBe(429);
+        expect(refused.body.error).toEqual({ code: 'LIMIT_EXCEEDED', message: full });
+      }
+      // Another owner's previews are not alice's.
+      expect((await daemon.request('GET', `/v1/ports/${port}/headers`, { token: BOB })).status).not.toBe(429);
+
+      // A stream cut gives its place back; a WebSocket takes it, and holds it while it is open.
+      streams.shift()!.request.destroy();
+      await waitFor('the cut stream to give its place back', async () => (await preview()).status === 200);
+      const url = `${daemon.url.replace(/^http/, 'ws')}/v1/ports/${port}/echo?token=${encodeURIComponent(visitor)}`;
+      const socket = new WebSocket(url);
+      sockets.push(socket);
+      await new Promise<void>((resolve, reject) => socket.once('open', () => resolve()).once('error', reject));
+      const refused = await preview(visitor);
+      expect(refused.status).toBe(429);
+      expect(refused.body.error.message).toBe(full);
+      const second = new WebSocket(url);
+      sockets.push(second);
+      expect(await new Promise<number>((resolve) => second.once('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0)))).toBe(429);
+      socket.close();
+      await waitFor('the closed WebSocket to give its place back', async () => (await preview(visitor)).status === 200);
     } finally {
+      for (const socket of sockets) {
+        // A refused one has closed already: ending it again is no failure.
+        socket.on('error', () => {});
+        socket.terminate();
+      }
       for (const { request } of streams) request.destroy();
       expect((await daemon.request('DELETE', `/v1/processes/${app.id}`)).status).toBe(200);
     }

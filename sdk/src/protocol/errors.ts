@@ -47,7 +47,7 @@ export const ERROR_CATALOG = {
     status: 429,
     description:
       'A configured bound was reached; the message names which. Per owner: its running terminals and processes, shells, ' +
-      'WebSocket connections, HTTP requests in flight, subscriptions, open uploads, creates with a requestId under way, MCP tasks held, minted tokens that are good, or port forwards open. ' +
+      "WebSocket connections, HTTP requests in flight, its previews' requests and WebSockets in flight, subscriptions, open uploads, creates with a requestId under way, MCP tasks held, minted tokens that are good, or port forwards open. " +
       'On one connection: calls in flight, subscriptions, or bytes written to a port forward past its window (and, in the SDK, calls waiting for an answer or subscriptions open ' +
       "on the client's side). Daemon-wide: the collect budget, or the budget of request bodies (retry once other requests " +
       'are done). Input waiting for a program that does not read (retry once it reads); the cells of a terminal screen; ' +

@@ -277,10 +277,15 @@ export function buildApp(options: AppOptions): Daemon {
         authenticate(request) ??
         (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.principal) : upgradeRefusal(request)) ??
         // A WebSocket's connection is counted among the owner's connections, not its requests; a preview's
-        // requests are its app's visitors', not the owner's calls.
-        (request.routeOptions.config.auth === false || request.routeOptions.config.preview === true || isWebSocketUpgrade(request)
+        // requests and WebSockets are its app's visitors', counted apart from the owner's calls, a WebSocket
+        // while its socket (its tunnel) is open.
+        (request.routeOptions.config.auth === false
           ? undefined
-          : requests.admit(request.principal, reply.raw));
+          : request.routeOptions.config.preview === true
+            ? requests.admit(request.principal, isWebSocketUpgrade(request) ? request.raw.socket : reply.raw, 'preview')
+            : isWebSocketUpgrade(request)
+              ? undefined
+              : requests.admit(request.principal, reply.raw));
       done(refusal);
     });
 

@@ -263,7 +263,7 @@ export const SETTINGS = {
     env: 'EXECWORLD_MAX_REQUESTS',
     schema: positiveInt(100_000),
     default: 256,
-    help: 'HTTP requests in flight per owner (a download counts until its last byte is sent); its read-only tokens have as many again of their own',
+    help: "HTTP requests in flight per owner (a download counts until its last byte is sent); its read-only tokens have as many again of their own, and its previews' requests and WebSockets as many again",
   },
   maxSubscriptionsPerOwner: {
     flag: 'max-subscriptions',

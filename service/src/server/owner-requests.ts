@@ -6,13 +6,18 @@
  *
  * A request counts from when its token is accepted until its response closes
  * (sent, or its connection cut), so a download counts until its last byte
- * left. A WebSocket upgrade is not counted here: its connection is, among the
- * owner's connections; nor is a preview's request, which is its app's
- * visitors', not the owner's. Budgets are per owner and access, as
+ * left. A WebSocket upgrade to the API is not counted here: its connection
+ * is, among the owner's connections. Budgets are per owner and access, as
  * connections' are: an owner's read-only tokens have as many requests again.
+ *
+ * An owner's previews have a budget of their own, the same number again:
+ * their requests and WebSockets are their app's visitors', not the owner's
+ * calls, so a busy preview never refuses the owner's own; and each holds two
+ * sockets (the visitor's and the app's) while it lasts, so a visitor, who
+ * needs only a token scoped to the port, cannot open them without end either.
+ * A preview's WebSocket counts until its tunnel closes.
  * @module
  */
-import type { ServerResponse } from 'node:http';
 import { tokensOf, type OwnerAccess } from './auth.ts';
 import { ServiceError } from './errors.ts';
 
@@ -27,23 +32,34 @@ export class OwnerRequests {
   }
 
   /**
-   * Counts a request of `who` until `response` closes; or, when `who`'s tokens
-   * already have the limit in flight, answers the refusal and counts nothing.
+   * Counts a request of `who` (`'call'`, or a preview's request or WebSocket,
+   * `'preview'`) until `held` closes: a call's or a preview request's
+   * response, a preview WebSocket's socket. When the budget is spent, answers
+   * the refusal and counts nothing.
    */
-  admit(who: OwnerAccess, response: ServerResponse): ServiceError | undefined {
-    const key = budgetKey(who);
+  admit(who: OwnerAccess, held: Closes, kind: 'call' | 'preview' = 'call'): ServiceError | undefined {
+    const key = kind === 'preview' ? `preview\n${who.owner}` : budgetKey(who);
     const count = this.#counts.get(key) ?? 0;
     if (count >= this.#limit) {
-      return new ServiceError('LIMIT_EXCEEDED', `${tokensOf(who)} already have ${this.#limit} HTTP requests in flight (the limit); retry once one is answered`);
+      const what =
+        kind === 'preview'
+          ? `the previews of owner ${who.owner} already have ${this.#limit} requests and WebSockets in flight (the limit)`
+          : `${tokensOf(who)} already have ${this.#limit} HTTP requests in flight (the limit)`;
+      return new ServiceError('LIMIT_EXCEEDED', `${what}; retry once one is answered`);
     }
     this.#counts.set(key, count + 1);
-    response.once('close', () => {
+    held.once('close', () => {
       const left = (this.#counts.get(key) ?? 1) - 1;
       if (left === 0) this.#counts.delete(key);
       else this.#counts.set(key, left);
     });
     return undefined;
   }
+}
+
+/** What a request holds while it is in flight: it emits 'close' once, when that ends (a response, a socket). */
+interface Closes {
+  once(event: 'close', listener: () => void): unknown;
 }
 
 /** Owner names may hold any character but a newline (they come from the token file's lines): the access goes first. */
