@@ -28,7 +28,7 @@ import { dshEcho } from './lib/dsh-workload.ts';
 import { dshToolFigures, engineFigures, pwshFigures, type ShellFigures } from './lib/shell.ts';
 import { closeFailures, dshLocalPeer, guardClose, localPeer, nodePtyPeer, type TerminalPeer } from './lib/peers.ts';
 import { daemonRestPeer, relayPeer, remoteColdPeer, remotePeer, startRelay } from './lib/remote-peers.ts';
-import { scale, TERMINATE_IN_FLIGHT, type ScaleFigures, type ScaleKind } from './lib/scale-workloads.ts';
+import { RUNNING_MS, scale, TERMINATE_IN_FLIGHT, type ScaleFigures, type ScaleKind } from './lib/scale-workloads.ts';
 import { SCREEN_MODES, screenPeers, snapshotLatency } from './lib/screen-workloads.ts';
 import { ssh2ColdPeer, ssh2Peer, startSshd } from './lib/ssh-peer.ts';
 import { healthBesideBulk, type BusyFigures } from './lib/busy-workloads.ts';
@@ -732,7 +732,7 @@ if (enabled('scale')) {
     for (const size of (args.sizes ?? '').split(',').map(Number)) rows.push(await scale(size, { kind }));
     const base = rows[0]!;
     printTable(
-      `scale: idle ${kind === 'terminal' ? 'sh terminals' : 'sleep processes'} on one daemon, created one after another over REST, then all ended at once (${String(TERMINATE_IN_FLIGHT)} DELETEs in flight)`,
+      `scale: idle ${kind === 'terminal' ? 'sh terminals' : 'sleep processes'} on one daemon, created one after another over REST, left to run ${String(RUNNING_MS / 1000)} s, then all ended at once (${String(TERMINATE_IN_FLIGHT)} DELETEs in flight); health over the whole run, then while they are made, run and are ended`,
       [
         'sessions',
         'create p50 (ms)',
@@ -745,6 +745,10 @@ if (enabled('scale')) {
         'health p99 (ms)',
         'health p50 creating (ms)',
         'health p99 creating (ms)',
+        'health p50 running (ms)',
+        'health p99 running (ms)',
+        'health p50 ending (ms)',
+        'health p99 ending (ms)',
       ],
       rows.map((row) => [
         String(row.sessions),
@@ -758,6 +762,10 @@ if (enabled('scale')) {
         fmt(row.healthP99Ms),
         fmt(row.healthCreatingP50Ms),
         fmt(row.healthCreatingP99Ms),
+        fmt(row.healthRunningP50Ms),
+        fmt(row.healthRunningP99Ms),
+        fmt(row.healthEndingP50Ms),
+        fmt(row.healthEndingP99Ms),
       ]),
     );
     for (const row of rows)

@@ -1,8 +1,9 @@
 /**
  * The scale workload: one fresh daemon per size, `count` idle sessions (`sh`
- * terminals, or `sleep` processes) created one after another over REST, the
- * daemon's health asked the whole time by a probe in a process of its own,
- * then every session ended at once.
+ * terminals, or `sleep` processes) created one after another over REST, left
+ * to run a few seconds, then every session ended at once; the daemon's health
+ * asked the whole time by a probe in a process of its own, and told apart
+ * while the sessions are made, while they run, and while they are ended.
  * A create should cost the same with 10 or 1,000 sessions, and ending them
  * all should be parallel work.
  */
@@ -39,6 +40,12 @@ export interface ScaleFigures {
   /** The same, while the sessions were made. */
   readonly healthCreatingP50Ms: number;
   readonly healthCreatingP99Ms: number;
+  /** The same, while all of them ran (idle, for {@link RUNNING_MS}), between the last create and the first terminate. */
+  readonly healthRunningP50Ms: number;
+  readonly healthRunningP99Ms: number;
+  /** The same, while they were ended. */
+  readonly healthEndingP50Ms: number;
+  readonly healthEndingP99Ms: number;
   readonly healthSamples: number;
   /** Health requests that failed, and how. */
   readonly healthFailures: readonly string[];
@@ -48,6 +55,8 @@ export interface ScaleFigures {
 export const TERMINATE_IN_FLIGHT = 64;
 /** Health is asked every `HEALTH_EVERY_MS` from the first create to the last terminate. */
 const HEALTH_EVERY_MS = 25;
+/** How long every session runs, idle, before they are ended: the health asked meanwhile is the daemon's with them all running. */
+export const RUNNING_MS = 4000;
 
 const CREATES: Record<ScaleKind, { path: string; body: unknown }> = {
   terminal: { path: '/v1/terminals', body: { argv: ['/bin/sh'], cwd: '/tmp', env: { PATH: '/usr/bin:/bin', PS1: '$ ' }, rows: 24, cols: 80 } },
@@ -81,8 +90,13 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
       ids.push(answer.json.id as string);
     }
     const creatingTo = Date.now();
+    // Settled first: the last creates' answers and logs are not the running sessions' cost.
     await sleep(500);
+    const runningFrom = Date.now();
+    await sleep(RUNNING_MS);
+    const runningTo = Date.now();
     const rss = daemon.rssKiB();
+    const endingFrom = Date.now();
     const started = performance.now();
     // All at once, as many clients would: TERMINATE_IN_FLIGHT requests open at a time (a thousand sockets opened
     // in the same instant overflow the listen backlog and are reset, which measures the kernel, not the daemon).
@@ -100,6 +114,8 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
     const healthFailures = report.failures;
     const health = samplesBetween(report, creatingFrom);
     const healthCreating = samplesBetween(report, creatingFrom, creatingTo);
+    const healthRunning = samplesBetween(report, runningFrom, runningTo);
+    const healthEnding = samplesBetween(report, endingFrom);
     return {
       kind,
       sessions: count,
@@ -112,6 +128,10 @@ export async function scale(count: number, options: ScaleOptions = {}): Promise<
       healthP99Ms: percentile(health, 99),
       healthCreatingP50Ms: percentile(healthCreating, 50),
       healthCreatingP99Ms: percentile(healthCreating, 99),
+      healthRunningP50Ms: percentile(healthRunning, 50),
+      healthRunningP99Ms: percentile(healthRunning, 99),
+      healthEndingP50Ms: percentile(healthEnding, 50),
+      healthEndingP99Ms: percentile(healthEnding, 99),
       healthSamples: health.length,
       healthFailures,
     };
