@@ -200,6 +200,32 @@ describe('per-owner bounds', () => {
     for (const socket of [...readers, ...writers]) socket.close();
     await waitFor('the connections to close', () => daemon.daemon.hub.connections === 0);
   });
+  test('gives the tokens an owner minted budgets of their own: what holds one never locks the owner out', async () => {
+    const minted = await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 60_000 } });
+    expect(minted.status).toBe(201);
+    const token = minted.body.token as string;
+    const terminal = await daemon.request('POST', '/v1/terminals', { body: TERMINAL });
+    const target = { kind: 'terminal', id: terminal.body.id as string, stream: 'output' };
+    const held = await Promise.all([1, 2, 3, 4].map(() => TestSocket.open(daemon.wsUrl, { token })));
+    await expect(TestSocket.open(daemon.wsUrl, { token })).rejects.toMatchObject({ status: 429 });
+    for (const socket of held.slice(0, 3)) await socket.subscribe({ target, from: 0 });
+    await expect(held[3]!.subscribe({ target, from: 0 })).rejects.toMatchObject({
+      code: 'LIMIT_EXCEEDED',
+      message: 'the minted tokens of owner alice already have 3 subscriptions open (the limit)',
+    });
+    // The token file's tokens of the owner still have all of theirs.
+    const own = await Promise.all([1, 2, 3, 4].map(() => TestSocket.open(daemon.wsUrl, { token: ALICE })));
+    for (const socket of own.slice(0, 3)) await socket.subscribe({ target, from: 0 });
+    await expect(TestSocket.open(daemon.wsUrl, { token: ALICE })).rejects.toMatchObject({ status: 429 });
+    // Revoked, the token's connections close, and its budget is free for the next one minted.
+    expect((await daemon.request('DELETE', `/v1/tokens/${minted.body.id as string}`)).status).toBe(200);
+    await waitFor("the revoked token's connections to close", () => daemon.daemon.hub.connections === 4);
+    const next = await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 60_000 } });
+    (await TestSocket.open(daemon.wsUrl, { token: next.body.token as string })).close();
+    await daemon.request('DELETE', `/v1/terminals/${terminal.body.id}`);
+    for (const socket of [...held, ...own]) socket.close();
+    await waitFor('the connections to close', () => daemon.daemon.hub.connections === 0);
+  });
 });
 
 describe('input for a program that does not read', () => {

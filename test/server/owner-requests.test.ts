@@ -3,8 +3,8 @@
  * the bound its next request is refused with LIMIT_EXCEEDED, whatever it asks,
  * until one is answered. A long poll counts while it waits, a download until
  * its last byte is sent (or its connection is cut); the owner's read-only
- * tokens, its previews (their requests and WebSockets), and other owners have
- * budgets of their own.
+ * tokens, the tokens it minted, its previews (their requests and WebSockets),
+ * and other owners have budgets of their own.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
@@ -79,6 +79,29 @@ describe('the HTTP requests an owner has in flight', () => {
       const both = await Promise.all(Array.from({ length: LIMIT }, () => daemon.request('GET', '/v1/terminals')));
       return both.every((answer) => answer.status === 200);
     });
+  });
+
+  test('are counted apart for the tokens the owner minted: what holds one never locks the owner out', async () => {
+    const minted = await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 60_000 } });
+    expect(minted.status).toBe(201);
+    const token = minted.body.token as string;
+    const created = await daemon.request('POST', '/v1/terminals', { body: { argv: ['/bin/sleep', '600'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 } });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const waits = Array.from({ length: LIMIT }, () => daemon.request('GET', `/v1/terminals/${id}/done?timeoutMs=60000`, { token }));
+    await waitFor("the minted token's waits to be in flight", () => refusedNow(token));
+    const refused = await daemon.request('GET', '/v1/terminals', { token });
+    expect(refused.body.error.message).toBe(
+      `the minted tokens of owner alice already have ${LIMIT} HTTP requests in flight (the limit); retry once one is answered`,
+    );
+    // The token file's tokens are served.
+    expect(await refusedNow()).toBe(false);
+    // Revoked, the token's waits end, and its budget is free for the next one minted.
+    expect((await daemon.request('DELETE', `/v1/tokens/${minted.body.id as string}`)).status).toBe(200);
+    for (const wait of await Promise.all(waits)) expect(wait.status).toBe(401);
+    const next = await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 60_000 } });
+    expect(await refusedNow(next.body.token as string)).toBe(false);
+    expect((await daemon.request('DELETE', `/v1/terminals/${id}`)).status).toBe(200);
   });
 
   test('count a download until its last byte is sent, or its connection is cut', async () => {

@@ -53,17 +53,32 @@ export interface Principal {
 
 /**
  * Whose budget a connection or a request spends: an owner's tokens, by their
- * access. Its read tokens have budgets of their own beside its write tokens',
- * so watchers can never lock the owner out.
+ * access and by where they come from. Its read tokens have budgets of their
+ * own beside its write tokens', so watchers can never lock the owner out; the
+ * tokens it minted (handed on: to a viewer, a CI job, an agent) have budgets
+ * of their own beside the token file's, so what holds one cannot lock the
+ * owner out either, and ends its holds when the token is revoked.
  */
 export interface OwnerAccess {
   readonly owner: string;
   readonly access: TokenAccess;
+  /** Present for a minted token (its scope): any value but undefined puts it in the minted tokens' budget. */
+  readonly minted?: unknown;
+}
+
+/** Whether `a` and `b` spend one budget. */
+export function sameBudget(a: OwnerAccess, b: OwnerAccess): boolean {
+  return a.owner === b.owner && a.access === b.access && (a.minted === undefined) === (b.minted === undefined);
+}
+
+/** The name of the budget `who` spends, one string per budget (owner names hold any character but a newline). */
+export function budgetOf(who: OwnerAccess): string {
+  return `${who.access}\n${who.minted === undefined ? 'file' : 'minted'}\n${who.owner}`;
 }
 
 /** The tokens whose budget `who` spends, for a refusal's message. */
 export function tokensOf(who: OwnerAccess): string {
-  return who.access === 'read' ? `the read-only tokens of owner ${who.owner}` : `the tokens of owner ${who.owner}`;
+  return `the ${who.minted === undefined ? '' : 'minted '}${who.access === 'read' ? 'read-only ' : ''}tokens of owner ${who.owner}`;
 }
 
 /** What a minted token is: its id (to revoke it by), its expiry, and its scope. */

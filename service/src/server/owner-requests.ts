@@ -7,8 +7,9 @@
  * A request counts from when its token is accepted until its response closes
  * (sent, or its connection cut), so a download counts until its last byte
  * left. A WebSocket upgrade to the API is not counted here: its connection
- * is, among the owner's connections. Budgets are per owner and access, as
- * connections' are: an owner's read-only tokens have as many requests again.
+ * is, among the owner's connections. Budgets are those of connections
+ * ({@link OwnerAccess}): an owner's read-only tokens have as many requests
+ * again, and the tokens it minted as many again of each access.
  *
  * An owner's previews have a budget of their own, the same number again:
  * their requests and WebSockets are their app's visitors', not the owner's
@@ -18,7 +19,7 @@
  * A preview's WebSocket counts until its tunnel closes.
  * @module
  */
-import { tokensOf, type OwnerAccess } from './auth.ts';
+import { budgetOf, tokensOf, type OwnerAccess } from './auth.ts';
 import { ServiceError } from './errors.ts';
 
 export class OwnerRequests {
@@ -38,7 +39,7 @@ export class OwnerRequests {
    * the refusal and counts nothing.
    */
   admit(who: OwnerAccess, held: Closes, kind: 'call' | 'preview' = 'call'): ServiceError | undefined {
-    const key = kind === 'preview' ? `preview\n${who.owner}` : budgetKey(who);
+    const key = kind === 'preview' ? `preview\n${who.owner}` : budgetOf(who);
     const count = this.#counts.get(key) ?? 0;
     if (count >= this.#limit) {
       const what =
@@ -61,6 +62,3 @@ export class OwnerRequests {
 interface Closes {
   once(event: 'close', listener: () => void): unknown;
 }
-
-/** Owner names may hold any character but a newline (they come from the token file's lines): the access goes first. */
-const budgetKey = (who: OwnerAccess): string => `${who.access}\n${who.owner}`;

@@ -18,7 +18,7 @@ import type { FastifyBaseLogger as Logger } from 'fastify';
 import { ClientMessage, decodeDataFrame, WRITE_FRAME, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
 import type { z } from 'zod';
 import type { DaemonMetrics } from './metrics.ts';
-import { permitsSession, tokensOf, type OwnerAccess, type Principal } from './auth.ts';
+import { permitsSession, sameBudget, tokensOf, type OwnerAccess, type Principal } from './auth.ts';
 import type { Caller, Dispatcher } from './dispatch.ts';
 import { describeZodError, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
 import type { LiveGrants } from './grants.ts';
@@ -51,9 +51,9 @@ export interface HubOptions {
    * connection's subscriptions together may have sent and not had acknowledged.
    */
   readonly connectionBufferBytes: number;
-  /** Connections of an owner's write tokens together, and as many again of its read tokens (see {@link OwnerAccess}). */
+  /** Connections of an owner's write tokens together, and as many again of its read tokens, and of its minted ones of each (see {@link OwnerAccess}). */
   readonly maxConnectionsPerOwner: number;
-  /** Subscriptions of an owner's write tokens together, and as many again of its read tokens. */
+  /** Subscriptions of an owner's write tokens together, and as many again of its read tokens, and of its minted ones of each. */
   readonly maxSubscriptionsPerOwner: number;
   readonly log: Logger;
   /** Where calls and paused connections are counted; nowhere when absent. */
@@ -66,8 +66,6 @@ export interface HubOptions {
 const CLOSE_ABNORMAL = 1006;
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
 const CLOSE_POLICY_VIOLATION = 1008;
-
-const sameBudget = (a: OwnerAccess, b: OwnerAccess): boolean => a.owner === b.owner && a.access === b.access;
 
 /**
  * A call or an ack, the messages of every keystroke, checked by hand to the
