@@ -316,6 +316,49 @@ describe.skipIf(!canMakeUsers && !isCi())('the privilege separation, attacked by
     });
   });
 
+  describe("a mapped owner's file worker, which runs as its user", () => {
+    /** 127.0.0.1:9229, where Node's debugger listens once SIGUSR1 opens it, is listened on now. */
+    const debuggerListens = (): boolean =>
+      readFileSync('/proc/net/tcp', 'utf8')
+        .split('\n')
+        .slice(1)
+        .some((line) => {
+          const [, local, , state] = line.trim().split(/\s+/);
+          return local === '0100007F:240D' && state === '0A';
+        });
+
+    it("opens no debugger when the user's programs send it SIGUSR1: code run in it would be trusted by root", async () => {
+      expect((await call(MAL, 'POST', '/v1/fs/stat', { path: '/tmp' })).status).toBe(200);
+      const worker = readdirSync('/proc')
+        .filter((name) => /^\d+$/.test(name))
+        .map(Number)
+        .find((pid) => {
+          try {
+            const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+            return (
+              readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('file-worker') &&
+              status.includes(`\nUid:\t${mal.uid}\t`) &&
+              status.includes(`\nPPid:\t${process.pid}\n`)
+            );
+          } catch (_error) {
+            return false;
+          }
+        });
+      expect(worker).toEqual(expect.any(Number));
+      expect(debuggerListens()).toBe(false);
+      // The user's own program signals it, as the kernel lets a process of the same uid.
+      await finished(runAs(mal, `kill -USR1 ${worker!}`));
+      // It serves on, and for as long as a debugger takes to open (milliseconds), none does.
+      expect((await call(MAL, 'POST', '/v1/fs/stat', { path: '/tmp' })).status).toBe(200);
+      const deadline = Date.now() + 3000;
+      while (Date.now() < deadline) {
+        expect(debuggerListens()).toBe(false);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(readFileSync(`/proc/${worker!}/cmdline`, 'utf8')).toContain('file-worker');
+    });
+  });
+
   describe("a mapped owner's programs", () => {
     const probe = [
       'id',

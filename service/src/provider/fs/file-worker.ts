@@ -18,6 +18,7 @@ import { ProviderError } from '../errors.ts';
 import { hostPlatform } from '../platform/index.ts';
 import { launchFailure, resolveExecutable } from '../resolve-executable.ts';
 import { FsFailure } from './fs-error.ts';
+import { makeNonDumpable } from '../posix/libc.ts';
 import { HostFiles } from './host-files.ts';
 import type { OpenContent, UploadStage } from '../api.ts';
 import type {
@@ -31,6 +32,12 @@ import type {
   WorkerRequestOf,
   WorkerTable,
 } from './worker-protocol.ts';
+
+// Node opens its debugger on SIGUSR1, to any process that may signal this one: once this process is the user,
+// the user's own programs. Through it they could run code here and answer the daemon, which is root, whatever
+// they like. A listener of its own keeps the signal from the debugger (the daemon also starts a worker with
+// --disable-sigusr1 where Node has it).
+process.on('SIGUSR1', () => {});
 
 const files = new HostFiles(JSON.parse(process.env.EXECWORLD_FILE_WORKER_OPTIONS ?? '{}') as ConstructorParameters<typeof HostFiles>[0]);
 let nextId = 1;
@@ -77,9 +84,14 @@ function failure(error: ProviderError): WorkerFailure {
 function become(uid: number, gid: number): void {
   try {
     if (process.setgroups === undefined || process.setgid === undefined || process.setuid === undefined) throw new Error('this platform cannot change users');
+    // Once before the drop too: the C library's binding is loaded while the daemon's user may still read it.
+    makeNonDumpable();
     process.setgroups([]);
     process.setgid(gid);
     process.setuid(uid);
+    // A change of ids makes a process dumpable as fs.suid_dumpable says: made non-dumpable again whatever it
+    // says, so that the user's programs can neither trace this process nor read its memory.
+    makeNonDumpable();
   } catch (error) {
     throw new FsFailure('FS_IO_ERROR', `cannot become the owner's user: ${(error as Error).message}`);
   }

@@ -80,7 +80,8 @@ export class HostFiles implements FileProvider {
         const guard = new PathGuard(options.root, this.#secrets);
         transfer = new WorldTransfer(guard, guard.root, this.#locks);
       }
-      if (this.#records !== undefined) transfer = recordingStages(transfer, this.#records);
+      // A worker's stages must be its user's: the worker is a process of the user's, and what it says is checked.
+      if (this.#records !== undefined) transfer = recordingStages(transfer, this.#records, worker?.user.uid);
       this.#transfers.set(key, transfer);
     }
     return transfer;

@@ -32,6 +32,11 @@ import type { FileDigest, OpenContent, OwnerTransfer, Unpacked, UploadStage } fr
 import type { SinkAnswer, WorkerAnswer, WorkerArgs, WorkerMethod, WorkerReply, WorkerRequestOf } from './worker-protocol.ts';
 
 const ENTRY = fileURLToPath(new URL('../../../bin/file-worker.js', import.meta.url));
+/**
+ * Node's flags for a worker: no debugger on SIGUSR1 where Node can be told so (22.14 and later), since the
+ * user's programs may signal their worker; file-worker.ts keeps the signal from the debugger on every version.
+ */
+const WORKER_NODE_FLAGS = process.allowedNodeEnvironmentFlags.has('--disable-sigusr1') ? ['--disable-sigusr1'] : [];
 
 /** A request the worker's channel refused to carry: the worker never had it, so it may be sent again, to another. */
 class UnsentRequest extends FsFailure {}
@@ -122,7 +127,7 @@ export class FileWorker {
       this.#child.kill('SIGKILL');
       this.#failPending('lost its channel');
     }
-    const child = spawn(process.execPath, [ENTRY], {
+    const child = spawn(process.execPath, [...WORKER_NODE_FLAGS, ENTRY], {
       // Nowhere of the daemon's: relative lookups (a PATH entry of ".") start from /.
       cwd: '/',
       // Its stdout stays out of the daemon's log stream; what it says on stderr (a crash) reaches the daemon's.
