@@ -184,6 +184,55 @@ describe('MCP tasks', () => {
     await alice.ok('session_end', { id: shell });
   });
 
+  test('keeps a scoped token to the tasks of its scope: a port token reaches no MCP; a session token sees, fetches and cancels its own only, on a board of the minted tokens', async ({
+    daemon,
+  }) => {
+    const mine = (await alice.ok('shell_run', { command: 'true' })).handle.shell as string;
+    const other = (await alice.ok('shell_run', { command: 'true' })).handle.shell as string;
+    const owners = await startTask(alice.client, 'shell_run', { shell: other, command: 'echo OWNER-PRIVATE-$((6*7)); sleep 600', waitMs: 600_000 });
+    const mint = async (body: Record<string, unknown>): Promise<string> => {
+      const minted = await daemon.request('POST', '/v1/tokens', { body: { access: 'write', ttlMs: 600_000, ...body } });
+      expect(minted.status).toBe(201);
+      return minted.body.token as string;
+    };
+    // A port's token is for its port's preview or forward: /mcp is beyond it, tasks and all.
+    const portToken = await mint({ port: 8080 });
+    const portCall = await fetch(`${daemon.url}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${portToken}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/list', params: {} }),
+    });
+    expect(portCall.status).toBe(403);
+    expect(((await portCall.json()) as { error: { code: string } }).error.code).toBe('TOKEN_SCOPE');
+
+    const scoped = await McpTestClient.http(daemon.url, await mint({ session: mine }));
+    try {
+      // The owner's task is not the session token's: not listed, fetched or cancelled.
+      expect((await scoped.client.experimental.tasks.listTasks()).tasks).toEqual([]);
+      expect((await refusal(scoped.client.experimental.tasks.getTask(owners.taskId))).code).toBe(-32602);
+      expect((await refusal(scoped.client.experimental.tasks.getTaskResult(owners.taskId, CallToolResultSchema))).code).toBe(-32602);
+      expect((await refusal(scoped.client.experimental.tasks.cancelTask(owners.taskId))).code).toBe(-32602);
+      expect((await alice.client.experimental.tasks.getTask(owners.taskId)).status).toBe('working');
+      // Its own task, in its session, is its own; the owner sees every task of its tokens.
+      const own = await startTask(scoped.client, 'shell_run', { shell: mine, command: 'echo in-scope' });
+      expect((await finish(scoped.client, own.taskId)).result.structuredContent).toMatchObject({ output: 'in-scope\n' });
+      expect((await scoped.client.experimental.tasks.listTasks()).tasks.map((entry) => entry.taskId)).toEqual([own.taskId]);
+      expect((await alice.client.experimental.tasks.listTasks()).tasks.map((entry) => entry.taskId)).toEqual(
+        expect.arrayContaining([owners.taskId, own.taskId]),
+      );
+      // The minted tokens' tasks fill a board of their own: the owner's tokens still start theirs.
+      await Promise.all(Array.from({ length: TASK_LIMITS.perOwner - 1 }, () => startTask(scoped.client, 'shell_wait', { shell: 's_gone0000000' })));
+      expect(await refusal(startTask(scoped.client, 'shell_wait', { shell: mine }))).toMatchObject({ code: -32600, catalog: 'LIMIT_EXCEEDED' });
+      const alices = await startTask(alice.client, 'shell_wait', { shell: 's_gone0000000' });
+      expect((await finish(alice.client, alices.taskId)).task.status).toBe('failed');
+    } finally {
+      await scoped.close();
+      await alice.client.experimental.tasks.cancelTask(owners.taskId);
+      await alice.ok('session_end', { id: mine });
+      await alice.ok('session_end', { id: other });
+    }
+  });
+
   test('refuses a task of a tool that takes none with the spec’s -32601', async () => {
     const notTask = await refusal(startTask(alice.client, 'file_list', { path: '/' }));
     expect(notTask).toMatchObject({ code: -32601, catalog: 'INVALID_ARGUMENT' });

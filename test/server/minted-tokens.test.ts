@@ -375,12 +375,15 @@ describe('a port-scoped token', () => {
     await expect(socket.call('terminal.list')).rejects.toMatchObject({ code: 'TOKEN_SCOPE' });
     await expect(socket.subscribe({ target: { kind: 'terminal', id: mine, stream: 'output' }, from: 0 })).rejects.toMatchObject({ code: 'TOKEN_SCOPE' });
     socket.close();
-    const mcp = await McpTestClient.http(daemon.url, token);
-    try {
-      expect((await mcp.call('session_list')).code).toBe('TOKEN_SCOPE');
-    } finally {
-      await mcp.client.close();
-    }
+    // MCP's tools and tasks are calls: /mcp refuses the token before any of them.
+    const mcp = await fetch(`${daemon.url}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'session_list', arguments: {} } }),
+    });
+    expect(mcp.status).toBe(403);
+    expect(((await mcp.json()) as { error: { code: string } }).error.code).toBe('TOKEN_SCOPE');
+    await expect(McpTestClient.http(daemon.url, token)).rejects.toThrow(/403|TOKEN_SCOPE/);
   });
 });
 

@@ -24,7 +24,7 @@ import type { SessionRegistry } from './sessions/registry.ts';
 import type { WebSocketHub } from './ws.ts';
 import type { LiveGrants } from './grants.ts';
 import { registerRestRoutes } from './rest-routes.ts';
-import { registerMcp } from './mcp/route.ts';
+import { MCP_PATH, registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
 import type { DaemonImage } from './image.ts';
 import type { UploadRegistry } from './uploads.ts';
@@ -182,6 +182,8 @@ export function buildApp(options: AppOptions): Daemon {
     request.principal = principal;
     // The daemon's counts are no part of one session's or one port's.
     if (reachOf(principal) !== 'owner' && request.routeOptions.url === METRICS_PATH) return scopeRefusal(`the token is scoped: ${METRICS_PATH} is beyond it`);
+    // A port's token makes no call: MCP's tools and tasks are calls (a session's token makes those of its session).
+    if (reachOf(principal) === 'port' && request.routeOptions.url === MCP_PATH) return scopeRefusal(`the token is scoped to a port: ${MCP_PATH} is beyond it`);
     // Every line logged for a request on a session names the session.
     const session = (request.params as { id?: unknown } | undefined)?.id;
     if (typeof session === 'string') request.log = request.log.child({ session });

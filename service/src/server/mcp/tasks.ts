@@ -9,11 +9,18 @@
  * through the SDK's `TaskStore` interface: {@link McpTasks.storeFor} is the
  * board as one principal sees it. The SDK binds a task to the transport's
  * session id, which a stateless transport does not have; the view binds it to
- * the principal's owner instead: an owner never sees, fetches or cancels
- * another's task, and a read token of the owner sees its owner's tasks (their
- * answers are output its read tools could read) but cancels none.
+ * the principal's owner and its token's scope instead: an owner never sees,
+ * fetches or cancels another's task; a token of the owner's whole reach sees
+ * every task of the owner, and a read one cancels none (their answers are
+ * output its read tools could read); a token scoped to a session sees,
+ * fetches and cancels only the tasks started with a token of that session
+ * (whose work could act on that session alone). A port's token reaches no
+ * task: it is refused /mcp (app.ts).
  *
- * Bounded: an owner holds at most `perOwner` tasks, running or finished, each
+ * Bounded: the tokens of an owner's token file hold at most `perOwner` tasks,
+ * and the tokens it minted as many again of their own (as they have their own
+ * budgets of connections and requests: auth.ts), so what holds a token handed
+ * on cannot take the owner's place on the board; running or finished, each
  * for its TTL from its creation (the client's `ttl` within the board's least
  * and most, else the default), and an answer of at most `maxResultBytes`.
  * When its TTL passes a task is dropped with its answer, and a task still
@@ -26,7 +33,7 @@
 import { randomUUID } from 'node:crypto';
 import type { TaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/interfaces.js';
 import { ErrorCode, McpError, type CallToolResult, type Result, type Task } from '@modelcontextprotocol/sdk/types.js';
-import type { Principal } from '../auth.ts';
+import { budgetOf, reachOf, tokensOf, type Principal } from '../auth.ts';
 import { readOnlyRefusal, ServiceError } from '../errors.ts';
 import { toolError } from './tools.ts';
 
@@ -58,6 +65,10 @@ export type TaskWork = (signal: AbortSignal) => Promise<CallToolResult>;
 
 interface Entry {
   task: Task;
+  /** The budget the task spends: its token's (auth.ts budgetOf). */
+  readonly budget: string;
+  /** The session the token that started it was scoped to; undefined for a token of the owner's whole reach. */
+  readonly session: string | undefined;
   readonly abort: AbortController;
   /** Settles when the work answered and its answer is kept. */
   readonly done: Promise<void>;
@@ -94,12 +105,15 @@ export class McpTasks {
     if (this.#closed) throw protocolError(ErrorCode.InvalidRequest, new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down'));
     const { owner } = principal;
     const tasks = this.#owners.get(owner) ?? new Map<string, Entry>();
-    if (tasks.size >= this.limits.perOwner) {
+    const budget = budgetOf(principal);
+    let held = 0;
+    for (const entry of tasks.values()) if (entry.budget === budget) held += 1;
+    if (held >= this.limits.perOwner) {
       throw protocolError(
         ErrorCode.InvalidRequest,
         new ServiceError(
           'LIMIT_EXCEEDED',
-          `MCP tasks per owner: ${this.limits.perOwner} are held (running, or finished within their ttl); ` +
+          `MCP tasks per owner: ${tokensOf(principal)} hold ${this.limits.perOwner} (running, or finished within their ttl); ` +
             'wait for one to expire, ask a shorter ttl, or call without a task',
         ),
       );
@@ -111,6 +125,8 @@ export class McpTasks {
     const abort = new AbortController();
     const entry: Entry = {
       task: { taskId, status: 'working', ttl: kept, createdAt: now, lastUpdatedAt: now, pollInterval: pollIntervalMs },
+      budget,
+      session: principal.minted?.session,
       abort,
       result: undefined,
       done: work(abort.signal).then(
@@ -129,7 +145,13 @@ export class McpTasks {
 
   /** The board as `principal` sees it, for the SDK's handlers of tasks/get, tasks/result, tasks/list and tasks/cancel. */
   storeFor(principal: Principal): TaskStore {
-    const entryOf = (taskId: string): Entry | undefined => this.#owners.get(principal.owner)?.get(taskId);
+    // A token of the owner's whole reach sees every task of the owner; one of a session, the tasks of its session.
+    const visible = (found: Entry): boolean =>
+      reachOf(principal) === 'owner' || (principal.minted?.session !== undefined && found.session === principal.minted.session);
+    const entryOf = (taskId: string): Entry | undefined => {
+      const found = this.#owners.get(principal.owner)?.get(taskId);
+      return found !== undefined && visible(found) ? found : undefined;
+    };
     const entry = (taskId: string): Entry => {
       const found = entryOf(taskId);
       if (found === undefined) throw notFound(taskId);
@@ -166,9 +188,9 @@ export class McpTasks {
           resolve();
         }),
       listTasks: (cursor) => {
-        // Every task of an owner fits one page (perOwner at most): a cursor is never handed out.
+        // Every task of an owner fits one page (twice perOwner at most: its token file's and its minted tokens'): a cursor is never handed out.
         if (cursor !== undefined) return Promise.reject(new Error(`no cursor ${cursor}: tasks/list answers one page`));
-        const tasks = [...(this.#owners.get(principal.owner)?.values() ?? [])].map((found) => ({ ...found.task }));
+        const tasks = [...(this.#owners.get(principal.owner)?.values() ?? [])].filter(visible).map((found) => ({ ...found.task }));
         return Promise.resolve({ tasks });
       },
     };
