@@ -146,6 +146,8 @@ describe('token.create', () => {
       expect(refused.body.error.message).toContain(field);
     }
     expect((await daemon.request('POST', '/v1/tokens', { body: { access: 'read', ttlMs: 1000 }, token: ALICE_READER })).body.error.code).toBe('READ_ONLY');
+    // Nor does a reader list them: the tokens an owner handed on are the owner's business, not a watcher's.
+    expect((await daemon.request('GET', '/v1/tokens', { token: ALICE_READER })).body.error.code).toBe('READ_ONLY');
     const minted = await mint({ access: 'write', ttlMs: 60_000 });
     const again = await daemon.request('POST', '/v1/tokens', { body: { access: 'read', ttlMs: 1000 }, token: minted.token });
     expect(again.status).toBe(403);

@@ -282,7 +282,7 @@ export const OPERATIONS = {
     result: s.TokenList,
     idempotent: true,
     waits: false,
-    access: 'read',
+    access: 'write',
   }),
   'token.revoke': op({
     name: 'token.revoke',
