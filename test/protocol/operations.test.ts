@@ -54,7 +54,6 @@ describe('the operation table', () => {
       [
         'health.get',
         'identity.get',
-        'token.list',
         'executable.resolve',
         'files.content',
         'archive.pack',
