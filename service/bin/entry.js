@@ -9,6 +9,12 @@ import { URL } from 'node:url';
 export async function load(module) {
   const source = new URL(`../src/${module}.ts`, import.meta.url);
   if (!existsSync(source)) return import(new URL(`../dist/${module}.js`, import.meta.url).href);
+  // tsx would cache what it compiles in the shared temporary directory (tsx-<uid> there), trusting a
+  // directory someone else made first, and would remove an old cache there (tsx) by path, following a link
+  // another user swapped in: a local user could then plant code this process runs, or have it remove files.
+  // A checkout compiles afresh at each start instead (a few hundred milliseconds); every process of the daemon's
+  // (its file workers, its session watcher, a takeover's rehearsal) starts through here and says so too.
+  process.env.TSX_DISABLE_CACHE = '1';
   const { register } = await import('tsx/esm/api');
   register();
   return import(source.href);

@@ -9,7 +9,7 @@
  * rotates (`..data` swapped to a new directory) the files API still refuses
  * the token, at its new real path and through the mount.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, chownSync, lchownSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import { afterAll, describe, expect } from 'vitest';
 import { daemonArgv } from '../helpers/daemon-process.ts';
 import { daemonProcessTest } from '../helpers/daemon-test.ts';
 import { canMakeUsers, osUsers } from '../helpers/os-users.ts';
+import { requiredTool } from '../helpers/tools.ts';
 
 const test = daemonProcessTest();
 const users = osUsers(afterAll);
@@ -163,6 +164,7 @@ describe.runIf(canMakeUsers)('the token file of a Kubernetes Secret volume', () 
   });
 
   test('is refused, in one line naming the fault, where another user could read, write or swap it', async () => {
+    const setfacl = requiredTool('setfacl', { installedBy: ".ci/run (Debian's acl)" }).require();
     const user = users.make();
     const other = users.make();
     const cases: Array<{ what: string; spoil: (volume: ReturnType<typeof secretVolume>) => void; fault: RegExp }> = [
@@ -178,6 +180,15 @@ describe.runIf(canMakeUsers)('the token file of a Kubernetes Secret volume', () 
         what: "a group that is not the daemon's",
         spoil: (volume) => chownSync(volume.current(), 0, other.gid),
         fault: new RegExp(`/token is readable by its group ${other.gid} \\(mode 0440\\), which is none of the daemon's groups \\(${user.gid}\\)`),
+      },
+      {
+        // The group bits show the list's mask (0640 here), which alone would pass for a group of the daemon's.
+        what: 'an access control list that lets another user read it',
+        spoil: (volume) => {
+          chownSync(volume.current(), 0, user.gid);
+          execFileSync(setfacl, ['-m', `u:${other.uid}:r`, volume.current()]);
+        },
+        fault: /\/token has an access control list \(getfacl shows it\), which may let other users read it; remove it with setfacl -b/,
       },
       {
         what: 'a directory on the path owned by another user',

@@ -12,7 +12,9 @@
  *   primary group or a supplementary one). So 0600 and 0400 pass, and 0640
  *   or 0440 with the daemon's group: the file Kubernetes mounts from a
  *   Secret with `defaultMode: 0440` and `fsGroup`, owned by root and the
- *   pod's fsGroup, which the daemon holds as a supplementary group.
+ *   pod's fsGroup, which the daemon holds as a supplementary group. A file
+ *   with a POSIX access control list beyond its mode (named users or groups,
+ *   whom the mode does not show: Linux) is refused.
  * - every directory the path leads through, symbolic links followed (the
  *   chain is resolved one entry at a time, each directory a link leads
  *   through counted): owned by root or the daemon's uid, and written by
@@ -28,6 +30,7 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, readlinkSync, type Stats } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { ConfigError } from './config.ts';
+import { hasAccessAcl } from '../provider/posix/libc.ts';
 
 /** Who reads the file: the daemon's effective uid and every group it holds. */
 export interface Reader {
@@ -131,6 +134,11 @@ export function readSecretFile(path: string, what: string, reader: Reader = daem
       `${where} is readable by its group ${info.gid} (mode ${octal(info.mode)}), which is none of the daemon's groups (${reader.groups.join(', ')}); ` +
         "chmod 600 it, or give it one of the daemon's groups",
     );
+  }
+  // The mode bits say who may read it only where no access control list says more: named users and groups
+  // of one are not in the mode (its group bits show the list's mask instead).
+  if (hasAccessAcl(file.path) === true) {
+    fail(`${where} has an access control list (getfacl shows it), which may let other users read it; remove it with setfacl -b`);
   }
   // Read what was judged: not a link, nor a FIFO, put in its place meanwhile.
   let fd: number;

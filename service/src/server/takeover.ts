@@ -159,16 +159,35 @@ export async function startTakeoverControl(options: TakeoverControlOptions): Pro
     socket.on('data', onData);
     socket.on('error', () => socket.destroy());
   });
-  await new Promise<void>((resolve, reject) => {
+  await listenPrivately(server, path);
+  server.unref();
+  return server;
+}
+
+/**
+ * Listens on the Unix socket `path`, made 0600 as it is bound: a socket is made
+ * with the mode the umask leaves, and one that anyone may write takes anyone's
+ * connection until it is changed (a connection made then stays open). The
+ * umask is this process's, so it is set only around the bind, which is
+ * synchronous, and put back at once.
+ */
+export async function listenPrivately(server: Server, path: string): Promise<void> {
+  const listening = new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(path, () => {
+    server.once('listening', () => {
       server.off('error', reject);
       resolve();
     });
   });
+  const umask = process.umask(0o177);
+  try {
+    server.listen(path);
+  } finally {
+    process.umask(umask);
+  }
+  await listening;
+  // Said again, whatever made it: the mode is the only lock on it.
   chmodSync(path, 0o600);
-  server.unref();
-  return server;
 }
 
 function isFile(path: string): boolean {

@@ -23,6 +23,9 @@
  *   those children afterwards, which neither libuv nor node-pty know of.
  * - `ioctl(FIONREAD)` and `ioctl(TIOCGPGRP)` on a terminal's master (Linux):
  *   what it holds for a read, and its foreground group, each in one call.
+ * - `lgetxattr("system.posix_acl_access")` (Linux): whether a secret file, or a
+ *   directory on its way, grants more through an access control list than its
+ *   mode bits show.
  * @module
  */
 import { readdirSync } from 'node:fs';
@@ -37,6 +40,8 @@ interface Libc {
   waitpid(pid: number, status: null | [number], options: number): number;
   execve?: (file: string, argv: (string | null)[], env: (string | null)[]) => number;
   renameat2?: (oldDir: number, oldPath: string, newDir: number, newPath: string, flags: number) => number;
+  /** lgetxattr with no buffer: the size of the attribute, or -1 (ENODATA: none). */
+  lgetxattr?: (path: string, name: string, value: null, size: number) => number;
   closeRange?: (first: number, last: number, flags: number) => number;
   tcsetattr?: (fd: number, actions: number, termios: Buffer) => number;
   /** ioctl with an int the kernel fills in (FIONREAD's count, TIOCGPGRP's group). */
@@ -85,6 +90,9 @@ function libc(): Libc {
   const renameat2 = hostFacts.linuxCalls
     ? (library.func('int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags)') as Libc['renameat2'])
     : undefined;
+  const lgetxattr = hostFacts.linuxCalls
+    ? (library.func('long lgetxattr(const char *path, const char *name, void *value, size_t size)') as Libc['lgetxattr'])
+    : undefined;
   const closeRange = hostFacts.linuxCalls
     ? (optionalFunction(library, 'int close_range(unsigned int first, unsigned int last, int flags)') as Libc['closeRange'])
     : undefined;
@@ -101,6 +109,7 @@ function libc(): Libc {
     errno: () => koffi.errno(),
     ...(prctl === undefined ? {} : { prctl }),
     ...(renameat2 === undefined ? {} : { renameat2 }),
+    ...(lgetxattr === undefined ? {} : { lgetxattr }),
     ...(closeRange === undefined ? {} : { closeRange }),
     ...(tcsetattr === undefined ? {} : { tcsetattr }),
     ...(execve === undefined ? {} : { execve }),
@@ -239,6 +248,27 @@ function markEachDescriptorOnExec(): void {
     if (isCloseOnExec(fd) !== false) continue;
     setCloseOnExec(fd);
   }
+}
+
+/** Linux's ENODATA: no such extended attribute. */
+const ENODATA = 61;
+/** Linux's EOPNOTSUPP (ENOTSUP): the filesystem keeps no extended attributes. */
+const EOPNOTSUPP = 95;
+
+/**
+ * Whether `path` (a link itself, not followed) carries a POSIX access control
+ * list beyond its mode bits (Linux keeps a list that says no more than the
+ * mode as the mode alone, so an attribute there means named users or groups,
+ * whom the mode does not show). Undefined where it cannot be asked (not
+ * Linux, or the kernel answered something else).
+ */
+export function hasAccessAcl(path: string): boolean | undefined {
+  if (!hostFacts.linuxCalls) return undefined;
+  const lgetxattr = libc().lgetxattr;
+  if (lgetxattr === undefined) return undefined;
+  if (lgetxattr(path, 'system.posix_acl_access', null, 0) >= 0) return true;
+  const errno = libc().errno();
+  return errno === ENODATA || errno === EOPNOTSUPP ? false : undefined;
 }
 
 /**
