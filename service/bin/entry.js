@@ -3,6 +3,7 @@
 // installed from npm carries no sources and runs the JavaScript built from
 // them (dist/, made by scripts/pack.ts), with no TypeScript loader at all.
 import { existsSync } from 'node:fs';
+import process from 'node:process';
 import { URL } from 'node:url';
 
 /** Imports `src/<module>.ts` when it is there, else `dist/<module>.js`. */

@@ -295,3 +295,5 @@ export interface FileProvider {
 export { QueryScanner } from './query-scanner.ts';
 /** The one way the daemon reaches a port in the world (forwards, previews): as the owner's OS user. */
 export { portConnector, PortConnectError, type PortConnect } from './port-connect.ts';
+/** Whether a file carries an access control list beyond its mode (the token file's check, server/secret-file.ts). */
+export { hasAccessAcl } from './posix/libc.ts';

@@ -30,7 +30,7 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, readlinkSync, type Stats } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { ConfigError } from './config.ts';
-import { hasAccessAcl } from '../provider/posix/libc.ts';
+import { hasAccessAcl } from '../provider/api.ts';
 
 /** Who reads the file: the daemon's effective uid and every group it holds. */
 export interface Reader {
