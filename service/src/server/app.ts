@@ -24,6 +24,7 @@ import type { SessionRegistry } from './sessions/registry.ts';
 import type { WebSocketHub } from './ws.ts';
 import type { LiveGrants } from './grants.ts';
 import { registerRestRoutes } from './rest-routes.ts';
+import { parseClientJson } from './json-text.ts';
 import { MCP_PATH, registerMcp } from './mcp/route.ts';
 import { packageVersion } from '../version.ts';
 import type { DaemonImage } from './image.ts';
@@ -229,9 +230,9 @@ export function buildApp(options: AppOptions): Daemon {
       return;
     }
     try {
-      done(null, JSON.parse(text));
-    } catch (_error) {
-      done(new ServiceError('INVALID_ARGUMENT', 'the request body is not valid JSON'), undefined);
+      done(null, parseClientJson(text, 'the request body'));
+    } catch (error) {
+      done(error as ServiceError, undefined);
     }
   });
 

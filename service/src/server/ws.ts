@@ -21,6 +21,7 @@ import type { DaemonMetrics } from './metrics.ts';
 import { permitsSession, sameBudget, tokensOf, type OwnerAccess, type Principal } from './auth.ts';
 import type { Caller, Dispatcher } from './dispatch.ts';
 import { describeZodError, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
+import { parseClientJson } from './json-text.ts';
 import type { LiveGrants } from './grants.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { ForwardTable } from './forwards.ts';
@@ -269,9 +270,9 @@ class ClientLink {
     }
     let json: unknown;
     try {
-      json = JSON.parse(data.toString('utf8'));
-    } catch (_error) {
-      this.send({ t: 'error', id: null, error: { code: 'INVALID_ARGUMENT', message: 'message is not valid JSON' } });
+      json = parseClientJson(data.toString('utf8'), 'message');
+    } catch (error) {
+      this.send({ t: 'error', id: null, error: (error as ServiceError).body() });
       return;
     }
     let message = commonMessage(json);
