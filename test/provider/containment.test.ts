@@ -3,6 +3,7 @@
  * it, even when it leaves the process group and the POSIX session (setsid,
  * job control) and is reparented away from the tree.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { SubprocessSpawnSpec } from '@execworld/sdk/seam';
 import { LocalRuntime } from '@execworld/service';
@@ -87,6 +88,27 @@ describe('containment: a process tree in a cgroup', () => {
     } finally {
       await local.dispose();
     }
+  });
+
+  // A program running as the daemon's user (root: a root-acting owner's) may write its own pid into another cgroup.
+  it.skipIf(process.getuid?.() !== 0)('ends a program that moved itself out of its cell, and terminate waits for it', async () => {
+    expect(runtime.containmentMode).toBe('cgroup');
+    const m = marker();
+    // Into the cgroup the daemon's own cgroup is in (a leaf with a process, where a process may always be put).
+    const leave =
+      'cg=$(sed -n "s/^0:://p" /proc/self/cgroup); base=/sys/fs/cgroup; [ -d /sys/fs/cgroup/unified ] && base=/sys/fs/cgroup/unified; ' +
+      `echo $$ > "$base$(dirname "$(dirname "$cg")")/cgroup.procs" && exec sleep ${m}`;
+    const handle = runtime.spawn({ ...sh(leave), graceMs: 300 });
+    await waitFor('the program out of its cell', () => {
+      const [pid] = markerPids(m);
+      // Its v2 cgroup, which the cell is (the v1 ones count, not contain).
+      return pid !== undefined && !/^0::.*\/s-\d+$/m.test(readFileSync(`/proc/${pid}/cgroup`, 'utf8'));
+    });
+    handle.terminate();
+    await expect(handle.waitForExit(AbortSignal.timeout(20_000))).resolves.toBe(true);
+    expect(markerPids(m)).toEqual([]);
+    // Ended by a signal (its process group's SIGTERM reaches it, or the SIGKILL to its pid after the grace).
+    expect((await handle.done).signal).toMatch(/^SIG(TERM|KILL)$/);
   });
 });
 

@@ -349,11 +349,16 @@ export class ManagedProcess implements SubprocessHandle {
   #signalTree(signal: NodeJS.Signals): void {
     if (!this.#treeAlive()) return;
     this.#host.tree.signal(this.#treeView(), signal);
+    // The program itself by its pid too, where it may have left what the tree's signal reaches (a program of the
+    // daemon's user, a root-acting owner's, may move itself out of its cell): a kill only, as a second SIGTERM
+    // could mean something to a program that has one handler. Its pid names no other process until it is reaped.
+    if (signal === 'SIGKILL' && !this.#childExited) this.#child?.kill('SIGKILL');
   }
 
   #treeAlive(): boolean {
     if (this.#gone || this.pid <= 0) return false;
-    return this.#host.tree.alive(this.#treeView());
+    // The program runs until its exit is seen, whatever cell it is in now.
+    return !this.#childExited || this.#host.tree.alive(this.#treeView());
   }
 
   #treeView(): ManagedTree {
