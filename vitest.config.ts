@@ -6,8 +6,9 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * a unit: the DeepSeek harness's persistent pwsh stack over three providers,
  * the image's Dockerfile replayed and run, the packed tarballs installed and
  * used, an archive of 250,000 entries unpacked with the daemon's memory
- * measured (a minute and a half of one core by itself), and twenty takeovers
- * of a daemon in a row.
+ * measured (a minute and a half of one core by itself), twenty takeovers of
+ * a daemon in a row, and a takeover of every kind of session with clients
+ * riding through (two minutes).
  */
 export const SLOW_FILES = [
   'test/dsh/pwsh.test.ts',
@@ -15,6 +16,7 @@ export const SLOW_FILES = [
   'test/package/packages.test.ts',
   'test/server/unpack-memory.test.ts',
   'test/server/takeover-repeat.test.ts',
+  'test/server/takeover.test.ts',
 ];
 
 export default defineConfig({
