@@ -66,14 +66,14 @@ export interface OwnerAccess {
   readonly minted?: unknown;
 }
 
-/** Whether `a` and `b` spend one budget. */
-export function sameBudget(a: OwnerAccess, b: OwnerAccess): boolean {
-  return a.owner === b.owner && a.access === b.access && (a.minted === undefined) === (b.minted === undefined);
-}
-
 /** The name of the budget `who` spends, one string per budget (owner names hold any character but a newline). */
 export function budgetOf(who: OwnerAccess): string {
   return `${who.access}\n${who.minted === undefined ? 'file' : 'minted'}\n${who.owner}`;
+}
+
+/** Whether `a` and `b` spend one budget. */
+export function sameBudget(a: OwnerAccess, b: OwnerAccess): boolean {
+  return budgetOf(a) === budgetOf(b);
 }
 
 /** The tokens whose budget `who` spends, for a refusal's message. */

@@ -24,7 +24,7 @@ import { ServiceError } from './errors.ts';
 
 export class OwnerRequests {
   readonly #limit: number;
-  /** Requests in flight, by owner and access; an owner with none has no entry. */
+  /** Requests in flight, by budget (auth.ts budgetOf, or an owner's previews'); a budget with none has no entry. */
   readonly #counts = new Map<string, number>();
 
   constructor(limit: number) {

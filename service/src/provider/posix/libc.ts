@@ -23,9 +23,8 @@
  *   those children afterwards, which neither libuv nor node-pty know of.
  * - `ioctl(FIONREAD)` and `ioctl(TIOCGPGRP)` on a terminal's master (Linux):
  *   what it holds for a read, and its foreground group, each in one call.
- * - `lgetxattr("system.posix_acl_access")` (Linux): whether a secret file, or a
- *   directory on its way, grants more through an access control list than its
- *   mode bits show.
+ * - `lgetxattr("system.posix_acl_access")` (Linux): whether a secret file
+ *   grants more through an access control list than its mode bits show.
  * @module
  */
 import { readdirSync } from 'node:fs';
