@@ -310,6 +310,13 @@ async function start(config: Config, stateDir: string, from: StartFrom): Promise
     if (typeof (error as NodeJS.ErrnoException).code === 'string') throw listenFailure(error as NodeJS.ErrnoException, config);
     throw error;
   }
+  // Before the line that says where the daemon listens, which whoever started it waits for: from then on a
+  // takeover may be asked for.
+  try {
+    await startTakeoverControl(control);
+  } catch (error) {
+    app.log.warn({ err: error, stateDir }, 'no takeover control socket: this daemon cannot be upgraded in place');
+  }
   // A string is a Unix socket path, which the daemon never binds.
   const bound = app.addresses().flatMap((entry) => (typeof entry === 'string' ? [] : [entry]));
   const addresses = reachableAt(bound, config.tlsCert === undefined ? 'http' : 'https');
@@ -344,11 +351,6 @@ async function start(config: Config, stateDir: string, from: StartFrom): Promise
         `the takeover was rolled back: the new build (${back.entry}) failed after the exec (${back.reason}); this build took its sessions back`,
       );
     }
-  }
-  try {
-    await startTakeoverControl(control);
-  } catch (error) {
-    app.log.warn({ err: error, stateDir }, 'no takeover control socket: this daemon cannot be upgraded in place');
   }
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {
