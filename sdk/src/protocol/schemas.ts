@@ -337,12 +337,12 @@ export type OutputRead = z.infer<typeof OutputRead>;
 
 // Processes
 
+/** The most one stream of a process may collect in memory (Collect.maxBytes). */
+export const MAX_COLLECT_BYTES = 256 * 1024 * 1024;
+
 export const Collect = z
   .strictObject({
-    maxBytes: z
-      .int()
-      .min(1)
-      .max(256 * 1024 * 1024),
+    maxBytes: z.int().min(1).max(MAX_COLLECT_BYTES),
     spill: z.strictObject({ maxBytes: z.int().min(1).max(Number.MAX_SAFE_INTEGER) }).optional(),
   })
   .meta({ id: 'Collect', description: 'Bounded collection: a tail of maxBytes, and a spill file of the whole stream while it stays within spill.maxBytes.' });

@@ -271,6 +271,8 @@ export interface OwnerFiles extends FsProvider {
   readonly root: string | undefined;
   /** Opens a regular file to stream its bytes from any offset. */
   openContent(target: FsTarget, signal?: AbortSignal): Promise<OpenContent>;
+  /** The file's text, as {@link FsProvider.readText} reads it, and FS_TOO_LARGE past `maxBytes` when given (as opened or as read). */
+  readText(target: FsTarget, signal?: AbortSignal, maxBytes?: number): Promise<string>;
   /**
    * Writes `bytes`, UTF-8 text the caller has checked, as {@link FsProvider.writeText}
    * writes the same text: as they are, with the same version checks and the

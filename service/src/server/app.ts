@@ -15,6 +15,7 @@ import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { bearerToken, headerToken, reachOf, subprotocolToken, type Principal, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
 import type { BodyBudget } from './body-budget.ts';
+import type { ByteBudget } from './byte-budget.ts';
 import type { Config } from './config.ts';
 import { readOnlyRefusal, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
 import { answerClientError, answerFrameworkError, fastifyError, rawErrorResponse } from './http-errors.ts';
@@ -84,6 +85,8 @@ export interface Daemon {
   readonly hub: WebSocketHub;
   /** The bytes of JSON bodies all requests hold, against --body-budget-bytes. */
   readonly bodies: BodyBudget;
+  /** The bytes answers hold while they are read and sent, against --answer-budget-bytes. */
+  readonly answers: ByteBudget;
   /** What holds minted tokens: connections and waits that end when their token does. */
   readonly grants: LiveGrants;
   /** The WebSockets open through previews. */
@@ -343,7 +346,7 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub, bodies, grants: parts.grants, tunnels, parts, uploads: parts.uploads };
+  return { app, registry, hub, bodies, answers: parts.answers, grants: parts.grants, tunnels, parts, uploads: parts.uploads };
 }
 
 /** Whether `request` asks to become a WebSocket. */

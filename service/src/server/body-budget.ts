@@ -3,29 +3,46 @@
  * whole before it is validated (half a JSON value is of no use), so however
  * small each call's limit, many requests at once could hold memory without
  * bound. The bytes of every body count from their arrival until their request
- * is answered or goes away; a request whose next bytes would pass the budget
- * is refused with 429 `LIMIT_EXCEEDED` (its connection then closes, as for
- * any request refused before its body was read) and may be sent again once
- * others are done. The byte routes (uploads, archives) stream their bodies
- * with TCP's flow control and take none of it.
+ * is answered or goes away, against the daemon's budget and its owner's share
+ * of it (byte-budget.ts); a request whose next bytes would pass either is
+ * refused with 429 `LIMIT_EXCEEDED` (its connection then closes, as for any
+ * request refused before its body was read) and may be sent again once others
+ * are done. The byte routes (uploads, archives) stream their bodies with TCP's
+ * flow control and take none of it, but for the few taken whole (a file's
+ * text), which count here like JSON.
  * @module
  */
 import { Transform, type Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { ServiceError } from './errors.ts';
+import type { ServiceError } from './errors.ts';
+import type { Principal } from './auth.ts';
+import { ByteBudget } from './byte-budget.ts';
+
+/** Whose bytes a request's body are, as the budget counts them, when it carries no token (a route that needs none). */
+const NOBODY = '';
 
 export class BodyBudget {
-  /** Bytes the bodies of all requests may hold at once. */
-  readonly limit: number;
-  #held = 0;
+  readonly #budget: ByteBudget;
 
-  constructor(limit: number) {
-    this.limit = limit;
+  /** `limit` for all bodies at once; `largest`, the most one body may be (--max-body-bytes), which an owner may always send. */
+  constructor(limit: number, largest: number) {
+    this.#budget = new ByteBudget(limit, {
+      what: (owner) =>
+        owner === undefined ? 'the bodies of requests being received or handled' : `the bodies of owner ${owner}'s requests being received or handled`,
+      flag: '--body-budget-bytes',
+      largest,
+      retry: 'send it again once they are done',
+    });
+  }
+
+  /** Bytes the bodies of all requests may hold at once. */
+  get limit(): number {
+    return this.#budget.limit;
   }
 
   /** Bytes of bodies being received or handled now. */
   get held(): number {
-    return this.#held;
+    return this.#budget.held;
   }
 
   /**
@@ -35,25 +52,21 @@ export class BodyBudget {
    */
   meter(request: FastifyRequest, reply: FastifyReply, payload: Readable): Readable {
     if (request.headers['content-length'] === undefined && request.headers['transfer-encoding'] === undefined) return payload;
+    // The principal is known by now: the token is taken in the onRequest hook, before the body is parsed.
+    const owner = (request.principal as Principal | undefined)?.owner ?? NOBODY;
     let counted = 0;
     let answered = false;
     reply.raw.once('close', () => {
       answered = true;
-      this.#held -= counted;
+      this.#budget.give(owner, counted);
       counted = 0;
     });
     const take = (bytes: number): ServiceError | undefined => {
       // Bytes that still arrive for a request already answered are read by nobody: they are not held.
       if (answered) return undefined;
-      if (this.#held + bytes > this.limit) {
-        return new ServiceError(
-          'LIMIT_EXCEEDED',
-          `the bodies of requests being received or handled already hold ${this.#held} of the daemon's ${this.limit} bytes (--body-budget-bytes); send it again once they are done`,
-        );
-      }
-      this.#held += bytes;
-      counted += bytes;
-      return undefined;
+      const refused = this.#budget.take(owner, bytes);
+      if (refused === undefined) counted += bytes;
+      return refused;
     };
     const metered = new Transform({
       transform(chunk: Buffer, _encoding, done) {

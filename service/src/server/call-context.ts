@@ -40,4 +40,14 @@ export interface CallContext {
   readonly unbounded: boolean;
   /** The bytes of a call that carries them (the table's `bytes.body`), unread; absent for any other. */
   readonly body: Readable | undefined;
+  /**
+   * Sets aside `bytes` of the answer budget (--answer-budget-bytes) for what
+   * this call holds to answer: all it holds so far, so a call takes more, or
+   * gives back what it set aside and did not need. Held until the answer is
+   * sent. Past the budget, or the owner's share of it, it takes nothing.
+   * @throws {ServiceError} LIMIT_EXCEEDED, naming the budget
+   */
+  readonly holdAnswer: (bytes: number) => void;
+  /** The largest file a whole-text read answers (--max-read-text-bytes). */
+  readonly maxReadTextBytes: number;
 }

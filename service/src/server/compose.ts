@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { ExecutionProvider, FileProvider, PortConnect } from '../provider/api.ts';
 import type { TokenTable } from './auth.ts';
 import { BodyBudget } from './body-budget.ts';
+import { ByteBudget, TEXT_ANSWER_COPIES } from './byte-budget.ts';
 import { defaultStateDir, type Config } from './config.ts';
 import { daemonRuntime, hostAccounts, hostFiles, spareConnector } from './daemon-runtime.ts';
 import { Dispatcher } from './dispatch.ts';
@@ -43,6 +44,8 @@ export interface DaemonParts {
   readonly uploads: UploadRegistry;
   /** The bytes of JSON bodies all requests hold, against --body-budget-bytes. */
   readonly bodies: BodyBudget;
+  /** The bytes answers hold while they are read and sent, against --answer-budget-bytes. */
+  readonly answers: ByteBudget;
   readonly metrics: DaemonMetrics;
   readonly dispatcher: Dispatcher;
   readonly hub: WebSocketHub;
@@ -77,13 +80,34 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   const registry = new SessionRegistry(runtime, { ...config, meter: metrics.streams }, logger, hostAccounts());
   const files = options.files ?? own?.files ?? hostFiles(config);
   const uploads = new UploadRegistry({ maxPerOwner: config.maxUploadsPerOwner, idleMs: config.uploadIdleMs });
-  const bodies = new BodyBudget(config.bodyBudgetBytes);
+  const bodies = new BodyBudget(config.bodyBudgetBytes, config.maxBodyBytes);
   const requests = new OwnerRequests(config.maxRequestsPerOwner);
+  const answers = new ByteBudget(config.answerBudgetBytes, {
+    what: (owner) => (owner === undefined ? 'the answers being read and sent' : `the answers to owner ${owner}'s calls being read and sent`),
+    flag: '--answer-budget-bytes',
+    largest: TEXT_ANSWER_COPIES * config.maxReadTextBytes,
+    retry: 'retry once they are sent',
+  });
   const spare = own === undefined ? spareConnector() : undefined;
   const connect = own?.connect ?? spare!.connect;
   const forwards = new ForwardTable({ maxPerOwner: config.maxForwardsPerOwner, graceMs: config.forwardGraceMs, connect });
   const image = options.image ?? new DaemonImage();
-  const dispatcher = new Dispatcher({ registry, files, uploads, forwards, version, image, minter, grants, maxTokenTtlMs: config.maxTokenTtlMs }, metrics);
+  const dispatcher = new Dispatcher(
+    {
+      registry,
+      files,
+      uploads,
+      forwards,
+      version,
+      image,
+      minter,
+      grants,
+      answers,
+      maxTokenTtlMs: config.maxTokenTtlMs,
+      maxReadTextBytes: config.maxReadTextBytes,
+    },
+    metrics,
+  );
   const hub = new WebSocketHub({
     registry,
     forwards,
@@ -100,7 +124,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
   metrics.readFrom({
     sessions: () => registry.counts(),
     endings: () => registry.endings,
-    memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held }),
+    memory: () => ({ rings: registry.retainedBytes(), connections: hub.bufferedBytes(), bodies: bodies.held, answers: answers.held }),
     owners: tokens.owners,
     usage: () => registry.usage(),
     image: () => image.facts,
@@ -110,6 +134,7 @@ export function composeDaemon(options: ComposeOptions): DaemonParts {
     files,
     uploads,
     bodies,
+    answers,
     requests,
     metrics,
     dispatcher,

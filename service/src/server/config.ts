@@ -10,6 +10,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { MAX_TIMER_DELAY_MS } from '@execworld/sdk/seam';
+import { TEXT_ANSWER_COPIES } from './byte-budget.ts';
 import { DEFAULT_PASS_ENV } from './child-env.ts';
 import { describeZodError } from './errors.ts';
 
@@ -113,7 +114,14 @@ export const SETTINGS = {
     env: 'EXECWORLD_BODY_BUDGET_BYTES',
     schema: positiveInt(64 * 1024 * MiB),
     default: 64 * MiB,
-    help: 'JSON request bodies held by all requests together, from their first byte until they are answered (at least --max-body-bytes); a request past it is refused with 429',
+    help: 'JSON request bodies held by all requests together, from their first byte until they are answered (at least --max-body-bytes); one owner holds at most half, or one body of --max-body-bytes if more; a request past it is refused with 429',
+  },
+  answerBudgetBytes: {
+    flag: 'answer-budget-bytes',
+    env: 'EXECWORLD_ANSWER_BUDGET_BYTES',
+    schema: positiveInt(64 * 1024 * MiB),
+    default: 512 * MiB,
+    help: `answers held by all calls together while they are read and sent: a whole-text read counts ${TEXT_ANSWER_COPIES} bytes for each of its file (at least ${TEXT_ANSWER_COPIES} × --max-read-text-bytes); one owner holds at most half; a call past it is refused with 429`,
   },
   maxReadTextBytes: {
     flag: 'max-read-text-bytes',
@@ -422,6 +430,11 @@ export function loadConfig(flags: Readonly<Record<string, string | readonly stri
   if ((config.bodyBudgetBytes as number) < (config.maxBodyBytes as number)) {
     throw new ConfigError(
       `--body-budget-bytes (${String(config.bodyBudgetBytes)}) must be at least --max-body-bytes (${String(config.maxBodyBytes)}): a body a call takes must fit in it`,
+    );
+  }
+  if ((config.answerBudgetBytes as number) < TEXT_ANSWER_COPIES * (config.maxReadTextBytes as number)) {
+    throw new ConfigError(
+      `--answer-budget-bytes (${String(config.answerBudgetBytes)}) must be at least ${TEXT_ANSWER_COPIES} × --max-read-text-bytes (${String(config.maxReadTextBytes)}): the largest whole-text read must fit in it`,
     );
   }
   return Object.freeze(config) as Config;

@@ -11,6 +11,7 @@ import type { Readable } from 'node:stream';
 import { ByteReply } from './byte-calls.ts';
 import type { FileProvider } from '../provider/api.ts';
 import { permitsSession, reachOf, type Principal } from './auth.ts';
+import type { ByteBudget } from './byte-budget.ts';
 import type { CallContext, Transport } from './call-context.ts';
 import { BOUND_OPERATIONS, type BoundOperation } from './handlers.ts';
 import { describeZodError, readOnlyRefusal, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
@@ -18,12 +19,20 @@ import type { LiveGrants } from './grants.ts';
 import type { DaemonMetrics } from './metrics.ts';
 
 /** What every call reaches, the same for every transport. */
-export interface DaemonServices extends Pick<CallContext, 'registry' | 'uploads' | 'forwards' | 'version' | 'image' | 'minter' | 'maxTokenTtlMs'> {
+export interface DaemonServices extends Pick<
+  CallContext,
+  'registry' | 'uploads' | 'forwards' | 'version' | 'image' | 'minter' | 'maxTokenTtlMs' | 'maxReadTextBytes'
+> {
   /** The world's files, whose view and transfer calls each call gets as its principal's. */
   readonly files: FileProvider;
   /** Where a minted token's expiry and revocation are checked, and a waiting call held until they come. */
   readonly grants: LiveGrants;
+  /** The bytes of answers being read and sent (--answer-budget-bytes), which calls set aside with `holdAnswer`. */
+  readonly answers: ByteBudget;
 }
+
+/** Whose bytes a call's answer holds when the call carries no token (health). */
+const NOBODY = '';
 
 /** The kinds of session, by the prefix of their operations' names. */
 const SESSION_OPERATIONS = /^(terminal|process|shell)\./;
@@ -78,6 +87,12 @@ export interface Caller {
   readonly where: string;
   /** The bytes of a call that carries them, unread. */
   readonly body?: Readable | undefined;
+  /**
+   * Calls `done` once the call's answer is sent, or can no longer be (its
+   * connection gone): what the answer set aside is held until then. Without
+   * it, until the dispatcher answers.
+   */
+  readonly whenAnswered?: ((done: () => void) => void) | undefined;
 }
 
 export class Dispatcher {
@@ -114,6 +129,7 @@ export class Dispatcher {
     }
     const started = performance.now();
     let outcome = 'ok';
+    let heldForAnswer = 0;
     try {
       const validated = operation.schema.safeParse(params);
       if (!validated.success) throw new ServiceError('INVALID_ARGUMENT', describeZodError(validated.error, caller.where));
@@ -133,8 +149,20 @@ export class Dispatcher {
         });
         signal = AbortSignal.any([caller.signal, grant.signal]);
       }
+      // The bytes this call's answer set aside, held until the transport sent it.
+      const owner = (principal as Principal | undefined)?.owner ?? NOBODY;
+      const { answers } = this.#services;
+      const holdAnswer = (bytes: number): void => {
+        if (bytes > heldForAnswer) {
+          const refused = answers.take(owner, bytes - heldForAnswer);
+          if (refused !== undefined) throw refused;
+        } else answers.give(owner, heldForAnswer - bytes);
+        heldForAnswer = bytes;
+      };
       const ctx: CallContext = {
         principal,
+        holdAnswer,
+        maxReadTextBytes: this.#services.maxReadTextBytes,
         registry: this.#services.registry,
         // An owner that runs as another OS user has its calls made by that user (a worker process of theirs).
         files: () => files.view({ root: principal.root, runAs: principal.runAs }),
@@ -152,14 +180,27 @@ export class Dispatcher {
       let result: unknown;
       try {
         result = await operation.handler(ctx, validated.data);
+        if (ended !== undefined) throw new ServiceError('UNAUTHORIZED', ended);
       } catch (error) {
+        // An answer that will not be sent holds nothing.
+        answers.give(owner, heldForAnswer);
         // What the call stopped with (aborted, say) is the token's lapse.
         if (ended !== undefined) throw new ServiceError('UNAUTHORIZED', ended);
         throw error;
       } finally {
         release();
       }
-      if (ended !== undefined) throw new ServiceError('UNAUTHORIZED', ended);
+      if (heldForAnswer > 0) {
+        const held = heldForAnswer;
+        let given = false;
+        const giveBack = (): void => {
+          if (given) return;
+          given = true;
+          answers.give(owner, held);
+        };
+        if (caller.whenAnswered === undefined) giveBack();
+        else caller.whenAnswered(giveBack);
+      }
       if (result instanceof ByteReply) return this.#heldWhileSent(principal, result);
       return SESSION_OPERATIONS.test(spec.name) && spec.name.endsWith('.list') ? inScope(principal, result) : result;
     } catch (error) {

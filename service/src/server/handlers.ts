@@ -21,6 +21,7 @@ import { appendUpload, fileContent, packArchive, unpackArchive, wholeUtf8, type 
 import { runOptions } from './sessions/shells.ts';
 import { runCommandSession } from './sessions/command-run.ts';
 import { scopeRefusal, ServiceError } from './errors.ts';
+import { TEXT_ANSWER_COPIES } from './byte-budget.ts';
 import { MAX_LIVE_MINTED_PER_OWNER, type MintedInfo } from './minted.ts';
 import { listeningPorts } from './ports.ts';
 import { readsFreeRoom, waitForBytes, type ByteStream } from './streams.ts';
@@ -38,6 +39,8 @@ function readStream(ctx: CallContext, stream: ByteStream, from: number | undefin
   // A reader asking from an offset has everything before it.
   if (readsFreeRoom(ctx.principal.access)) stream.consumed(start);
   const slice = stream.read(start, maxBytes ?? DEFAULT_READ_BYTES);
+  // The bytes, their base64 and the answer serialized, until it is sent.
+  ctx.holdAnswer(TEXT_ANSWER_COPIES * slice.data.length);
   return {
     from: slice.from,
     next: slice.next,
@@ -45,6 +48,33 @@ function readStream(ctx: CallContext, stream: ByteStream, from: number | undefin
     gap: slice.gap,
     ended: stream.ended && slice.next === stream.end,
   };
+}
+
+/**
+ * The least a whole-text read sets aside of the answer budget: a file that
+ * gives no size (as those of /proc do) is read within it first.
+ */
+const SMALL_TEXT_BYTES = 64 * 1024;
+
+/**
+ * The text of `target`, read whole within what it set aside of the answer
+ * budget: its size when asked, so that many reads at once hold no more than
+ * the budget, however large the files. A file found larger when read (one that
+ * grew, or gave no size) is read once more within the most a read answers.
+ */
+async function readWholeText(ctx: CallContext, target: FsTarget): Promise<string> {
+  const files = ctx.files();
+  const size = (await files.stat(target, ctx.signal))?.size ?? 0;
+  let within = Math.min(ctx.maxReadTextBytes, Math.max(size, SMALL_TEXT_BYTES));
+  ctx.holdAnswer(TEXT_ANSWER_COPIES * within);
+  try {
+    return await files.readText(target, ctx.signal, within);
+  } catch (error) {
+    if (within >= ctx.maxReadTextBytes || (error as { code?: unknown }).code !== 'FS_TOO_LARGE') throw error;
+    within = ctx.maxReadTextBytes;
+    ctx.holdAnswer(TEXT_ANSWER_COPIES * within);
+    return await files.readText(target, ctx.signal, within);
+  }
 }
 
 async function longPollRead(
@@ -293,7 +323,9 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'process');
     const reader = session.handle.collected[params.stream];
     if (reader === undefined) throw new ServiceError('STREAM_NOT_AVAILABLE', `${params.stream} was not spawned in collect mode`);
-    return reader.readFrom(params.from);
+    const read = reader.readFrom(params.from);
+    ctx.holdAnswer(TEXT_ANSWER_COPIES * read.text.length);
+    return read;
   },
   'process.done': async (ctx, params) => {
     const session = ctx.registry.get(ctx.principal.owner, params.id, 'process');
@@ -352,19 +384,28 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'fs.resolve': async (ctx, params) => {
     const files = ctx.files();
     const target = await files.resolve(params.path, { cwd: params.cwd, signal: ctx.signal });
+    // A text asked for is set aside at the most it may be, then at what it was.
+    if (params.readTextMaxBytes !== undefined) ctx.holdAnswer(TEXT_ANSWER_COPIES * Math.min(params.readTextMaxBytes, ctx.maxReadTextBytes));
     const { info, text } = await files.look(target, params.readTextMaxBytes, ctx.signal);
+    ctx.holdAnswer(TEXT_ANSWER_COPIES * (text?.length ?? 0));
     return { target, info: info ?? null, text };
   },
   'fs.stat': async (ctx, params) => ({ info: (await ctx.files().stat(await targetOf(ctx, params), ctx.signal)) ?? null }),
   'fs.lstat': async (ctx, params) => ({ info: (await ctx.files().lstat(params.path, { cwd: params.cwd }, ctx.signal)) ?? null }),
-  'fs.readText': async (ctx, params) => ({ text: await ctx.files().readText(await targetOf(ctx, params), ctx.signal) }),
+  'fs.readText': async (ctx, params) => ({ text: await readWholeText(ctx, await targetOf(ctx, params)) }),
   'fs.listDir': async (ctx, params) => ({ entries: await ctx.files().listDir(await targetOf(ctx, params), ctx.signal) }),
   'fs.writeText': async (ctx, params) => {
     // The text written is the caller's own: it is not sent back.
     const { after: _after, ...written } = await ctx.files().writeText(await targetOf(ctx, params), params.content, params.expected, ctx.signal);
     return written;
   },
-  'fs.editText': async (ctx, params) => ctx.files().editText(await targetOf(ctx, params), params.edit, params.expected, ctx.signal),
+  'fs.editText': async (ctx, params) => {
+    const files = ctx.files();
+    const target = await targetOf(ctx, params);
+    // The text before and after the edit, set aside at the file's size as it is now.
+    ctx.holdAnswer(TEXT_ANSWER_COPIES * Math.min(ctx.maxReadTextBytes, (await files.stat(target, ctx.signal))?.size ?? 0));
+    return files.editText(target, params.edit, params.expected, ctx.signal);
+  },
   'fs.mkdir': (ctx, params) => ctx.transfer().mkdir(params.path, params, ctx.signal),
   'fs.remove': (ctx, params) => ctx.transfer().remove(params.path, params, ctx.signal),
   'fs.rename': (ctx, params) => ctx.transfer().rename(params.from, params.to, params, ctx.signal),

@@ -79,7 +79,7 @@ export class DaemonMetrics {
     });
     new Gauge({
       name: 'execworld_memory_bytes',
-      help: 'Bytes held in memory by budget: rings (session output kept for readers), connections (answers queued for clients), bodies (JSON request bodies being received or handled).',
+      help: 'Bytes held in memory by budget: rings (session output kept for readers), connections (answers queued for clients), bodies (JSON request bodies being received or handled), answers (answers set aside while they are read and sent).',
       labelNames: ['budget'],
       registers,
       collect() {

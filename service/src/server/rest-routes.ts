@@ -152,6 +152,11 @@ export function registerRestRoutes(scope: FastifyInstance, options: RestRoutesOp
             unbounded: false,
             where: jsonBody ? 'body' : 'query',
             body,
+            // What the answer set aside is held until its response closed: sent, or its connection gone.
+            whenAnswered: (done) => {
+              if (reply.raw.closed) done();
+              else reply.raw.once('close', done);
+            },
           };
           const result = await dispatcher.call(operation, caller, { ...(request.params as object), ...input });
           if (result instanceof ByteReply) return sendBytes(reply, spec, result);

@@ -171,9 +171,21 @@ class ClientLink {
     return this.#socket.readyState === this.#socket.OPEN && this.#socket.bufferedAmount < SOCKET_HIGH_WATER_BYTES;
   }
 
-  send(message: ServerMessage): void {
-    if (this.#socket.readyState !== this.#socket.OPEN) return;
-    this.#socket.send(JSON.stringify(message), () => this.#onSent());
+  /** Sends `message`; `done` is called once it was written, or could not be (the connection closed). */
+  send(message: ServerMessage, done?: () => void): void {
+    if (this.#socket.readyState !== this.#socket.OPEN) {
+      done?.();
+      return;
+    }
+    this.#socket.send(
+      JSON.stringify(message),
+      done === undefined
+        ? () => this.#onSent()
+        : () => {
+            this.#onSent();
+            done();
+          },
+    );
     this.#checkBudget();
   }
 
@@ -329,6 +341,8 @@ class ClientLink {
       return;
     }
     let controller: AbortController | undefined;
+    // What the answer set aside (a file's text) is given back once the answer is written.
+    let sent: (() => void) | undefined;
     try {
       const operation = dispatcher.operation(name);
       // Only a call that may wait (the table's `waits`) needs to learn that its caller went away (an AbortController costs microseconds).
@@ -342,13 +356,14 @@ class ClientLink {
         signal: controller?.signal ?? NEVER_ABORTED,
         unbounded: true,
         where: 'params',
+        whenAnswered: (done) => (sent = done),
       };
       const result = await dispatcher.call(operation, caller, params);
-      this.send({ t: 'result', id, result });
+      this.send({ t: 'result', id, result }, sent);
     } catch (error) {
       const serviceError = toServiceError(error);
       if (serviceError.code === 'INTERNAL') this.#log.error({ err: serviceError.cause ?? error, op: name }, 'call failed');
-      this.send({ t: 'error', id, error: serviceError.body() });
+      this.send({ t: 'error', id, error: serviceError.body() }, sent);
     } finally {
       if (controller !== undefined) this.#calls.delete(controller);
     }

@@ -339,8 +339,8 @@ export class WorkerView implements OwnerFiles {
     return this.#worker.call('lstat', this.root, path, { cwd: options?.cwd });
   }
 
-  readText(target: FsTarget): Promise<string> {
-    return this.#worker.call('readText', this.root, target);
+  readText(target: FsTarget, _signal?: AbortSignal, maxBytes?: number): Promise<string> {
+    return this.#worker.call('readText', this.root, target, undefined, maxBytes);
   }
 
   streamText(target: FsTarget): Promise<AsyncIterable<string>> {

@@ -129,13 +129,20 @@ export class WorldFiles implements FsProvider {
     return { version: versionOf(info), type: info.isSymbolicLink() ? 'symlink' : kindOf(info), size: Number(info.size) };
   }
 
-  async readText(target: FsTarget, signal?: AbortSignal): Promise<string> {
+  /**
+   * The file's text, read whole. `maxBytes` bounds it below the view's own
+   * bound (the daemon reads within what it set aside for the answer): a file
+   * larger than either, when opened or as read, is FS_TOO_LARGE.
+   */
+  async readText(target: FsTarget, signal?: AbortSignal, maxBytes?: number): Promise<string> {
     return this.#withRegularFile(target, 'read', signal, async (anchor, info) => {
-      if (info.size > this.#maxTextBytes) {
-        throw new FsFailure('FS_TOO_LARGE', `cannot read "${target.displayPath}" whole: ${info.size} bytes is more than ${this.#maxTextBytes}; stream it`);
-      }
-      const bytes = await readFile(anchor.via, signal === undefined ? {} : { signal });
-      checkAborted(signal, 'read');
+      const limit = Math.min(this.#maxTextBytes, maxBytes ?? Number.MAX_SAFE_INTEGER);
+      const tooLarge = (size: string) =>
+        new FsFailure(
+          'FS_TOO_LARGE',
+          `cannot read "${target.displayPath}" whole: ${size} is more than ${limit}${limit === this.#maxTextBytes ? '; stream it' : ''}`,
+        );
+      const bytes = await readWithin(anchor, info, limit, signal, tooLarge);
       rejectBinaryHead(bytes, 'read', target.displayPath);
       return decodeText(bytes, 'read', target.displayPath);
     });
@@ -172,27 +179,7 @@ export class WorldFiles implements FsProvider {
     if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new RangeError(`maxBytes must be a non-negative integer, not ${maxBytes}`);
     return this.#withRegularFile(target, 'read', signal, async (anchor, info) => {
       const tooLarge = (size: string) => new FsFailure('FS_TOO_LARGE', `cannot read "${target.displayPath}": ${size} is more than the ${maxBytes}-byte limit`);
-      if (info.size > maxBytes) throw tooLarge(`${info.size} bytes`);
-      const handle = await open(anchor.via, 'r');
-      try {
-        // One byte past the limit tells a file that grew since its stat.
-        const buffer = Buffer.allocUnsafe(Math.min(maxBytes + 1, Number(info.size) + 64 * 1024));
-        let length = 0;
-        for (;;) {
-          checkAborted(signal, 'read');
-          if (length === buffer.length) {
-            if (length > maxBytes) throw tooLarge('the content');
-            break;
-          }
-          const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
-          if (bytesRead === 0) break;
-          length += bytesRead;
-        }
-        if (length > maxBytes) throw tooLarge('the content');
-        return new Uint8Array(buffer.buffer, buffer.byteOffset, length);
-      } finally {
-        await handle.close();
-      }
+      return readWithin(anchor, info, maxBytes, signal, tooLarge);
     });
   }
 
@@ -588,6 +575,43 @@ async function priorText(path: string, limit: number, signal: AbortSignal | unde
   } catch (error) {
     if (error instanceof FsFailure) throw error;
     return null;
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * The bytes of the regular file `anchor` (`info` its stat when opened), at
+ * most `limit`: `tooLarge` says why not when its size, or what is read (a file
+ * that grew, or one that gives no size, as those of /proc), is more.
+ */
+async function readWithin(
+  anchor: Anchor,
+  info: BigIntStats,
+  limit: number,
+  signal: AbortSignal | undefined,
+  tooLarge: (size: string) => FsFailure,
+): Promise<Buffer> {
+  if (info.size > limit) throw tooLarge(`${info.size} bytes`);
+  const handle = await open(anchor.via, 'r');
+  try {
+    // One byte past the limit tells a file that grew since its stat; a file read to its buffer's end is read on into a larger one.
+    let buffer = Buffer.allocUnsafe(Math.min(limit + 1, Number(info.size) + 64 * 1024));
+    let length = 0;
+    for (;;) {
+      checkAborted(signal, 'read');
+      if (length === buffer.length) {
+        if (length > limit) throw tooLarge('the content');
+        const larger = Buffer.allocUnsafe(Math.min(limit + 1, buffer.length * 2));
+        buffer.copy(larger, 0, 0, length);
+        buffer = larger;
+      }
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    if (length > limit) throw tooLarge('the content');
+    return buffer.subarray(0, length);
   } finally {
     await handle.close();
   }

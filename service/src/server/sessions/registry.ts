@@ -13,6 +13,8 @@ import type { Principal } from '../auth.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { OwnerUsageLedger, type OwnerUsage } from './owner-usage.ts';
 import { Gate } from './gate.ts';
+import { ByteBudget } from '../byte-budget.ts';
+import { schemas } from '@execworld/sdk/protocol';
 import { collectBytesOf, EndedProcess, ProcessSession } from './process-session.ts';
 import { RequestLedger } from './request-ledger.ts';
 import { ShellRegistry } from './shells.ts';
@@ -123,8 +125,10 @@ export class SessionRegistry {
   readonly #usage = new OwnerUsageLedger();
   /** The endings callers asked for, a few at a time (see ENDINGS_AT_ONCE). */
   readonly #endings = new Gate(ENDINGS_AT_ONCE, ENDING_TURN_MS);
-  /** Collect-mode bytes (maxBytes) of the process creates under way, before their sessions count their own. */
-  #collectPending = 0;
+  /** Collect-mode bytes (maxBytes) of the process creates under way, by owner, before their sessions count their own. */
+  readonly #collectPending = new Map<string, number>();
+  /** The rule and the words of the collect budget; the bytes held are counted by the sessions themselves (#collectHeld). */
+  readonly #collectBudget: ByteBudget;
   /** Per owner, creates under way: they hold a slot before their session exists. */
   readonly #reserved = new Map<string, number>();
   #orphanSweep: NodeJS.Timeout | undefined;
@@ -140,6 +144,14 @@ export class SessionRegistry {
     this.#limits = limits;
     this.#log = log;
     this.#ledger = new RequestLedger(2 * limits.maxSessionsPerOwner + limits.maxRetainedPerOwner);
+    this.#collectBudget = new ByteBudget(limits.collectBudgetBytes, {
+      what: (owner) =>
+        owner === undefined ? 'collected output of running and retained processes' : `collected output of owner ${owner}'s running and retained processes`,
+      flag: '--collect-budget-bytes',
+      // A process's stdout and stderr, each at the most it may collect.
+      largest: 2 * schemas.MAX_COLLECT_BYTES,
+      retry: 'create it once others ended, or collect less',
+    });
     if (limits.orphanTimeoutMs > 0) {
       this.#orphanSweep = setInterval(() => this.#sweepOrphans(), Math.min(60_000, Math.max(100, limits.orphanTimeoutMs / 4)));
       this.#orphanSweep.unref();
@@ -289,16 +301,13 @@ export class SessionRegistry {
       const limits = this.sessionLimits(options.limits);
       const release = this.#admit(owner);
       const wanted = collectBytesOf(spec);
-      const held = wanted > 0 ? this.#collectHeld() : 0;
-      if (wanted > 0 && held + wanted > this.#limits.collectBudgetBytes) {
+      const refused = wanted > 0 ? this.#collectBudget.refusal(owner, wanted, this.#collectHeld(owner), this.#collectHeld()) : undefined;
+      if (refused !== undefined) {
         release();
-        throw new ServiceError(
-          'LIMIT_EXCEEDED',
-          `collected output of running and retained processes already holds ${held} of the daemon's ${this.#limits.collectBudgetBytes} bytes; this process asks for ${wanted}`,
-        );
+        throw refused;
       }
       // Held from before the spawn's await, like the session slot: concurrent creates cannot all pass the budget.
-      this.#collectPending += wanted;
+      this.#collectPending.set(owner, (this.#collectPending.get(owner) ?? 0) + wanted);
       try {
         // Chunks collected before the session exists need no announcing: nobody waits for them yet.
         const made: { session?: ProcessSession } = {};
@@ -313,7 +322,9 @@ export class SessionRegistry {
         return session;
       } finally {
         release();
-        this.#collectPending -= wanted;
+        const pending = (this.#collectPending.get(owner) ?? 0) - wanted;
+        if (pending > 0) this.#collectPending.set(owner, pending);
+        else this.#collectPending.delete(owner);
       }
     });
   }
@@ -321,11 +332,14 @@ export class SessionRegistry {
   /**
    * Bytes of the collect budget held: each process's tails at their maxBytes
    * while it runs, at what they retain once its streams ended (they stay
-   * readable until it is forgotten), and the creates under way at theirs.
+   * readable until it is forgotten), and the creates under way at theirs:
+   * `owner`'s, or everyone's.
    */
-  #collectHeld(): number {
-    let bytes = this.#collectPending;
-    for (const session of this.#sessions.values()) if (session.kind === 'process') bytes += session.collectHeld;
+  #collectHeld(owner?: string): number {
+    let bytes = 0;
+    for (const [whose, pending] of this.#collectPending) if (owner === undefined || whose === owner) bytes += pending;
+    for (const session of this.#sessions.values())
+      if (session.kind === 'process' && (owner === undefined || session.owner === owner)) bytes += session.collectHeld;
     return bytes;
   }
 
