@@ -13,6 +13,7 @@ import { afterAll, describe, expect } from 'vitest';
 import { ALICE, BOB, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { TEXT_ANSWER_COPIES } from '../../service/src/server/byte-budget.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -114,14 +115,14 @@ describe("one owner's share of the collect budget", () => {
 });
 
 describe('the answers being read and sent', () => {
-  /** A daemon whose answers may hold 48 MiB, and whose whole-text reads are of at most 8 MiB: one owner holds one such read's 24 MiB. */
+  /** A daemon whose answers may hold 64 MiB, and whose whole-text reads are of at most 8 MiB: one owner holds one such read's 32 MiB. */
   let daemon: TestDaemon;
   const large = join(directory, 'large.txt');
 
   test("hold a whole-text read's text until it is sent, within the owner's share: a client that never reads refuses its owner's next, not another owner's", async ({
     startDaemon,
   }) => {
-    daemon = await startDaemon({ maxReadTextBytes: 8 * MiB, answerBudgetBytes: 48 * MiB });
+    daemon = await startDaemon({ maxReadTextBytes: 8 * MiB, answerBudgetBytes: 64 * MiB });
     const held = (): number => daemon.daemon.answers.held;
     writeFileSync(large, LINE.repeat(LARGE_BYTES / LINE.length));
     const body = Buffer.from(JSON.stringify({ path: large }));
@@ -131,7 +132,7 @@ describe('the answers being read and sent', () => {
     stalled.socket.once('data', () => stalled.socket.pause());
     await waitFor('the answer to be sent', () => stalled.answer().startsWith('HTTP/1.1 200 '));
     // Read and answered, the text is held while the answer is sent.
-    expect(held()).toBe(3 * LARGE_BYTES);
+    expect(held()).toBe(TEXT_ANSWER_COPIES * LARGE_BYTES);
     const refused = await daemon.request('POST', '/v1/fs/read-text', { body: { path: large } });
     expect(refused).toMatchObject({
       status: 429,
@@ -139,7 +140,7 @@ describe('the answers being read and sent', () => {
         error: {
           code: 'LIMIT_EXCEEDED',
           message: expect.stringMatching(
-            /^the answers to owner alice's calls being read and sent already hold \d+ of the 25165824 bytes one owner may hold of --answer-budget-bytes's 50331648/,
+            /^the answers to owner alice's calls being read and sent already hold \d+ of the 33554432 bytes one owner may hold of --answer-budget-bytes's 67108864/,
           ) as string,
         },
       },
