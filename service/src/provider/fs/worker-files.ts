@@ -41,6 +41,28 @@ const WORKER_NODE_FLAGS = process.allowedNodeEnvironmentFlags.has('--disable-sig
 /** A request the worker's channel refused to carry: the worker never had it, so it may be sent again, to another. */
 class UnsentRequest extends FsFailure {}
 
+/** A request the worker had, or may have had, when it ended without answering it. */
+class LostRequest extends FsFailure {}
+
+/**
+ * The calls that change nothing in the world: one lost with its worker (killed
+ * from outside while it had the call, or as the call reached it) is made again,
+ * once, by a new worker. A call that changes something may have been made
+ * before the worker ended, so it fails instead.
+ */
+const REPEATABLE: ReadonlySet<WorkerMethod> = new Set<WorkerMethod>([
+  'resolve',
+  'stat',
+  'lstat',
+  'readText',
+  'listDir',
+  'look',
+  'readBytes',
+  'openContent',
+  'streamText',
+  'digest',
+]);
+
 export interface WorkerUser {
   readonly name: string;
   readonly uid: number;
@@ -95,6 +117,10 @@ export class FileWorker {
     try {
       return await this.#send(method, args);
     } catch (error) {
+      if (error instanceof LostRequest && REPEATABLE.has(method) && !this.#closed) {
+        await this.#start();
+        return await this.#send(method, args);
+      }
       if (!(error instanceof UnsentRequest)) throw error;
       // A worker killed from outside whose end was not seen yet (its channel still looked open): the write
       // failed, so the worker never had the call, and a new worker makes it, once.
@@ -187,7 +213,7 @@ export class FileWorker {
     for (const [id, pending] of this.#pending) {
       this.#pending.delete(id);
       const message = `the file worker of user ${this.user.name} ${why}`;
-      pending.reject(pending.sent ? new FsFailure('FS_IO_ERROR', message) : new UnsentRequest('FS_IO_ERROR', message));
+      pending.reject(pending.sent ? new LostRequest('FS_IO_ERROR', message) : new UnsentRequest('FS_IO_ERROR', message));
     }
   }
 
