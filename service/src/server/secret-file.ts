@@ -84,7 +84,10 @@ export function readSecretFile(path: string, what: string, reader: Reader = daem
       return fail(`the directory ${directory} belongs to uid ${info.uid}, neither root nor the daemon's uid ${reader.uid}, who could swap what is in it`);
     if ((info.mode & 0o022) === 0) return { path: directory, ownedEntries: false };
     if ((info.mode & S_ISVTX) === 0) {
-      return fail(`the directory ${directory} may be written by its group or other users (mode ${octal(info.mode)}), who could swap what is in it`);
+      // A directory's access control list shows in its mode: the group bits are its mask, which holds every
+      // named user's and group's rights, so one that lets another user write is refused here too.
+      const listed = hasAccessAcl(directory) === true ? ' (its access control list, which getfacl shows, names who)' : '';
+      return fail(`the directory ${directory} may be written by its group or other users (mode ${octal(info.mode)})${listed}, who could swap what is in it`);
     }
     return { path: directory, ownedEntries: true };
   };
