@@ -44,7 +44,8 @@ export interface CallContext {
    * Sets aside `bytes` of the answer budget (--answer-budget-bytes) for what
    * this call holds to answer: all it holds so far, so a call takes more, or
    * gives back what it set aside and did not need. Held until the answer is
-   * sent. Past the budget, or the owner's share of it, it takes nothing.
+   * sent. Past the budget, or the owner's share of it, it takes nothing. An
+   * answer larger than the share takes the share.
    * @throws {ServiceError} LIMIT_EXCEEDED, naming the budget
    */
   readonly holdAnswer: (bytes: number) => void;

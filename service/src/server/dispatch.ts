@@ -152,7 +152,9 @@ export class Dispatcher {
       // The bytes this call's answer set aside, held until the transport sent it.
       const owner = (principal as Principal | undefined)?.owner ?? NOBODY;
       const { answers } = this.#services;
-      const holdAnswer = (bytes: number): void => {
+      const holdAnswer = (asked: number): void => {
+        // An answer larger than an owner's share (a collected tail of hundreds of MiB) holds the share: no call is refused for its size alone.
+        const bytes = Math.min(asked, answers.share);
         if (bytes > heldForAnswer) {
           const refused = answers.take(owner, bytes - heldForAnswer);
           if (refused !== undefined) throw refused;
