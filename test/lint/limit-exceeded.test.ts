@@ -13,6 +13,7 @@ import { ERROR_CATALOG } from '@execworld/sdk/protocol';
 const BOUNDS: Record<string, readonly string[]> = {
   'sdk/src/client/protocol-client.ts': ['calls waiting for an answer', 'subscriptions open'],
   'service/src/provider/input-backlog.ts': ['Input waiting for a program that does not read'],
+  'service/src/provider/local-runtime.ts': ['the pids all its sessions hold together'],
   'service/src/server/byte-budget.ts': ['each owner held to at most half of each', 'the budget of answers being read and sent'],
   'service/src/server/forwards.ts': ['port forwards open'],
   'service/src/server/handlers.ts': ['minted tokens that are good'],

@@ -10,12 +10,18 @@
  * a run opens the file, writes its reset, reads its peak through that same
  * descriptor, holds no more than one, and falls back to the session's peak
  * where the write is refused.
+ *
+ * An owner's group on v2 is a cgroup between the daemon's and its sessions'
+ * (`<daemon's>/<group>/<session>`): it hands the controllers down and its
+ * `pids.max` holds the group's total, raised for the instant of a spawn by
+ * the daemon's own threads and put back. The kernel's enforcement of a
+ * group's total is proven on v1 by test/server/owner-pids.test.ts.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CgroupControllers } from '../../service/src/provider/containment/cgroup-limits.ts';
+import { CgroupControllers, finitePidsMaxUpFrom } from '../../service/src/provider/containment/cgroup-limits.ts';
 
 const made: string[] = [];
 afterEach(() => {
@@ -39,7 +45,7 @@ describe('limits on cgroup v2', () => {
     const { daemon, session } = v2Cgroup('cpuset cpu io memory pids');
     const controllers = new CgroupControllers(daemon, 'unused', { hierarchies: [] });
     expect([...controllers.v2].sort()).toEqual(['cpu', 'memory', 'pids']);
-    expect(controllers.support()).toEqual({ supported: ['memoryBytes', 'pids', 'cpu'], unsupported: [] });
+    expect(controllers.support()).toEqual({ supported: ['memoryBytes', 'pids', 'cpu'], unsupported: [], groupPids: expect.any(Number) });
     controllers.cell('s-1', session, { memoryBytes: 100 << 20, pids: 64, cpu: 0.25 });
     expect(readFileSync(join(session, 'memory.max'), 'latin1')).toBe(String(100 << 20));
     expect(readFileSync(join(session, 'memory.swap.max'), 'latin1')).toBe('0');
@@ -127,6 +133,65 @@ describe('limits on cgroup v2', () => {
     expect(cell.meter().usage()).toMatchObject({ peakScope: 'session' });
     expect(readFileSync('/proc/self/oom_score_adj', 'latin1')).toBe(before);
     expect(openFds()).toBe(fds);
+    controllers.close();
+  });
+
+  it("a group's cgroup hands the controllers down, holds the group's total, and is raised only for a spawn", () => {
+    const { daemon } = v2Cgroup('memory pids cpu');
+    const controllers = new CgroupControllers(daemon, 'unused', { hierarchies: [] });
+    expect(controllers.groupsHeld).toBe(true);
+    const group = join(daemon, 'o-1');
+    mkdirSync(group);
+    expect(controllers.group(group, { key: 'o-1', pids: 40 })).toBe(40);
+    expect(readFileSync(join(group, 'cgroup.subtree_control'), 'latin1')).toBe('+memory +pids +cpu');
+    expect(readFileSync(join(group, 'pids.max'), 'latin1')).toBe('40');
+    const session = join(group, 's-1');
+    mkdirSync(session);
+    const cell = controllers.cell('s-1', session, { pids: 8 }, { key: 'o-1', total: 40 });
+    expect(readFileSync(join(session, 'pids.max'), 'latin1')).toBe('8');
+    expect(cell.groupPids).toBe(40);
+    // During the spawn both limits have room for the daemon's own threads; after it, their own values.
+    const during = cell.inside(() => [readFileSync(join(session, 'pids.max'), 'latin1'), readFileSync(join(group, 'pids.max'), 'latin1')].map(Number));
+    expect(during[0]).toBeGreaterThan(8);
+    expect(during[1]! - 40).toBe(during[0]! - 8);
+    expect(readFileSync(join(session, 'pids.max'), 'latin1')).toBe('8');
+    expect(readFileSync(join(group, 'pids.max'), 'latin1')).toBe('40');
+    // Full once its pids.current reaches the total.
+    writeFileSync(join(group, 'pids.current'), '39\n');
+    expect(cell.groupFull()).toBe(false);
+    writeFileSync(join(group, 'pids.current'), '40\n');
+    expect(cell.groupFull()).toBe(true);
+    controllers.close();
+  });
+
+  it("a group's default total is half the fewest pids the host and the cgroups above the daemon allow", () => {
+    const root = mkdtempSync(join(tmpdir(), 'execworld-v2-tree-'));
+    made.push(root);
+    // <root>/<pod: pids.max 100>/<daemon's own: max>/<daemon's cgroup of session cgroups>
+    const pod = join(root, 'pod');
+    const own = join(pod, 'daemon');
+    const daemon = join(own, 'execworld-1');
+    mkdirSync(daemon, { recursive: true });
+    writeFileSync(join(pod, 'pids.max'), '100\n');
+    writeFileSync(join(own, 'pids.max'), 'max\n');
+    writeFileSync(join(daemon, 'cgroup.controllers'), 'pids\n');
+    writeFileSync(join(daemon, 'cgroup.subtree_control'), '');
+    expect(finitePidsMaxUpFrom(own)).toEqual([100]);
+    const controllers = new CgroupControllers(daemon, 'unused', { hierarchies: [] });
+    expect(controllers.defaultGroupPids()).toBe(50);
+    expect(controllers.support().groupPids).toBe(50);
+    // A group that names no total gets the default.
+    mkdirSync(join(daemon, 'o-2'));
+    expect(controllers.group(join(daemon, 'o-2'), { key: 'o-2' })).toBe(50);
+    expect(readFileSync(join(daemon, 'o-2', 'pids.max'), 'latin1')).toBe('50');
+    controllers.close();
+  });
+
+  it('without a pids controller no group is held', () => {
+    const { daemon } = v2Cgroup('memory cpu');
+    const controllers = new CgroupControllers(daemon, 'unused', { hierarchies: [] });
+    expect(controllers.groupsHeld).toBe(false);
+    expect(controllers.support()).not.toHaveProperty('groupPids');
     controllers.close();
   });
 });

@@ -47,7 +47,7 @@ export const ERROR_CATALOG = {
     status: 429,
     description:
       'A configured bound was reached; the message names which. Per owner: its running terminals and processes, shells, ' +
-      "WebSocket connections, HTTP requests in flight, its previews' requests and WebSockets in flight, subscriptions, open uploads, creates with a requestId under way, MCP tasks held, minted tokens that are good, or port forwards open. " +
+      "WebSocket connections, HTTP requests in flight, its previews' requests and WebSockets in flight, subscriptions, open uploads, creates with a requestId under way, MCP tasks held, minted tokens that are good, port forwards open, or the pids all its sessions hold together (a create whose fork the kernel refused). " +
       'On one connection: calls in flight, subscriptions, or bytes written to a port forward past its window (and, in the SDK, calls waiting for an answer or subscriptions open ' +
       "on the client's side). Daemon-wide, with each owner held to at most half of each: the collect budget, the budget of request bodies, " +
       'or the budget of answers being read and sent (retry once other requests are done). Input waiting for a program that does not read (retry once it reads); the cells of a terminal screen; ' +

@@ -77,6 +77,13 @@ export interface ProcessExtensions {
   readonly runAs?: RunAs | undefined;
   /** What the process tree may use (see containment/cgroup-limits.ts); refused where this host cannot enforce it. */
   readonly limits?: SessionLimits | undefined;
+  /**
+   * The group the session belongs to (the daemon's owner, as a cgroup name:
+   * letters, digits, `_`, `-` and `.`, not `s-…`): all the sessions of one
+   * group are held together to the provider's group total of pids
+   * (`LimitSupport.groupPids`) where it can hold them.
+   */
+  readonly group?: string | undefined;
 }
 
 /** Extensions of a terminal spawn beyond the seam. */
@@ -85,6 +92,8 @@ export interface TerminalExtensions {
   readonly runAs?: RunAs | undefined;
   /** What the terminal's session may use; refused where this host cannot enforce it. */
   readonly limits?: SessionLimits | undefined;
+  /** The group the session belongs to (see {@link ProcessExtensions.group}). */
+  readonly group?: string | undefined;
 }
 
 /** A managed process tree, as the daemon holds it. */

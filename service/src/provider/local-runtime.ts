@@ -18,7 +18,8 @@ import type {
 } from './api.ts';
 import { SpillDirectory, type SpillFileSystem } from './collector.ts';
 import type { Containment, ContainmentChoice, ContainmentMode, SessionCell } from './containment/index.ts';
-import type { LimitSupport } from './containment/containment.ts';
+import type { CellGroup, LimitSupport } from './containment/containment.ts';
+import { isGroupKey } from './containment/cgroup-limits.ts';
 import type { SessionRecorder } from './containment/journal.ts';
 import { ProviderError, type ProviderErrorCode } from './errors.ts';
 import { UserWorkers, type FileWorker } from './fs/worker-files.ts';
@@ -86,6 +87,13 @@ export interface LocalRuntimeOptions {
    * @default workers of this runtime's own, started when first needed
    */
   readonly users?: UserWorkers;
+  /**
+   * The most pids (processes and threads at once) all the sessions of one
+   * group (`group` of a spawn's extensions) hold together, where a pids
+   * controller can hold them.
+   * @default the containment's: half the smallest of pid_max, threads-max and the daemon's cgroups' pids.max
+   */
+  readonly groupPids?: number;
 }
 
 /**
@@ -189,7 +197,34 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
 
   /** Which session limits this runtime's containment enforces, and why not the others. */
   limitSupport(): LimitSupport {
-    return this.#cells.limitSupport();
+    const support = this.#cells.limitSupport();
+    const groupPids = this.#options.groupPids;
+    return support.groupPids === undefined || groupPids === undefined ? support : { ...support, groupPids };
+  }
+
+  /** The cell group of a spawn's `group`: its key, and this runtime's total when it names one. */
+  #group(group: string | undefined): CellGroup | undefined {
+    if (group === undefined) return undefined;
+    if (!isGroupKey(group)) throw new ProviderError('INVALID_ARGUMENT', `group ${JSON.stringify(group)} is not a plain name of letters, digits, _, - and .`);
+    return { key: group, pids: this.#options.groupPids };
+  }
+
+  /**
+   * A spawn that the kernel refused (EAGAIN, or a terminal's fork that
+   * failed) while its group held its whole total of pids: LIMIT_EXCEEDED,
+   * naming the total. Anything else as it came.
+   */
+  #groupRefusal(error: unknown, cell: SessionCell | undefined, terminal: boolean): unknown {
+    if (cell?.groupFull === undefined) return error;
+    const code = (error as NodeJS.ErrnoException | undefined)?.code;
+    if (!terminal && code !== 'EAGAIN') return error;
+    if (!cell.groupFull()) return error;
+    const total = this.limitSupport().groupPids;
+    return new ProviderError(
+      'LIMIT_EXCEEDED',
+      `the sessions of this group already hold all${total === undefined ? '' : ` ${total}`} pids of their total together: the kernel refused the fork (${code ?? (error as Error).message})`,
+      { cause: error },
+    );
   }
 
   /**
@@ -211,7 +246,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     assertStdio(spec.stdio);
     const env = this.#environmentFor(spec.env, hooks.runAs);
     this.#platform.sealDescriptors();
-    const { key, cell } = this.#cells.create(hooks.limits ?? request.limits);
+    const { key, cell } = this.#cells.create(hooks.limits ?? request.limits, this.#group(hooks.group));
     let handle: ManagedProcess;
     try {
       handle = new ManagedProcess(spec, env, { ...this.#processHost(hooks.runAs), cell }, hooks);
@@ -275,7 +310,11 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
     const runAs = extensions.runAs;
     if (runAs !== undefined) await this.#checkLaunch(runAs, spec.argv[0], this.#environmentFor(spec.env, runAs), spec.cwd);
     const handle = this.spawn(spec, extensions);
-    await handle.spawned;
+    try {
+      await handle.spawned;
+    } catch (error) {
+      throw this.#groupRefusal(error, this.#terminalCells.get(handle)?.cell, false);
+    }
     return handle;
   }
 
@@ -313,7 +352,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
       program = launchAs(runAs, file, args, spec.cwd);
     }
     this.#platform.sealDescriptors();
-    const { key, cell } = this.#cells.create(extensions.limits ?? request.limits);
+    const { key, cell } = this.#cells.create(extensions.limits ?? request.limits, this.#group(extensions.group));
     let terminal: HostTerminal;
     try {
       terminal = terminals.open({
@@ -327,8 +366,9 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
         ...(this.#options.inputBacklogBytes === undefined ? {} : { inputBacklogBytes: this.#options.inputBacklogBytes }),
       });
     } catch (error) {
+      const refusal = this.#groupRefusal(error, cell, true);
       cell?.remove();
-      throw error;
+      throw refusal;
     }
     this.#cells.recordRoot(key, terminal.pid);
     this.#ownTerminal(terminal, key, cell);

@@ -8,7 +8,7 @@
  */
 import { NO_CONTAINMENT, type Containment, type ContainmentChoice, type ContainmentMode, type SessionCell } from './containment/index.ts';
 import type { SessionRecorder } from './containment/journal.ts';
-import { assertLimits, LIMIT_NAMES, limitsAsked, type LimitSupport, type SessionLimits } from './containment/cgroup-limits.ts';
+import { assertLimits, LIMIT_NAMES, limitsAsked, type CellGroup, type LimitSupport, type SessionLimits } from './containment/cgroup-limits.ts';
 import { ProviderError } from './errors.ts';
 import type { ProcessIdentity } from './inspect/inspector.ts';
 import type { Platform } from './platform/platform.ts';
@@ -52,10 +52,11 @@ export class SessionCells {
   }
 
   /**
-   * A new cell and its key, held to `limits`; undefined cell where nothing contains sessions.
+   * A new cell and its key, held to `limits`, and with the other sessions of
+   * `group` to its total; undefined cell where nothing contains sessions.
    * @throws {ProviderError} INVALID_ARGUMENT for a limit out of range or one this host cannot enforce, naming it.
    */
-  create(limits?: SessionLimits): { key: string; cell: SessionCell | undefined } {
+  create(limits?: SessionLimits, group?: CellGroup): { key: string; cell: SessionCell | undefined } {
     assertLimits(limits);
     const asked = limitsAsked(limits);
     if (asked.length > 0 && this.#get().limitSupport === undefined) {
@@ -64,7 +65,7 @@ export class SessionCells {
     }
     lastSessionNumber += 1;
     const key = `s-${lastSessionNumber}`;
-    const cell = this.#get().create(key, asked.length > 0 ? limits : undefined);
+    const cell = this.#get().create(key, asked.length > 0 ? limits : undefined, group);
     this.#keys.add(key);
     return { key, cell };
   }

@@ -23,6 +23,15 @@
  * charged to the session's memory cgroup (v1 charges by the address space's
  * owner, the main thread): the pages of one fork.
  *
+ * Groups: the sessions of one group (the daemon's owner) are held together
+ * to a total of pids, by the kernel. Their cells are made in a cgroup of the
+ * group's (`<daemon's cgroup>/<group>/<session>`: in the v2 tree, whose
+ * `pids.max` holds the total where v2 has the pids controller, and in the v1
+ * pids hierarchy on a hybrid host), made when its first session is and
+ * removed once its last session's cell is. The group's cgroup never holds a
+ * process; on v2 it hands its controllers down (`cgroup.subtree_control`).
+ * Without a total of its own a group gets {@link CgroupControllers.defaultGroupPids}.
+ *
  * Usage: cpu from v2's `cpu.stat` (kept by every v2 cgroup, controller or
  * not) or v1's `cpuacct`; peak memory from `memory.peak` (v2, with the
  * memory controller) or `memory.max_usage_in_bytes` (v1), reset for each run
@@ -40,11 +49,11 @@
  * @module
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import type { SessionLimits, SessionUsage, UsageMeter } from '@execworld/sdk/seam';
 import { ProviderError } from '../errors.ts';
-import { childCgroups, errnoCode, type MountInfoEntry } from './cgroup-fs.ts';
+import { descendantsOf, errnoCode, type MountInfoEntry } from './cgroup-fs.ts';
 import { usageBetween, ZERO_COUNTERS, type UsageCounters } from './usage.ts';
 
 export type { SessionLimits, SessionUsage, UsageMeter };
@@ -68,6 +77,26 @@ export interface SessionAccounting {
 export interface LimitSupport {
   readonly supported: readonly LimitName[];
   readonly unsupported: readonly { readonly name: LimitName; readonly reason: string }[];
+  /**
+   * The most pids (processes and threads) all the sessions of one group (the
+   * daemon's owner) hold together; absent where no pids controller holds them.
+   */
+  readonly groupPids?: number;
+}
+
+/**
+ * The group a session's cell is made in: `key` names its cgroup (a cgroup
+ * name, never a session key `s-…`), `pids` is the total all its sessions hold
+ * together (the containment's default when absent).
+ */
+export interface CellGroup {
+  readonly key: string;
+  readonly pids?: number | undefined;
+}
+
+/** Whether `key` may name a group's cgroup: a plain cgroup name that no session key (`s-<n>`) can be. */
+export function isGroupKey(key: string): boolean {
+  return /^[\w-][\w.-]{0,99}$/.test(key) && !/^s-/.test(key);
 }
 
 /** The smallest memory limit taken: below it nothing starts. */
@@ -209,6 +238,8 @@ export class CgroupControllers {
   readonly #oomFd: number | undefined;
   /** The daemon's own oom_score_adj, returned to after each spawn. */
   readonly #ownOomScoreAdj: string;
+  readonly #v2Directory: string;
+  #defaultGroupPids: number | undefined;
 
   /**
    * @param v2Directory the daemon's v2 cgroup of session cgroups (holds no process).
@@ -217,6 +248,7 @@ export class CgroupControllers {
    */
   constructor(v2Directory: string, name: string, options: { hierarchies?: readonly V1Hierarchy[]; stale?: (name: string) => boolean } = {}) {
     const { hierarchies } = options;
+    this.#v2Directory = v2Directory;
     const v2 = new Set<string>();
     const available = (readText(join(v2Directory, 'cgroup.controllers')) ?? '').trim().split(/\s+/);
     for (const controller of ['memory', 'pids', 'cpu']) {
@@ -290,7 +322,46 @@ export class CgroupControllers {
     }
   }
 
-  /** Which limits can be enforced, and why not the others. */
+  /** Whether a pids controller follows the sessions (v2 delegated, or the v1 hierarchy): groups are held to their totals. */
+  get groupsHeld(): boolean {
+    return this.v2.has('pids') || this.#v1.has('pids');
+  }
+
+  /**
+   * The total of a group that names none: half of the fewest pids this host
+   * and the cgroups above the daemon allow (the smallest of
+   * `/proc/sys/kernel/pid_max`, `/proc/sys/kernel/threads-max` and every
+   * finite `pids.max` from the daemon's cgroup up), so that one group alone
+   * never takes what the world needs to go on: the daemon, its health, other
+   * owners. Read once.
+   */
+  defaultGroupPids(): number {
+    if (this.#defaultGroupPids !== undefined) return this.#defaultGroupPids;
+    const bounds = [readNumber('/proc/sys/kernel/pid_max'), readNumber('/proc/sys/kernel/threads-max')];
+    const pidsOrigin = this.v2.has('pids') ? dirname(this.#v2Directory) : this.#v1.get('pids')?.origin;
+    if (pidsOrigin !== undefined) bounds.push(...finitePidsMaxUpFrom(pidsOrigin));
+    const fewest = Math.min(...bounds.filter((bound): bound is number => bound !== undefined && bound > 0), MAX_PIDS);
+    this.#defaultGroupPids = Math.max(1, Math.floor(fewest / 2));
+    return this.#defaultGroupPids;
+  }
+
+  /**
+   * Readies the cgroup of a group before a session's cell is made in it: on
+   * v2, `v2Directory` hands the enabled controllers down and its `pids.max`
+   * holds the group's total; on v1, the group's cgroup in the pids hierarchy,
+   * with the total. Answers the total.
+   * @throws {ProviderError} INVALID_ARGUMENT when the kernel refuses the total.
+   */
+  group(v2Directory: string, group: CellGroup): number {
+    const total = group.pids ?? this.defaultGroupPids();
+    if (this.v2.size > 0) writeFileSync(join(v2Directory, 'cgroup.subtree_control'), [...this.v2].map((controller) => `+${controller}`).join(' '));
+    if (this.v2.has('pids')) writeControl(join(v2Directory, 'pids.max'), String(total), 'pids');
+    const pids = this.#v1.get('pids');
+    if (pids !== undefined) writeControl(join(makeCgroup(join(pids.directory, group.key)), 'pids.max'), String(total), 'pids');
+    return total;
+  }
+
+  /** Which limits can be enforced, and why not the others; the total of a group that names none, where groups are held. */
   support(): LimitSupport {
     const supported: LimitName[] = [];
     const unsupported: { name: LimitName; reason: string }[] = [];
@@ -306,14 +377,16 @@ export class CgroupControllers {
         });
       }
     }
-    return { supported, unsupported };
+    return { supported, unsupported, ...(this.groupsHeld ? { groupPids: this.defaultGroupPids() } : {}) };
   }
 
   /**
-   * The limits and accounting of a new session cgroup at `v2Path` named `key`.
+   * The limits and accounting of a new session cgroup at `v2Path` named
+   * `key`; in `group`'s cgroup (readied by {@link group}, `v2Path`'s parent
+   * on v2) when given, held to its `total`.
    * @throws {ProviderError} INVALID_ARGUMENT for a limit this host cannot enforce, naming it.
    */
-  cell(key: string, v2Path: string, limits: SessionLimits | undefined): CellControls {
+  cell(key: string, v2Path: string, limits: SessionLimits | undefined, group?: { readonly key: string; readonly total: number }): CellControls {
     assertLimits(limits);
     const support = this.support();
     for (const name of limitsAsked(limits)) {
@@ -337,10 +410,11 @@ export class CgroupControllers {
         const wanted =
           controller === 'cpuacct' ||
           controller === 'memory' ||
-          (controller === 'pids' && limits?.pids !== undefined) ||
+          (controller === 'pids' && (limits?.pids !== undefined || group !== undefined)) ||
           (controller === 'cpu' && limits?.cpu !== undefined);
         if (!wanted) continue;
-        const path = makeCgroup(join(hierarchy.directory, key));
+        // Only the pids hierarchy holds groups: the group's total is counted there.
+        const path = makeCgroup(controller === 'pids' && group !== undefined ? join(hierarchy.directory, group.key, key) : join(hierarchy.directory, key));
         v1.push({ controller, path, tasks: openSync(join(path, 'tasks'), 'w') });
         if (controller === 'memory' && limits?.memoryBytes !== undefined) {
           writeControl(join(path, 'memory.limit_in_bytes'), String(limits.memoryBytes), 'memoryBytes');
@@ -361,7 +435,12 @@ export class CgroupControllers {
       }
       throw error;
     }
-    return new CellControls(this, v2Path, v1, limits ?? {});
+    let groupPidsFile: string | undefined;
+    if (group !== undefined) {
+      if (this.v2.has('pids')) groupPidsFile = join(dirname(v2Path), 'pids.max');
+      else if (this.#v1.has('pids')) groupPidsFile = join(this.#v1.get('pids')!.directory, group.key, 'pids.max');
+    }
+    return new CellControls(this, v2Path, v1, limits ?? {}, groupPidsFile === undefined ? undefined : { pidsFile: groupPidsFile, total: group!.total });
   }
 
   /** Moves this process's main thread into the v1 cgroups `cells` (by their `tasks` descriptors). */
@@ -400,6 +479,8 @@ export class CgroupControllers {
     if (this.#oomFd !== undefined) closeQuietly(this.#oomFd);
     for (const hierarchy of this.#v1.values()) {
       closeQuietly(hierarchy.back);
+      // The groups' cgroups left empty, then the daemon's own; one still in use stays for a later start.
+      for (const directory of descendantsOf(hierarchy.directory)) rmdirQuietly(directory);
       rmdirQuietly(hierarchy.directory);
     }
     this.#v1.clear();
@@ -423,7 +504,8 @@ function sweepStaleV1(origin: string, stale: (name: string) => boolean): void {
   for (const name of names) {
     if (!stale(name)) continue;
     const directory = join(origin, name);
-    for (const child of childCgroups(directory)) rmdirQuietly(child);
+    // Deepest first: the session cgroups in a group's, then the group's.
+    for (const child of descendantsOf(directory)) rmdirQuietly(child);
     rmdirQuietly(directory);
   }
 }
@@ -439,6 +521,22 @@ function ownThreadCount(): number {
 
 function ownThreadsIn(path: string): string[] {
   return (readText(join(path, 'tasks')) ?? '').split('\n').filter((tid) => tid !== '' && existsSync(`/proc/self/task/${tid}`));
+}
+
+/**
+ * The finite `pids.max` of the cgroup at `directory` and of each one above it,
+ * up to the first without the file (the root of its hierarchy, or of the
+ * cgroup namespace's view).
+ */
+export function finitePidsMaxUpFrom(directory: string): number[] {
+  const found: number[] = [];
+  for (let dir = directory; ; dir = dirname(dir)) {
+    const text = readText(join(dir, 'pids.max'));
+    if (text === undefined) break;
+    if (/^\d+$/.test(text.trim())) found.push(Number(text.trim()));
+    if (dirname(dir) === dir) break;
+  }
+  return found;
 }
 
 /** cpu.max's / cfs_quota_us's quota for `cores` at the period. */
@@ -554,23 +652,34 @@ export class CellControls {
   #runPeak: RunPeak | undefined;
   /** A memory controller follows the session (its memory now is known while it runs). */
   readonly #memoryFollowed: boolean;
+  /** The `pids.max` of the session's group and the group's total, when it is in one. */
+  readonly #group: { readonly pidsFile: string; readonly total: number } | undefined;
 
-  constructor(controllers: CgroupControllers, v2Path: string, v1: { controller: V1Controller; path: string; tasks: number }[], limits: SessionLimits) {
+  constructor(
+    controllers: CgroupControllers,
+    v2Path: string,
+    v1: { controller: V1Controller; path: string; tasks: number }[],
+    limits: SessionLimits,
+    group?: { readonly pidsFile: string; readonly total: number },
+  ) {
     this.#controllers = controllers;
     this.#v2Path = v2Path;
     this.#v1 = v1;
+    this.#group = group;
     this.#memoryFollowed = controllers.v2.has('memory') || v1.some((entry) => entry.controller === 'memory');
     this.limits = limits;
   }
 
-  /** Runs `spawn` with this process's main thread in the session's v1 cgroups, and brings it back. */
   /**
    * Runs `spawn` with this process's main thread in the session's v1
    * cgroups, and brings it and the `threads` the spawn starts back. The
    * daemon's own tasks in the session's pids cgroup for the fork (v1: the
    * main thread and those; v2: every thread of the process and those) are
-   * added to its pids limit for that instant and no longer: the session's own
-   * processes never have more than their limit.
+   * added to its pids limit, and to its group's total, for that instant and
+   * no longer: the session's own processes never have more than their limit,
+   * nor its group's than the total. (The kernel lets a task move into a
+   * cgroup past its limit, and refuses a fork there: without the room, the
+   * daemon's own threads would take a full group's last pids.)
    */
   inside<T>(spawn: () => T, threads = 0): T {
     const v1 = this.#released ? [] : this.#v1;
@@ -578,28 +687,60 @@ export class CellControls {
     const pidsFile = pids === undefined ? undefined : this.#controllers.v2.has('pids') ? join(this.#v2Path, 'pids.max') : this.#pidsMaxV1();
     // v1 counts the main thread and the threads the spawn starts (`threads`); v2 the whole process and those.
     const room = (this.#controllers.v2.has('pids') ? ownThreadCount() : 1) + threads;
+    const group = this.#released ? undefined : this.#group;
     if (pids !== undefined && pidsFile !== undefined) writeControl(pidsFile, String(pids + room), 'pids');
+    try {
+      if (group !== undefined) writeControl(group.pidsFile, String(group.total + room), 'pids');
+    } catch (error) {
+      if (pids !== undefined && pidsFile !== undefined) writeControl(pidsFile, String(pids), 'pids');
+      throw error;
+    }
     this.#controllers.oomScore(true);
     try {
       this.#controllers.enter(v1);
     } catch (error) {
-      this.#restore(v1, pids, pidsFile);
+      this.#restore(v1, pids, pidsFile, group);
       throw error;
     }
     try {
       return spawn();
     } finally {
-      this.#restore(v1, pids, pidsFile);
+      this.#restore(v1, pids, pidsFile, group);
     }
   }
 
-  #restore(v1: readonly { controller: V1Controller; path: string }[], pids: number | undefined, pidsFile: string | undefined): void {
+  #restore(
+    v1: readonly { controller: V1Controller; path: string }[],
+    pids: number | undefined,
+    pidsFile: string | undefined,
+    group: { readonly pidsFile: string; readonly total: number } | undefined,
+  ): void {
     this.#controllers.oomScore(false);
     try {
       this.#controllers.leave(v1);
     } finally {
-      if (pids !== undefined && pidsFile !== undefined) writeControl(pidsFile, String(pids), 'pids');
+      try {
+        if (pids !== undefined && pidsFile !== undefined) writeControl(pidsFile, String(pids), 'pids');
+      } finally {
+        if (group !== undefined) writeControl(group.pidsFile, String(group.total), 'pids');
+      }
     }
+  }
+
+  /**
+   * Whether the session's group holds its whole total now (its `pids.current`
+   * at or past its `pids.max`): a fork of any of its sessions is refused.
+   * False where the session is in no group or the files cannot be read.
+   */
+  groupFull(): boolean {
+    if (this.#group === undefined) return false;
+    const current = readNumber(join(dirname(this.#group.pidsFile), 'pids.current'));
+    return current !== undefined && current >= this.#group.total;
+  }
+
+  /** The total of the session's group, when it is in one whose pids are held. */
+  get groupPids(): number | undefined {
+    return this.#group?.total;
   }
 
   #pidsMaxV1(): string | undefined {
@@ -750,6 +891,8 @@ export class CellControls {
       this.#released = true;
       for (const entry of this.#v1) closeQuietly(entry.tasks);
       this.#v1.length = 0;
+      // The group's v1 cgroup goes with its last session's (the kernel refuses while another is in it).
+      if (this.#group !== undefined && !this.#controllers.v2.has('pids')) rmdirQuietly(dirname(this.#group.pidsFile));
     }
     return removed;
   }

@@ -12,12 +12,20 @@
  * that starts children itself could start one into the session's cgroup. The
  * daemon has none; a library host with such workers should know.)
  *
- * Controllers are never enabled (no `cgroup.subtree_control` writes), so the
- * rule that a cgroup with controllers has no processes of its own never
- * applies; resource limits of the cgroups above still do.
+ * Controllers are enabled only in cgroups that never hold a process (the
+ * daemon's cgroup of session cgroups and a group's, see cgroup-limits.ts), so
+ * the rule that a cgroup with controllers has no processes of its own never
+ * bites; resource limits of the cgroups above still do.
+ *
+ * A session of a group (the daemon's owner) is made in the group's cgroup,
+ * `<own cgroup>/execworld-<pid>/<group>/<session key>`, where a pids
+ * controller can hold the group's sessions to a total together; the group's
+ * cgroup is made with its first session and removed with its last. Where no
+ * pids controller follows the sessions a group changes nothing: the session's
+ * cgroup is made directly in the daemon's, as one without a group.
  * @module
  */
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
 import {
@@ -34,9 +42,11 @@ import {
 } from './cgroup-fs.ts';
 import {
   CgroupControllers,
+  isGroupKey,
   LIMIT_NAMES,
   limitsAsked,
   type CellControls,
+  type CellGroup,
   type LimitSupport,
   type SessionLimits,
   type SessionAccounting,
@@ -155,17 +165,44 @@ export class CgroupContainment implements Containment {
     return this.#getControllers()?.support() ?? NO_CONTROLLERS;
   }
 
-  create(sessionKey: string, limits?: SessionLimits): CgroupCell {
+  create(sessionKey: string, limits?: SessionLimits, group?: CellGroup): CgroupCell {
     if (!/^[\w.-]+$/.test(sessionKey)) throw new Error(`session key ${JSON.stringify(sessionKey)} is not a cgroup name`);
-    let path = join(this.directory, sessionKey);
+    if (group !== undefined && !isGroupKey(group.key)) throw new Error(`group key ${JSON.stringify(group.key)} is not a cgroup name`);
+    const controllers = this.#getControllers();
+    const asked = limitsAsked(limits);
+    if (controllers === undefined && asked.length > 0) {
+      throw new ProviderError('INVALID_ARGUMENT', `limits.${asked[0]}: this containment looks for no controllers`);
+    }
+    // A group only where a pids controller holds it to its total.
+    const held = group !== undefined && controllers?.groupsHeld === true ? group : undefined;
+    const parent = held === undefined ? this.directory : join(this.directory, held.key);
+    let total: number | undefined;
+    if (held !== undefined) {
+      try {
+        mkdirSync(parent, { mode: 0o755 });
+      } catch (error) {
+        // The group's cgroup of its other sessions (or of this process's previous image, a takeover): shared.
+        if (errnoCode(error) !== 'EEXIST') throw error;
+      }
+      try {
+        total = controllers!.group(parent, held);
+      } catch (error) {
+        removeEmptyGroup(parent);
+        throw error;
+      }
+    }
+    let path = join(parent, sessionKey);
     for (let attempt = 1; ; attempt += 1) {
       try {
         mkdirSync(path, { mode: 0o755 });
         break;
       } catch (error) {
         // A cgroup of that name left by an earlier process with this pid is not reused.
-        if (errnoCode(error) !== 'EEXIST' || attempt >= 100) throw error;
-        path = join(this.directory, `${sessionKey}.${attempt}`);
+        if (errnoCode(error) !== 'EEXIST' || attempt >= 100) {
+          if (held !== undefined) removeEmptyGroup(parent);
+          throw error;
+        }
+        path = join(parent, `${sessionKey}.${attempt}`);
       }
     }
     let procs: number;
@@ -174,18 +211,15 @@ export class CgroupContainment implements Containment {
       procs = openSync(join(path, 'cgroup.procs'), 'w');
     } catch (error) {
       removeCgroup(path);
+      if (held !== undefined) removeEmptyGroup(parent);
       throw error;
     }
     try {
-      const controllers = this.#getControllers();
-      const asked = limitsAsked(limits);
-      if (controllers === undefined && asked.length > 0) {
-        throw new ProviderError('INVALID_ARGUMENT', `limits.${asked[0]}: this containment looks for no controllers`);
-      }
-      controls = controllers?.cell(basename(path), path, limits);
+      controls = controllers?.cell(basename(path), path, limits, held === undefined ? undefined : { key: held.key, total: total! });
     } catch (error) {
       closeSync(procs);
       removeCgroup(path);
+      if (held !== undefined) removeEmptyGroup(parent);
       throw error;
     }
     const cell = new CgroupCell(this, sessionKey, path, procs, controls);
@@ -200,7 +234,9 @@ export class CgroupContainment implements Containment {
    * told from then on.
    */
   adopt(sessionKey: string, path: string): CgroupCell {
-    if (dirname(path) !== this.directory) throw new Error(`${path} is not a session cgroup of this process`);
+    const parent = dirname(path);
+    const inGroup = dirname(parent) === this.directory && isGroupKey(basename(parent));
+    if (parent !== this.directory && !inGroup) throw new Error(`${path} is not a session cgroup of this process`);
     const cell = new CgroupCell(this, sessionKey, path, openSync(join(path, 'cgroup.procs'), 'w'));
     this.#cells.add(cell);
     return cell;
@@ -287,10 +323,14 @@ class CgroupCell implements SessionCell {
   #procs: number | undefined;
   #removed = false;
 
+  /** The cell is in a group's cgroup. */
+  readonly #inGroup: boolean;
+
   constructor(containment: CgroupContainment, key: string, path: string, procs: number, controls?: CellControls) {
     this.#containment = containment;
     this.key = key;
     this.path = path;
+    this.#inGroup = dirname(path) !== containment.directory;
     this.#procs = procs;
     this.#controls = controls;
   }
@@ -302,6 +342,10 @@ class CgroupCell implements SessionCell {
 
   usage(): SessionUsage | undefined {
     return this.#controls?.usage();
+  }
+
+  groupFull(): boolean {
+    return this.#controls?.groupFull() ?? false;
   }
 
   usageMeter(): UsageMeter | undefined {
@@ -348,9 +392,20 @@ class CgroupCell implements SessionCell {
     if (this.#controls !== undefined && !this.#controls.remove()) return;
     if (!removeCgroup(this.path)) return;
     this.#removed = true;
+    // The group's cgroup goes with its last session's: the kernel refuses while another is in it.
+    if (this.#inGroup) removeEmptyGroup(dirname(this.path));
     if (this.#procs !== undefined) closeSync(this.#procs);
     this.#procs = undefined;
     this.#containment.forget(this);
+  }
+}
+
+/** Removes a group's cgroup once no session's is in it; one still in use stays. */
+function removeEmptyGroup(directory: string): void {
+  try {
+    rmdirSync(directory);
+  } catch (_error) {
+    // Another session's cgroup is in it (EBUSY, ENOTEMPTY), or it is gone.
   }
 }
 

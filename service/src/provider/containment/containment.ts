@@ -18,9 +18,9 @@
  * @module
  */
 import type { ProcessIdentity } from '../inspect/inspector.ts';
-import type { LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
+import type { CellGroup, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
 
-export type { LimitName, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
+export type { CellGroup, LimitName, LimitSupport, SessionAccounting, SessionLimits, SessionUsage, UsageMeter } from './cgroup-limits.ts';
 
 export type ContainmentMode = 'cgroup' | 'subreaper' | 'job' | 'none';
 
@@ -76,6 +76,12 @@ export interface SessionCell {
   usage?(): SessionUsage | undefined;
   /** The session's counters for the daemon's metrics; undefined where the cell keeps none. */
   accounting?(): SessionAccounting | undefined;
+  /**
+   * Whether the cell's group holds its whole pids total at this moment, so
+   * that no session of it can fork; false where the cell is in no group whose
+   * pids are held.
+   */
+  groupFull?(): boolean;
   /** Starts measuring one run of the session (a persistent shell's command); undefined where the cell keeps no counters. */
   usageMeter?(): UsageMeter | undefined;
   /** SIGKILLs everything in the cell (`cgroup.kill`), escapees included. Synchronous. */
@@ -89,10 +95,12 @@ export interface SessionCell {
 export interface Containment {
   readonly mode: ContainmentMode;
   /**
-   * A new cell, or undefined in mode `none`, its processes held to `limits`.
+   * A new cell, or undefined in mode `none`, its processes held to `limits`,
+   * and with the other sessions of `group` to the group's total of pids where
+   * a pids controller can hold them (elsewhere the group changes nothing).
    * @throws {ProviderError} INVALID_ARGUMENT naming a limit it cannot enforce.
    */
-  create(sessionKey: string, limits?: SessionLimits): SessionCell | undefined;
+  create(sessionKey: string, limits?: SessionLimits, group?: CellGroup): SessionCell | undefined;
   /** Which limits its cells enforce; none where absent. */
   limitSupport?(): LimitSupport;
   /**
