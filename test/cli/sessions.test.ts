@@ -61,6 +61,8 @@ const row = (...cells: (string | RegExp)[]): RegExp =>
 /** ps's CPU and MEM cells: numbers where a cgroup counts the session, else -. */
 const CPU = /(?:\d+\.\d\ds|-)/;
 const MEM = /(?:\d+(?:\.\d)?[kMGT]?|-)/;
+/** ps's LIMITS cell of a session created without limits: the default pids limit where the host enforces pids, else -. */
+const DEFAULT_LIMITS = /(?:pids=4096|-)/;
 const HEADER = row('ID', 'PID', 'STATUS', 'EXIT', 'CPU', 'MEM', 'LIMITS', 'PORTS', 'ARGV');
 
 describe('execworld ps', () => {
@@ -73,9 +75,9 @@ describe('execworld ps', () => {
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split('\n')).toEqual([
       expect.stringMatching(HEADER),
-      expect.stringMatching(row(terminal.id, String(terminal.pid), 'running', '-', CPU, MEM, '-', '-', '/bin/bash --noprofile --norc -i')),
-      expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', CPU, MEM, '-', '-', "sh -c 'exit 4'")),
-      expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', CPU, MEM, '-', '-', 'sleep 300')),
+      expect.stringMatching(row(terminal.id, String(terminal.pid), 'running', '-', CPU, MEM, DEFAULT_LIMITS, '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(failed.id, String(failed.pid), 'exited', '4', CPU, MEM, DEFAULT_LIMITS, '-', "sh -c 'exit 4'")),
+      expect.stringMatching(row(sleeper.id, String(sleeper.pid), 'running', '-', CPU, MEM, DEFAULT_LIMITS, '-', 'sleep 300')),
     ]);
   });
 
@@ -146,8 +148,8 @@ describe('kept shells', () => {
     expect(result.code).toBe(0);
     expect(result.stdout.trimEnd().split('\n')).toEqual([
       expect.stringMatching(HEADER),
-      expect.stringMatching(row(idle.id, String(pid), 'idle', '-', CPU, MEM, '-', '-', '/bin/bash --noprofile --norc -i')),
-      expect.stringMatching(row(open, /\d+/, 'open', '-', CPU, MEM, '-', '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(idle.id, String(pid), 'idle', '-', CPU, MEM, DEFAULT_LIMITS, '-', '/bin/bash --noprofile --norc -i')),
+      expect.stringMatching(row(open, /\d+/, 'open', '-', CPU, MEM, DEFAULT_LIMITS, '-', '/bin/bash --noprofile --norc -i')),
     ]);
   });
 

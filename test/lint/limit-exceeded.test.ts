@@ -19,7 +19,7 @@ const BOUNDS: Record<string, readonly string[]> = {
   'service/src/server/handlers.ts': ['minted tokens that are good'],
   'service/src/server/mcp/tasks.ts': ['MCP tasks held', "an MCP task's answer larger than a task keeps"],
   'service/src/server/owner-requests.ts': ['HTTP requests in flight'],
-  'service/src/server/sessions/registry.ts': ['its running terminals and processes'],
+  'service/src/server/sessions/registry.ts': ['the pids all its sessions hold together', 'its running terminals and processes'],
   'service/src/server/sessions/request-ledger.ts': ['creates with a requestId under way'],
   'service/src/server/sessions/shells.ts': ['shells'],
   'service/src/server/sessions/terminal-screen.ts': ['the cells of a terminal screen', 'the cells of a terminal screen'],

@@ -257,11 +257,14 @@ describe('limits and usage', () => {
       const usage = { cpuUserMs: expect.any(Number), cpuSystemMs: expect.any(Number), peakMemoryBytes: expect.any(Number), limitHit: null, oomKilled: false };
       expect(shells).toEqual([expect.objectContaining({ id: handle.shell, limits: { pids: 40 }, usage })]);
       expect(used(shells[0])).toBeGreaterThan(0);
-      expect(terminals).toContainEqual(expect.objectContaining({ id: terminal.terminal, status: 'running', limits: { memoryBytes: 64 << 20 }, usage }));
-      expect(processes).toContainEqual(expect.objectContaining({ id: spawned.id, status: 'running', limits: { cpu: 0.5 } }));
+      // A session that asks no pids limit runs under the default one (4096) where the host enforces pids.
+      expect(terminals).toContainEqual(
+        expect.objectContaining({ id: terminal.terminal, status: 'running', limits: { memoryBytes: 64 << 20, pids: 4096 }, usage }),
+      );
+      expect(processes).toContainEqual(expect.objectContaining({ id: spawned.id, status: 'running', limits: { pids: 4096, cpu: 0.5 } }));
       expect(listed!.text).toContain('limits {"pids":40}');
-      expect(listed!.text).toContain(`limits {"memoryBytes":${64 << 20}}`);
-      expect(listed!.text).toContain('limits {"cpu":0.5}');
+      expect(listed!.text).toContain(`limits {"memoryBytes":${64 << 20},"pids":4096}`);
+      expect(listed!.text).toContain('limits {"pids":4096,"cpu":0.5}');
       expect(listed!.text).toMatch(/\[cpu \d+ ms user \+ \d+ ms system, peak memory \d+ bytes\]/);
       for (const id of [handle.shell, terminal.terminal, spawned.id]) await client.ok('session_end', { id });
     } finally {

@@ -6,6 +6,7 @@
  * (200 forks, 600 MiB, 2 s); the daemon's health latency and another owner's
  * command latency during each are printed for the record.
  */
+import { readFileSync } from 'node:fs';
 import { describe, expect } from 'vitest';
 import { BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
@@ -36,7 +37,14 @@ const median = (values: number[]): string => (values.length === 0 ? 'n/a' : [...
 describe('limits over the API', () => {
   test('health says which limits this host enforces', async ({ daemon }) => {
     const health = await daemon.request('GET', '/v1/health');
-    expect(health.body.capabilities.limits).toEqual({ supported: ['memoryBytes', 'pids', 'cpu'], unsupported: [] });
+    // With the pids controller, all of an owner's sessions are held to a total together: by default half the host's pid_max here.
+    const pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'latin1'));
+    const threadsMax = Number(readFileSync('/proc/sys/kernel/threads-max', 'latin1'));
+    expect(health.body.capabilities.limits).toEqual({
+      supported: ['memoryBytes', 'pids', 'cpu'],
+      unsupported: [],
+      ownerPids: Math.floor(Math.min(pidMax, threadsMax) / 2),
+    });
   });
 
   test('bad limits are refused with 400 naming the field', async ({ daemon }) => {
@@ -217,6 +225,7 @@ describe('limits over the API', () => {
     const daemon = await startDaemon({ containment: 'none' });
     const health = await daemon.request('GET', '/v1/health');
     expect(health.body.capabilities.limits.supported).toEqual([]);
+    expect(health.body.capabilities.limits).not.toHaveProperty('ownerPids');
     expect(health.body.capabilities.limits.unsupported.map((entry: { name: string }) => entry.name)).toEqual(['memoryBytes', 'pids', 'cpu']);
     const refused = await daemon.request('POST', '/v1/processes', { body: { argv: ['true'], cwd: '/tmp', limits: { memoryBytes: 64 << 20 } } });
     expect(refused.status).toBe(400);

@@ -533,6 +533,10 @@ export const Health = z
         .object({
           supported: z.array(z.enum(['memoryBytes', 'pids', 'cpu'])),
           unsupported: z.array(z.object({ name: z.enum(['memoryBytes', 'pids', 'cpu']), reason: z.string() })),
+          ownerPids: z.int().optional().meta({
+            description:
+              'The most pids (processes and threads at once) all the sessions of one owner hold together, held by the kernel (--max-owner-pids); absent where no pids controller follows sessions.',
+          }),
         })
         .optional()
         .meta({ description: 'Which session limits this host enforces; a create asking for an unsupported one is refused with 400 naming it.' }),

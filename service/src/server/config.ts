@@ -250,7 +250,7 @@ export const SETTINGS = {
     env: 'EXECWORLD_DEFAULT_SESSION_PIDS',
     schema: z.coerce.number().int().min(1).max(4_194_304).optional(),
     default: undefined,
-    help: 'pids limit of a session created without one (at most --max-session-pids)',
+    help: "pids limit of a session created without one (at most --max-session-pids). Unset: --max-session-pids when set, else 4096 where the host can enforce pids (a pids controller follows sessions) and none elsewhere. 4096 holds a runaway session's thread or fork bomb to an eighth of the smallest usual pid_max (32768) while a real workload fits: each thread counts, and a parallel build, a JVM (tens to hundreds of threads) or a test runner's workers (a Node worker is some ten threads) stay within a few hundred to a thousand or two",
   },
   defaultSessionCpu: {
     flag: 'default-session-cpu',
@@ -258,6 +258,13 @@ export const SETTINGS = {
     schema: z.coerce.number().min(0.01).max(1024).optional(),
     default: undefined,
     help: 'cpu limit, in cores, of a session created without one (at most --max-session-cpu)',
+  },
+  maxOwnerPids: {
+    flag: 'max-owner-pids',
+    env: 'EXECWORLD_MAX_OWNER_PIDS',
+    schema: z.coerce.number().int().min(1).max(4_194_304).optional(),
+    default: undefined,
+    help: "pids (processes and threads at once) all the sessions of one owner hold together, held by the kernel in a cgroup of the owner's above its sessions' where a pids controller follows sessions: a fork past it fails (EAGAIN) for that owner's programs only, and a create it refuses answers 429. Unset: half the smallest of the host's pid_max, its threads-max and the pids.max of the daemon's cgroup and those above it, so that one owner never takes the pids the daemon and the other owners need",
   },
   maxConnectionsPerOwner: {
     flag: 'max-connections',

@@ -115,6 +115,8 @@ export function daemonRuntime(config: Config, log: Logger, ownsHostProcess: bool
     spillParent: spill,
     containment,
     journal: recorder,
+    // Each owner's sessions together (the registry names the owner's group at each create).
+    ...(config.maxOwnerPids === undefined ? {} : { groupPids: config.maxOwnerPids }),
   });
   const endLeftSessions = async (): Promise<void> => {
     if (containment.mode === 'job') {

@@ -152,7 +152,14 @@ async function targetOf(ctx: CallContext, params: { path: string; cwd?: string |
 /** Which session limits the runtime enforces, for health; nothing where it cannot say. */
 function limitsCapability(runtime: ExecutionProvider): { limits?: OperationResult<'health.get'>['capabilities']['limits'] } {
   const support = runtime.limitSupport?.();
-  return support === undefined ? {} : { limits: { supported: [...support.supported], unsupported: support.unsupported.map((entry) => ({ ...entry })) } };
+  if (support === undefined) return {};
+  return {
+    limits: {
+      supported: [...support.supported],
+      unsupported: support.unsupported.map((entry) => ({ ...entry })),
+      ...(support.groupPids === undefined ? {} : { ownerPids: support.groupPids }),
+    },
+  };
 }
 
 /**

@@ -6,9 +6,10 @@
  * output are kept for the retention period, so a late client still learns them.
  * @module
  */
+import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import type { SubprocessSpawnSpec, SubprocessTerminalSpawnSpec } from '@execworld/sdk/seam';
-import type { ExecutionProvider, ProviderProcess, ProviderTerminal, RunAs, TerminalHandOver } from '../../provider/api.ts';
+import { ProviderError, type ExecutionProvider, type ProviderProcess, type ProviderTerminal, type RunAs, type TerminalHandOver } from '../../provider/api.ts';
 import type { Principal } from '../auth.ts';
 import { ServiceError, toServiceError } from '../errors.ts';
 import { OwnerUsageLedger, type OwnerUsage } from './owner-usage.ts';
@@ -46,6 +47,28 @@ export interface SessionLimits {
   readonly defaultSessionMemoryBytes?: number | undefined;
   readonly defaultSessionPids?: number | undefined;
   readonly defaultSessionCpu?: number | undefined;
+  /** The pids all the sessions of one owner hold together (the runtime's group total); the runtime's default when absent. */
+  readonly maxOwnerPids?: number | undefined;
+}
+
+/**
+ * The pids limit of a session created without one, where neither
+ * --default-session-pids nor --max-session-pids is set and the host can
+ * enforce it. Each thread counts: a JVM runs tens to hundreds, a Node worker
+ * some ten, a parallel build a few per job, so real workloads stay within a
+ * few hundred to a thousand or two; a thread or fork bomb stops at an eighth
+ * of the smallest usual pid_max (32768). The owner's total
+ * (--max-owner-pids) bounds all of an owner's sessions together.
+ */
+export const DEFAULT_SESSION_PIDS = 4096;
+
+/**
+ * The group an owner's sessions are held in together (see the provider's
+ * `group`): a digest of the owner's name, since owners are any strings of
+ * the token file and a group names a cgroup directory.
+ */
+export function ownerGroup(owner: string): string {
+  return `o-${createHash('sha256').update(owner, 'utf8').digest('hex').slice(0, 32)}`;
 }
 
 /** The limits a create asks for (see the wire's SessionLimits). */
@@ -132,6 +155,7 @@ export class SessionRegistry {
   /** Per owner, creates under way: they hold a slot before their session exists. */
   readonly #reserved = new Map<string, number>();
   #orphanSweep: NodeJS.Timeout | undefined;
+  #pidsSupport: boolean | undefined;
   #shuttingDown: Promise<void> | undefined;
 
   readonly #accounts: HostAccounts;
@@ -246,7 +270,9 @@ export class SessionRegistry {
     const limits: Record<string, number> = {};
     for (const { name, max, fallback, flag } of LIMIT_SETTINGS) {
       const ceiling = this.#limits[max];
-      const value = asked?.[name] ?? this.#limits[fallback] ?? ceiling;
+      // The built-in pids default only where the host enforces it: elsewhere a create without limits runs as ever.
+      const builtIn = name === 'pids' && this.#pidsEnforced() ? DEFAULT_SESSION_PIDS : undefined;
+      const value = asked?.[name] ?? this.#limits[fallback] ?? ceiling ?? builtIn;
       if (value === undefined) continue;
       if (ceiling !== undefined && value > ceiling) {
         throw new ServiceError('INVALID_ARGUMENT', `limits.${name}: ${value} is above this daemon's ceiling of ${ceiling} (${flag})`);
@@ -254,6 +280,27 @@ export class SessionRegistry {
       limits[name] = value;
     }
     return Object.keys(limits).length === 0 ? undefined : limits;
+  }
+
+  /** Whether the runtime holds sessions to a pids limit (read once: the host's controllers do not change). */
+  #pidsEnforced(): boolean {
+    this.#pidsSupport ??= this.runtime.limitSupport?.().supported.includes('pids') ?? false;
+    return this.#pidsSupport;
+  }
+
+  /**
+   * A spawn the runtime refused because the owner's sessions already hold
+   * their whole total of pids, as the owner's LIMIT_EXCEEDED naming the total
+   * and its setting; any other error as it came.
+   */
+  #ownerPidsRefusal(error: unknown, owner: string): unknown {
+    if (!(error instanceof ProviderError) || error.code !== 'LIMIT_EXCEEDED') return error;
+    const total = this.runtime.limitSupport?.().groupPids;
+    return new ServiceError(
+      'LIMIT_EXCEEDED',
+      `owner ${owner}'s sessions together already hold all ${total ?? 'their'} pids an owner may hold at once (--max-owner-pids): the kernel refused the new session's fork; end some of its processes or sessions first`,
+      { cause: error },
+    );
   }
 
   /** Starts a terminal; a retry with the same `requestId` gets the session the first made. */
@@ -267,7 +314,9 @@ export class SessionRegistry {
       // creates pipelined on one connection cannot all pass the count.
       const release = this.#admit(owner);
       try {
-        const handle = await this.runtime.spawnTerminal(spec, { runAs, limits });
+        const handle = await this.runtime.spawnTerminal(spec, { runAs, limits, group: ownerGroup(owner) }).catch((error: unknown) => {
+          throw this.#ownerPidsRefusal(error, owner);
+        });
         const session: TerminalSession = new TerminalSession(
           owner,
           spec,
@@ -312,7 +361,11 @@ export class SessionRegistry {
         // Chunks collected before the session exists need no announcing: nobody waits for them yet.
         const made: { session?: ProcessSession } = {};
         // Answered once the program runs or was refused, like a terminal: a refused spawn is this create's error and takes no slot.
-        const handle = await this.runtime.startProcess(spec, { runAs, limits, onCollected: (stream) => made.session?.collected(stream) });
+        const handle = await this.runtime
+          .startProcess(spec, { runAs, limits, group: ownerGroup(owner), onCollected: (stream) => made.session?.collected(stream) })
+          .catch((error: unknown) => {
+            throw this.#ownerPidsRefusal(error, owner);
+          });
         const session: ProcessSession = new ProcessSession(owner, spec, handle, { ...this.#limits, onFinished: () => this.#finished(session) }, this.#log);
         made.session = session;
         session.limits = limits;
