@@ -18,6 +18,8 @@ import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect } from 'vitest';
 import { BOB, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
+import { callDaemon } from '../helpers/daemon-process.ts';
+import { requestTakeover } from '../helpers/takeover.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const test = daemonTest();
@@ -165,6 +167,34 @@ describe("an owner's pids", () => {
       for (const id of ids) await daemon.request('DELETE', `/v1/processes/${id}`);
     }
   });
+
+  test(
+    "the owner's cgroup and its total hold across a takeover, and go with the owner's last session after it",
+    { timeout: 180_000 },
+    async ({ spawnDaemon }) => {
+      const stateDir = mkdtempSync(join(scratch, 'state-'));
+      const daemon = await spawnDaemon(['--state-dir', stateDir, '--max-owner-pids', '40']);
+      const [before, after] = [join(scratch, 'before'), join(scratch, 'after')];
+      const first = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['python3', '-c', holder(30, before)], cwd: '/tmp' });
+      await waitFor('the first to hold its threads', () => readText(before) !== '', 60_000);
+      const owner = dirname(pidsCgroupOf(first.pid));
+      const ownerV2 = dirname(unifiedCgroupOf(first.pid));
+      const takeover = await requestTakeover(stateDir);
+      expect(takeover.status, takeover.stderr).toBe(0);
+      // The new image's sessions of the owner are made beside the adopted one, under the same total.
+      expect(readText(join(owner, 'pids.max'))).toBe('40');
+      const second = await callDaemon(daemon, 'POST', '/v1/processes', { argv: ['python3', '-c', holder(30, after)], cwd: '/tmp' });
+      await waitFor('the second to hold its threads', () => readText(after) !== '', 60_000);
+      expect(dirname(pidsCgroupOf(second.pid))).toBe(owner);
+      console.log(
+        `across a takeover: threads started ${readText(before)} and ${readText(after)}, the owner's cgroup holds ${readText(join(owner, 'pids.current'))}`,
+      );
+      expect(Number(readText(after))).toBeLessThanOrEqual(9);
+      expect(count(join(owner, 'pids.current'))).toBeLessThanOrEqual(40);
+      for (const id of [first.id, second.id]) await callDaemon(daemon, 'DELETE', `/v1/processes/${id}`);
+      await waitFor("the owner's cgroups to go with its last session", () => !existsSync(owner) && !existsSync(ownerV2), 30_000);
+    },
+  );
 
   test("the owners' cgroups a killed daemon left are swept by the next start", async ({ spawnDaemon }) => {
     const dead = spawnSync('true').pid;

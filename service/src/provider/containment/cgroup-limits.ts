@@ -361,6 +361,22 @@ export class CgroupControllers {
     return total;
   }
 
+  /**
+   * The v1 cgroups of the session cgroup `key` (in `group`) that this
+   * process made in its previous image, deepest first, its group's last:
+   * what goes with the adopted cell.
+   */
+  adoptedV1(key: string, group: string | undefined): string[] {
+    const found: string[] = [];
+    for (const [controller, hierarchy] of this.#v1) {
+      const path = controller === 'pids' && group !== undefined ? join(hierarchy.directory, group, key) : join(hierarchy.directory, key);
+      if (existsSync(path)) found.push(path);
+    }
+    const pids = this.#v1.get('pids');
+    if (group !== undefined && pids !== undefined) found.push(join(pids.directory, group));
+    return found;
+  }
+
   /** Which limits can be enforced, and why not the others; the total of a group that names none, where groups are held. */
   support(): LimitSupport {
     const supported: LimitName[] = [];

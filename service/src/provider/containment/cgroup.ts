@@ -231,13 +231,15 @@ export class CgroupContainment implements Containment {
    * The cell at `path`, a cgroup this process made in its previous image
    * (before a takeover's exec), with everything still in it. Its limits stay
    * in its files; the counters of the controls are not kept: its usage is not
-   * told from then on.
+   * told from then on. Its v1 cgroups (and its group's, once empty) are
+   * removed with it.
    */
   adopt(sessionKey: string, path: string): CgroupCell {
     const parent = dirname(path);
     const inGroup = dirname(parent) === this.directory && isGroupKey(basename(parent));
     if (parent !== this.directory && !inGroup) throw new Error(`${path} is not a session cgroup of this process`);
-    const cell = new CgroupCell(this, sessionKey, path, openSync(join(path, 'cgroup.procs'), 'w'));
+    const v1 = this.#getControllers()?.adoptedV1(basename(path), inGroup ? basename(parent) : undefined) ?? [];
+    const cell = new CgroupCell(this, sessionKey, path, openSync(join(path, 'cgroup.procs'), 'w'), undefined, v1);
     this.#cells.add(cell);
     return cell;
   }
@@ -325,11 +327,14 @@ class CgroupCell implements SessionCell {
 
   /** The cell is in a group's cgroup. */
   readonly #inGroup: boolean;
+  /** An adopted cell's v1 cgroups, deepest first, removed with it (a made cell's are its controls'). */
+  readonly #v1: readonly string[];
 
-  constructor(containment: CgroupContainment, key: string, path: string, procs: number, controls?: CellControls) {
+  constructor(containment: CgroupContainment, key: string, path: string, procs: number, controls?: CellControls, v1: readonly string[] = []) {
     this.#containment = containment;
     this.key = key;
     this.path = path;
+    this.#v1 = v1;
     this.#inGroup = dirname(path) !== containment.directory;
     this.#procs = procs;
     this.#controls = controls;
@@ -391,6 +396,8 @@ class CgroupCell implements SessionCell {
     // The controls keep their last counters: the v2 cgroup's cpu.stat goes with it.
     if (this.#controls !== undefined && !this.#controls.remove()) return;
     if (!removeCgroup(this.path)) return;
+    // An adopted cell's v1 cgroups: the kernel refuses one still in use, left for the next start.
+    for (const directory of this.#v1) removeEmptyGroup(directory);
     this.#removed = true;
     // The group's cgroup goes with its last session's: the kernel refuses while another is in it.
     if (this.#inGroup) removeEmptyGroup(dirname(this.path));
@@ -400,7 +407,7 @@ class CgroupCell implements SessionCell {
   }
 }
 
-/** Removes a group's cgroup once no session's is in it; one still in use stays. */
+/** Removes a cgroup (a group's, once no session's is in it); one still in use stays. */
 function removeEmptyGroup(directory: string): void {
   try {
     rmdirSync(directory);
