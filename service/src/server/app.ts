@@ -330,7 +330,7 @@ export function buildApp(options: AppOptions): Daemon {
       // A read token's connection is refused each call that acts (ws.ts), not the connection.
       config: { access: 'read' },
       wsHandler: (socket, request) => {
-        hub.accept(socket, request.principal, request.log);
+        hub.accept(socket, request.raw.socket, request.principal, request.log);
       },
       // Without the upgrade headers the plugin's default would be an empty 404.
       handler: (_request, reply) => {

@@ -322,6 +322,34 @@ export const SETTINGS = {
     default: 16 * MiB,
     help: 'answers queued for a WebSocket client that does not read: past this its calls are not read; past 4 times this it is disconnected (1008); also the most output all subscriptions of one connection together may have sent unacknowledged',
   },
+  messageTimeoutMs: {
+    flag: 'message-timeout-ms',
+    env: 'EXECWORLD_MESSAGE_TIMEOUT_MS',
+    schema: positiveInt(MAX_TIMER_DELAY_MS),
+    default: 60_000,
+    help: 'longest time a WebSocket message from a client may take to arrive whole, from its first byte (all its fragments); past it the connection is closed (1008)',
+  },
+  messageBudgetBytes: {
+    flag: 'message-budget-bytes',
+    env: 'EXECWORLD_MESSAGE_BUDGET_BYTES',
+    schema: positiveInt(64 * 1024 * MiB),
+    default: 64 * MiB,
+    help: "bytes of WebSocket messages an owner's connections together have begun and not finished receiving (at least --max-frame-bytes); a connection whose message would pass it is closed (1008); its read-only tokens have as much again of their own, and the tokens it minted as much again of each access",
+  },
+  maxMessageRate: {
+    flag: 'max-message-rate',
+    env: 'EXECWORLD_MAX_MESSAGE_RATE',
+    schema: positiveInt(100_000_000),
+    default: 20_000,
+    help: 'WebSocket messages per second one connection is read at, with bursts of as many; past it its reading pauses until the rate allows more',
+  },
+  maxOwnerMessageRate: {
+    flag: 'max-owner-message-rate',
+    env: 'EXECWORLD_MAX_OWNER_MESSAGE_RATE',
+    schema: positiveInt(100_000_000),
+    default: 50_000,
+    help: "WebSocket messages per second an owner's connections together are read at, with bursts of as many; its read-only tokens have as many again of their own, and the tokens it minted as many again of each access",
+  },
   requestTimeoutMs: {
     flag: 'request-timeout-ms',
     env: 'EXECWORLD_REQUEST_TIMEOUT_MS',
@@ -442,6 +470,11 @@ export function loadConfig(flags: Readonly<Record<string, string | readonly stri
   if ((config.answerBudgetBytes as number) < TEXT_ANSWER_COPIES * (config.maxReadTextBytes as number)) {
     throw new ConfigError(
       `--answer-budget-bytes (${String(config.answerBudgetBytes)}) must be at least ${TEXT_ANSWER_COPIES} × --max-read-text-bytes (${String(config.maxReadTextBytes)}): the largest whole-text read must fit in it`,
+    );
+  }
+  if ((config.messageBudgetBytes as number) < (config.maxFrameBytes as number)) {
+    throw new ConfigError(
+      `--message-budget-bytes (${String(config.messageBudgetBytes)}) must be at least --max-frame-bytes (${String(config.maxFrameBytes)}): a message a connection takes must fit in it`,
     );
   }
   return Object.freeze(config) as Config;

@@ -43,6 +43,13 @@ export class DaemonMetrics {
   readonly #spawnFailures: Counter<'code'>;
   readonly #inputBytes: Counter;
   readonly #connectionPauses: Counter;
+  readonly #connectionThrottles: Counter;
+  /**
+   * WebSocket messages read from clients (data messages handled, pings and
+   * pongs), counted by the hub as a plain number on every message (cheaper
+   * than a Counter's inc) and read at each scrape.
+   */
+  websocketMessages = 0;
   /** What the session rings report: bytes in, bytes evicted, programs paused. */
   readonly streams: StreamMeter;
 
@@ -79,7 +86,7 @@ export class DaemonMetrics {
     });
     new Gauge({
       name: 'execworld_memory_bytes',
-      help: 'Bytes held in memory by budget: rings (session output kept for readers), connections (answers queued for clients), bodies (JSON request bodies being received or handled), answers (answers set aside while they are read and sent).',
+      help: 'Bytes held in memory by budget: rings (session output kept for readers), connections (answers queued for clients), bodies (JSON request bodies being received or handled), answers (answers set aside while they are read and sent), messages (WebSocket messages clients have begun and not finished sending).',
       labelNames: ['budget'],
       registers,
       collect() {
@@ -211,6 +218,21 @@ export class DaemonMetrics {
       help: 'Times a WebSocket client stopped being read because it did not read its answers.',
       registers,
     });
+    this.#connectionThrottles = new Counter({
+      name: 'execworld_connection_throttles_total',
+      help: "Times a WebSocket client stopped being read because it sent messages faster than its rate or its owner's (--max-message-rate, --max-owner-message-rate).",
+      registers,
+    });
+    const messagesRead = (): number => this.websocketMessages;
+    new Counter({
+      name: 'execworld_websocket_messages_total',
+      help: 'WebSocket messages read from clients: data messages handled, and pings and pongs.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(messagesRead());
+      },
+    });
     this.streams = { appended: (bytes) => output.inc(bytes), evicted: (bytes) => evicted.inc(bytes), paused: () => paused.inc() };
   }
 
@@ -235,6 +257,11 @@ export class DaemonMetrics {
 
   connectionPaused(): void {
     this.#connectionPauses.inc();
+  }
+
+  /** A WebSocket client stopped being read for its message rate. */
+  connectionThrottled(): void {
+    this.#connectionThrottles.inc();
   }
 
   /** The text a scrape answers. */

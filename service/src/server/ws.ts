@@ -13,6 +13,7 @@
  * @module
  */
 import { randomBytes } from 'node:crypto';
+import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 import type { FastifyBaseLogger as Logger } from 'fastify';
 import { ClientMessage, decodeDataFrame, WRITE_FRAME, type ServerMessage, type SubscribeParams } from '@execworld/sdk/protocol';
@@ -27,6 +28,7 @@ import type { SessionRegistry } from './sessions/registry.ts';
 import type { ForwardTable } from './forwards.ts';
 import { readsFreeRoom, type ByteStream } from './streams.ts';
 import { StreamFeed } from './ws-subscription.ts';
+import { MessageRate, messageUnderWay, OwnerIntakes, type OwnerIntake } from './ws-intake.ts';
 
 /** Bytes queued in the socket beyond which sending waits for the kernel to take some. */
 const SOCKET_HIGH_WATER_BYTES = 1024 * 1024;
@@ -56,6 +58,14 @@ export interface HubOptions {
   readonly maxConnectionsPerOwner: number;
   /** Subscriptions of an owner's write tokens together, and as many again of its read tokens, and of its minted ones of each. */
   readonly maxSubscriptionsPerOwner: number;
+  /** Longest time a message may take to arrive whole, from its first byte; past it the connection is closed (1008). */
+  readonly messageTimeoutMs: number;
+  /** Bytes of messages an owner's connections together may have begun and not finished (budgets as for connections). */
+  readonly messageBudgetBytes: number;
+  /** Messages a second one connection is read at (see ws-intake.ts). */
+  readonly maxMessageRate: number;
+  /** Messages a second an owner's connections together are read at (budgets as for connections). */
+  readonly maxOwnerMessageRate: number;
   readonly log: Logger;
   /** Where calls and paused connections are counted; nowhere when absent. */
   readonly metrics?: DaemonMetrics | undefined;
@@ -67,6 +77,8 @@ export interface HubOptions {
 const CLOSE_ABNORMAL = 1006;
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
 const CLOSE_POLICY_VIOLATION = 1008;
+/** How long a peer closed for what it sent has to answer the close before its socket is cut, and what it holds with it. */
+const CLOSE_GRACE_MS = 1000;
 
 /**
  * A call or an ack, the messages of every keystroke, checked by hand to the
@@ -125,22 +137,167 @@ class ClientLink {
   #bufferedAtHeartbeat = 0;
   /** Calls are not read while the client leaves too many answers unread. */
   #readingPaused = false;
+  /** Messages are not read while the connection or its owner is past its message rate. */
+  #ratePaused = false;
+  /** The daemon closed the connection: what the client still sends is read only to find its close, and not handled. */
+  #closing = false;
   readonly #heartbeat: NodeJS.Timeout;
+  /** This connection's message rate, and its owner's share (rate, bytes held in messages under way). */
+  readonly #rate: MessageRate;
+  readonly #intake: OwnerIntake;
+  /** Messages received and held until the rates allow them to be read, in order. */
+  readonly #held: [Buffer, boolean][] = [];
+  /** What reads the held messages once the rates allow. */
+  #refill: NodeJS.Timeout | undefined;
+  /** Data messages received whole so far, read or held: a message that ends is told by this count changing. */
+  #received = 0;
+  /** What closes the connection when the message under way has not all arrived in time, and the count it began at. */
+  #assembly: NodeJS.Timeout | undefined;
+  #assemblyFrom = 0;
+  /** Bytes of the message under way counted in the owner's share. */
+  #heldBytes = 0;
+  /** What cuts the socket of a peer closed for what it sent, if it does not answer the close. */
+  #cut: NodeJS.Timeout | undefined;
 
-  constructor(socket: WebSocket, principal: Principal, hub: WebSocketHub, options: HubOptions, log: Logger) {
+  constructor(socket: WebSocket, raw: Duplex, principal: Principal, hub: WebSocketHub, intake: OwnerIntake, options: HubOptions, log: Logger) {
     this.#socket = socket;
     this.principal = principal;
     this.#hub = hub;
     this.#options = options;
     this.#log = log;
-    socket.on('message', (data, isBinary) => this.#onMessage(data as Buffer, isBinary));
+    this.#rate = new MessageRate(options.maxMessageRate);
+    this.#intake = intake;
+    socket.on('message', (data, isBinary) => this.#receive(data as Buffer, isBinary));
+    socket.on('ping', () => this.#control());
     socket.on('pong', (payload: Buffer) => {
+      this.#control();
       // An unsolicited pong proves nothing: a peer that never reads could send them forever.
       if (this.#pingPayload !== undefined && payload.equals(this.#pingPayload)) this.#pingPayload = undefined;
     });
     socket.on('close', (code) => this.#dispose(code));
     socket.on('error', (error) => this.#log.debug({ err: error }, 'websocket error'));
+    // After ws's own listener (added before the connection was handed over), so its Receiver has parsed the chunk.
+    raw.on('data', () => this.#watchMessage());
     this.#heartbeat = setInterval(() => this.#beat(), options.heartbeatMs);
+    // Bytes that came with the upgrade may have been parsed before the listener above was added.
+    setImmediate(() => this.#watchMessage());
+  }
+
+  /**
+   * A data message arrived whole: read now if the connection's and its
+   * owner's rates allow it, else held (in order) and the connection no
+   * longer read until they do.
+   */
+  #receive(data: Buffer, isBinary: boolean): void {
+    if (this.#closing) return;
+    this.#received += 1;
+    if (this.#held.length === 0 && this.#hub.takeMessage(this.#rate, this.#intake)) {
+      this.#onMessage(data, isBinary);
+      return;
+    }
+    this.#held.push([data, isBinary]);
+    this.#pauseForRate();
+  }
+
+  /** A ping or a pong, parsed and answered by ws already: it spends the rates, and past them pauses reading. */
+  #control(): void {
+    if (this.#closing) return;
+    if (this.#held.length > 0 || !this.#hub.takeMessage(this.#rate, this.#intake)) this.#pauseForRate();
+  }
+
+  #pauseForRate(): void {
+    if (this.#ratePaused) return;
+    this.#ratePaused = true;
+    this.#options.metrics?.connectionThrottled();
+    this.#updateReading();
+    this.#scheduleRefill();
+  }
+
+  #scheduleRefill(): void {
+    const now = performance.now();
+    const wait = Math.max(this.#rate.wait(now), this.#intake.rate.wait(now), 1);
+    this.#refill = setTimeout(() => this.#readHeld(), wait);
+  }
+
+  /** Reads the held messages the rates now allow; reading goes on once none is held. */
+  #readHeld(): void {
+    this.#refill = undefined;
+    while (this.#held.length > 0 && this.#socket.readyState === this.#socket.OPEN) {
+      if (!this.#hub.takeMessage(this.#rate, this.#intake)) {
+        this.#scheduleRefill();
+        return;
+      }
+      const [data, isBinary] = this.#held.shift()!;
+      this.#onMessage(data, isBinary);
+    }
+    if (this.#socket.readyState !== this.#socket.OPEN) return;
+    // A ping or pong past the rate held nothing: the rates must allow one more before reading goes on.
+    if (!this.#hub.allowsMessage(this.#rate, this.#intake)) {
+      this.#scheduleRefill();
+      return;
+    }
+    this.#ratePaused = false;
+    this.#updateReading();
+  }
+
+  /** Reads the socket unless the client leaves too many answers unread or is past its rate. */
+  #updateReading(): void {
+    if (!this.#closing && (this.#readingPaused || this.#ratePaused)) {
+      this.#socket.pause();
+      // A message the daemon does not read on is not the client's delay.
+      clearTimeout(this.#assembly);
+      this.#assembly = undefined;
+    } else {
+      this.#socket.resume();
+      this.#watchMessage();
+    }
+  }
+
+  /**
+   * Looks at the message the client is sending, after each chunk of its
+   * bytes: a message must arrive whole within --message-timeout-ms of its
+   * first byte (the heartbeat's pongs, which the client may send between its
+   * fragments, do not count as its end), and the messages an owner's
+   * connections are receiving together must fit in --message-budget-bytes.
+   */
+  #watchMessage(): void {
+    if (this.#socket.readyState !== this.#socket.OPEN) return;
+    const underWay = messageUnderWay(this.#socket);
+    const bytes = underWay ?? 0;
+    if (bytes !== this.#heldBytes) {
+      this.#hub.holdMessageBytes(this.#intake, bytes - this.#heldBytes);
+      this.#heldBytes = bytes;
+      const budget = this.#options.messageBudgetBytes;
+      if (bytes > 0 && this.#intake.heldBytes > budget) {
+        this.#drop(`messages under way of these tokens would hold over ${budget} bytes (--message-budget-bytes)`, {
+          held: this.#intake.heldBytes,
+        });
+        return;
+      }
+    }
+    if (underWay === undefined) {
+      clearTimeout(this.#assembly);
+      this.#assembly = undefined;
+      return;
+    }
+    if (this.#readingPaused || this.#ratePaused) return;
+    if (this.#assembly === undefined) {
+      const timeoutMs = this.#options.messageTimeoutMs;
+      this.#assembly = setTimeout(() => this.#drop(`a message did not all arrive within ${timeoutMs} ms (--message-timeout-ms)`), timeoutMs);
+      this.#assemblyFrom = this.#received;
+    } else if (this.#assemblyFrom !== this.#received) {
+      // The message timed before ended, and this is the next one: its time starts now.
+      this.#assembly.refresh();
+      this.#assemblyFrom = this.#received;
+    }
+  }
+
+  /** Closes the connection for what the client sent (1008, `reason`), and cuts it if the client does not answer soon. */
+  #drop(reason: string, detail: Record<string, unknown> = {}): void {
+    if (this.#cut !== undefined) return;
+    this.#log.warn({ ...detail, reason }, 'websocket peer broke a bound on its messages; disconnecting it');
+    this.close(CLOSE_POLICY_VIOLATION, reason);
+    this.#cut = setTimeout(() => this.#socket.terminate(), CLOSE_GRACE_MS);
   }
 
   #beat(): void {
@@ -257,7 +414,7 @@ class ClientLink {
     }
     if (buffered > budget && !this.#readingPaused) {
       this.#readingPaused = true;
-      this.#socket.pause();
+      this.#updateReading();
       this.#options.metrics?.connectionPaused();
     }
   }
@@ -265,7 +422,7 @@ class ClientLink {
   #onSent(): void {
     if (this.#readingPaused && this.#socket.bufferedAmount <= this.#options.connectionBufferBytes / 2) {
       this.#readingPaused = false;
-      this.#socket.resume();
+      this.#updateReading();
     }
   }
 
@@ -418,6 +575,13 @@ class ClientLink {
     this.#options.forwards.detach(this, code === CLOSE_ABNORMAL);
     clearInterval(this.#heartbeat);
     clearImmediate(this.#drain);
+    clearTimeout(this.#refill);
+    clearTimeout(this.#assembly);
+    clearTimeout(this.#cut);
+    this.#held.length = 0;
+    this.#hub.holdMessageBytes(this.#intake, -this.#heldBytes);
+    this.#heldBytes = 0;
+    this.#hub.left(this.principal, this.#intake);
     this.#waiting.clear();
     for (const subscription of this.#subscriptions.values()) subscription.close();
     this.#subscriptions.clear();
@@ -428,15 +592,54 @@ class ClientLink {
   /** Closes the socket: as the daemon goes away, or as its token expires or is revoked. */
   close(code: number, reason: string): void {
     this.#socket.close(code, reason);
+    // Nothing more is handled; reading goes on (whatever the rates or the answers unread) for the client's close.
+    this.#closing = true;
+    this.#held.length = 0;
+    clearTimeout(this.#refill);
+    clearTimeout(this.#assembly);
+    this.#assembly = undefined;
+    this.#updateReading();
   }
 }
 
 export class WebSocketHub {
   readonly #options: HubOptions;
   readonly #connections = new Set<ClientLink>();
+  readonly #intakes: OwnerIntakes;
 
   constructor(options: HubOptions) {
     this.#options = options;
+    this.#intakes = new OwnerIntakes(options.maxOwnerMessageRate);
+  }
+
+  /** Whether the connection's rate and its owner's both allow a message now. */
+  allowsMessage(rate: MessageRate, intake: OwnerIntake): boolean {
+    const now = performance.now();
+    return rate.allows(now) && intake.rate.allows(now);
+  }
+
+  /** Spends a message of the connection's rate and its owner's, if both allow one now; counts it as read. */
+  takeMessage(rate: MessageRate, intake: OwnerIntake): boolean {
+    if (!this.allowsMessage(rate, intake)) return false;
+    rate.take();
+    intake.rate.take();
+    if (this.#options.metrics !== undefined) this.#options.metrics.websocketMessages += 1;
+    return true;
+  }
+
+  /** Counts `bytes` more (or fewer) held in messages under way of `intake`'s budget. */
+  holdMessageBytes(intake: OwnerIntake, bytes: number): void {
+    this.#intakes.hold(intake, bytes);
+  }
+
+  /** Bytes of messages clients have begun and not finished sending, over every connection. */
+  messageBytes(): number {
+    return this.#intakes.heldBytes;
+  }
+
+  /** A connection of `principal` is gone: its owner's share counts it no more. */
+  left(principal: Principal, intake: OwnerIntake): void {
+    this.#intakes.leave(principal, intake);
   }
 
   get connections(): number {
@@ -472,14 +675,15 @@ export class WebSocketHub {
       : undefined;
   }
 
-  accept(socket: WebSocket, principal: Principal, log: Logger): void {
+  /** Takes the WebSocket `socket` of `principal`, upgraded from the connection `raw` (whose bytes it reads). */
+  accept(socket: WebSocket, raw: Duplex, principal: Principal, log: Logger): void {
     // Checked again after the upgrade: upgrades of one owner may have raced past the check before it.
     const refusal = this.refusal(principal);
     if (refusal !== undefined) {
       socket.close(CLOSE_POLICY_VIOLATION, refusal.message.slice(0, 120));
       return;
     }
-    const connection = new ClientLink(socket, principal, this, this.#options, log);
+    const connection = new ClientLink(socket, raw, principal, this, this.#intakes.join(principal), this.#options, log);
     this.#connections.add(connection);
     const release = this.#options.grants?.hold(principal, (reason) => connection.close(CLOSE_POLICY_VIOLATION, reason));
     socket.on('close', () => {
