@@ -50,12 +50,13 @@ export interface DaemonProcess {
  * Starts the daemon of this checkout on a free port, with a home of its own;
  * with `uid` as that user (its group `gid`, the uid's number when not given,
  * and no supplementary group but `groups`), every privilege of this process
- * dropped; `env` added to this process's environment.
+ * dropped; `env` added to this process's environment; with `maxOpenFiles`,
+ * its limit of open files (`ulimit -n`, soft and hard) that low.
  */
 export async function startDaemonProcess(
   args: string[] = [],
   nodeArgs: string[] = [],
-  options: { uid?: number; gid?: number; groups?: readonly number[]; env?: NodeJS.ProcessEnv } = {},
+  options: { uid?: number; gid?: number; groups?: readonly number[]; env?: NodeJS.ProcessEnv; maxOpenFiles?: number } = {},
 ): Promise<DaemonProcess> {
   const home = mkdtempSync(join(tmpdir(), 'execworld-bench-'));
   const argv = [process.execPath, ...daemonArgv(['serve', '--port', '0', ...args], nodeArgs)];
@@ -66,6 +67,7 @@ export async function startDaemonProcess(
     const groups = options.groups === undefined || options.groups.length === 0 ? ['--clear-groups'] : [`--groups=${options.groups.join(',')}`];
     argv.unshift('setpriv', `--reuid=${options.uid}`, `--regid=${gid}`, ...groups, '--');
   }
+  if (options.maxOpenFiles !== undefined) argv.unshift('prlimit', `--nofile=${options.maxOpenFiles}:${options.maxOpenFiles}`, '--');
   return serveFrom(argv, { env: { ...process.env, XDG_CONFIG_HOME: home, XDG_STATE_HOME: home, ...options.env } });
 }
 

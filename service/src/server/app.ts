@@ -14,6 +14,7 @@ import { ERROR_CATALOG, LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER, WS_SU
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { bearerToken, headerToken, reachOf, subprotocolToken, type Principal, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
+import { ConnectionGate, defaultIdleConnections } from './connection-gate.ts';
 import type { BodyBudget } from './body-budget.ts';
 import type { ByteBudget } from './byte-budget.ts';
 import type { Config } from './config.ts';
@@ -151,6 +152,8 @@ export function buildApp(options: AppOptions): Daemon {
   }) as unknown as FastifyInstance;
   // Before fastify's own listener, so that a route that streams the body finds it timed.
   app.server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => timeBody(request, response, config.requestTimeoutMs));
+  const gate = new ConnectionGate(config.maxIdleConnections ?? defaultIdleConnections(), config.connectTimeoutMs, config.maxRequestsPerOwner);
+  gate.attach(app.server);
 
   const parts = composeDaemon({
     config,
@@ -163,13 +166,14 @@ export function buildApp(options: AppOptions): Daemon {
     image: options.image,
   });
   const { registry, hub, bodies, requests, metrics, dispatcher } = parts;
+  metrics.watchGate(() => gate.counts);
   const tunnels = new PreviewTunnels(parts.grants);
 
   app.decorateRequest('principal');
   const scheme = https === null ? 'http' : 'https';
 
   /** Sets the request's principal from its token, or says why it may not pass. */
-  const authenticate = (request: FastifyRequest): ServiceError | undefined => {
+  const authenticate = (request: FastifyRequest, response: ServerResponse): ServiceError | undefined => {
     if (request.routeOptions.config.auth === false) return undefined;
     const isUpgrade = isWebSocketUpgrade(request);
     const token =
@@ -184,6 +188,7 @@ export function buildApp(options: AppOptions): Daemon {
       return new ServiceError('UNAUTHORIZED', token === undefined ? 'a bearer token is required' : refused);
     }
     request.principal = principal;
+    gate.authenticated(request.raw.socket, response, principal);
     // The daemon's counts are no part of one session's or one port's.
     if (reachOf(principal) !== 'owner' && request.routeOptions.url === METRICS_PATH) return scopeRefusal(`the token is scoped: ${METRICS_PATH} is beyond it`);
     // A port's token makes no call: MCP's tools and tasks are calls (a session's token makes those of its session).
@@ -280,7 +285,7 @@ export function buildApp(options: AppOptions): Daemon {
         return;
       }
       const refusal =
-        authenticate(request) ??
+        authenticate(request, reply.raw) ??
         (request.routeOptions.url === CONNECT_PATH ? hub.refusal(request.principal) : upgradeRefusal(request)) ??
         // A WebSocket's connection is counted among the owner's connections, not its requests; a preview's
         // requests and WebSockets are its app's visitors', counted apart from the owner's calls, a WebSocket

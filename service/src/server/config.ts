@@ -278,7 +278,7 @@ export const SETTINGS = {
     env: 'EXECWORLD_MAX_REQUESTS',
     schema: positiveInt(100_000),
     default: 256,
-    help: "HTTP requests in flight per owner (a download counts until its last byte is sent); its read-only tokens have as many again of their own, the tokens it minted as many again of each access, and its previews' requests and WebSockets as many again",
+    help: "HTTP requests in flight per owner (a download counts until its last byte is sent); its read-only tokens have as many again of their own, the tokens it minted as many again of each access, and its previews' requests and WebSockets as many again; also the HTTP connections each of these keeps open, in flight or idle (the answer that would leave one more open closes its connection)",
   },
   maxSubscriptionsPerOwner: {
     flag: 'max-subscriptions',
@@ -321,6 +321,20 @@ export const SETTINGS = {
     schema: positiveInt(1024 * MiB),
     default: 16 * MiB,
     help: 'answers queued for a WebSocket client that does not read: past this its calls are not read; past 4 times this it is disconnected (1008); also the most output all subscriptions of one connection together may have sent unacknowledged',
+  },
+  maxIdleConnections: {
+    flag: 'max-idle-connections',
+    env: 'EXECWORLD_MAX_IDLE_CONNECTIONS',
+    schema: positiveInt(1_000_000).optional(),
+    default: undefined,
+    help: 'connections that have carried no request with a valid token and have none under way (just opened, or between probes); past it a new connection closes the oldest of them (default: a quarter of the open-file limit, ulimit -n, at least 64; 1024 where it cannot be read)',
+  },
+  connectTimeoutMs: {
+    flag: 'connect-timeout-ms',
+    env: 'EXECWORLD_CONNECT_TIMEOUT_MS',
+    schema: positiveInt(MAX_TIMER_DELAY_MS),
+    default: 10_000,
+    help: "how long a connection that has carried no request with a valid token may go without sending a request's headers (a TLS handshake included); then it is closed",
   },
   messageTimeoutMs: {
     flag: 'message-timeout-ms',

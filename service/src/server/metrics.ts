@@ -12,6 +12,7 @@ import type { Transport } from './call-context.ts';
 import type { LimitHit, OwnerUsage } from './sessions/owner-usage.ts';
 import type { StreamMeter } from './streams.ts';
 import type { ImageFacts, LastTakeover } from './image.ts';
+import type { GateCounts } from './connection-gate.ts';
 
 /** The operations that start a program: their failures are spawn failures, counted by code. */
 const SPAWNING = new Set(['process.create', 'terminal.create', 'shell.create']);
@@ -54,6 +55,8 @@ export class DaemonMetrics {
   readonly streams: StreamMeter;
 
   #sources: MetricsSources | undefined;
+  /** What the connection gate counts; nothing until {@link watchGate}. */
+  #gate: (() => GateCounts) | undefined;
   /** The owners' usage as the last scrape read it, once for the four metrics made of it. */
   #usage: ReadonlyMap<string, OwnerUsage> | undefined;
 
@@ -223,6 +226,27 @@ export class DaemonMetrics {
       help: "Times a WebSocket client stopped being read because it sent messages faster than its rate or its owner's (--max-message-rate, --max-owner-message-rate).",
       registers,
     });
+    const gate = (): GateCounts => this.#gate?.() ?? { strangers: 0, evicted: 0, timedOut: 0 };
+    new Gauge({
+      name: 'execworld_idle_connections',
+      help: 'Connections no valid token has come on, with no request under way (bounded by --max-idle-connections).',
+      registers,
+      collect() {
+        this.set(gate().strangers);
+      },
+    });
+    new Counter({
+      name: 'execworld_idle_connections_closed_total',
+      help: 'Connections no valid token had come on that the daemon closed, by reason: evicted (the oldest, past --max-idle-connections), timeout (no request within --connect-timeout-ms).',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        this.reset();
+        const counts = gate();
+        this.inc({ reason: 'evicted' }, counts.evicted);
+        this.inc({ reason: 'timeout' }, counts.timedOut);
+      },
+    });
     const messagesRead = (): number => this.websocketMessages;
     new Counter({
       name: 'execworld_websocket_messages_total',
@@ -249,6 +273,11 @@ export class DaemonMetrics {
   /** Where the sessions and memory are read when scraped. */
   readFrom(sources: MetricsSources): void {
     this.#sources = sources;
+  }
+
+  /** Reads the connection gate's counts at each scrape. */
+  watchGate(counts: () => GateCounts): void {
+    this.#gate = counts;
   }
 
   authFailure(): void {
