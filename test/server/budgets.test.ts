@@ -32,7 +32,12 @@ test.beforeAll(({ daemon: fileDaemon }) => {
 const TERMINAL = { argv: ['/bin/cat'], cwd: '/tmp', rows: 24, cols: 80, graceMs: 500 };
 
 describe('a WebSocket client that sends calls and never reads', () => {
-  test("is held back, then disconnected, with the daemon's queue for it bounded", async () => {
+  test("is held back, then disconnected, with the daemon's queue for it bounded", async ({ startDaemon }) => {
+    // A daemon of its own, whose heartbeat lets a client that reads nothing live a few seconds: on a busy host the
+    // flood below may take more than the shared daemon's second to fill the sockets between, and the client
+    // would be gone before the daemon held anything for it. The flood is sent faster than the daemon's message
+    // rates: the messages held past them wait for unread answers too.
+    const daemon = await startDaemon({ connectionBufferBytes: 256 * 1024, heartbeatMs: 5000 });
     // Answers of a kilobyte or more each: a listing of a few terminals. Made before the connection, whose
     // client reads nothing from its start, so its heartbeat cannot lapse while a busy host starts them.
     const terminals = await Promise.all([1, 2, 3].map(() => daemon.request('POST', '/v1/terminals', { body: TERMINAL })));

@@ -77,6 +77,8 @@ export interface HubOptions {
 const CLOSE_ABNORMAL = 1006;
 /** WebSocket close code for a peer that broke the daemon's policy (RFC 6455 §7.4.1). */
 const CLOSE_POLICY_VIOLATION = 1008;
+/** Messages held past a rate that are read in one turn of the event loop, at most (see ClientLink's #readHeld). */
+const HELD_PER_TURN = 64;
 /** How long a peer closed for what it sent has to answer the close before its socket is cut, and what it holds with it. */
 const CLOSE_GRACE_MS = 1000;
 
@@ -219,14 +221,26 @@ class ClientLink {
     this.#refill = setTimeout(() => this.#readHeld(), wait);
   }
 
-  /** Reads the held messages the rates now allow; reading goes on once none is held. */
+  /**
+   * Reads the held messages the rates now allow, a few a turn: their answers
+   * are sent between turns, so a client that leaves them unread is seen
+   * (#checkBudget) before the next are read. Reading goes on once none is held.
+   */
   #readHeld(): void {
     this.#refill = undefined;
+    let read = 0;
     while (this.#held.length > 0 && this.#socket.readyState === this.#socket.OPEN) {
+      // A client that leaves its answers unread has its held messages wait too: #onSent reads them on.
+      if (this.#readingPaused) return;
+      if (read === HELD_PER_TURN) {
+        this.#refill = setTimeout(() => this.#readHeld(), 0);
+        return;
+      }
       if (!this.#hub.takeMessage(this.#rate, this.#intake)) {
         this.#scheduleRefill();
         return;
       }
+      read += 1;
       const [data, isBinary] = this.#held.shift()!;
       this.#onMessage(data, isBinary);
     }
@@ -422,7 +436,9 @@ class ClientLink {
   #onSent(): void {
     if (this.#readingPaused && this.#socket.bufferedAmount <= this.#options.connectionBufferBytes / 2) {
       this.#readingPaused = false;
-      this.#updateReading();
+      // Messages held past the rate, whose reading stopped for the unread answers, go on first.
+      if (this.#ratePaused && this.#refill === undefined) this.#readHeld();
+      else this.#updateReading();
     }
   }
 
