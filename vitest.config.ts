@@ -8,7 +8,11 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * used, an archive of 250,000 entries unpacked with the daemon's memory
  * measured (a minute and a half of one core by itself), twenty takeovers of
  * a daemon in a row, and a takeover of every kind of session with clients
- * riding through (two minutes).
+ * riding through (two minutes). Then the files of a minute or more each,
+ * most of it spent starting daemons and CLI processes one after another:
+ * the CLI's session commands, its exec and the daemon's CLI, a takeover given
+ * back, the token file refused for each of nine faults, the owner's pids total
+ * (a thread bomb held at 4096, and a takeover), and the browser's /ui page.
  */
 export const SLOW_FILES = [
   'test/dsh/pwsh.test.ts',
@@ -17,6 +21,13 @@ export const SLOW_FILES = [
   'test/server/unpack-memory.test.ts',
   'test/server/takeover-repeat.test.ts',
   'test/server/takeover.test.ts',
+  'test/cli/sessions.test.ts',
+  'test/cli/exec.test.ts',
+  'test/server/cli.test.ts',
+  'test/server/takeover-give-back.test.ts',
+  'test/deploy/token-secret.test.ts',
+  'test/server/owner-pids.test.ts',
+  'test/ui/browser.test.ts',
 ];
 
 export default defineConfig({
