@@ -9,5 +9,9 @@ export default defineConfig({
     exclude: [...configDefaults.exclude],
     // The main suite checks the type tests.
     typecheck: { enabled: false },
+    // These files start daemons and CLI processes one after another, beside another file doing the same (the pwsh
+    // stack, the image's replay): a test of several CLI commands may take more than the main suite's 30 s.
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
   },
 });
