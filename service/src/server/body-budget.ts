@@ -15,11 +15,7 @@
 import { Transform, type Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ServiceError } from './errors.ts';
-import type { Principal } from './auth.ts';
-import { ByteBudget } from './byte-budget.ts';
-
-/** Whose bytes a request's body are, as the budget counts them, when it carries no token (a route that needs none). */
-const NOBODY = '';
+import { ByteBudget, holderOf } from './byte-budget.ts';
 
 export class BodyBudget {
   readonly #budget: ByteBudget;
@@ -53,7 +49,7 @@ export class BodyBudget {
   meter(request: FastifyRequest, reply: FastifyReply, payload: Readable): Readable {
     if (request.headers['content-length'] === undefined && request.headers['transfer-encoding'] === undefined) return payload;
     // The principal is known by now: the token is taken in the onRequest hook, before the body is parsed.
-    const owner = (request.principal as Principal | undefined)?.owner ?? NOBODY;
+    const owner = holderOf(request.principal);
     let counted = 0;
     let answered = false;
     reply.raw.once('close', () => {

@@ -34,6 +34,11 @@ export interface ByteBudgetOptions {
   readonly retry: string;
 }
 
+/** Whose bytes a call holds, as the budgets count them: its owner's, or nobody's for a call without a token (health). */
+export function holderOf(principal: { readonly owner: string } | undefined): string {
+  return principal?.owner ?? '';
+}
+
 export class ByteBudget {
   /** Bytes all owners together may hold. */
   readonly limit: number;

@@ -11,7 +11,7 @@ import type { Readable } from 'node:stream';
 import { ByteReply } from './byte-calls.ts';
 import type { FileProvider } from '../provider/api.ts';
 import { permitsSession, reachOf, type Principal } from './auth.ts';
-import type { ByteBudget } from './byte-budget.ts';
+import { holderOf, type ByteBudget } from './byte-budget.ts';
 import type { CallContext, Transport } from './call-context.ts';
 import { BOUND_OPERATIONS, type BoundOperation } from './handlers.ts';
 import { describeZodError, readOnlyRefusal, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
@@ -30,9 +30,6 @@ export interface DaemonServices extends Pick<
   /** The bytes of answers being read and sent (--answer-budget-bytes), which calls set aside with `holdAnswer`. */
   readonly answers: ByteBudget;
 }
-
-/** Whose bytes a call's answer holds when the call carries no token (health). */
-const NOBODY = '';
 
 /** The kinds of session, by the prefix of their operations' names. */
 const SESSION_OPERATIONS = /^(terminal|process|shell)\./;
@@ -150,7 +147,7 @@ export class Dispatcher {
         signal = AbortSignal.any([caller.signal, grant.signal]);
       }
       // The bytes this call's answer set aside, held until the transport sent it.
-      const owner = (principal as Principal | undefined)?.owner ?? NOBODY;
+      const owner = holderOf(principal);
       const { answers } = this.#services;
       const holdAnswer = (asked: number): void => {
         // An answer larger than an owner's share (a collected tail of hundreds of MiB) holds the share: no call is refused for its size alone.
