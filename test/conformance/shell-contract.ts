@@ -4,7 +4,7 @@
  * persists, readiness from markers and the runtime's input-wait proof,
  * interrupts, exits and resets, bounded output.
  */
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -181,6 +181,35 @@ export function defineShellContract(name: string, make: () => Promise<ShellSubje
       const running = shell.run('sleep 30', { signal: controller.signal });
       setTimeout(() => controller.abort(), 200);
       expect(await running).toMatchObject({ reason: 'canceled', exitCode: 130 });
+    });
+
+    it('interrupts the command the shell starts after it took the SIGINT itself, and keeps the shell', async () => {
+      // The shell is its terminal's foreground (a loop of builtins) when the interrupt lands; its trap goes on to start
+      // `sleep`, which never got the signal: the interrupt follows it there.
+      await shell.run('export BEFORE_INTERRUPT=kept');
+      const started = join(home, 'loop-started');
+      const trapped = join(home, 'loop-trapped');
+      const gate = join(home, 'loop-gate');
+      const controller = new AbortController();
+      const running = shell.run(`trap ': > ${trapped}' INT; : > ${started}; while [ ! -e ${gate} ]; do :; done; sleep 100`, {
+        signal: controller.signal,
+      });
+      await waitFor('the loop to start', () => existsSync(started));
+      controller.abort();
+      await waitFor('the shell to take the SIGINT', () => existsSync(trapped));
+      writeFileSync(gate, '');
+      expect(await running).toMatchObject({ reason: 'canceled', exitCode: 130, signal: 'SIGINT' });
+      expect(await shell.run('trap - INT; echo $BEFORE_INTERRUPT')).toMatchObject({ output: 'kept\n', exitCode: 0 });
+    });
+
+    it('interrupts a run under way for another caller: both are answered how it ended', async () => {
+      const started = join(home, 'held-started');
+      const running = shell.run(`: > ${started}; sleep 100`);
+      await waitFor('the run to start', () => existsSync(started));
+      const interrupted = await shell.interrupt();
+      expect(interrupted).toMatchObject({ reason: 'canceled', exitCode: 130, signal: 'SIGINT' });
+      expect(await running).toEqual(interrupted);
+      expect(await shell.run('echo after')).toMatchObject({ output: 'after\n', exitCode: 0 });
     });
 
     for (const [command, status] of [

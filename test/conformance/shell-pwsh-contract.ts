@@ -111,7 +111,7 @@ export function definePwshShellContract(name: string, make: () => Promise<ShellS
       expect(waiting).toMatchObject({ reason: 'waiting_for_input', waitingFor: { command: 'cat' } });
       expect(await shell.interrupt()).toMatchObject({ reason: 'canceled', exitCode: 130 });
       expect(await shell.run('sleep 30', { timeoutMs: 500 })).toMatchObject({ reason: 'timeout', exitCode: 130, signal: 'SIGINT' });
-      expect((await shell.run('Write-Output after')).output).toBe('after\n');
+      expect(await shell.run('Write-Output after')).toMatchObject({ output: 'after\n', reason: 'completed', exitCode: 0 });
     });
 
     it('never takes pwsh waiting for a cursor report for a wait for input', async () => {

@@ -17,14 +17,14 @@ describe('terminal: input-wait proof', () => {
     const sleeping = await waitForForeground(shell.terminal, 'sleep in the foreground', (f) => f !== undefined && f.processGroupId !== shell.terminal.pid);
     // Not proven waiting once sleep is where it stays: asleep in nanosleep.
     await waitFor('sleep to be asleep', () => asleepInForeground(shell.terminal.pid, 'sleep'));
-    expect(await shell.terminal.inspectForeground()).toEqual({ processGroupId: sleeping.processGroupId, inputWaiting: false });
+    expect(await shell.terminal.inspectForeground()).toEqual({ processGroupId: sleeping.processGroupId, inputWaiting: false, command: 'sleep' });
     await shell.terminal.signalForeground('SIGINT');
     await shell.waitForOutput(PROMPT, shell.text().length - PROMPT.length + 1);
     // cat reads fd 0, but fd 0 is a pipe: no terminal input is awaited.
     await shell.terminal.write('sleep 30 | cat\r');
     const piped = await waitForForeground(shell.terminal, 'pipeline in the foreground', (f) => f !== undefined && f.processGroupId !== shell.terminal.pid);
     await waitFor('cat to block reading the pipe', () => asleepInForeground(shell.terminal.pid, 'cat'));
-    expect(await shell.terminal.inspectForeground()).toEqual({ processGroupId: piped.processGroupId, inputWaiting: false });
+    expect(await shell.terminal.inspectForeground()).toEqual({ processGroupId: piped.processGroupId, inputWaiting: false, command: 'sleep' });
     await shell.terminal.terminate();
   });
 

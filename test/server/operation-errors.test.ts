@@ -793,7 +793,6 @@ Object.assign(OWN, {
   ],
   'shell.send': [{ what: 'a send while a run is in progress', code: 'SHELL_BUSY', send: () => whileBusy('shell.send', { input: 'x' }) }],
   'shell.wait': [{ what: 'a wait while a run is in progress', code: 'SHELL_BUSY', send: () => whileBusy('shell.wait', {}) }],
-  'shell.interrupt': [{ what: 'an interrupt while a run is in progress', code: 'SHELL_BUSY', send: () => whileBusy('shell.interrupt', {}) }],
   'shell.delete': [
     {
       what: 'a shell whose terminal survives its cleanup',

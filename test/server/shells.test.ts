@@ -142,6 +142,18 @@ describe('/v1/shells', () => {
     });
   });
 
+  test('interrupts a run another call waits for: both calls answer how it ended, and the shell stays', async () => {
+    const id = await createShell();
+    await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'export KEPT=yes' } });
+    const running = daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'echo begun; sleep 100' } });
+    await waitFor('the run to be in progress', async () => (await daemon.request('GET', `/v1/shells/${id}`)).body.state === 'running');
+    const interrupted = await daemon.request('POST', `/v1/shells/${id}/interrupt`);
+    expect(interrupted.status).toBe(200);
+    expect(interrupted.body).toMatchObject({ reason: 'canceled', exitCode: 130, signal: 'SIGINT' });
+    expect((await running).body).toEqual(interrupted.body);
+    expect((await daemon.request('POST', `/v1/shells/${id}/run`, { body: { command: 'echo $KEPT' } })).body).toMatchObject({ output: 'yes\n', exitCode: 0 });
+  });
+
   test('runs over the WebSocket with the SDK, and deletes the shell and forgets every terminal it ran on', async () => {
     const created = await runtime.call('shell.create', { cwd: '/tmp' });
     const result = await runtime.call('shell.run', { id: created.id, command: 'printf "%s" over-ws' });

@@ -270,7 +270,9 @@ export const Foreground = z
         processGroupId: z.int(),
         inputWaiting: z.boolean(),
         inputWaitToken: z.string().optional().meta({ description: 'Names the current input wait; a new wait has a new token.' }),
-        command: z.string().optional().meta({ description: 'The command name of the program proven to wait for input, where the platform tells it.' }),
+        command: z.string().optional().meta({
+          description: "The command name, where the platform tells it: of the program proven to wait for input while inputWaiting, else of the group's leader.",
+        }),
       })
       .nullable(),
     outputEnd: z

@@ -20,7 +20,7 @@ export type TerminalScreen = OperationResult<'terminal.screen'>;
 /** Foreground facts, with the identity of the input wait when there is one. */
 export interface RemoteTerminalForeground extends SubprocessTerminalForeground {
   inputWaitToken?: string | undefined;
-  /** The command name of the program proven to wait for input, where the daemon's platform tells it. */
+  /** The command name, where the daemon's platform tells it: of the program proven to wait for input, else of the group's leader. */
   command?: string | undefined;
 }
 

@@ -17,7 +17,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
-import type { SubprocessOutcome, SubprocessRuntime, SubprocessTerminalHandle, SubprocessTerminalSpawnSpec } from '../seam/types.ts';
+import type {
+  SubprocessOutcome,
+  SubprocessRuntime,
+  SubprocessTerminalForeground,
+  SubprocessTerminalHandle,
+  SubprocessTerminalSpawnSpec,
+} from '../seam/types.ts';
 import type { AskingUsageMeter, LimitsRequest, SessionLimits, UsageMeter, UsageMetering } from '../seam/usage.ts';
 import { ExecworldError, invalidArgument } from '../errors.ts';
 import { bash } from './bash.ts';
@@ -222,6 +228,58 @@ class ShellSession {
   }
 }
 
+/** What a terminal's foreground inspection tells beyond the seam's type, where its runtime knows it (local and remote do). */
+type ForegroundFacts = SubprocessTerminalForeground & { inputWaitToken?: string; command?: string };
+
+const inspect = async (session: ShellSession): Promise<ForegroundFacts | undefined> => session.terminal.inspectForeground();
+
+/** First and longest pause between looks at the terminal's foreground after an interrupt; the most signals it sends after the first. */
+const FOLLOW_FIRST_MS = 2;
+const FOLLOW_MAX_MS = 50;
+const FOLLOW_MAX_SIGNALS = 4;
+
+/**
+ * A foreground an interrupt signalled: its group, and the program it ran
+ * (undefined where the platform does not tell; null when it was not seen).
+ */
+interface Signalled {
+  readonly group: number;
+  readonly command: string | undefined | null;
+}
+
+/**
+ * After an interrupt's SIGINT, until `done()` (the run's line ended, the
+ * shell exited, or the grace passed): a program that takes the terminal
+ * without having been signalled gets SIGINT too. A signal that lands on the
+ * shell itself (its terminal's foreground between the commands of a line,
+ * or forking the next one) never reaches a command it starts after; one
+ * that lands on a child the shell forked, before it starts its program,
+ * is taken by the shell's handler the child still has. In both cases a
+ * Ctrl-C typed then would be lost as well; the interrupt's purpose is the
+ * run's end, so it follows: a new group, or the same group running another
+ * program, is signalled once. The shell's own group is never signalled
+ * again: it is on its way back to its prompt.
+ */
+async function followInterrupt(session: ShellSession, signalled: Signalled[], done: () => boolean): Promise<void> {
+  const shellGroup = session.terminal.pid;
+  let pause = FOLLOW_FIRST_MS;
+  while (!done() && signalled.length <= FOLLOW_MAX_SIGNALS) {
+    await new Promise((resolve) => setTimeout(resolve, pause));
+    pause = Math.min(pause * 2, FOLLOW_MAX_MS);
+    if (done()) return;
+    try {
+      const facts = await inspect(session);
+      if (facts === undefined || facts.processGroupId === shellGroup || done()) continue;
+      const { processGroupId: group, command } = facts;
+      if (signalled.some((seen) => seen.group === group && (seen.command === undefined || command === undefined || seen.command === command))) continue;
+      signalled.push({ group, command });
+      await session.terminal.signalForeground('SIGINT');
+    } catch (_error) {
+      // A foreground that went away while it was looked at: the next look, or the run's end, tells.
+    }
+  }
+}
+
 /** Whether `input` wakes a reader of the terminal whatever its mode: it holds a line's end (Enter types \r), or Ctrl-D. */
 const wakesAReader = (input: string): boolean => input.includes('\r') || input.includes('\n') || input.includes('\u0004');
 
@@ -251,6 +309,8 @@ export class PersistentShell {
   /** The session `#session` resolved with, while it is the engine's. */
   #ready: ShellSession | undefined;
   #run: Run | undefined;
+  /** The call that waits for the run's answer now: another caller's `interrupt()` interrupts the run through it. */
+  #holder: { interrupt(): void; readonly answer: Promise<RunResult> } | undefined;
   #busy = false;
   #closed = false;
 
@@ -331,12 +391,26 @@ export class PersistentShell {
    */
   async run(command: string, options: RunOptions = {}): Promise<RunResult> {
     if (typeof command !== 'string') throw invalidArgument('command must be a string');
-    return this.#exclusive(async () => {
+    return this.#holding(async (interrupted) => {
       if (this.#run !== undefined) {
         throw new ShellError('SHELL_BUSY', 'the previous command still runs (it waits for input or was left idle): send() to it, wait(), or interrupt() it');
       }
       const startedAt = performance.now();
       const session = await this.#readySession(options.signal);
+      // Interrupted while its shell was made ready: the line is never typed.
+      if (interrupted.aborted) {
+        const at = session.offset;
+        return {
+          output: '',
+          exitCode: null,
+          signal: null,
+          reason: 'canceled',
+          durationMs: performance.now() - startedAt,
+          truncated: false,
+          outputStart: at,
+          outputEnd: at,
+        };
+      }
       // From before its line is typed: cpu and the limits hit are the difference over the run, across its answers.
       // (A remote terminal's meter asks the daemon for the start, ahead of the line on the same connection.)
       const meter = (session.terminal as Partial<UsageMetering>).usageMeter?.();
@@ -356,32 +430,46 @@ export class PersistentShell {
         this.#reset(session);
         throw error;
       }
-      return this.#answer(startedAt, options);
+      return this.#answer(startedAt, options, interrupted);
     });
   }
 
   /** Writes `input` to the open run's program (a reply to its prompt) and waits for the run as `run` does. */
   async send(input: string, options: RunOptions = {}): Promise<RunResult> {
-    return this.#exclusive(async () => {
+    return this.#holding(async (interrupted) => {
       const run = this.#openRun('send');
       const startedAt = performance.now();
-      run.answeredWait = wakesAReader(input) ? run.waitToken : undefined;
-      await run.session.write(input);
-      return this.#answer(startedAt, options);
+      // Interrupted first: the input is not typed, and the run is interrupted.
+      if (!interrupted.aborted) {
+        run.answeredWait = wakesAReader(input) ? run.waitToken : undefined;
+        await run.session.write(input);
+      }
+      return this.#answer(startedAt, options, interrupted);
     });
   }
 
   /** Waits on for the open run. */
   async wait(options: RunOptions = {}): Promise<RunResult> {
-    return this.#exclusive(async () => {
+    return this.#holding(async (interrupted) => {
       this.#openRun('wait');
-      return this.#answer(performance.now(), options);
+      return this.#answer(performance.now(), options, interrupted);
     });
   }
 
-  /** Interrupts the open run's program (SIGINT, or the dialect's key to the shell itself) and answers how it ended. */
+  /**
+   * Interrupts the open run's program (SIGINT, or the dialect's key to the
+   * shell itself) and answers how it ended. While another call (a run, send,
+   * wait or interrupt) waits for the run, that call is answered `canceled`,
+   * and this one with the same answer.
+   */
   async interrupt(): Promise<RunResult> {
-    return this.#exclusive(async () => {
+    const holder = this.#holder;
+    if (holder !== undefined && !this.#closed) {
+      holder.interrupt();
+      return holder.answer;
+    }
+    // Itself the holder: an interrupt while this one waits for the run is answered with it.
+    return this.#holding(async () => {
       const run = this.#openRun('interrupt');
       return this.#interrupt(run, performance.now(), 'canceled');
     });
@@ -405,6 +493,25 @@ export class PersistentShell {
     const run = this.#run;
     if (run === undefined) throw invalidArgument(`${call}: no command is running`);
     return run;
+  }
+
+  /**
+   * An exclusive call that waits for the run's answer. Until it is answered
+   * it is the run's holder: `interrupted` aborts when another caller
+   * interrupts the run, and that caller gets the same answer.
+   */
+  async #holding(body: (interrupted: AbortSignal) => Promise<RunResult>): Promise<RunResult> {
+    return this.#exclusive(async () => {
+      const interrupting = new AbortController();
+      const answer = body(interrupting.signal);
+      const holder = { interrupt: () => interrupting.abort(), answer };
+      this.#holder = holder;
+      try {
+        return await answer;
+      } finally {
+        if (this.#holder === holder) this.#holder = undefined;
+      }
+    });
   }
 
   /** One call at a time: a second call while one waits is refused, never queued behind a wait. */
@@ -525,7 +632,7 @@ export class PersistentShell {
    * Waits for the open run's next answer: its line ended, its program waits
    * for input, the shell exited, silence, the deadline, or the caller's abort.
    */
-  async #answer(startedAt: number, options: RunOptions): Promise<RunResult> {
+  async #answer(startedAt: number, options: RunOptions, interrupted: AbortSignal): Promise<RunResult> {
     const run = this.#run!;
     const { session, capture } = run;
     const outcome = await new Promise<{ reason: RunReason | 'detached'; waitingFor?: RunResult['waitingFor'] }>((resolve) => {
@@ -542,6 +649,7 @@ export class PersistentShell {
         clearTimeout(deadline);
         clearTimeout(waitLimit);
         options.signal?.removeEventListener('abort', onAbort);
+        interrupted.removeEventListener('abort', onAbort);
         options.detach?.removeEventListener('abort', onDetach);
         session.onOutput = undefined;
         resolve({ reason, ...(waitingFor === undefined ? {} : { waitingFor }) });
@@ -556,8 +664,7 @@ export class PersistentShell {
         if (settled || probing) return;
         probing = true;
         try {
-          const facts = (await session.terminal.inspectForeground()) as
-            { processGroupId: number; inputWaiting: boolean; inputWaitToken?: string; command?: string } | undefined;
+          const facts = await inspect(session);
           if (settled || check()) return;
           // The shell's own group counts once it took the run's line: a builtin such as `read` waits there.
           const waiting = facts?.inputWaiting === true && (facts.processGroupId !== session.terminal.pid || capture.started);
@@ -589,7 +696,7 @@ export class PersistentShell {
       const onDetach = (): void => finish('detached');
       const deadline = options.timeoutMs === undefined ? undefined : setTimeout(() => finish('timeout'), options.timeoutMs);
       const waitLimit = options.waitMs === undefined ? undefined : setTimeout(() => finish('wait_limit'), options.waitMs);
-      if (options.signal?.aborted === true) {
+      if (options.signal?.aborted === true || interrupted.aborted) {
         finish('canceled');
         return;
       }
@@ -598,6 +705,7 @@ export class PersistentShell {
         return;
       }
       options.signal?.addEventListener('abort', onAbort, { once: true });
+      interrupted.addEventListener('abort', onAbort, { once: true });
       options.detach?.addEventListener('abort', onDetach, { once: true });
       session.onOutput = () => {
         if (check()) return;
@@ -620,18 +728,25 @@ export class PersistentShell {
   async #interrupt(run: Run, startedAt: number, reason: 'timeout' | 'canceled'): Promise<RunResult> {
     const { session, capture } = run;
     if (capture.lineEnd === undefined && session.exit === undefined) {
+      let signalled: Signalled[] | undefined;
       try {
         const input = this.#dialect.interruptInput;
+        const facts = await inspect(session);
         // The shell itself in the foreground, reading its terminal (pwsh's Read-Host): the key interrupts it, a signal would not.
-        const facts = input === undefined ? undefined : await session.terminal.inspectForeground();
         if (input !== undefined && facts?.processGroupId === session.terminal.pid) await session.write(input);
-        else await session.terminal.signalForeground('SIGINT');
+        else {
+          const group = await session.terminal.signalForeground('SIGINT');
+          // The program it ran as the signal went, when the look before it saw the same group: else not known (null).
+          if (input === undefined) signalled = [{ group, command: facts?.processGroupId === group ? facts.command : null }];
+        }
       } catch (_error) {
         // Gone meanwhile: the exit or the markers tell.
       }
+      let settled = false;
       const back = await new Promise<boolean>((resolve) => {
         const timer = setTimeout(() => done(false), this.#options.interruptGraceMs ?? 3000);
         const done = (value: boolean): void => {
+          settled = true;
           clearTimeout(timer);
           session.onOutput = undefined;
           resolve(value);
@@ -640,6 +755,7 @@ export class PersistentShell {
           if (capture.lineEnd !== undefined || session.exit !== undefined) done(true);
         };
         session.onOutput();
+        if (signalled !== undefined && !settled) void followInterrupt(session, signalled, () => settled);
       });
       if (!back) session.broken = true;
     }

@@ -13,14 +13,13 @@ Interrupts (SIGINT, as Ctrl-C would) the command shell <shell-id> runs. A
 command that waits for input or went idle is answered: what it printed since
 and how it ended are printed, and the shell is ready for the next command. A
 command an 'execworld run' or 'execworld send' is waiting for gets the signal,
-and that command prints how it ended.
+and that command prints how it ended; this one returns once it ended.
 
 Options:
 ${optionHelp(OPTIONS)}
 
 Exit status: the interrupted command's status (130 when SIGINT ended it) for
-a command that waited; 0 once the signal was sent to one another command
-waits for; 1 when execworld or the daemon failed (the shell runs no command,
+a command that waited; 0 once the command another command waits for ended; 1 when execworld or the daemon failed (the shell runs no command,
 NOT_FOUND: no shell of this owner has that id); 2 for a usage error.
 `;
 
@@ -34,9 +33,9 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
       process.stdout.write(result.output);
       return result.exitCode ?? 1;
     }
-    if (shell.state === 'running' && shell.terminalId !== null) {
-      // Another call holds the shell: the signal goes to its command (the terminal's foreground), and that call answers.
-      await runtime.call('terminal.signal', { id: shell.terminalId, signal: 'SIGINT' });
+    if (shell.state === 'running') {
+      // Another call waits for the run: it is answered how the command ended, and prints it.
+      await runtime.call('shell.interrupt', { id });
       return 0;
     }
     throw new CliError(`shell ${id} runs no command (it is ${shell.state})`);

@@ -299,12 +299,13 @@ export async function streamRun(
 }
 
 /**
- * SIGINT to the command shell `id` runs: to its terminal's foreground, as
- * Ctrl-C on that terminal would; nothing when the shell has no terminal now.
+ * SIGINT to the command shell `id` runs, as Ctrl-C on its terminal would:
+ * the daemon interrupts the run this CLI's call waits for, which answers
+ * `canceled` (the daemon follows a signal the shell itself took to the
+ * command it starts next, and ends a shell that does not come back).
  */
 export async function interruptCommand(runtime: RemoteRuntime, id: string): Promise<void> {
-  const { terminalId } = await runtime.call('shell.get', { id });
-  if (terminalId !== null) await runtime.call('terminal.signal', { id: terminalId, signal: 'SIGINT' });
+  await runtime.call('shell.interrupt', { id });
 }
 
 /** The commands that answer, interrupt or end a shell whose command waits. */

@@ -26,7 +26,11 @@ export interface TerminalForeground extends SubprocessTerminalForeground {
    * the same wait and changes once it wakes and blocks again.
    */
   inputWaitToken?: string;
-  /** Present while `inputWaiting`: the command name of the program proven to wait, where the platform tells it. */
+  /**
+   * The command name, where the platform tells it: while `inputWaiting`, of
+   * the program proven to wait; else of the group's leader (a program that
+   * starts another one, by exec, changes it).
+   */
   command?: string;
 }
 

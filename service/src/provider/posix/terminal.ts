@@ -254,7 +254,8 @@ export class LocalTerminal extends BaseTerminal {
     // A program blocked on the answer to a query it sent (found in the output the flush read) waits for the
     // terminal, not for input: no proof until input came after the query.
     if (wait === undefined || !this.#pty.flush() || this.output.readableLength > 0 || this.#queryUnanswered) {
-      return { processGroupId: pgid, inputWaiting: false };
+      const leader = rows.find((row) => row.identity.pid === pgid)?.name;
+      return { processGroupId: pgid, inputWaiting: false, ...(leader === undefined ? {} : { command: leader }) };
     }
     const command = wait.command ?? rows.find((row) => row.identity.pid === wait.readers[0])?.name;
     return { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token, ...(command === undefined ? {} : { command }) };
