@@ -41,6 +41,33 @@ describe('terminal: input-wait proof', () => {
     expect(after.processGroupId).toBe(before.processGroupId);
     await shell.terminal.terminate();
   });
+
+  it('tells whether the waiting read takes lines or any byte', async () => {
+    const shell = await openBash(runtime);
+    type Facts = { inputWaiting: boolean; inputWaitToken?: string; readsLines?: boolean; command?: string };
+    // At its prompt, readline reads the terminal raw.
+    const prompt = (await waitForForeground(shell.terminal, 'prompt wait', (f) => f?.inputWaiting === true)) as Facts;
+    expect(prompt.readsLines).toBe(false);
+    await shell.terminal.write('read line\r');
+    const line = (await waitForForeground(
+      shell.terminal,
+      'read waits',
+      (f) => f?.inputWaiting === true && (f as Facts).inputWaitToken !== prompt.inputWaitToken,
+    )) as Facts;
+    expect(line.readsLines).toBe(true);
+    await shell.terminal.write('done\r');
+    await shell.waitForOutput(PROMPT, shell.text().length);
+    await shell.terminal.write('stty -icanon min 1; head -c 1 >/dev/null; stty icanon\r');
+    const raw = (await waitForForeground(
+      shell.terminal,
+      'head waits',
+      (f) => (f as Facts | undefined)?.command === 'head' && f?.inputWaiting === true,
+    )) as Facts;
+    expect(raw.readsLines).toBe(false);
+    await shell.terminal.write('x');
+    await waitForForeground(shell.terminal, 'head woken by one byte', (f) => (f as Facts | undefined)?.command !== 'head');
+    await shell.terminal.terminate();
+  });
 });
 
 describe('terminal: signals', () => {

@@ -270,6 +270,14 @@ export const Foreground = z
         processGroupId: z.int(),
         inputWaiting: z.boolean(),
         inputWaitToken: z.string().optional().meta({ description: 'Names the current input wait; a new wait has a new token.' }),
+        readsLines: z
+          .boolean()
+          .optional()
+          .meta({
+            description:
+              'While inputWaiting, where the platform tells it: whether the terminal reads input by lines (canonical mode), ' +
+              'so the waiting read wakes only at a line end or an end of file; in raw mode (a pager, an editor) any byte wakes it.',
+          }),
         command: z.string().optional().meta({
           description: "The command name, where the platform tells it: of the program proven to wait for input while inputWaiting, else of the group's leader.",
         }),

@@ -22,6 +22,8 @@ export interface RemoteTerminalForeground extends SubprocessTerminalForeground {
   inputWaitToken?: string | undefined;
   /** The command name, where the daemon's platform tells it: of the program proven to wait for input, else of the group's leader. */
   command?: string | undefined;
+  /** While inputWaiting, where the daemon's platform tells it: whether the terminal reads input by lines (canonical mode). */
+  readsLines?: boolean | undefined;
 }
 
 export class RemoteTerminal implements SubprocessTerminalHandle, UsageReporting, UsageMetering {

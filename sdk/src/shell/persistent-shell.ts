@@ -229,7 +229,7 @@ class ShellSession {
 }
 
 /** What a terminal's foreground inspection tells beyond the seam's type, where its runtime knows it (local and remote do). */
-type ForegroundFacts = SubprocessTerminalForeground & { inputWaitToken?: string; command?: string };
+type ForegroundFacts = SubprocessTerminalForeground & { inputWaitToken?: string; command?: string; readsLines?: boolean };
 
 const inspect = async (session: ShellSession): Promise<ForegroundFacts | undefined> => session.terminal.inspectForeground();
 
@@ -280,8 +280,13 @@ async function followInterrupt(session: ShellSession, signalled: Signalled[], do
   }
 }
 
-/** Whether `input` wakes a reader of the terminal whatever its mode: it holds a line's end (Enter types \r), or Ctrl-D. */
-const wakesAReader = (input: string): boolean => input.includes('\r') || input.includes('\n') || input.includes('\u0004');
+/**
+ * Whether `input` wakes the reader of the terminal: any input where the
+ * terminal is known to read it raw (`readsLines` false), else input that
+ * holds a line's end (Enter types \r) or Ctrl-D, which wakes it in either mode.
+ */
+const wakesAReader = (input: string, readsLines: boolean | undefined): boolean =>
+  (readsLines === false && input.length > 0) || input.includes('\r') || input.includes('\n') || input.includes('\u0004');
 
 /** The state of the run in progress, across the calls that answer it. */
 interface Run {
@@ -294,11 +299,13 @@ interface Run {
   /**
    * The wait a send of a line answered: input written to it may not have reached the program yet (the kernel hands
    * a pty's input to its reader from a work queue), so until the program has run, the same wait, by its token, is
-   * still there. It is no answer to the send; a new wait (a new token) or the run's end is. Only for input that ends
-   * a line (or is an end of file): a line wakes a reader in either terminal mode, while part of a line leaves a
-   * reader in canonical mode asleep in the same wait, which then is the answer.
+   * still there. It is no answer to the send; a new wait (a new token) or the run's end is. Only for input that wakes
+   * the reader: a line (or an end of file) in either terminal mode, or any byte where the terminal reads raw (a pager,
+   * an editor); part of a line leaves a reader in canonical mode asleep in the same wait, which then is the answer.
    */
   answeredWait?: string | undefined;
+  /** Whether the terminal read its input by lines when the wait was proven, where the runtime tells it. */
+  readsLines?: boolean | undefined;
 }
 
 export class PersistentShell {
@@ -441,7 +448,7 @@ export class PersistentShell {
       const startedAt = performance.now();
       // Interrupted first: the input is not typed, and the run is interrupted.
       if (!interrupted.aborted) {
-        run.answeredWait = wakesAReader(input) ? run.waitToken : undefined;
+        run.answeredWait = wakesAReader(input, run.readsLines) ? run.waitToken : undefined;
         await run.session.write(input);
       }
       return this.#answer(startedAt, options, interrupted);
@@ -671,6 +678,7 @@ export class PersistentShell {
           // The wait the input was sent to, not yet woken by it, is not a wait again.
           if (waiting && (facts.inputWaitToken === undefined || facts.inputWaitToken !== run.answeredWait)) {
             run.waitToken = facts.inputWaitToken;
+            run.readsLines = facts.readsLines;
             run.answeredWait = undefined;
             finish('waiting_for_input', { processGroupId: facts.processGroupId, command: facts.command });
             return;

@@ -27,6 +27,13 @@ export interface TerminalForeground extends SubprocessTerminalForeground {
    */
   inputWaitToken?: string;
   /**
+   * Present while `inputWaiting`, where the platform tells it: whether the
+   * terminal reads input by lines (canonical mode), so that the waiting read
+   * wakes only at a line's end or an end of file; in raw mode (a pager, an
+   * editor) any byte wakes it.
+   */
+  readsLines?: boolean;
+  /**
    * The command name, where the platform tells it: while `inputWaiting`, of
    * the program proven to wait; else of the group's leader (a program that
    * starts another one, by exec, changes it).

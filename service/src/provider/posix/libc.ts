@@ -43,6 +43,7 @@ interface Libc {
   lgetxattr?: (path: string, name: string, value: null, size: number) => number;
   closeRange?: (first: number, last: number, flags: number) => number;
   tcsetattr?: (fd: number, actions: number, termios: Buffer) => number;
+  tcgetattr?: (fd: number, termios: Buffer) => number;
   /** ioctl with an int the kernel fills in (FIONREAD's count, TIOCGPGRP's group). */
   ioctlInt?: (fd: number, request: number, value: [number]) => number;
   errno(): number;
@@ -97,6 +98,7 @@ function libc(): Libc {
     : undefined;
   const execve = hostFacts.linuxCalls ? (library.func('int execve(const char *path, const char **argv, const char **envp)') as Libc['execve']) : undefined;
   const tcsetattr = hostFacts.linuxCalls ? (library.func('int tcsetattr(int fd, int optional_actions, void *termios_p)') as Libc['tcsetattr']) : undefined;
+  const tcgetattr = hostFacts.linuxCalls ? (library.func('int tcgetattr(int fd, _Out_ void *termios_p)') as Libc['tcgetattr']) : undefined;
   const ioctlInt =
     GENERIC_IOCTL_ARCHES.has(process.arch) && hostFacts.linuxCalls
       ? (library.func('int ioctl(int fd, unsigned long request, _Out_ int *value)') as Libc['ioctlInt'])
@@ -111,6 +113,7 @@ function libc(): Libc {
     ...(lgetxattr === undefined ? {} : { lgetxattr }),
     ...(closeRange === undefined ? {} : { closeRange }),
     ...(tcsetattr === undefined ? {} : { tcsetattr }),
+    ...(tcgetattr === undefined ? {} : { tcgetattr }),
     ...(execve === undefined ? {} : { execve }),
   };
   return loaded;
@@ -167,7 +170,6 @@ export function setCloseOnExec(fd: number): void {
   if (c.fcntl(fd, F_SETFD, 'int', flags | FD_CLOEXEC) < 0) throw new Error(`fcntl(${fd}, F_SETFD) failed with errno ${c.errno()}`);
 }
 
-/** Whether `fd` is close-on-exec; undefined when it cannot be told. */
 /**
  * Linux's `struct termios` as glibc lays it out (60 bytes: four flag words,
  * the line discipline, 32 control characters, then the two speeds), with the
@@ -205,6 +207,24 @@ function defaultTermios(): Buffer {
   termios.writeUInt32LE(B38400, 52);
   termios.writeUInt32LE(B38400, 56);
   return termios;
+}
+
+/** ICANON in `c_lflag`, the third flag word of `struct termios`. */
+const ICANON = 0o2;
+const LFLAG_OFFSET = 12;
+
+/**
+ * Whether the terminal `fd` reads its input by lines (canonical mode), asked
+ * on a pty's master as on its slave: a reader of it is woken by a line's end
+ * (or an end of file), where in raw mode any byte wakes it. Undefined where
+ * it cannot be asked (not Linux, a bad descriptor).
+ */
+export function terminalReadsLines(fd: number): boolean | undefined {
+  const c = libc();
+  if (c.tcgetattr === undefined) return undefined;
+  const termios = Buffer.alloc(60);
+  if (c.tcgetattr(fd, termios) !== 0) return undefined;
+  return (termios.readUInt32LE(LFLAG_OFFSET) & ICANON) !== 0;
 }
 
 /** Gives the terminal `fd` (either side) the modes of a new terminal (see {@link defaultTermios}). Linux only. */

@@ -33,7 +33,7 @@ import { constants as osConstants } from 'node:os';
 import { ReadStream } from 'node:tty';
 import { hostFacts } from '../platform/host.ts';
 import { waitForAdoptedChild } from './adopted-children.ts';
-import { bytesReadable, setCloseOnExec, setDefaultTerminalModes, terminalForegroundGroup } from './libc.ts';
+import { bytesReadable, setCloseOnExec, setDefaultTerminalModes, terminalForegroundGroup, terminalReadsLines } from './libc.ts';
 import { nativePty, type NativePty } from './pty-native.ts';
 import { readAgain, stopReading } from '../stream-handover.ts';
 
@@ -239,6 +239,11 @@ export class UnixPty {
   foregroundGroup(): number | undefined {
     // Once the socket is destroyed its fd is closed, and the number may name another file.
     return this.open ? terminalForegroundGroup(this.#fd) : undefined;
+  }
+
+  /** Whether the terminal reads input by lines now (see {@link terminalReadsLines}); undefined where it cannot be told. */
+  readsLines(): boolean | undefined {
+    return this.open ? terminalReadsLines(this.#fd) : undefined;
   }
 
   resize(cols: number, rows: number): void {

@@ -258,7 +258,14 @@ export class LocalTerminal extends BaseTerminal {
       return { processGroupId: pgid, inputWaiting: false, ...(leader === undefined ? {} : { command: leader }) };
     }
     const command = wait.command ?? rows.find((row) => row.identity.pid === wait.readers[0])?.name;
-    return { processGroupId: pgid, inputWaiting: true, inputWaitToken: wait.token, ...(command === undefined ? {} : { command }) };
+    const readsLines = this.#pty.readsLines();
+    return {
+      processGroupId: pgid,
+      inputWaiting: true,
+      inputWaitToken: wait.token,
+      ...(command === undefined ? {} : { command }),
+      ...(readsLines === undefined ? {} : { readsLines }),
+    };
   }
 
   #onData(chunk: Buffer): void {
