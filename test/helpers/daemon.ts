@@ -120,7 +120,14 @@ export class TestSocket {
     }
   }
 
+  /**
+   * Sends `message` as it is. A message of a test's own id moves the ids of
+   * {@link call} and {@link subscribe} past it: were they to reuse it, they
+   * would take the answer to the test's message for theirs.
+   */
   send(message: unknown): void {
+    const id = (message as { id?: unknown } | null)?.id;
+    if (typeof id === 'number' && id >= this.#nextId) this.#nextId = id + 1;
     this.socket.send(JSON.stringify(message));
   }
 

@@ -162,6 +162,8 @@ describe('per-owner bounds', () => {
     expect(created).toHaveLength(5);
     expect(replies.filter((reply) => reply.t === 'error' && reply.error.code === 'LIMIT_EXCEEDED')).toHaveLength(15);
     for (const reply of created) await client.call('terminal.delete', { id: (reply as { result: { id: string } }).result.id });
+    // Each delete was answered: none of the owner's slots is held any more.
+    expect((await daemon.request('GET', '/v1/terminals')).body.terminals).toEqual([]);
     client.close();
     await waitFor('the connection to close', () => daemon.daemon.hub.connections === 0);
   });
