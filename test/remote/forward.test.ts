@@ -11,7 +11,7 @@ import { connect as tcpConnect, createServer, type AddressInfo, type Server, typ
 import { afterAll, describe, expect } from 'vitest';
 import { connect, isExecworldError, type RemoteRuntime } from '@execworld/sdk';
 import { FORWARD_WINDOW_BYTES } from '@execworld/sdk/protocol';
-import { ALICE, ALICE_READER, type TestDaemon } from '../helpers/daemon.ts';
+import { ALICE, ALICE_READER, TestSocket, type TestDaemon } from '../helpers/daemon.ts';
 import { daemonTest } from '../helpers/daemon-test.ts';
 import { FaultProxy } from '../helpers/proxy.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -180,6 +180,30 @@ describe('forwardPort', () => {
       expect(ended).toContain('ECONNRESET');
       expect((await closed).error).toBe('ECONNRESET');
       await forward.close();
+    } finally {
+      world.close();
+    }
+  });
+
+  test('ends a forward at once when the WebSocket it was made on closes before taking up its output', async ({ startDaemon }) => {
+    // A grace far past the waits below: a forward left to it could not end in time.
+    const own = await startDaemon({ forwardGraceMs: 600_000 });
+    const { server: world, port: remotePort, ended } = await watchedServer();
+    try {
+      // Made, and neither subscribed to nor written to: the client closes its WebSocket.
+      const leaving = await TestSocket.open(own.wsUrl, { token: ALICE });
+      await leaving.call('port.connect', { port: remotePort });
+      await waitFor('the world to get the first connection', async () => (await countConnections(world)) === 1);
+      leaving.close();
+      await waitFor('the first world connection to end', () => ended.includes('closed'));
+      expect(ended).toEqual(['ECONNRESET', 'closed']);
+      // The same when the daemon closes it (a token revoked, the daemon going away).
+      const closed = await TestSocket.open(own.wsUrl, { token: ALICE });
+      await closed.call('port.connect', { port: remotePort });
+      await waitFor('the world to get the second connection', async () => (await countConnections(world)) === 1);
+      own.daemon.hub.closeAll();
+      await waitFor('the second world connection to end', () => ended.length === 4);
+      expect(ended).toEqual(['ECONNRESET', 'closed', 'ECONNRESET', 'closed']);
     } finally {
       world.close();
     }

@@ -11,7 +11,7 @@ import type { Principal } from './auth.ts';
 import type { TokenMinter } from './minted.ts';
 import type { SessionRegistry } from './sessions/registry.ts';
 import type { UploadRegistry } from './uploads.ts';
-import type { ForwardTable } from './forwards.ts';
+import type { ForwardLink, ForwardTable } from './forwards.ts';
 
 /** The transports calls arrive on, as metrics label them. */
 export type Transport = 'rest' | 'websocket' | 'mcp';
@@ -31,6 +31,8 @@ export interface CallContext {
   readonly maxTokenTtlMs: number;
   /** The owners' port forwards. */
   readonly forwards: ForwardTable;
+  /** The WebSocket the call came on, which takes up the forwards it makes; undefined over REST and MCP. */
+  readonly link: ForwardLink | undefined;
   readonly version: string;
   /** This image of the daemon: its start, and the last takeover. */
   readonly image: DaemonImage;

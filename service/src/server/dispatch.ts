@@ -16,6 +16,7 @@ import type { CallContext, Transport } from './call-context.ts';
 import { BOUND_OPERATIONS, type BoundOperation } from './handlers.ts';
 import { describeZodError, readOnlyRefusal, scopeRefusal, ServiceError, toServiceError } from './errors.ts';
 import type { LiveGrants } from './grants.ts';
+import type { ForwardLink } from './forwards.ts';
 import type { DaemonMetrics } from './metrics.ts';
 
 /** What every call reaches, the same for every transport. */
@@ -84,6 +85,8 @@ export interface Caller {
   readonly where: string;
   /** The bytes of a call that carries them, unread. */
   readonly body?: Readable | undefined;
+  /** The WebSocket a call came on: it takes up the forwards the call makes. */
+  readonly link?: ForwardLink | undefined;
   /**
    * Calls `done` once the call's answer is sent, or can no longer be (its
    * connection gone): what the answer set aside is held until then. Without
@@ -170,6 +173,7 @@ export class Dispatcher {
         minter: this.#services.minter,
         maxTokenTtlMs: this.#services.maxTokenTtlMs,
         forwards: this.#services.forwards,
+        link: caller.link,
         version: this.#services.version,
         image: this.#services.image,
         signal,

@@ -27,12 +27,15 @@
  * world ends the output stream with `reset`; `port.close` with `reset` sends
  * one (RST) into the world.
  *
- * A forward lives on the WebSocket that last took it up (subscribed to its
- * output or wrote to it). When that WebSocket breaks (closed without a close
- * frame: a cut network, a missed heartbeat), the forward waits
- * --forward-grace-ms for the client to come back and resume it, then is
- * reset; when it is closed with a close frame (the client closed it, or the
- * daemon did: a token revoked, the daemon going away), its forwards end now.
+ * A forward lives on the WebSocket that last took it up: the one it was made
+ * on (port.connect over the WebSocket), then any that subscribed to its
+ * output or wrote to it. One made over REST lives on none until a WebSocket
+ * takes it up, and is reset after --forward-grace-ms if none does. When the
+ * WebSocket it lives on breaks (closed without a close frame: a cut network,
+ * a missed heartbeat), the forward waits --forward-grace-ms for the client to
+ * come back and resume it, then is reset; when it is closed with a close
+ * frame (the client closed it, or the daemon did: a token revoked, the daemon
+ * going away), its forwards end now.
  * A forward of a token that expires is reset when it expires.
  * @module
  */
@@ -57,6 +60,8 @@ export interface ForwardTableOptions {
 /** Where a forward's acknowledgements of write frames go: the WebSocket that took it up. */
 export interface ForwardLink {
   send(message: ServerMessage): void;
+  /** False once the WebSocket closed (and its forwards were detached from it). */
+  readonly open: boolean;
 }
 
 /** The bytes of a forward from the world: a ring, which says whether the connection ended with a reset. */
@@ -224,10 +229,15 @@ export class ForwardTable {
   }
 
   /**
-   * Connects to `port` in the world for `principal`.
+   * Connects to `port` in the world for `principal`; `link`, the WebSocket
+   * the call came on, takes the forward up at once. Were it taken up only by
+   * the client's subscription, a WebSocket closed between this answer and
+   * that subscription (a token revoked, the daemon going away) would leave
+   * the connection in the world open for the grace period, and a client that
+   * reconnects would take it up again on its new WebSocket.
    * @throws {ServiceError} READ_ONLY or TOKEN_SCOPE (a token that may not reach the port), LIMIT_EXCEEDED, PORT_REFUSED.
    */
-  async connect(principal: Principal, port: number): Promise<{ id: string; port: number }> {
+  async connect(principal: Principal, port: number, link?: ForwardLink): Promise<{ id: string; port: number }> {
     if (this.#closed) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
     const refusal = portRefusal(principal, port);
     if (refusal !== undefined) throw refusal;
@@ -254,7 +264,12 @@ export class ForwardTable {
     // Numbers fit a write frame's uint32; a daemon that made 2^32 forwards starts again from 1.
     const id = this.#nextId;
     this.#nextId = this.#nextId >= 0xffffffff ? 1 : this.#nextId + 1;
-    this.#forwards.set(id, new Forward(id, principal, port, socket, this));
+    const forward = new Forward(id, principal, port, socket, this);
+    this.#forwards.set(id, forward);
+    if (link === undefined) return { id: String(id), port };
+    // A WebSocket that closed while the connection was made never hands its client the id: nobody can take the forward up.
+    if (link.open) forward.attach(link);
+    else forward.close(true);
     return { id: String(id), port };
   }
 

@@ -420,7 +420,7 @@ export const HANDLERS: { [N in OperationName]: Handler<N> } = {
   'upload.create': (ctx, params) => ctx.uploads.create(ctx.principal.owner, ctx.transfer(), params, ctx.principal.root),
   'port.connect': (ctx, params) => {
     if (ctx.registry.shuttingDown) throw new ServiceError('SHUTTING_DOWN', 'the daemon is shutting down');
-    return ctx.forwards.connect(ctx.principal, params.port);
+    return ctx.forwards.connect(ctx.principal, params.port, ctx.link);
   },
   'port.shutdown': (ctx, params) => {
     ctx.forwards.get(ctx.principal, params.id).shutdown(params.offset);

@@ -143,6 +143,8 @@ class ClientLink {
   #ratePaused = false;
   /** The daemon closed the connection: what the client still sends is read only to find its close, and not handled. */
   #closing = false;
+  /** The socket closed: its forwards and subscriptions were let go. */
+  #closed = false;
   readonly #heartbeat: NodeJS.Timeout;
   /** This connection's message rate, and its owner's share (rate, bytes held in messages under way). */
   readonly #rate: MessageRate;
@@ -530,6 +532,7 @@ class ClientLink {
         unbounded: true,
         where: 'params',
         whenAnswered: (done) => (sent = done),
+        link: this,
       };
       const result = await dispatcher.call(operation, caller, params);
       this.send({ t: 'result', id, result }, sent);
@@ -585,8 +588,14 @@ class ClientLink {
     return registry.get(this.principal.owner, target.id, 'process').stream(target.stream);
   }
 
+  /** False once the socket closed: a forward made by a call still under way then is not taken up by it (see forwards.ts). */
+  get open(): boolean {
+    return !this.#closed;
+  }
+
   /** @param code the close code: 1006 when the connection broke without a close frame. */
   #dispose(code: number): void {
+    this.#closed = true;
     // A broken connection's forwards wait for the client to resume them; a closed one's end now (see forwards.ts).
     this.#options.forwards.detach(this, code === CLOSE_ABNORMAL);
     clearInterval(this.#heartbeat);
