@@ -37,11 +37,16 @@ async function idleSockets(url: string, count: number): Promise<{ sockets: Socke
   return { sockets, closed };
 }
 
-/** GET `path` through `agent` with alice's token: its status, and whether it went over a connection used before. */
-function agentGet(url: string, path: string, agent: Agent | HttpsAgent): Promise<{ status: number; reused: boolean; connection?: string }> {
+/** GET `path` through `agent` with `token` (alice's unless null: none): its status, and whether it went over a connection used before. */
+function agentGet(
+  url: string,
+  path: string,
+  agent: Agent | HttpsAgent,
+  token: string | null = ALICE,
+): Promise<{ status: number; reused: boolean; connection?: string }> {
   return new Promise((resolve, reject) => {
     const send = url.startsWith('https:') ? httpsRequest : httpRequest;
-    const request = send(`${url}${path}`, { agent, headers: { authorization: `Bearer ${ALICE}` } }, (response) => {
+    const request = send(`${url}${path}`, { agent, headers: token === null ? {} : { authorization: `Bearer ${token}` } }, (response) => {
       response.resume();
       response.on('end', () =>
         resolve({ status: response.statusCode!, reused: request.reusedSocket, ...(response.headers.connection === 'close' ? { connection: 'close' } : {}) }),
@@ -74,9 +79,26 @@ describe('connections no valid token has come on', () => {
       // Past the deadline and the flood, alice's connection between requests was kept and is used again.
       expect(await agentGet(daemon.url, '/v1/terminals', agent)).toEqual({ status: 200, reused: true });
       const metrics = await (await fetch(`${daemon.url}/metrics`, { headers: { authorization: `Bearer ${ALICE}` } })).text();
-      // The flood's first, then another once the probe's connection waited among them; the other seven by the deadline.
+      // The flood's first, and maybe another while the probe's answered connection waited among them to close; the others by the deadline.
       expect(metricSample(metrics, 'execworld_idle_connections_closed_total', { reason: 'evicted' })).toBeGreaterThanOrEqual(1);
       expect(metricSample(metrics, 'execworld_idle_connections_closed_total', { reason: 'timeout' })).toBeGreaterThanOrEqual(7);
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  test('are closed once a request without a valid token on them is answered, so that no client reuses one the deadline or a flood would close', async ({
+    startDaemon,
+  }) => {
+    const daemon = await startDaemon({ maxIdleConnections: 8, connectTimeoutMs: 1000 });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      // A probe, and a refused token: each answer says the connection closes, and the next request takes a new one.
+      expect(await agentGet(daemon.url, '/v1/health', agent, null)).toEqual({ status: 200, reused: false, connection: 'close' });
+      expect(await agentGet(daemon.url, '/v1/terminals', agent, 'not-a-token-of-this-daemon')).toEqual({ status: 401, reused: false, connection: 'close' });
+      // A valid token makes the connection its owner's: kept, whatever comes on it next.
+      expect(await agentGet(daemon.url, '/v1/terminals', agent)).toEqual({ status: 200, reused: false });
+      expect(await agentGet(daemon.url, '/v1/health', agent, null)).toEqual({ status: 200, reused: true });
     } finally {
       agent.destroy();
     }

@@ -7,15 +7,25 @@
  * (60 s, checked every 30 s), while the attacker opens more.
  *
  * A connection is a stranger's until a request on it carries a valid token.
- * A stranger's connection with no request under way (just opened, in its TLS
- * handshake, or idle after a probe) must send a request's headers within
- * --connect-timeout-ms, and there may be at most --max-idle-connections of
- * them: past it a new connection closes the oldest. So a flood of idle
- * connections only ever closes its own, oldest first, and a client that sends
- * its request at once (a probe, an owner's call) is read before its
- * connection is the oldest. A plain bound on connections
- * (`server.maxConnections`) would instead refuse the probes and every owner
- * once the flood had filled it.
+ * A stranger's connection with no request under way (just opened, or in its
+ * TLS handshake) must send a request's headers within --connect-timeout-ms,
+ * and there may be at most --max-idle-connections of them: past it a new
+ * connection closes the oldest. So a flood of idle connections only ever
+ * closes its own, oldest first, and a client that sends its request at once
+ * (a probe, an owner's call) is read before its connection is the oldest.
+ * A plain bound on connections (`server.maxConnections`) would instead refuse
+ * the probes and every owner once the flood had filled it.
+ *
+ * The answer to a request on a stranger's connection that carried no valid
+ * token (a probe, a refusal) says `Connection: close`, and its connection
+ * closes once it is sent. Kept open, the connection would be idle among the
+ * flood's, closed at the deadline or by a newer one, while Node's answer told
+ * the client it could reuse it for the keep-alive timeout: a probe that sends
+ * its next request on it would find it closed under it. A client that reuses
+ * connections (undici's fetch, a keep-alive agent) sends its next request on
+ * a new one instead. Until it is sent, the connection waits among the idle
+ * ones, its deadline running, as a client that does not read its answer
+ * would otherwise hold it.
  *
  * A connection that carried a request with a valid token is its owner's: it
  * may stay idle between requests for the keep-alive timeout (the SDK reuses
@@ -95,6 +105,8 @@ export class ConnectionGate {
   readonly #perBudget = new Map<string, number>();
   /** Each connection's entry, by its socket (a TLS connection's by its raw socket, which is what `connection` gives). */
   readonly #held = new WeakMap<object, Held>();
+  /** The answers under way on strangers' connections, which close them unless a valid token makes the connection its owner's. */
+  readonly #strangersAnswers = new WeakSet<ServerResponse>();
   #evicted = 0;
   #timedOut = 0;
 
@@ -130,6 +142,7 @@ export class ConnectionGate {
     const held = this.#of(socket);
     if (held === undefined) return;
     const budget = budgetOf(who);
+    if (this.#strangersAnswers.delete(response) && !response.headersSent) response.removeHeader('connection');
     if (held.budget !== budget) {
       this.#leaveBudget(held);
       held.budget = budget;
@@ -163,6 +176,11 @@ export class ConnectionGate {
     if (held === undefined) return;
     held.inFlight += 1;
     this.#busy(held);
+    // A stranger's answer closes its connection, unless the request's token makes it its owner's (authenticated).
+    if (held.budget === undefined) {
+      response.setHeader('connection', 'close');
+      this.#strangersAnswers.add(response);
+    }
     response.once('close', () => {
       held.inFlight -= 1;
       if (held.inFlight === 0 && !held.socket.destroyed && this.#held.has(held.socket)) this.#idleNow(held);
