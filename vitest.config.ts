@@ -12,7 +12,8 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * most of it spent starting daemons and CLI processes one after another:
  * the CLI's session commands, its exec and the daemon's CLI, a takeover given
  * back, the token file refused for each of nine faults, the owner's pids total
- * (a thread bomb held at 4096, and a takeover), and the browser's /ui page.
+ * (a thread bomb held at 4096, and a takeover), the browser's /ui page, and
+ * the CLI's run command and its options, which start a CLI process per case.
  */
 export const SLOW_FILES = [
   'test/dsh/pwsh.test.ts',
@@ -28,6 +29,8 @@ export const SLOW_FILES = [
   'test/deploy/token-secret.test.ts',
   'test/server/owner-pids.test.ts',
   'test/ui/browser.test.ts',
+  'test/cli/run.test.ts',
+  'test/cli/options.test.ts',
 ];
 
 export default defineConfig({
