@@ -202,6 +202,36 @@ export function defineShellContract(name: string, make: () => Promise<ShellSubje
       expect(await shell.run('trap - INT; echo $BEFORE_INTERRUPT')).toMatchObject({ output: 'kept\n', exitCode: 0 });
     });
 
+    it('never cuts the line the shell is still reading: an interrupt waits until the shell took it', async () => {
+      // A long line takes bash's line editor a while to read; a SIGINT meanwhile would discard what it read and
+      // leave the rest of the line to run as a command. The shell, its variables and nothing of the line stay.
+      await shell.run('export BEFORE_CUT=kept');
+      const controller = new AbortController();
+      const running = shell.run(`: ${'x'.repeat(32 * 1024)}; echo ran`, { signal: controller.signal });
+      setImmediate(() => controller.abort());
+      const result = await running;
+      expect(result.reason).toBe('canceled');
+      expect(result.output).not.toMatch(/not found|syntax error/);
+      expect(await shell.run('echo $BEFORE_CUT')).toMatchObject({ output: 'kept\n', exitCode: 0 });
+    });
+
+    it('signals a program that handles SIGINT once', async () => {
+      const asked = await shell.run(`bash -c 'trap "echo trapped; sleep 0.3; echo cleaned" INT; head -n1; echo after'`);
+      expect(asked).toMatchObject({ reason: 'waiting_for_input', waitingFor: { command: 'head' } });
+      const result = await shell.interrupt();
+      expect(result).toMatchObject({ reason: 'canceled', exitCode: 0 });
+      expect(result.output.match(/trapped/g)).toHaveLength(1);
+      expect(result.output).toContain('after');
+    });
+
+    it('answers a send of a key the terminal driver takes for itself, also where the program reads raw', async () => {
+      // ^C to a program reading raw with ISIG on is a signal, never input: ignored, it leaves the same wait.
+      const asked = await shell.run("(trap '' INT; stty -icanon min 1; head -c 1 >/dev/null; stty icanon; echo got)");
+      expect(asked).toMatchObject({ reason: 'waiting_for_input', waitingFor: { command: 'head' } });
+      expect(await shell.send('\x03', { idleTimeoutMs: 30_000 })).toMatchObject({ reason: 'waiting_for_input' });
+      expect(await shell.send('x')).toMatchObject({ reason: 'completed', exitCode: 0, output: 'got\n' });
+    });
+
     it('interrupts a run under way for another caller: both are answered how it ended', async () => {
       const started = join(home, 'held-started');
       const running = shell.run(`: > ${started}; sleep 100`);

@@ -17,6 +17,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:os';
+import { basename } from 'node:path';
 import type {
   SubprocessOutcome,
   SubprocessRuntime,
@@ -239,13 +240,30 @@ const FOLLOW_MAX_MS = 50;
 const FOLLOW_MAX_SIGNALS = 4;
 
 /**
- * A foreground an interrupt signalled: its group, and the program it ran
- * (undefined where the platform does not tell; null when it was not seen).
+ * A foreground an interrupt signalled: its group, and the program its
+ * leader ran (undefined where the platform does not tell; null when it was
+ * not seen).
  */
 interface Signalled {
-  readonly group: number;
-  readonly command: string | undefined | null;
+  group: number;
+  command: string | undefined | null;
 }
+
+/** The foreground, or undefined when it cannot be looked at now. */
+async function lookAt(session: ShellSession): Promise<ForegroundFacts | undefined> {
+  try {
+    return await inspect(session);
+  } catch (_error) {
+    return undefined;
+  }
+}
+
+/**
+ * The name of the program the group's leader runs, as a look tells it: a
+ * look that proved an input wait names the waiting reader instead, which
+ * says nothing of the leader (null: not known).
+ */
+const leaderOf = (facts: ForegroundFacts): string | undefined | null => (facts.inputWaiting ? null : facts.command);
 
 /**
  * After an interrupt's SIGINT, until `done()` (the run's line ended, the
@@ -253,40 +271,60 @@ interface Signalled {
  * without having been signalled gets SIGINT too. A signal that lands on the
  * shell itself (its terminal's foreground between the commands of a line,
  * or forking the next one) never reaches a command it starts after; one
- * that lands on a child the shell forked, before it starts its program,
- * is taken by the shell's handler the child still has. In both cases a
- * Ctrl-C typed then would be lost as well; the interrupt's purpose is the
- * run's end, so it follows: a new group, or the same group running another
- * program, is signalled once. The shell's own group is never signalled
- * again: it is on its way back to its prompt.
+ * that lands on a child the shell forked, before it starts its program, is
+ * taken by the shell's handler the child still has. In both cases a Ctrl-C
+ * typed then would be lost as well; the interrupt's purpose is the run's
+ * end, so it follows: a new group is signalled, and so is a group signalled
+ * while its leader was still the shell (a forked child) once it runs
+ * another program. A group signalled as the program it runs is never
+ * signalled again (a second SIGINT is a forced stop to many programs), nor
+ * is the shell's own group: it is on its way back to its prompt.
  */
-async function followInterrupt(session: ShellSession, signalled: Signalled[], done: () => boolean): Promise<void> {
+async function followInterrupt(session: ShellSession, shellName: string, signalled: Signalled[], done: () => boolean): Promise<void> {
   const shellGroup = session.terminal.pid;
   let pause = FOLLOW_FIRST_MS;
   while (!done() && signalled.length <= FOLLOW_MAX_SIGNALS) {
     await new Promise((resolve) => setTimeout(resolve, pause));
     pause = Math.min(pause * 2, FOLLOW_MAX_MS);
-    if (done()) return;
+    const facts = await lookAt(session);
+    if (facts === undefined || done()) continue;
+    const group = facts.processGroupId;
+    const leader = leaderOf(facts);
+    if (group === shellGroup) continue;
+    const seen = signalled.find((entry) => entry.group === group);
+    if (seen !== undefined) {
+      // Known leaders only: the first name seen of a group signalled unseen tells what it ran then.
+      if (typeof leader !== 'string' || seen.command === undefined) continue;
+      if (seen.command === null) {
+        seen.command = leader;
+        continue;
+      }
+      if (seen.command === leader || seen.command !== shellName) continue;
+      seen.command = leader;
+    } else signalled.push({ group, command: leader });
     try {
-      const facts = await inspect(session);
-      if (facts === undefined || facts.processGroupId === shellGroup || done()) continue;
-      const { processGroupId: group, command } = facts;
-      if (signalled.some((seen) => seen.group === group && (seen.command === undefined || command === undefined || seen.command === command))) continue;
-      signalled.push({ group, command });
       await session.terminal.signalForeground('SIGINT');
     } catch (_error) {
-      // A foreground that went away while it was looked at: the next look, or the run's end, tells.
+      // A foreground that went away meanwhile: the next look, or the run's end, tells.
     }
   }
 }
 
+/** The keys a terminal's driver may take for itself in raw mode too: ^C ^\\ ^Z (signals), ^S ^Q (flow control). */
+const DRIVER_KEYS: ReadonlySet<string> = new Set(['\x03', '\x1c', '\x1a', '\x13', '\x11']);
+
 /**
- * Whether `input` wakes the reader of the terminal: any input where the
- * terminal is known to read it raw (`readsLines` false), else input that
- * holds a line's end (Enter types \r) or Ctrl-D, which wakes it in either mode.
+ * Whether `input` wakes the reader of the terminal: input with a character
+ * the terminal's driver hands on (not only the keys it may take for itself:
+ * ^C ^\\ ^Z as signals, ^S ^Q as flow control) where the terminal is known
+ * to read raw (`readsLines` false), else input that holds a line's end
+ * (Enter types \r) or Ctrl-D, which wakes it in either mode.
  */
 const wakesAReader = (input: string, readsLines: boolean | undefined): boolean =>
-  (readsLines === false && input.length > 0) || input.includes('\r') || input.includes('\n') || input.includes('\u0004');
+  (readsLines === false && [...input].some((character) => !DRIVER_KEYS.has(character))) ||
+  input.includes('\r') ||
+  input.includes('\n') ||
+  input.includes('\u0004');
 
 /** The state of the run in progress, across the calls that answer it. */
 interface Run {
@@ -473,7 +511,13 @@ export class PersistentShell {
     const holder = this.#holder;
     if (holder !== undefined && !this.#closed) {
       holder.interrupt();
-      return holder.answer;
+      const answer = await holder.answer;
+      // Come after the holder had its answer, which left the run open: the open run is interrupted now, once the
+      // holder's call let go of the shell (its last steps run as microtasks before the next turn).
+      const open = answer.reason === 'waiting_for_input' || answer.reason === 'idle_timeout' || answer.reason === 'wait_limit';
+      if (!open) return answer;
+      await new Promise((resolve) => setImmediate(resolve));
+      return this.#run === undefined ? answer : this.interrupt();
     }
     // Itself the holder: an interrupt while this one waits for the run is answered with it.
     return this.#holding(async () => {
@@ -735,24 +779,38 @@ export class PersistentShell {
   /** SIGINT to the foreground; the answer once the shell is back, or after a reset when it does not come back. */
   async #interrupt(run: Run, startedAt: number, reason: 'timeout' | 'canceled'): Promise<RunResult> {
     const { session, capture } = run;
-    if (capture.lineEnd === undefined && session.exit === undefined) {
+    const over = (): boolean => capture.lineEnd !== undefined || session.exit !== undefined;
+    if (!over()) {
+      const deadline = performance.now() + (this.#options.interruptGraceMs ?? 3000);
+      const input = this.#dialect.interruptInput;
+      const shellGroup = session.terminal.pid;
+      let facts = await lookAt(session);
+      // The shell still reading the run's line: a SIGINT now would discard what it read, and it would run the rest
+      // of the line as a command. The signal waits until the line was taken (its start marker) or a program took
+      // the terminal.
+      for (let pause = FOLLOW_FIRST_MS; input === undefined && !capture.started && !over() && facts?.processGroupId === shellGroup;) {
+        if (performance.now() >= deadline) break;
+        await new Promise((resolve) => setTimeout(resolve, pause));
+        pause = Math.min(pause * 2, FOLLOW_MAX_MS);
+        facts = await lookAt(session);
+      }
       let signalled: Signalled[] | undefined;
-      try {
-        const input = this.#dialect.interruptInput;
-        const facts = await inspect(session);
-        // The shell itself in the foreground, reading its terminal (pwsh's Read-Host): the key interrupts it, a signal would not.
-        if (input !== undefined && facts?.processGroupId === session.terminal.pid) await session.write(input);
-        else {
-          const group = await session.terminal.signalForeground('SIGINT');
-          // The program it ran as the signal went, when the look before it saw the same group: else not known (null).
-          if (input === undefined) signalled = [{ group, command: facts?.processGroupId === group ? facts.command : null }];
+      if (!over()) {
+        try {
+          // The shell itself in the foreground, reading its terminal (pwsh's Read-Host): the key interrupts it, a signal would not.
+          if (input !== undefined && facts?.processGroupId === shellGroup) await session.write(input);
+          else {
+            const group = await session.terminal.signalForeground('SIGINT');
+            // The program its leader ran as the signal went, when the look before it saw the same group: else not known (null).
+            if (input === undefined) signalled = [{ group, command: facts?.processGroupId === group ? leaderOf(facts) : null }];
+          }
+        } catch (_error) {
+          // Gone meanwhile: the exit or the markers tell.
         }
-      } catch (_error) {
-        // Gone meanwhile: the exit or the markers tell.
       }
       let settled = false;
       const back = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => done(false), this.#options.interruptGraceMs ?? 3000);
+        const timer = setTimeout(() => done(false), Math.max(0, deadline - performance.now()));
         const done = (value: boolean): void => {
           settled = true;
           clearTimeout(timer);
@@ -760,10 +818,12 @@ export class PersistentShell {
           resolve(value);
         };
         session.onOutput = () => {
-          if (capture.lineEnd !== undefined || session.exit !== undefined) done(true);
+          if (over()) done(true);
         };
         session.onOutput();
-        if (signalled !== undefined && !settled) void followInterrupt(session, signalled, () => settled);
+        // The shell's name as the kernel tells it: its program's file name, at most 15 bytes.
+        const shellName = basename(this.#dialect.argv(this.#options.shellPath)[0] ?? '').slice(0, 15);
+        if (signalled !== undefined && !settled) void followInterrupt(session, shellName, signalled, () => settled);
       });
       if (!back) session.broken = true;
     }

@@ -96,6 +96,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   let giveUp: () => void = () => undefined;
   const gaveUp = new Promise<undefined>((resolve) => (giveUp = () => resolve(undefined)));
   let running = false;
+  let answered = false;
   const interrupting = new AbortController();
   let timeoutTimer: ReturnType<typeof setTimeout> | undefined;
   const onSigint = (): void => {
@@ -106,7 +107,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
     interrupted = true;
     interrupting.abort();
     // Nothing on the terminal's foreground (the command just ended): its run answers anyway.
-    if (running) interruptCommand(runtime, id!).catch(() => undefined);
+    if (running) interruptCommand(runtime, id!, () => answered).catch(() => undefined);
   };
   process.on('SIGINT', onSigint);
   try {
@@ -140,6 +141,7 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
       gaveUp,
     ]);
     running = false;
+    answered = true;
     if (result !== undefined && values.usage === true) process.stderr.write(`${usageLine(result.usage)}\n`);
     if (result === undefined || interrupted) return INTERRUPTED_STATUS;
     if (result.reason === 'waiting_for_input' || result.reason === 'idle_timeout') {

@@ -5,7 +5,7 @@
  */
 import { CLIENT_OPTIONS, openRuntime } from './client.ts';
 import { type Command, defineCommand, expectPositionals, milliseconds, optionHelp, type OptionTable } from './command.ts';
-import { assertEnded, interruptCommand, shellBusy, streamRun } from './shell-run.ts';
+import { assertEnded, interruptCommand, shellBusy, streamRun, type RunAnswer } from './shell-run.ts';
 
 const OPTIONS = {
   'no-newline': { type: 'boolean', short: 'n', help: 'type <text> alone, without the Enter after it' },
@@ -40,12 +40,13 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
   const input = values['no-newline'] === true ? text : `${text}\r`;
   const runtime = await openRuntime(values);
   let interrupted = false;
+  let interruptAnswer: Promise<RunAnswer | undefined> = Promise.resolve(undefined);
   const interrupting = new AbortController();
   const onSigint = (): void => {
     if (interrupted) return;
     interrupted = true;
     interrupting.abort();
-    interruptCommand(runtime, id).catch(() => undefined);
+    interruptAnswer = interruptCommand(runtime, id).catch(() => undefined);
   };
   process.on('SIGINT', onSigint);
   // The daemon interrupts the command at --timeout, from when it took the call: after this, a line end may be the shell's.
@@ -64,10 +65,14 @@ export const command: Command = defineCommand(HELP, OPTIONS, async (values, posi
         }),
       (output) => process.stdout.write(output),
       interrupting.signal,
-    ).catch((error: unknown) => {
-      throw shellBusy(error, id);
+    ).catch(async (error: unknown) => {
+      // Interrupted before the send reached the shell: the interrupt took the open run, and its answer is the one.
+      const answer = interrupted ? await interruptAnswer : undefined;
+      if (answer === undefined) throw shellBusy(error, id);
+      process.stdout.write(answer.output);
+      return undefined;
     });
-    if (interrupted) return 130;
+    if (interrupted || result === undefined) return 130;
     assertEnded(result, id);
     if (result.reason === 'timeout') process.stderr.write(`execworld: TIMEOUT: the command was interrupted after ${timeoutMs} ms\n`);
     return result.exitCode ?? 1;

@@ -304,9 +304,22 @@ export async function streamRun(
  * `canceled` (the daemon follows a signal the shell itself took to the
  * command it starts next, and ends a shell that does not come back).
  */
-export async function interruptCommand(runtime: RemoteRuntime, id: string): Promise<void> {
-  await runtime.call('shell.interrupt', { id });
+export async function interruptCommand(runtime: RemoteRuntime, id: string, answered: () => boolean = () => false): Promise<RunAnswer> {
+  // The CLI's run call may not have reached the shell yet (it first reads where the terminal's output is): the
+  // interrupt is asked again, while the shell has no command, until the call did or was answered.
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await runtime.call('shell.interrupt', { id });
+    } catch (error) {
+      if (!isExecworldError(error) || error.code !== 'INVALID_ARGUMENT' || answered() || attempt >= INTERRUPT_ATTEMPTS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, INTERRUPT_PAUSE_MS));
+    }
+  }
 }
+
+/** How often, and how far apart, an interrupt is asked again while the run it is for has not reached the shell. */
+const INTERRUPT_ATTEMPTS = 250;
+const INTERRUPT_PAUSE_MS = 20;
 
 /** The commands that answer, interrupt or end a shell whose command waits. */
 export function openRunHint(id: string): string {

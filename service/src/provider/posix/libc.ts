@@ -98,7 +98,11 @@ function libc(): Libc {
     : undefined;
   const execve = hostFacts.linuxCalls ? (library.func('int execve(const char *path, const char **argv, const char **envp)') as Libc['execve']) : undefined;
   const tcsetattr = hostFacts.linuxCalls ? (library.func('int tcsetattr(int fd, int optional_actions, void *termios_p)') as Libc['tcsetattr']) : undefined;
-  const tcgetattr = hostFacts.linuxCalls ? (library.func('int tcgetattr(int fd, _Out_ void *termios_p)') as Libc['tcgetattr']) : undefined;
+  // Only where ICANON is the generic 0o2 (powerpc and alpha number the flags differently).
+  const tcgetattr =
+    GENERIC_IOCTL_ARCHES.has(process.arch) && hostFacts.linuxCalls
+      ? (library.func('int tcgetattr(int fd, _Out_ void *termios_p)') as Libc['tcgetattr'])
+      : undefined;
   const ioctlInt =
     GENERIC_IOCTL_ARCHES.has(process.arch) && hostFacts.linuxCalls
       ? (library.func('int ioctl(int fd, unsigned long request, _Out_ int *value)') as Libc['ioctlInt'])
