@@ -232,8 +232,6 @@ class ShellSession {
 /** What a terminal's foreground inspection tells beyond the seam's type, where its runtime knows it (local and remote do). */
 type ForegroundFacts = SubprocessTerminalForeground & { inputWaitToken?: string; command?: string; readsLines?: boolean };
 
-const inspect = async (session: ShellSession): Promise<ForegroundFacts | undefined> => session.terminal.inspectForeground();
-
 /** First and longest pause between looks at the terminal's foreground after an interrupt; the most signals it sends after the first. */
 const FOLLOW_FIRST_MS = 2;
 const FOLLOW_MAX_MS = 50;
@@ -249,10 +247,10 @@ interface Signalled {
   command: string | undefined | null;
 }
 
-/** The foreground, or undefined when it cannot be looked at now. */
+/** The foreground, or undefined when it cannot be looked at now (an exited terminal has none: its exit answers). */
 async function lookAt(session: ShellSession): Promise<ForegroundFacts | undefined> {
   try {
-    return await inspect(session);
+    return await session.terminal.inspectForeground();
   } catch (_error) {
     return undefined;
   }
@@ -715,7 +713,7 @@ export class PersistentShell {
         if (settled || probing) return;
         probing = true;
         try {
-          const facts = await inspect(session);
+          const facts = await lookAt(session);
           if (settled || check()) return;
           // The shell's own group counts once it took the run's line: a builtin such as `read` waits there.
           const waiting = facts?.inputWaiting === true && (facts.processGroupId !== session.terminal.pid || capture.started);
@@ -727,8 +725,6 @@ export class PersistentShell {
             finish('waiting_for_input', { processGroupId: facts.processGroupId, command: facts.command });
             return;
           }
-        } catch (_error) {
-          // An exited terminal has no foreground; the exit answers.
         } finally {
           probing = false;
         }
