@@ -273,8 +273,8 @@ const leaderOf = (facts: ForegroundFacts): string | undefined | null => (facts.i
  * taken by the shell's handler the child still has. In both cases a Ctrl-C
  * typed then would be lost as well; the interrupt's purpose is the run's
  * end, so it follows: a new group is signalled, and so is a group signalled
- * while its leader was still the shell (a forked child) once it runs
- * another program. A group signalled as the program it runs is never
+ * while its leader was still the shell (a forked child), or before it was
+ * seen, once it runs another program. A group signalled as the program it runs is never
  * signalled again (a second SIGINT is a forced stop to many programs), nor
  * is the shell's own group: it is on its way back to its prompt.
  */
@@ -291,13 +291,11 @@ async function followInterrupt(session: ShellSession, shellName: string, signall
     if (group === shellGroup) continue;
     const seen = signalled.find((entry) => entry.group === group);
     if (seen !== undefined) {
-      // Known leaders only: the first name seen of a group signalled unseen tells what it ran then.
-      if (typeof leader !== 'string' || seen.command === undefined) continue;
-      if (seen.command === null) {
-        seen.command = leader;
-        continue;
-      }
-      if (seen.command === leader || seen.command !== shellName) continue;
+      // Known leaders only. A group signalled unseen took the terminal just then: it counts as the shell's child,
+      // which the signal may have reached before it started its program (over a remote runtime the look before
+      // the signal is a round trip earlier).
+      const was = seen.command === null ? shellName : seen.command;
+      if (typeof leader !== 'string' || was === undefined || leader === was || was !== shellName) continue;
       seen.command = leader;
     } else signalled.push({ group, command: leader });
     try {
