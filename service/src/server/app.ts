@@ -14,6 +14,7 @@ import { ERROR_CATALOG, LIVE_PATH, METRICS_PATH, READY_PATH, TOKEN_HEADER, WS_SU
 import type { ExecutionProvider, FileProvider } from '../provider/api.ts';
 import { bearerToken, headerToken, reachOf, subprotocolToken, type Principal, type TokenTable } from './auth.ts';
 import { timeBody } from './body-timeouts.ts';
+import { AcceptLanes } from './accept-lanes.ts';
 import { ConnectionGate, defaultIdleConnections } from './connection-gate.ts';
 import type { BodyBudget } from './body-budget.ts';
 import type { ByteBudget } from './byte-budget.ts';
@@ -96,6 +97,8 @@ export interface Daemon {
   readonly parts: Pick<DaemonParts, 'handOver' | 'resumeAfterHandOver' | 'sweepUnadoptedStages' | 'files'>;
   /** The uploads under way, which a takeover hands over. */
   readonly uploads: UploadRegistry;
+  /** The handles that accept connections beside the server's own, opened once it listens (see accept-lanes.ts). */
+  readonly lanes: AcceptLanes;
 }
 
 /** Per-request lines at debug: a terminal's keystrokes and long polls are requests too. */
@@ -154,6 +157,7 @@ export function buildApp(options: AppOptions): Daemon {
   app.server.prependListener('request', (request: IncomingMessage, response: ServerResponse) => timeBody(request, response, config.requestTimeoutMs));
   const gate = new ConnectionGate(config.maxIdleConnections ?? defaultIdleConnections(), config.connectTimeoutMs, config.maxRequestsPerOwner);
   gate.attach(app.server);
+  const lanes = new AcceptLanes(app.server);
 
   const parts = composeDaemon({
     config,
@@ -256,6 +260,7 @@ export function buildApp(options: AppOptions): Daemon {
 
   // Upgraded sockets keep the server open: close them before the server waits for its connections.
   app.addHook('preClose', (done) => {
+    lanes.close();
     hub.closeAll();
     tunnels.closeAll();
     done();
@@ -351,7 +356,7 @@ export function buildApp(options: AppOptions): Daemon {
     registered();
   });
 
-  return { app, registry, hub, bodies, answers: parts.answers, grants: parts.grants, tunnels, parts, uploads: parts.uploads };
+  return { app, registry, hub, bodies, answers: parts.answers, grants: parts.grants, tunnels, parts, uploads: parts.uploads, lanes };
 }
 
 /** Whether `request` asks to become a WebSocket. */
