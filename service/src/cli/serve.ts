@@ -310,12 +310,11 @@ async function start(config: Config, stateDir: string, from: StartFrom): Promise
     if (typeof (error as NodeJS.ErrnoException).code === 'string') throw listenFailure(error as NodeJS.ErrnoException, config);
     throw error;
   }
-  if (process.platform !== 'win32') {
-    try {
-      daemon.lanes.start(duplicateDescriptor, (error) => app.log.warn({ err: error }, 'a connection could not be accepted'));
-    } catch (error) {
-      app.log.warn({ err: error }, 'connections are accepted one per turn of the event loop: no accept lanes');
-    }
+  // Where the listening socket has a descriptor to copy (not on Windows, where the one handle accepts alone).
+  try {
+    daemon.lanes.start(duplicateDescriptor, (error) => app.log.warn({ err: error }, 'a connection could not be accepted'));
+  } catch (error) {
+    app.log.warn({ err: error }, 'connections are accepted one per turn of the event loop: no accept lanes');
   }
   // Before the line that says where the daemon listens, which whoever started it waits for: from then on a
   // takeover may be asked for.
