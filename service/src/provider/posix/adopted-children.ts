@@ -1,18 +1,22 @@
 /**
- * Exits of children this process did not start in its present image: after a
- * takeover (an exec in place), the programs of the sessions it kept are still
- * its children, but libuv waits only for the children it spawned itself and
- * node-pty's waiting threads died with the old image. Each adopted pid is
- * collected here with `waitpid(pid, WNOHANG)`, on every SIGCHLD and on a slow
- * poll (a SIGCHLD of a child libuv reaped first says nothing of ours, and one
- * signal may stand for several exits).
+ * Exits of children libuv does not wait for: the terminals this process
+ * starts with posix_spawn (libc.ts, `spawnProgram`), and after a takeover (an
+ * exec in place) the programs of the sessions it kept, which are still its
+ * children though libuv waits only for the children it spawned itself and
+ * node-pty's waiting threads died with the old image. Each is collected here
+ * with `waitpid(pid, WNOHANG)` once it exited: where pidfds are there (Linux
+ * 5.3), an epoll set of them says which exited, so a SIGCHLD costs a call per
+ * exit whatever the number of children (libuv asks every child it has on
+ * every SIGCHLD); elsewhere every child is asked. Both on every SIGCHLD and on
+ * a slow poll (a SIGCHLD of a child libuv reaped first says nothing of ours,
+ * and one signal may stand for several exits).
  * @module
  */
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
-import { collectExit, type ChildExit } from './libc.ts';
+import { collectExit, ExitSet, type ChildExit } from './libc.ts';
 
 /** The slow poll, against an exit whose SIGCHLD was taken by another listener's moment. */
 const POLL_MS = 1_000;
@@ -20,13 +24,31 @@ const POLL_MS = 1_000;
 const waiting = new Map<number, (exit: ChildExit | undefined) => void>();
 let timer: NodeJS.Timeout | undefined;
 
+/** The pidfds of the children waited for, where there are pidfds; opened with the first. */
+let exitSet: ExitSet | undefined | null = null;
+/** Children waited for that the set does not watch (none where it is there, but one it could not add). */
+const unwatched = new Set<number>();
+
+function collectOne(pid: number): void {
+  const resolve = waiting.get(pid);
+  if (resolve === undefined) return;
+  const exit = collectExit(pid);
+  if (exit === undefined) return;
+  waiting.delete(pid);
+  unwatched.delete(pid);
+  // 'gone': reaped by something else, its status lost; told as undefined.
+  resolve(exit === 'gone' ? undefined : exit);
+}
+
 function collect(): void {
-  for (const [pid, resolve] of waiting) {
-    const exit = collectExit(pid);
-    if (exit === undefined) continue;
-    waiting.delete(pid);
-    // 'gone': reaped by something else, its status lost; told as undefined.
-    resolve(exit === 'gone' ? undefined : exit);
+  if (exitSet === undefined || exitSet === null) for (const pid of [...waiting.keys()]) collectOne(pid);
+  else {
+    for (const pid of exitSet.exited()) {
+      collectOne(pid);
+      // Told exited, yet not collected: asked again on every SIGCHLD until it is.
+      if (waiting.has(pid)) unwatched.add(pid);
+    }
+    for (const pid of [...unwatched]) collectOne(pid);
   }
   if (waiting.size === 0) stop();
 }
@@ -41,9 +63,11 @@ function stop(): void {
  * Resolves with the exit of child `pid` once it exited, or undefined when its
  * status cannot be had (it is no child of this process).
  */
-export function waitForAdoptedChild(pid: number): Promise<ChildExit | undefined> {
+export function waitForChildExit(pid: number): Promise<ChildExit | undefined> {
   return new Promise((resolve) => {
     waiting.set(pid, resolve);
+    if (exitSet === null) exitSet = ExitSet.open();
+    if (exitSet !== undefined && !exitSet.add(pid)) unwatched.add(pid);
     if (timer === undefined) {
       process.on('SIGCHLD', collect);
       timer = setInterval(collect, POLL_MS);
@@ -74,7 +98,7 @@ export function reapPreviousImageHelpers(sessions: ReadonlySet<number>): number[
     .split(' ')
     .map(Number)
     .filter((pid) => Number.isSafeInteger(pid) && pid > 0 && !sessions.has(pid));
-  for (const pid of helpers) void waitForAdoptedChild(pid);
+  for (const pid of helpers) void waitForChildExit(pid);
   return helpers;
 }
 
@@ -89,7 +113,7 @@ export interface AdoptedPipes {
  * A child of the previous image of this process (a takeover), seen as Node's
  * `ChildProcess` is by those who hold one: its pid, its stdio pipes as
  * sockets on the descriptors the exec kept, 'spawn' at once, 'exit' with the
- * exact code or signal once {@link waitForAdoptedChild} collects it, and
+ * exact code or signal once {@link waitForChildExit} collects it, and
  * 'close' once it exited and its output pipes closed, as Node orders them.
  *
  * The pipes are the socketpairs libuv made at the spawn: a `net.Socket` on
@@ -120,7 +144,7 @@ export class AdoptedChild extends EventEmitter {
       pipe.once('close', () => this.#maybeClose());
     }
     setImmediate(() => this.emit('spawn'));
-    void waitForAdoptedChild(pid).then((exit) => {
+    void waitForChildExit(pid).then((exit) => {
       // Its status is lost only when something else reaped it: told as a kill, as an adopted terminal's is.
       const { exitCode, signal } = exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL };
       const name =

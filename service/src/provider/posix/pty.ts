@@ -32,8 +32,8 @@ import { closeSync, existsSync, readSync, writeSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { ReadStream } from 'node:tty';
 import { hostFacts } from '../platform/host.ts';
-import { waitForAdoptedChild } from './adopted-children.ts';
-import { bytesReadable, setCloseOnExec, setDefaultTerminalModes, terminalForegroundGroup, terminalReadsLines } from './libc.ts';
+import { waitForChildExit } from './adopted-children.ts';
+import { bytesReadable, canSpawnPrograms, setCloseOnExec, spawnProgram, setDefaultTerminalModes, terminalForegroundGroup, terminalReadsLines } from './libc.ts';
 import { nativePty, type NativePty } from './pty-native.ts';
 import { readAgain, stopReading } from '../stream-handover.ts';
 
@@ -126,7 +126,7 @@ export class UnixPty {
     if ('fd' in options) {
       term = { pid: options.pid, fd: options.fd, pty: options.device };
       // Its exit status is lost only when something else reaped it: told as a kill.
-      void waitForAdoptedChild(options.pid).then((exit) => onExit(exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL }));
+      void waitForChildExit(options.pid).then((exit) => onExit(exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL }));
     } else {
       const setsid = setsidPath();
       term = setsid === undefined ? forkOnNewTerminal(options, onExit) : spawnOnNewTerminal(options, setsid, onExit);
@@ -456,6 +456,9 @@ function forkOnNewTerminal(options: PtySpawnOptions, onExit: (exit: PtyExit) => 
  * them; the slave is dup'd onto the child's 0-2, and the daemon's copy is
  * closed once the child runs.
  */
+/** This host refused posix_spawn's clone once: terminals are started by Node's spawn from then on. */
+let posixSpawnRefused = false;
+
 function spawnOnNewTerminal(options: PtySpawnOptions, setsid: string, onExit: (exit: PtyExit) => void): Started {
   const { native } = nativePty();
   const { master, slave, pty } = native.open(options.cols, options.rows);
@@ -467,8 +470,22 @@ function spawnOnNewTerminal(options: PtySpawnOptions, setsid: string, onExit: (e
       ...(options.uid === undefined || options.uid < 0 ? {} : { uid: options.uid }),
       ...(options.gid === undefined || options.gid < 0 ? {} : { gid: options.gid }),
     };
-    const start = () =>
-      spawnChild(setsid, ['-c', '--', options.file, ...options.args], { cwd: options.cwd, env: options.env, stdio: [slave, slave, slave], ...ids });
+    const argv = ['-c', '--', options.file, ...options.args];
+    if (Object.keys(ids).length === 0 && !posixSpawnRefused && canSpawnPrograms()) {
+      // posix_spawn: no copy of this process's page tables (see spawnProgram); its exit is collected here, as an adopted child's.
+      const begin = () => spawnProgram(setsid, [setsid, ...argv], options.env, options.cwd, slave);
+      try {
+        const pid = options.spawnInside === undefined ? begin() : options.spawnInside(begin, 0);
+        void waitForChildExit(pid).then((exit) => onExit(exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL }));
+        return { pid, fd: master, pty };
+      } catch (error) {
+        // A sandbox that refuses glibc's clone (a seccomp profile that answers clone3 with EPERM, not ENOSYS):
+        // Node's spawn, whose fork it allows, starts this terminal and every later one.
+        if (!['EPERM', 'ENOSYS'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error;
+        posixSpawnRefused = true;
+      }
+    }
+    const start = () => spawnChild(setsid, argv, { cwd: options.cwd, env: options.env, stdio: [slave, slave, slave], ...ids });
     const child = options.spawnInside === undefined ? start() : options.spawnInside(start, 0);
     // A spawn that failed reports it here (and once more as an event, which is not the host's failure).
     child.on('error', () => {});
