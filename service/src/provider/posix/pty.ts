@@ -445,20 +445,23 @@ function forkOnNewTerminal(options: PtySpawnOptions, onExit: (exit: PtyExit) => 
   return options.spawnInside === undefined ? fork() : options.spawnInside(fork, NODE_PTY_FORK_THREADS);
 }
 
+/** This host refused posix_spawn's clone once: terminals are started by Node's spawn from then on. */
+let posixSpawnRefused = false;
+
 /**
- * The child on a new terminal, started by Node's spawn (libuv: it resets the
- * signal dispositions and mask, drops the supplementary groups before it takes
- * `gid` and `uid`, changes to `cwd`, and returns once the child exec'd) on the
- * slave as its stdio. `setsid -c` (`--ctty`) then leaves the daemon's process group
- * for a session of its own, takes the slave (its stdin) as its controlling
+ * The child on a new terminal, on the slave as its stdio, started with
+ * posix_spawn (libc.ts, `spawnProgram`: the signal dispositions and mask
+ * reset, the slave made blocking, `cwd`, returning once the child exec'd),
+ * its exit collected by {@link waitForChildExit}; or, to take another user's
+ * `gid` and `uid` (which posix_spawn cannot), by Node's spawn (libuv: the
+ * same, and the supplementary groups dropped before it takes `gid` and
+ * `uid`). `setsid -c` (`--ctty`) then leaves the daemon's process group for a
+ * session of its own, takes the slave (its stdin) as its controlling
  * terminal (TIOCSCTTY), and execs the program. Both sides are made
  * close-on-exec before anything else is spawned, so no other child inherits
  * them; the slave is dup'd onto the child's 0-2, and the daemon's copy is
  * closed once the child runs.
  */
-/** This host refused posix_spawn's clone once: terminals are started by Node's spawn from then on. */
-let posixSpawnRefused = false;
-
 function spawnOnNewTerminal(options: PtySpawnOptions, setsid: string, onExit: (exit: PtyExit) => void): Started {
   const { native } = nativePty();
   const { master, slave, pty } = native.open(options.cols, options.rows);
