@@ -31,7 +31,7 @@ export class AcceptLanes {
   readonly #lanes: Server[] = [];
   #closed = false;
 
-  /** `count` lanes for `server` (its own handle is one of them); none until {@link open}. */
+  /** `count` lanes for `server` (its own handle is one of them); none until {@link start}. */
   constructor(server: Server, count = ACCEPT_LANES) {
     if (!Number.isSafeInteger(count) || count < 1) throw new RangeError(`at least one lane, not ${count}`);
     this.#server = server;

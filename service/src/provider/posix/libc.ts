@@ -29,6 +29,7 @@
  */
 import { readdirSync } from 'node:fs';
 import { constants } from 'node:os';
+import { getSystemErrorName } from 'node:util';
 import { createRequire } from 'node:module';
 import type Koffi from 'koffi';
 import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
@@ -491,7 +492,9 @@ export function spawnProgram(file: string, argv: readonly string[], env: Readonl
   const empty = Buffer.alloc(SPAWN_STRUCT_BYTES);
   const full = Buffer.alloc(SPAWN_STRUCT_BYTES);
   const check = (what: string, code: number): void => {
-    if (code !== 0) throw Object.assign(new Error(`${what} failed: ${osErrorName(code)}`), { code: osErrorName(code), errno: -code, syscall: what });
+    if (code === 0) return;
+    const name = getSystemErrorName(-code);
+    throw Object.assign(new Error(`${what} failed: ${name}`), { code: name, errno: -code, syscall: what });
   };
   check('posix_spawn_file_actions_init', spawn.actionsInit(actions));
   try {
@@ -514,11 +517,6 @@ export function spawnProgram(file: string, argv: readonly string[], env: Readonl
   } finally {
     spawn.actionsDestroy(actions);
   }
-}
-
-/** The name of errno `code` (ENOENT), or E<code> for one this platform does not name. */
-function osErrorName(code: number): string {
-  return Object.entries(constants.errno).find(([, value]) => value === code)?.[0] ?? `E${code}`;
 }
 
 /**

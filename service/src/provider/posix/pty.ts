@@ -125,8 +125,7 @@ export class UnixPty {
     let term: Started;
     if ('fd' in options) {
       term = { pid: options.pid, fd: options.fd, pty: options.device };
-      // Its exit status is lost only when something else reaped it: told as a kill.
-      void waitForChildExit(options.pid).then((exit) => onExit(exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL }));
+      collectExitInto(options.pid, onExit);
     } else {
       const setsid = setsidPath();
       term = setsid === undefined ? forkOnNewTerminal(options, onExit) : spawnOnNewTerminal(options, setsid, onExit);
@@ -445,6 +444,15 @@ function forkOnNewTerminal(options: PtySpawnOptions, onExit: (exit: PtyExit) => 
   return options.spawnInside === undefined ? fork() : options.spawnInside(fork, NODE_PTY_FORK_THREADS);
 }
 
+/**
+ * Tells `onExit` how child `pid`, which neither libuv nor node-pty waits for
+ * (adopted after a takeover, or started with posix_spawn), ended. Its status
+ * is lost only when something else reaped it: told as a kill.
+ */
+function collectExitInto(pid: number, onExit: (exit: PtyExit) => void): void {
+  void waitForChildExit(pid).then((exit) => onExit(exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL }));
+}
+
 /** This host refused posix_spawn's clone once: terminals are started by Node's spawn from then on. */
 let posixSpawnRefused = false;
 
@@ -479,7 +487,7 @@ function spawnOnNewTerminal(options: PtySpawnOptions, setsid: string, onExit: (e
       const begin = () => spawnProgram(setsid, [setsid, ...argv], options.env, options.cwd, slave);
       try {
         const pid = options.spawnInside === undefined ? begin() : options.spawnInside(begin, 0);
-        void waitForChildExit(pid).then((exit) => onExit(exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL }));
+        collectExitInto(pid, onExit);
         return { pid, fd: master, pty };
       } catch (error) {
         // A sandbox that refuses glibc's clone (a seccomp profile that answers clone3 with EPERM, not ENOSYS):
