@@ -4,9 +4,10 @@
  * crash recovery use (list, kill, wait empty, remove).
  * @module
  */
-import { readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { readKernelText } from '../kernel-text.ts';
 
 /** The fields of one `/proc/<pid>/mountinfo` line the detection needs. */
 export interface MountInfoEntry {
@@ -85,7 +86,7 @@ export class CgroupUnavailableError extends Error {
 /** True while `pid` names a process that has not exited (a zombie has). */
 export function processRuns(pid: number): boolean {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const stat = readKernelText(`/proc/${pid}/stat`);
     const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
     return state !== 'Z' && state !== 'X';
   } catch (_error) {
@@ -100,7 +101,7 @@ export function errnoCode(error: unknown): string | undefined {
 /** Whether the cgroup at `directory`, descendants included, has no live process. A missing one is empty. */
 export function cgroupEmpty(directory: string): boolean {
   try {
-    return /^populated 0$/m.test(readFileSync(join(directory, 'cgroup.events'), 'latin1'));
+    return /^populated 0$/m.test(readKernelText(join(directory, 'cgroup.events')));
   } catch (error) {
     // Only a missing cgroup is known empty: an unreadable one is no evidence.
     return errnoCode(error) === 'ENOENT';
@@ -128,7 +129,7 @@ export function cgroupPids(directory: string): number[] {
   const pids: number[] = [];
   for (const dir of [directory, ...descendantsOf(directory)]) {
     try {
-      for (const line of readFileSync(join(dir, 'cgroup.procs'), 'latin1').split('\n')) if (line !== '') pids.push(Number(line));
+      for (const line of readKernelText(join(dir, 'cgroup.procs')).split('\n')) if (line !== '') pids.push(Number(line));
     } catch (_error) {
       // Removed meanwhile: nothing in it.
     }
@@ -178,8 +179,8 @@ export function locateOwnCgroup(): string {
   let mountinfo: string;
   let own: string | undefined;
   try {
-    mountinfo = readFileSync('/proc/self/mountinfo', 'latin1');
-    own = parseProcCgroup(readFileSync('/proc/self/cgroup', 'latin1'));
+    mountinfo = readKernelText('/proc/self/mountinfo');
+    own = parseProcCgroup(readKernelText('/proc/self/cgroup'));
   } catch (error) {
     throw new CgroupUnavailableError('cannot read /proc/self/mountinfo or /proc/self/cgroup', { cause: error });
   }
@@ -188,7 +189,7 @@ export function locateOwnCgroup(): string {
   const pid = String(process.pid);
   for (const directory of candidates) {
     try {
-      if (readFileSync(join(directory, 'cgroup.procs'), 'latin1').split('\n').includes(pid)) return directory;
+      if (readKernelText(join(directory, 'cgroup.procs')).split('\n').includes(pid)) return directory;
     } catch (_error) {
       // Not this one.
     }

@@ -48,11 +48,12 @@
  * process before the daemon.
  * @module
  */
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, rmdirSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import type { SessionLimits, SessionUsage, UsageMeter } from '@execworld/sdk/seam';
 import { ProviderError } from '../errors.ts';
+import { kernelTextOrUndefined } from '../kernel-text.ts';
 import { descendantsOf, errnoCode, type MountInfoEntry } from './cgroup-fs.ts';
 import { usageBetween, ZERO_COUNTERS, type UsageCounters } from './usage.ts';
 
@@ -194,23 +195,26 @@ export function mountSuperOptions(mountinfo: string): Map<string, string> {
   return options;
 }
 
-function readText(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'latin1');
-  } catch (_error) {
-    return undefined;
-  }
-}
+/** The line of each key {@link keyed} was asked for: the keys are the few names of the control files' fields. */
+const KEYED_LINES = new Map<string, RegExp>();
+
+/** What a `tasks` file takes for the thread that writes it. */
+const CALLING_THREAD = '0';
 
 /** The value of `key` in a flat-keyed file (`key value` lines), or undefined. */
 export function keyed(text: string | undefined, key: string): number | undefined {
   if (text === undefined) return undefined;
-  const match = new RegExp(`^${key} (\\d+)$`, 'm').exec(text);
+  let line = KEYED_LINES.get(key);
+  if (line === undefined) {
+    line = new RegExp(`^${key} (\\d+)$`, 'm');
+    KEYED_LINES.set(key, line);
+  }
+  const match = line.exec(text);
   return match === null ? undefined : Number(match[1]);
 }
 
 function readNumber(path: string): number | undefined {
-  const text = readText(path)?.trim();
+  const text = kernelTextOrUndefined(path)?.trim();
   return text === undefined || !/^\d+$/.test(text) ? undefined : Number(text);
 }
 
@@ -233,7 +237,6 @@ export class CgroupControllers {
   readonly v2: ReadonlySet<string>;
   readonly #v1 = new Map<V1Controller, { origin: string; directory: string; back: number }>();
   readonly #v1Reasons = new Map<V1Controller, string>();
-  readonly #pid = String(process.pid);
   /** /proc/self/oom_score_adj, open for writing; undefined where it cannot be written. */
   readonly #oomFd: number | undefined;
   /** The daemon's own oom_score_adj, returned to after each spawn. */
@@ -250,7 +253,7 @@ export class CgroupControllers {
     const { hierarchies } = options;
     this.#v2Directory = v2Directory;
     const v2 = new Set<string>();
-    const available = (readText(join(v2Directory, 'cgroup.controllers')) ?? '').trim().split(/\s+/);
+    const available = (kernelTextOrUndefined(join(v2Directory, 'cgroup.controllers')) ?? '').trim().split(/\s+/);
     for (const controller of ['memory', 'pids', 'cpu']) {
       if (!available.includes(controller)) continue;
       try {
@@ -263,8 +266,8 @@ export class CgroupControllers {
     this.v2 = v2;
     let found: readonly V1Hierarchy[] = hierarchies ?? [];
     if (hierarchies === undefined) {
-      const mountinfo = readText('/proc/self/mountinfo');
-      const procCgroup = readText('/proc/self/cgroup');
+      const mountinfo = kernelTextOrUndefined('/proc/self/mountinfo');
+      const procCgroup = kernelTextOrUndefined('/proc/self/cgroup');
       if (mountinfo !== undefined && procCgroup !== undefined) {
         found = v1Hierarchies(parseMounts(mountinfo), procCgroup, mountSuperOptions(mountinfo));
       }
@@ -308,7 +311,7 @@ export class CgroupControllers {
       oomFd = undefined;
     }
     this.#oomFd = oomFd;
-    this.#ownOomScoreAdj = (readText('/proc/self/oom_score_adj') ?? '0').trim();
+    this.#ownOomScoreAdj = (kernelTextOrUndefined('/proc/self/oom_score_adj') ?? '0').trim();
     process.once('exit', () => this.close());
   }
 
@@ -459,22 +462,31 @@ export class CgroupControllers {
     return new CellControls(this, v2Path, v1, limits ?? {}, groupPidsFile === undefined ? undefined : { pidsFile: groupPidsFile, total: group!.total });
   }
 
-  /** Moves this process's main thread into the v1 cgroups `cells` (by their `tasks` descriptors). */
+  /**
+   * Moves this process's main thread, the one calling (the v1 hierarchies are
+   * used from it only), into the v1 cgroups `cells` (by their `tasks`
+   * descriptors). It is named as `0`, the writer itself: the kernel moves the
+   * writer without the lock that holds every thread group still (a thread
+   * named by its id takes it, and waits for an RCU grace period, long on a
+   * busy host).
+   */
   enter(cells: readonly { tasks: number }[]): void {
-    for (const cell of cells) writeSync(cell.tasks, this.#pid);
+    for (const cell of cells) writeSync(cell.tasks, CALLING_THREAD);
   }
 
   /**
    * Moves this process's threads back to its own v1 cgroups: the main
-   * thread, and any thread it started while inside (node-pty's fork starts
-   * one to wait for the child, born in the forking thread's cgroups).
+   * thread, and, when the spawn started `threads` (node-pty's fork starts one
+   * to wait for the child, born in the forking thread's cgroups), every
+   * thread of this process the cells' `tasks` list. A spawn that starts none
+   * (posix_spawn, Node's spawn) moves the main thread only, as {@link enter}.
    * @throws when one refuses.
    */
-  leave(cells: readonly { controller: V1Controller; path: string }[]): void {
+  leave(cells: readonly { controller: V1Controller; path: string }[], threads: number): void {
     let failure: Error | undefined;
     for (const cell of cells) {
       const hierarchy = this.#v1.get(cell.controller)!;
-      const tids = new Set([this.#pid, ...ownThreadsIn(cell.path)]);
+      const tids = threads === 0 ? [CALLING_THREAD] : new Set([CALLING_THREAD, ...ownThreadsIn(cell.path)]);
       for (const tid of tids) {
         try {
           writeSync(hierarchy.back, tid);
@@ -483,7 +495,7 @@ export class CgroupControllers {
             writeFileSync(join(hierarchy.origin, 'tasks'), tid);
           } catch (error) {
             // A thread that ended meanwhile is no failure.
-            if (tid === this.#pid || existsSync(`/proc/self/task/${tid}`)) failure = error as Error;
+            if (tid === CALLING_THREAD || existsSync(`/proc/self/task/${tid}`)) failure = error as Error;
           }
         }
       }
@@ -526,7 +538,7 @@ function sweepStaleV1(origin: string, stale: (name: string) => boolean): void {
   }
 }
 
-/** The threads of this process in the v1 cgroup at `path` (its `tasks`). */
+/** How many threads this process has (64 where /proc cannot tell). */
 function ownThreadCount(): number {
   try {
     return readdirSync('/proc/self/task').length;
@@ -535,8 +547,10 @@ function ownThreadCount(): number {
   }
 }
 
+/** This process's threads in the v1 cgroup at `path` (its `tasks`), the main one left out. */
 function ownThreadsIn(path: string): string[] {
-  return (readText(join(path, 'tasks')) ?? '').split('\n').filter((tid) => tid !== '' && existsSync(`/proc/self/task/${tid}`));
+  const main = String(process.pid);
+  return (kernelTextOrUndefined(join(path, 'tasks')) ?? '').split('\n').filter((tid) => tid !== '' && tid !== main && existsSync(`/proc/self/task/${tid}`));
 }
 
 /**
@@ -547,7 +561,7 @@ function ownThreadsIn(path: string): string[] {
 export function finitePidsMaxUpFrom(directory: string): number[] {
   const found: number[] = [];
   for (let dir = directory; ; dir = dirname(dir)) {
-    const text = readText(join(dir, 'pids.max'));
+    const text = kernelTextOrUndefined(join(dir, 'pids.max'));
     if (text === undefined) break;
     if (/^\d+$/.test(text.trim())) found.push(Number(text.trim()));
     if (dirname(dir) === dir) break;
@@ -715,25 +729,26 @@ export class CellControls {
     try {
       this.#controllers.enter(v1);
     } catch (error) {
-      this.#restore(v1, pids, pidsFile, group);
+      this.#restore(v1, 0, pids, pidsFile, group);
       throw error;
     }
     try {
       return spawn();
     } finally {
-      this.#restore(v1, pids, pidsFile, group);
+      this.#restore(v1, threads, pids, pidsFile, group);
     }
   }
 
   #restore(
     v1: readonly { controller: V1Controller; path: string }[],
+    threads: number,
     pids: number | undefined,
     pidsFile: string | undefined,
     group: { readonly pidsFile: string; readonly total: number } | undefined,
   ): void {
     this.#controllers.oomScore(false);
     try {
-      this.#controllers.leave(v1);
+      this.#controllers.leave(v1, threads);
     } finally {
       try {
         if (pids !== undefined && pidsFile !== undefined) writeControl(pidsFile, String(pids), 'pids');
@@ -773,7 +788,7 @@ export class CellControls {
     // A v2 cgroup's cpu.stat counts user and system time whether or not the cpu controller is enabled
     // in it (and to the microsecond, where v1's cpuacct counts in ticks): one read, on a hybrid host too.
     // Only a kernel whose v2 cpu.stat lacks them is asked v1's cpuacct.
-    const v2Stat = readText(join(this.#v2Path, 'cpu.stat'));
+    const v2Stat = kernelTextOrUndefined(join(this.#v2Path, 'cpu.stat'));
     const counters: UsageCounters = { ...ZERO_COUNTERS };
     const userUs = keyed(v2Stat, 'user_usec');
     const systemUs = keyed(v2Stat, 'system_usec');
@@ -788,18 +803,18 @@ export class CellControls {
     const memory = this.#path('memory');
     if (this.#controllers.v2.has('memory')) {
       counters.peakMemoryBytes = readNumber(join(this.#v2Path, 'memory.peak')) ?? null;
-      const events = readText(join(this.#v2Path, 'memory.events'));
+      const events = kernelTextOrUndefined(join(this.#v2Path, 'memory.events'));
       counters.oomKills = keyed(events, 'oom_kill') ?? 0;
       counters.memoryFails = keyed(events, 'max') ?? 0;
     } else if (memory !== undefined) {
       counters.peakMemoryBytes = readNumber(join(memory, 'memory.max_usage_in_bytes')) ?? null;
-      counters.oomKills = keyed(readText(join(memory, 'memory.oom_control')), 'oom_kill') ?? 0;
+      counters.oomKills = keyed(kernelTextOrUndefined(join(memory, 'memory.oom_control')), 'oom_kill') ?? 0;
       counters.memoryFails = this.limits.memoryBytes === undefined ? 0 : (readNumber(join(memory, 'memory.failcnt')) ?? 0);
     }
     const pids = this.#controllers.v2.has('pids') ? this.#v2Path : this.#path('pids');
-    if (pids !== undefined && this.limits.pids !== undefined) counters.pidsMax = keyed(readText(join(pids, 'pids.events')), 'max') ?? 0;
+    if (pids !== undefined && this.limits.pids !== undefined) counters.pidsMax = keyed(kernelTextOrUndefined(join(pids, 'pids.events')), 'max') ?? 0;
     if (this.limits.cpu !== undefined) {
-      const stat = this.#controllers.v2.has('cpu') ? v2Stat : readText(join(this.#path('cpu') ?? '/nonexistent', 'cpu.stat'));
+      const stat = this.#controllers.v2.has('cpu') ? v2Stat : kernelTextOrUndefined(join(this.#path('cpu') ?? '/nonexistent', 'cpu.stat'));
       counters.throttled = keyed(stat, 'nr_throttled') ?? 0;
     }
     return counters;

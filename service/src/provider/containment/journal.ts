@@ -24,10 +24,11 @@
  * process or one of its ancestors.
  * @module
  */
-import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, writeSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, writeSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { ProcessIndex, type ProcessIdentity, type ProcessInspector } from '../inspect/inspector.ts';
 import { LinuxInspector } from '../inspect/linux.ts';
+import { readKernelText } from '../kernel-text.ts';
 import { daemonCgroupName } from './cgroup.ts';
 import { errnoCode, killAndRemoveCgroup, locateOwnCgroup, processRuns } from './cgroup-fs.ts';
 import type { Containment } from './containment.ts';
@@ -280,7 +281,7 @@ export function recoveryScope(containment: Containment, sessionUids: readonly nu
 /** The real uid of `pid`, from its /proc status (`Uid:` real, effective, saved, filesystem). */
 function procRealUid(pid: number): number | undefined {
   try {
-    const match = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    const match = /^Uid:\s+(\d+)/m.exec(readKernelText(`/proc/${pid}/status`));
     return match === null ? undefined : Number(match[1]);
   } catch (_error) {
     return undefined;

@@ -6,6 +6,7 @@
  * @module
  */
 import { closeSync, openSync, readSync, readdirSync, readlinkSync, statSync } from 'node:fs';
+import { kernelTextOrUndefined } from '../kernel-text.ts';
 
 /** The fields of `/proc/<pid>/stat` the provider uses. */
 export interface ProcStat {
@@ -141,37 +142,6 @@ export interface ProcSource {
 /** Largest position Node's readSync accepts (off_t is signed). */
 const MAX_MEMORY_POSITION = (1n << 63n) - 1n;
 
-/** One buffer for every /proc read: they are synchronous and never overlap. */
-let scratch = Buffer.allocUnsafe(16 * 1024);
-
-/**
- * Reads a small /proc file with open, read, close into the shared buffer,
- * about three times cheaper than readFileSync, which matters because a table
- * scan reads every process's stat.
- */
-function readText(path: string): string | undefined {
-  let fd: number | undefined;
-  try {
-    fd = openSync(path, 'r');
-    let length = 0;
-    for (;;) {
-      if (length === scratch.length) {
-        const larger = Buffer.allocUnsafe(scratch.length * 2);
-        scratch.copy(larger);
-        scratch = larger;
-      }
-      const read = readSync(fd, scratch, length, scratch.length - length, null);
-      if (read === 0) break;
-      length += read;
-    }
-    return scratch.toString('latin1', 0, length);
-  } catch (_error) {
-    return undefined;
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-}
-
 function numericEntries(path: string): number[] {
   try {
     return readdirSync(path)
@@ -185,11 +155,11 @@ function numericEntries(path: string): number[] {
 /** The real `/proc`. */
 export const hostProc: ProcSource = {
   pids: () => numericEntries('/proc'),
-  stat: (pid) => readText(`/proc/${pid}/stat`),
+  stat: (pid) => kernelTextOrUndefined(`/proc/${pid}/stat`),
   tasks: (pid) => numericEntries(`/proc/${pid}/task`),
-  syscall: (pid, tid) => readText(`/proc/${pid}/task/${tid}/syscall`),
+  syscall: (pid, tid) => kernelTextOrUndefined(`/proc/${pid}/task/${tid}/syscall`),
   switches(pid, tid) {
-    const status = readText(`/proc/${pid}/task/${tid}/status`);
+    const status = kernelTextOrUndefined(`/proc/${pid}/task/${tid}/status`);
     if (status === undefined) return undefined;
     const voluntary = /^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1];
     const involuntary = /^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1];
@@ -213,8 +183,8 @@ export const hostProc: ProcSource = {
       if (fd !== undefined) closeSync(fd);
     }
   },
-  fdinfo: (pid, fd) => readText(`/proc/${pid}/fdinfo/${fd}`),
-  uptime: () => readText('/proc/uptime'),
+  fdinfo: (pid, fd) => kernelTextOrUndefined(`/proc/${pid}/fdinfo/${fd}`),
+  uptime: () => kernelTextOrUndefined('/proc/uptime'),
   fdTarget(pid, fd) {
     try {
       const path = readlinkSync(`/proc/${pid}/fd/${fd}`);

@@ -10,7 +10,8 @@
  * sessions' (they are not given another) and the one a preview connects in.
  * @module
  */
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readdirSync, readlinkSync } from 'node:fs';
+import { readKernelText } from '../kernel-text.ts';
 
 /** A TCP socket listening in the world, and a process holding it. */
 export interface ListeningSocket {
@@ -64,7 +65,7 @@ export function parseTable(text: string): Map<string, { port: number; address: s
 
 function readTable(path: string): string {
   try {
-    return readFileSync(path, 'utf8');
+    return readKernelText(path);
   } catch (_error) {
     // No IPv6 in this kernel: no tcp6 table.
     return '';

@@ -13,9 +13,9 @@
  * @module
  */
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
+import { readKernelText } from '../kernel-text.ts';
 import { collectExit, ExitSet, type ChildExit } from './libc.ts';
 
 /** The slow poll, against an exit whose SIGCHLD was taken by another listener's moment. */
@@ -90,7 +90,7 @@ export function reapPreviousImageHelpers(sessions: ReadonlySet<number>): number[
   let listed: string;
   try {
     // After the exec this process has one thread, its main one, which the previous image's children belong to now.
-    listed = readFileSync(`/proc/self/task/${process.pid}/children`, 'utf8');
+    listed = readKernelText(`/proc/self/task/${process.pid}/children`);
   } catch (_error) {
     return [];
   }
