@@ -391,6 +391,11 @@ const OWN: Record<string, Scenario[]> = {
       send: () => send(daemon, op('fs.editText'), '', { body: { path: join(files, 'missing'), edit: { oldString: 'a', newString: 'b' } } }),
     },
     {
+      what: 'a file past the whole-read bound',
+      code: 'FS_TOO_LARGE',
+      send: () => against(tinyBounds, (tiny) => send(tiny, op('fs.editText'), '', { body: { path: text, edit: { oldString: 'one', newString: 'uno' } } })),
+    },
+    {
       what: 'text that occurs twice',
       code: 'FS_AMBIGUOUS_EDIT',
       send: () => send(daemon, op('fs.editText'), '', { body: { path: text, edit: { oldString: 'two', newString: 'three' } } }),

@@ -807,7 +807,7 @@ export const OPERATIONS = {
     summary: 'Replace literal text in a text file atomically, optionally guarded by a version',
     input: s.FsEdit,
     result: s.FsEditOutcome,
-    errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_NOT_TEXT', 'FS_STALE_VERSION', 'FS_AMBIGUOUS_EDIT', 'FS_EDIT_NOT_FOUND'],
+    errors: [...FS_READ_ERRORS, 'FS_NOT_REGULAR_FILE', 'FS_NOT_TEXT', 'FS_TOO_LARGE', 'FS_STALE_VERSION', 'FS_AMBIGUOUS_EDIT', 'FS_EDIT_NOT_FOUND'],
     idempotent: false,
     waits: false,
     access: 'write',

@@ -128,7 +128,7 @@ export const SETTINGS = {
     env: 'EXECWORLD_MAX_READ_TEXT_BYTES',
     schema: positiveInt(1024 * MiB),
     default: 16 * MiB,
-    help: 'largest file a whole-text read answers (the SDK streams larger ones)',
+    help: 'largest file a whole-text read answers (the SDK streams larger ones), and a text edit edits',
   },
   maxListEntries: {
     flag: 'max-list-entries',

@@ -23,7 +23,7 @@
  * @module
  */
 import { createReadStream, type BigIntStats } from 'node:fs';
-import { lstat, open, readdir, readFile, realpath, stat } from 'node:fs/promises';
+import { lstat, open, readdir, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { TextDecoder } from 'node:util';
@@ -307,7 +307,15 @@ export class WorldFiles implements FsProvider {
             const prior = await existing.stat();
             if (!prior.isFile()) throw new FsFailure('FS_NOT_REGULAR_FILE', `cannot ${doing}: not a regular file`);
             if (expected !== undefined && versionOf(prior) !== expected.version) throw stale('it changed since it was read');
-            const raw = await readFile(existing.via, signal === undefined ? {} : { signal });
+            // Read as a whole read is, within the most text the daemon reads at once: the edit's before and after are that text.
+            const limit = this.#maxTextBytes;
+            const raw = await readWithin(
+              existing,
+              prior,
+              limit,
+              signal,
+              (size) => new FsFailure('FS_TOO_LARGE', `cannot ${doing}: ${size} is more than ${limit}, the most text an edit reads`),
+            );
             checkAborted(signal, 'edit');
             if (raw.includes(0)) throw new FsFailure('FS_NOT_TEXT', `cannot ${doing}: a binary file (NUL byte)`);
             const text = decodeText(raw, 'edit', target.displayPath);
