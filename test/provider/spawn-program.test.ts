@@ -41,8 +41,10 @@ describe('spawnProgram', () => {
   test('refuses a program that is not there with its errno', () => {
     const stdio = openSync('/dev/null', 'r+');
     try {
-      expect(() => spawnProgram('/nonexistent/program', ['program'], {}, '/', stdio)).toThrow(expect.objectContaining({ code: 'ENOENT' }));
-      expect(() => spawnProgram('/bin/true', ['true'], {}, '/nonexistent-directory', stdio)).toThrow(expect.objectContaining({ code: 'ENOENT' }));
+      expect(() => spawnProgram('/nonexistent/program', ['program'], {}, '/', [stdio, stdio, stdio])).toThrow(expect.objectContaining({ code: 'ENOENT' }));
+      expect(() => spawnProgram('/bin/true', ['true'], {}, '/nonexistent-directory', [stdio, stdio, stdio])).toThrow(
+        expect.objectContaining({ code: 'ENOENT' }),
+      );
     } finally {
       closeSync(stdio);
     }
@@ -55,7 +57,7 @@ describe('spawnProgram', () => {
     const pids: number[] = [];
     try {
       for (let index = 0; index < 4; index += 1) {
-        const pid = spawnProgram('/bin/sleep', ['sleep', '60'], { PATH: '/usr/bin:/bin' }, '/', stdio);
+        const pid = spawnProgram('/bin/sleep', ['sleep', '60'], { PATH: '/usr/bin:/bin' }, '/', [stdio, stdio, stdio]);
         pids.push(pid);
         expect(set.add(pid)).toBe(true);
       }

@@ -26,9 +26,9 @@ import { UserWorkers, type FileWorker } from './fs/worker-files.ts';
 import type { WorkerFailure } from './fs/worker-protocol.ts';
 import { sessionRows, type ProcessInspector } from './inspect/inspector.ts';
 import { hostPlatform, platformFor, type Platform, type PlatformOverrides } from './platform/index.ts';
-import { AdoptedChild } from './posix/adopted-children.ts';
-import { assertStdio, ManagedProcess, type ProcessHost } from './process.ts';
-import { launchFailure, resolveExecutable } from './resolve-executable.ts';
+import { AdoptedChild, startChild } from './posix/children.ts';
+import { assertStdio, ManagedProcess, type ProcessHost, type ProgramStart } from './process.ts';
+import { executablePath, launchFailure, resolveExecutable } from './resolve-executable.ts';
 import { assertOwnUser, launchAs, userEnvironment, type RunAs } from './run-as.ts';
 import { SessionCells } from './session-cells.ts';
 import { MAX_TERMINAL_SIZE, type HostTerminal } from './host-terminal.ts';
@@ -519,6 +519,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   #processHost(runAs?: RunAs): ProcessHost {
     return {
       tree: this.#platform.tree,
+      ...(this.#platform.host ? { startProgram: (program: ProgramStart) => this.#startProgram(program) } : {}),
       spill: this.#spillFor(runAs),
       inputBacklogBytes: this.#options.inputBacklogBytes,
       groupHasLiveMembers: (pgid, cell) => {
@@ -535,6 +536,19 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
             .map((row) => [row.identity.pid, row.pgrp]),
         ),
     };
+  }
+
+  /**
+   * A process's program started with posix_spawn, where this host has it
+   * (posix/children.ts): no copy of this process at each spawn. Undefined for
+   * Node's spawn to start it: where posix_spawn is not used, and where no
+   * executable file is found, so that the failure is reported as it always was.
+   */
+  #startProgram(program: ProgramStart): ChildProcess | undefined {
+    // posix_spawn searches no PATH: the file execvp would find from the child's PATH and directory.
+    const file = executablePath(program.file, program.env, program.cwd, this.#platform);
+    if (file === undefined) return undefined;
+    return startChild({ ...program, file, argv0: program.file, newSession: program.detached }) as unknown as ChildProcess | undefined;
   }
 
   /** Keeps `handle` in `set` until `release` resolves; a failed release keeps it for disposal. */

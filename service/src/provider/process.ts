@@ -5,7 +5,7 @@
  * top-level process's tree ended with taskkill on Windows.
  * @module
  */
-import { spawn as spawnChild, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { spawn as spawnChild, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import type {
   SubprocessCollect,
@@ -46,6 +46,24 @@ export interface ProcessHost {
   readonly inputBacklogBytes?: number | undefined;
   /** A child of the previous image of this process (a takeover), held instead of a new one spawned from the spec. */
   readonly adopted?: ChildProcess | undefined;
+  /**
+   * Starts a program of this process's own user without copying this process
+   * (Linux: posix_spawn), as Node's spawn would: undefined where it does not
+   * (Node's spawn starts it then). @throws what Node's spawn reports as its
+   * `error` event: the program could not be started.
+   */
+  readonly startProgram?: ((program: ProgramStart) => ChildProcess | undefined) | undefined;
+}
+
+/** A program for {@link ProcessHost.startProgram}: Node's spawn's arguments, stdio as `nodeStdio` makes them. */
+export interface ProgramStart {
+  readonly file: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly stdio: readonly ['pipe' | 'ignore', 'pipe' | 'inherit', 'pipe' | 'inherit'];
+  /** Node's `detached`: a session (POSIX) of its own. */
+  readonly detached: boolean;
 }
 
 /** What a process hands to the next image of this process in a takeover: its child and the pipe descriptors still open. */
@@ -62,7 +80,7 @@ function isCollect(mode: SubprocessOutputMode): mode is SubprocessCollect {
   return typeof mode === 'object';
 }
 
-function nodeStdio(spec: SubprocessSpawnSpec): StdioOptions {
+function nodeStdio(spec: SubprocessSpawnSpec): ProgramStart['stdio'] {
   const output = (mode: SubprocessOutputMode): 'inherit' | 'pipe' => (mode === 'inherit' ? 'inherit' : 'pipe');
   return [spec.stdio.stdin === 'ignore' ? 'ignore' : 'pipe', output(spec.stdio.stdout), output(spec.stdio.stderr)];
 }
@@ -146,31 +164,37 @@ export class ManagedProcess implements SubprocessHandle {
     });
     // As another user, the working directory is the launcher's to enter, as that user (see run-as.ts): root looks at nothing of it.
     const runAs = hooks.runAs;
-    const cwdFailure = runAs === undefined && host.adopted === undefined ? cwdError(spec.cwd) : undefined;
-    if (cwdFailure !== undefined) {
+    let failure: Error | undefined = runAs === undefined && host.adopted === undefined ? cwdError(spec.cwd) : undefined;
+    // Node drops the host's supplementary groups, then takes the user's gid and uid, before it execs the launcher.
+    const { file, args, ...where } =
+      runAs === undefined ? { file: spec.argv[0]!, args: spec.argv.slice(1), cwd: spec.cwd } : launchAs(runAs, spec.argv[0]!, spec.argv.slice(1), spec.cwd);
+    const stdio = nodeStdio(spec);
+    const start = (): ChildProcess | undefined => {
+      if (runAs === undefined && host.startProgram !== undefined) {
+        try {
+          const started = host.startProgram({ file, args, cwd: where.cwd, env, stdio, detached: host.tree.detached });
+          if (started !== undefined) return started;
+        } catch (error) {
+          failure = error as Error;
+          return undefined;
+        }
+      }
+      return spawnChild(file, args, { ...where, env, stdio: [...stdio], detached: host.tree.detached, windowsHide: true });
+    };
+    // Only the fork itself runs inside: the child is born in the cell, and nothing else of this process is.
+    const child = failure === undefined ? (host.adopted ?? (this.#cell === undefined ? start() : this.#cell.spawnInside(start))) : undefined;
+    if (child === undefined) {
+      // Never started: its cwd is not there, or the program could not be started.
       this.pid = -1;
       this.collected = {};
       this.#settled = true;
       this.#gone = true;
       this.#cell?.remove();
-      this.#reject(cwdFailure);
+      this.#reject(failure!);
       this.spawned = this.done.then(() => undefined);
       this.spawned.catch(() => undefined);
       return;
     }
-    // Node drops the host's supplementary groups, then takes the user's gid and uid, before it execs the launcher.
-    const { file, args, ...where } =
-      runAs === undefined ? { file: spec.argv[0]!, args: spec.argv.slice(1), cwd: spec.cwd } : launchAs(runAs, spec.argv[0]!, spec.argv.slice(1), spec.cwd);
-    const start = (): ChildProcess =>
-      spawnChild(file, args, {
-        ...where,
-        env,
-        stdio: nodeStdio(spec),
-        detached: host.tree.detached,
-        windowsHide: true,
-      });
-    // Only the fork itself runs inside: the child is born in the cell, and nothing else of this process is.
-    const child = host.adopted ?? (this.#cell === undefined ? start() : this.#cell.spawnInside(start));
     if (child.pid !== undefined && host.adopted === undefined) this.#cell?.attach(child.pid);
     this.#child = child;
     this.pid = child.pid ?? -1;

@@ -67,9 +67,18 @@ export function launchFailure(file: string, env: Record<string, string>, cwd: st
 
 /** Whether the terminal's program can be executed the way the child will look it up. */
 export function terminalProgramExists(file: string, env: Record<string, string>, cwd: string, platform: Platform): boolean {
+  return executablePath(file, env, cwd, platform) !== undefined;
+}
+
+/**
+ * The executable file `file` names for a child of `env` started in `cwd`, as
+ * execvp finds it: a name with a slash from `cwd`, a bare one on the PATH of
+ * `env`; undefined where none is.
+ */
+export function executablePath(file: string, env: Readonly<Record<string, string>>, cwd: string, platform: Platform): string | undefined {
   // The child changes to cwd before it execs, so relative names resolve from there.
   const candidates = file.includes('/') ? [resolvePath(cwd, file)] : platform.executableCandidates(file, env, cwd);
-  return candidates.some((candidate) => isExecutableFileSync(candidate));
+  return candidates.find((candidate) => isExecutableFileSync(candidate));
 }
 
 function isExecutableFileSync(path: string): boolean {

@@ -17,7 +17,7 @@ import { portConnector, type PortConnect } from '../provider/port-connect.ts';
 import { sweepStaleSpillDirectories } from '../provider/collector.ts';
 import { journalDirectoryProblem, recoverSessions, recoveryScope, SessionJournal, type SessionRecorder } from '../provider/containment/journal.ts';
 import { adoptPreviousImageCgroups } from '../provider/containment/cgroup.ts';
-import { reapPreviousImageHelpers } from '../provider/posix/adopted-children.ts';
+import { reapPreviousImageHelpers } from '../provider/posix/children.ts';
 import { startSessionWatcher, type SessionWatcher } from '../provider/containment/session-watcher.ts';
 import { LocalRuntime } from '../provider/local-runtime.ts';
 import { hostPlatform } from '../provider/platform/index.ts';

@@ -29,7 +29,6 @@
  */
 import { readdirSync } from 'node:fs';
 import { constants } from 'node:os';
-import { getSystemErrorName } from 'node:util';
 import { createRequire } from 'node:module';
 import type Koffi from 'koffi';
 import { HOST_PLATFORM, hostFacts } from '../platform/host.ts';
@@ -94,6 +93,8 @@ interface Spawn {
   setSigdefault(attributes: Buffer, set: Buffer): number;
   sigemptyset(set: Buffer): number;
   sigfillset(set: Buffer): number;
+  /** socketpair(2), the pair written to `pair` as two ints. */
+  socketPair(domain: number, type: number, protocol: number, pair: Buffer): number;
 }
 
 /** pidfd_open (Linux 5.3) through syscall(2), and an epoll set of pidfds (Linux). */
@@ -119,6 +120,15 @@ const SPAWN_STRUCT_BYTES = 1024;
 /** posix_spawnattr flags (glibc). */
 const POSIX_SPAWN_SETSIGDEF = 0x04;
 const POSIX_SPAWN_SETSIGMASK = 0x08;
+/** glibc 2.26: the child calls setsid before it execs. */
+const POSIX_SPAWN_SETSID = 0x80;
+/** The errnos of a refused clone (Linux). */
+const EPERM = 1;
+const ENOSYS = 38;
+/** socketpair's domain and type (Linux). */
+const AF_UNIX = 1;
+const SOCK_STREAM = 1;
+const SOCK_CLOEXEC = 0o2000000;
 
 let loaded: Libc | undefined;
 
@@ -202,6 +212,7 @@ function spawnCalls(library: ReturnType<typeof Koffi.load>): Spawn | undefined {
     setSigdefault: optionalFunction(library, 'int posix_spawnattr_setsigdefault(void *attributes, void *set)'),
     sigemptyset: optionalFunction(library, 'int sigemptyset(void *set)'),
     sigfillset: optionalFunction(library, 'int sigfillset(void *set)'),
+    socketPair: optionalFunction(library, 'int socketpair(int domain, int type, int protocol, void *pair)'),
   };
   return Object.values(calls).every((call) => call !== undefined) ? (calls as unknown as Spawn) : undefined;
 }
@@ -429,7 +440,7 @@ export function renameNoReplace(from: string, to: string): 'renamed' | 'exists' 
   const errno = c.errno();
   if (errno === constants.errno.EEXIST) return 'exists';
   if (errno === constants.errno.EINVAL || errno === constants.errno.ENOSYS) return 'unsupported';
-  const name = Object.entries(constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`;
+  const name = errnoName(errno);
   throw Object.assign(new Error(`${name}: rename ${from} -> ${to}`), { code: name, errno: -errno, syscall: 'rename' });
 }
 
@@ -456,8 +467,20 @@ export function duplicateDescriptor(fd: number): number {
   return copy;
 }
 
-/** Whether {@link spawnProgram} can start programs here (Linux, with glibc's posix_spawn and its chdir action). */
+/** The name of `errno` (ENOEXEC for 8), as this platform's constants have it; libuv's own names lack some (ENOEXEC). */
+function errnoName(errno: number): string {
+  return Object.entries(constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`;
+}
+
+/** This host refused posix_spawn's clone once: see {@link spawnProgram}. */
+let spawnRefused = false;
+
+/**
+ * Whether {@link spawnProgram} can start programs here: Linux, with glibc's
+ * posix_spawn and its chdir action, and the host never refused its clone.
+ */
 export function canSpawnPrograms(): boolean {
+  if (spawnRefused) return false;
   try {
     return libc().spawn !== undefined;
   } catch (_error) {
@@ -466,26 +489,59 @@ export function canSpawnPrograms(): boolean {
 }
 
 /**
- * Starts `file` with `argv` and `env` in `cwd`, its standard input, output and
- * error on `stdio`, with posix_spawn: glibc's clone shares this process's
- * memory until the child execs (CLONE_VM | CLONE_VFORK), where a fork copies
- * its page tables (Node's spawn: 3.5 ms for a 45 MB process, 9 to 11 ms at
- * 245 MB, against 0.5 ms). Like Node's spawn, the child starts with every
- * signal at its default action and none blocked (this process ignores
- * SIGPIPE, which an exec keeps), and inherits no descriptor but its stdio:
- * every other one of this process is close-on-exec. It is born in the
+ * A connected pair of Unix stream sockets, both close-on-exec, as libuv makes
+ * a child's stdio pipe: [this process's end, the child's end].
+ * @throws when the kernel refuses (EMFILE).
+ */
+export function socketPair(): [number, number] {
+  const spawn = libc().spawn;
+  if (spawn === undefined) throw new Error('socketpair is bound where posix_spawn is only');
+  const pair = Buffer.alloc(8);
+  if (spawn.socketPair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) !== 0) {
+    const errno = libc().errno();
+    const name = errnoName(errno);
+    throw Object.assign(new Error(`socketpair failed: ${name}`), { code: name, errno: -errno, syscall: 'socketpair' });
+  }
+  return [pair.readInt32LE(0), pair.readInt32LE(4)];
+}
+
+/**
+ * Starts `file` with `argv` and `env` in `cwd`, with posix_spawn: glibc's
+ * clone shares this process's memory until the child execs (CLONE_VM |
+ * CLONE_VFORK), where a fork copies its page tables (Node's spawn: 3.5 ms for
+ * a 45 MB process, 9 to 11 ms at 245 MB, against 0.5 ms). `stdio[n]` is the
+ * descriptor the child gets as its descriptor n, made blocking first (a pty's
+ * slave is opened non-blocking, and a shell's read would fail at once); an
+ * absent one is left as this process has it (inherited). With `newSession`
+ * the child calls setsid before its exec. Like Node's spawn, the child starts
+ * with every signal at its default action and none blocked (this process
+ * ignores SIGPIPE, which an exec keeps), and inherits no descriptor but its
+ * stdio: every other one of this process is close-on-exec. It is born in the
  * cgroups of the calling thread. Nothing in this process waits for it: its
  * exit is the caller's to collect ({@link collectExit}). Returns its pid.
+ *
+ * A host that refuses the clone (a seccomp profile that answers clone3 with
+ * EPERM, not ENOSYS) is told so once: {@link canSpawnPrograms} is false from
+ * then on, and the caller starts this program and every later one otherwise.
  * @throws {NodeJS.ErrnoException} when it cannot be started (the exec failed: its errno, ENOENT for a missing `file`)
  */
-export function spawnProgram(file: string, argv: readonly string[], env: Readonly<Record<string, string>>, cwd: string, stdio: number): number {
+export function spawnProgram(
+  file: string,
+  argv: readonly string[],
+  env: Readonly<Record<string, string>>,
+  cwd: string,
+  stdio: readonly (number | undefined)[],
+  options: { readonly newSession?: boolean } = {},
+): number {
   const c = libc();
   const spawn = c.spawn;
   if (spawn === undefined) throw new Error('posix_spawn is bound on Linux with glibc 2.29 or later only');
-  // The child's stdio blocks, as Node's spawn leaves it (a pty's slave is opened non-blocking): a shell's read would fail at once.
-  const flags = c.fcntl(stdio, F_GETFL);
-  if (flags < 0 || ((flags & O_NONBLOCK) !== 0 && c.fcntl(stdio, F_SETFL, 'int', flags & ~O_NONBLOCK) < 0)) {
-    throw new Error(`fcntl(${stdio}, F_SETFL) failed with errno ${c.errno()}`);
+  for (const fd of new Set(stdio)) {
+    if (fd === undefined) continue;
+    const flags = c.fcntl(fd, F_GETFL);
+    if (flags < 0 || ((flags & O_NONBLOCK) !== 0 && c.fcntl(fd, F_SETFL, 'int', flags & ~O_NONBLOCK) < 0)) {
+      throw new Error(`fcntl(${fd}, F_SETFL) failed with errno ${c.errno()}`);
+    }
   }
   const actions = Buffer.alloc(SPAWN_STRUCT_BYTES);
   const attributes = Buffer.alloc(SPAWN_STRUCT_BYTES);
@@ -493,23 +549,27 @@ export function spawnProgram(file: string, argv: readonly string[], env: Readonl
   const full = Buffer.alloc(SPAWN_STRUCT_BYTES);
   const check = (what: string, code: number): void => {
     if (code === 0) return;
-    const name = getSystemErrorName(-code);
+    const name = errnoName(code);
     throw Object.assign(new Error(`${what} failed: ${name}`), { code: name, errno: -code, syscall: what });
   };
   check('posix_spawn_file_actions_init', spawn.actionsInit(actions));
   try {
     check('posix_spawnattr_init', spawn.attributesInit(attributes));
     try {
-      for (const to of [0, 1, 2]) check('posix_spawn_file_actions_adddup2', spawn.addDup2(actions, stdio, to));
+      for (const [to, fd] of stdio.entries()) if (fd !== undefined) check('posix_spawn_file_actions_adddup2', spawn.addDup2(actions, fd, to));
       check('posix_spawn_file_actions_addchdir_np', spawn.addChdir(actions, cwd));
       spawn.sigemptyset(empty);
       spawn.sigfillset(full);
       check('posix_spawnattr_setsigmask', spawn.setSigmask(attributes, empty));
       check('posix_spawnattr_setsigdefault', spawn.setSigdefault(attributes, full));
-      check('posix_spawnattr_setflags', spawn.setFlags(attributes, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK));
+      const flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | (options.newSession === true ? POSIX_SPAWN_SETSID : 0);
+      check('posix_spawnattr_setflags', spawn.setFlags(attributes, flags));
       const pid: [number] = [0];
       const environment = Object.entries(env).map(([name, value]) => `${name}=${value}`);
-      check('posix_spawn', spawn.posixSpawn(pid, file, actions, attributes, [...argv, null], [...environment, null]));
+      const code = spawn.posixSpawn(pid, file, actions, attributes, [...argv, null], [...environment, null]);
+      // The clone refused (an exec's EPERM, a set-user-ID file on a nosuid mount, is taken so too: later starts are Node's, which answers the same).
+      if (code === EPERM || code === ENOSYS) spawnRefused = true;
+      check('posix_spawn', code);
       return pid[0];
     } finally {
       spawn.attributesDestroy(attributes);

@@ -32,7 +32,7 @@ import { closeSync, existsSync, readSync, writeSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { ReadStream } from 'node:tty';
 import { hostFacts } from '../platform/host.ts';
-import { waitForChildExit } from './adopted-children.ts';
+import { waitForChildExit } from './children.ts';
 import { bytesReadable, canSpawnPrograms, setCloseOnExec, spawnProgram, setDefaultTerminalModes, terminalForegroundGroup, terminalReadsLines } from './libc.ts';
 import { nativePty, type NativePty } from './pty-native.ts';
 import { readAgain, stopReading } from '../stream-handover.ts';
@@ -453,9 +453,6 @@ function collectExitInto(pid: number, onExit: (exit: PtyExit) => void): void {
   void waitForChildExit(pid).then((exit) => onExit(exit ?? { exitCode: 0, signal: osConstants.signals.SIGKILL }));
 }
 
-/** This host refused posix_spawn's clone once: terminals are started by Node's spawn from then on. */
-let posixSpawnRefused = false;
-
 /**
  * The child on a new terminal, on the slave as its stdio, started with
  * posix_spawn (libc.ts, `spawnProgram`: the signal dispositions and mask
@@ -482,18 +479,16 @@ function spawnOnNewTerminal(options: PtySpawnOptions, setsid: string, onExit: (e
       ...(options.gid === undefined || options.gid < 0 ? {} : { gid: options.gid }),
     };
     const argv = ['-c', '--', options.file, ...options.args];
-    if (Object.keys(ids).length === 0 && !posixSpawnRefused && canSpawnPrograms()) {
+    if (Object.keys(ids).length === 0 && canSpawnPrograms()) {
       // posix_spawn: no copy of this process's page tables (see spawnProgram); its exit is collected here, as an adopted child's.
-      const begin = () => spawnProgram(setsid, [setsid, ...argv], options.env, options.cwd, slave);
+      const begin = () => spawnProgram(setsid, [setsid, ...argv], options.env, options.cwd, [slave, slave, slave]);
       try {
         const pid = options.spawnInside === undefined ? begin() : options.spawnInside(begin, 0);
         collectExitInto(pid, onExit);
         return { pid, fd: master, pty };
       } catch (error) {
-        // A sandbox that refuses glibc's clone (a seccomp profile that answers clone3 with EPERM, not ENOSYS):
-        // Node's spawn, whose fork it allows, starts this terminal and every later one.
-        if (!['EPERM', 'ENOSYS'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error;
-        posixSpawnRefused = true;
+        // A sandbox that refuses glibc's clone: Node's spawn, whose fork it allows, starts this terminal and every later one.
+        if (canSpawnPrograms()) throw error;
       }
     }
     const start = () => spawnChild(setsid, argv, { cwd: options.cwd, env: options.env, stdio: [slave, slave, slave], ...ids });

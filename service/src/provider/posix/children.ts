@@ -1,9 +1,12 @@
 /**
- * Exits of children libuv does not wait for: the terminals this process
- * starts with posix_spawn (libc.ts, `spawnProgram`), and after a takeover (an
- * exec in place) the programs of the sessions it kept, which are still its
- * children though libuv waits only for the children it spawned itself and
- * node-pty's waiting threads died with the old image. Each is collected here
+ * The children libuv does not spawn or wait for: the terminals and processes
+ * this process starts with posix_spawn (libc.ts, `spawnProgram`), and after a
+ * takeover (an exec in place) the programs of the sessions it kept, which are
+ * still its children though libuv waits only for the children it spawned
+ * itself and node-pty's waiting threads died with the old image.
+ *
+ * A process's child is held as Node's `ChildProcess` is ({@link SpawnedChild}),
+ * its stdio pipes as sockets. Each exit is collected here
  * with `waitpid(pid, WNOHANG)` once it exited: where pidfds are there (Linux
  * 5.3), an epoll set of them says which exited, so a SIGCHLD costs a call per
  * exit whatever the number of children (libuv asks every child it has on
@@ -13,10 +16,11 @@
  * @module
  */
 import { EventEmitter } from 'node:events';
+import { closeSync, openSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { readKernelText } from '../kernel-text.ts';
-import { collectExit, ExitSet, type ChildExit } from './libc.ts';
+import { canSpawnPrograms, collectExit, ExitSet, socketPair, spawnProgram, type ChildExit } from './libc.ts';
 
 /** The slow poll, against an exit whose SIGCHLD was taken by another listener's moment. */
 const POLL_MS = 1_000;
@@ -70,8 +74,8 @@ export function waitForChildExit(pid: number): Promise<ChildExit | undefined> {
     if (exitSet !== undefined && !exitSet.add(pid)) unwatched.add(pid);
     if (timer === undefined) {
       process.on('SIGCHLD', collect);
+      // Held, not unref'd: a child waited for keeps this process alive, as Node's ChildProcess does (signal listeners do not).
       timer = setInterval(collect, POLL_MS);
-      timer.unref();
     }
     // It may have exited before it was adopted: its zombie waits.
     setImmediate(collect);
@@ -102,7 +106,7 @@ export function reapPreviousImageHelpers(sessions: ReadonlySet<number>): number[
   return helpers;
 }
 
-/** The descriptors of a process's stdio pipes that the previous image handed over; a pipe it had closed is absent. */
+/** The descriptors of a process's stdio pipes: made at its spawn, or handed over by the previous image (a pipe it had closed is absent). */
 export interface AdoptedPipes {
   readonly stdin?: number | undefined;
   readonly stdout?: number | undefined;
@@ -110,13 +114,14 @@ export interface AdoptedPipes {
 }
 
 /**
- * A child of the previous image of this process (a takeover), seen as Node's
- * `ChildProcess` is by those who hold one: its pid, its stdio pipes as
- * sockets on the descriptors the exec kept, 'spawn' at once, 'exit' with the
- * exact code or signal once {@link waitForChildExit} collects it, and
- * 'close' once it exited and its output pipes closed, as Node orders them.
+ * A child started by {@link startChild}, or one of the previous image of this
+ * process (a takeover), seen as Node's `ChildProcess` is by those who hold
+ * one: its pid, its stdio pipes as sockets on their descriptors, 'spawn' at
+ * once, 'exit' with the exact code or signal once {@link waitForChildExit}
+ * collects it, and 'close' once it exited and its output pipes closed, as
+ * Node orders them.
  *
- * The pipes are the socketpairs libuv made at the spawn: a `net.Socket` on
+ * The pipes are socketpairs, as libuv makes them at its spawn: a `net.Socket` on
  * each keeps what Node's own did, back-pressure (a paused socket stops
  * reading, and the program blocks on a full pipe) and half-close (ending
  * stdin shuts its write side down, and the program reads end of file).
@@ -173,5 +178,71 @@ export class AdoptedChild extends EventEmitter {
   #maybeClose(): void {
     this.#closesNeeded -= 1;
     if (this.#closesNeeded === 0) this.emit('close', this.exitCode, this.signalCode);
+  }
+}
+
+/** How {@link startChild} gives a child each of its standard descriptors, as Node's spawn's `stdio` does. */
+export type ChildStdio = 'pipe' | 'ignore' | 'inherit';
+
+/** A program {@link startChild} starts: `file` is its path, resolved already (posix_spawn searches no PATH). */
+export interface ChildStart {
+  readonly file: string;
+  /** Its argv[0]: the name it was asked by, as Node's spawn gives it. */
+  readonly argv0: string;
+  readonly args: readonly string[];
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly stdio: readonly [ChildStdio, ChildStdio, ChildStdio];
+  /** The child calls setsid before its exec, as Node's `detached` does. */
+  readonly newSession: boolean;
+}
+
+/**
+ * Starts a program as Node's spawn does, without copying this process
+ * (posix_spawn, see `spawnProgram`): a pipe is a socketpair whose end here is
+ * the child's socket, an ignored descriptor is /dev/null, an inherited one is
+ * this process's own. Its exit is collected by {@link waitForChildExit}.
+ * Undefined where posix_spawn is not used (not there, refused by this host),
+ * or the exec answered ENOEXEC (a script without `#!`, which Node's spawn
+ * runs with /bin/sh as execvp does): Node's spawn starts it then.
+ * @throws {NodeJS.ErrnoException} when it cannot be started (the exec's errno), as the `error` event of Node's spawn reports it.
+ */
+export function startChild(start: ChildStart): AdoptedChild | undefined {
+  if (!canSpawnPrograms()) return undefined;
+  const ours: (number | undefined)[] = [undefined, undefined, undefined];
+  const theirs: (number | undefined)[] = [undefined, undefined, undefined];
+  let started = false;
+  try {
+    for (const [fd, how] of start.stdio.entries()) {
+      if (how === 'ignore') theirs[fd] = openSync('/dev/null', fd === 0 ? 'r' : 'w');
+      else if (how === 'pipe') [ours[fd], theirs[fd]] = socketPair();
+    }
+    let pid: number;
+    try {
+      pid = spawnProgram(start.file, [start.argv0, ...start.args], start.env, start.cwd, theirs, { newSession: start.newSession });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOEXEC' || !canSpawnPrograms()) return undefined;
+      throw Object.assign(error as Error, {
+        message: `spawn ${start.argv0} ${code}`,
+        syscall: `spawn ${start.argv0}`,
+        path: start.argv0,
+        spawnargs: [...start.args],
+      });
+    }
+    started = true;
+    return new AdoptedChild(pid, { stdin: ours[0], stdout: ours[1], stderr: ours[2] });
+  } finally {
+    // The child has its copies (dup2 onto its 0-2); a start that failed keeps none of ours either.
+    for (const fd of theirs) if (fd !== undefined) closeQuietly(fd);
+    if (!started) for (const fd of ours) if (fd !== undefined) closeQuietly(fd);
+  }
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch (_error) {
+    // Closed already.
   }
 }
