@@ -26,7 +26,7 @@ import { UserWorkers, type FileWorker } from './fs/worker-files.ts';
 import type { WorkerFailure } from './fs/worker-protocol.ts';
 import { sessionRows, type ProcessInspector } from './inspect/inspector.ts';
 import { hostPlatform, platformFor, type Platform, type PlatformOverrides } from './platform/index.ts';
-import { AdoptedChild, startChild } from './posix/children.ts';
+import { CollectedChild, startChild } from './posix/children.ts';
 import { assertStdio, ManagedProcess, type ProcessHost, type ProgramStart } from './process.ts';
 import { executablePath, launchFailure, resolveExecutable } from './resolve-executable.ts';
 import { assertOwnUser, launchAs, userEnvironment, type RunAs } from './run-as.ts';
@@ -290,7 +290,7 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
   adoptProcess(record: ProcessHandOver, spec: SubprocessSpawnSpec): ManagedProcess {
     this.#assertActive();
     const cell = this.#cells.adopt(record.cellKey, record.cellPath);
-    const adopted = new AdoptedChild(record.pid, record) as unknown as ChildProcess;
+    const adopted = new CollectedChild(record.pid, record) as unknown as ChildProcess;
     const handle = new ManagedProcess(spec, {}, { ...this.#processHost(), cell, adopted });
     this.#cells.recordRoot(record.cellKey, handle.pid);
     this.#ownProcess(handle, record.cellKey, cell);

@@ -5,7 +5,7 @@
  * still its children though libuv waits only for the children it spawned
  * itself and node-pty's waiting threads died with the old image.
  *
- * A process's child is held as Node's `ChildProcess` is ({@link SpawnedChild}),
+ * A process's child is held as Node's `ChildProcess` is ({@link CollectedChild}),
  * its stdio pipes as sockets. Each exit is collected here
  * with `waitpid(pid, WNOHANG)` once it exited: where pidfds are there (Linux
  * 5.3), an epoll set of them says which exited, so a SIGCHLD costs a call per
@@ -107,7 +107,7 @@ export function reapPreviousImageHelpers(sessions: ReadonlySet<number>): number[
 }
 
 /** The descriptors of a process's stdio pipes: made at its spawn, or handed over by the previous image (a pipe it had closed is absent). */
-export interface AdoptedPipes {
+export interface ChildPipes {
   readonly stdin?: number | undefined;
   readonly stdout?: number | undefined;
   readonly stderr?: number | undefined;
@@ -126,7 +126,7 @@ export interface AdoptedPipes {
  * reading, and the program blocks on a full pipe) and half-close (ending
  * stdin shuts its write side down, and the program reads end of file).
  */
-export class AdoptedChild extends EventEmitter {
+export class CollectedChild extends EventEmitter {
   readonly pid: number;
   readonly stdin: Socket | null;
   readonly stdout: Socket | null;
@@ -136,7 +136,7 @@ export class AdoptedChild extends EventEmitter {
   #closesNeeded = 1;
   #exited = false;
 
-  constructor(pid: number, pipes: AdoptedPipes) {
+  constructor(pid: number, pipes: ChildPipes) {
     super();
     this.pid = pid;
     // As child_process makes them: stdin is not read, the output pipes are not written.
@@ -207,7 +207,7 @@ export interface ChildStart {
  * runs with /bin/sh as execvp does): Node's spawn starts it then.
  * @throws {NodeJS.ErrnoException} when it cannot be started (the exec's errno), as the `error` event of Node's spawn reports it.
  */
-export function startChild(start: ChildStart): AdoptedChild | undefined {
+export function startChild(start: ChildStart): CollectedChild | undefined {
   if (!canSpawnPrograms()) return undefined;
   const ours: (number | undefined)[] = [undefined, undefined, undefined];
   const theirs: (number | undefined)[] = [undefined, undefined, undefined];
@@ -231,7 +231,7 @@ export function startChild(start: ChildStart): AdoptedChild | undefined {
       });
     }
     started = true;
-    return new AdoptedChild(pid, { stdin: ours[0], stdout: ours[1], stderr: ours[2] });
+    return new CollectedChild(pid, { stdin: ours[0], stdout: ours[1], stderr: ours[2] });
   } finally {
     // The child has its copies (dup2 onto its 0-2); a start that failed keeps none of ours either.
     for (const fd of theirs) if (fd !== undefined) closeQuietly(fd);
