@@ -158,6 +158,21 @@ describe('the answers being read and sent', () => {
     expect((await daemon.request('POST', '/v1/fs/read-text', { body: { path: join(directory, 'small.txt') } })).body).toEqual({ text: 'small\n' });
   });
 
+  test("hold an MCP tool's text until its answer is sent: a client that never reads keeps it, one that goes gives it back", async ({ startDaemon }) => {
+    daemon = await startDaemon({ maxReadTextBytes: 8 * MiB, answerBudgetBytes: 64 * MiB });
+    const held = (): number => daemon.daemon.answers.held;
+    writeFileSync(large, LINE.repeat(LARGE_BYTES / LINE.length));
+    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'file_read', arguments: { path: large } } }));
+    // The answer carries the text twice (as text and as structured content): far more than the sockets between take.
+    const stalled = await rawRequest(daemon.url, ALICE, 'POST /mcp HTTP/1.1\r\naccept: application/json, text/event-stream', body, body.length);
+    stalled.socket.once('data', () => stalled.socket.pause());
+    await waitFor('the answer to be sent', () => stalled.answer().startsWith('HTTP/1.1 200 '));
+    // The tool returned and its answer is being sent: the text it read is held until the answer is.
+    expect(held()).toBe(TEXT_ANSWER_COPIES * LARGE_BYTES);
+    stalled.socket.destroy();
+    await waitFor('the answer budget to be free', () => held() === 0);
+  });
+
   test('read a file that gives no size whole: one of /proc, read within a small part first, then within the most', async ({ daemon: shared }) => {
     // The daemon runs in this process: its smaps is more than the first part of 64 KiB the read sets aside.
     const answer = await shared.request('POST', '/v1/fs/read-text', { body: { path: '/proc/self/smaps' } });

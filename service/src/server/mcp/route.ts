@@ -94,10 +94,32 @@ function capabilitiesOf(access: Access): ServerCapabilities {
   return { tools, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } };
 }
 
-/** Calls `tool` with `args` for `principal`, through the dispatcher, until `signal` aborts; refusals are tool errors. */
-async function runTool(options: McpOptions, principal: Principal, tool: Tool, args: Record<string, unknown>, signal: AbortSignal): Promise<CallToolResult> {
+/**
+ * Calls `done` once the response to the request of `reply` is sent, or its
+ * connection gone: what a tool's calls set aside for the answer (a file's
+ * text) is held until then, as for the other transports' answers.
+ */
+function whenSent(reply: FastifyReply): (done: () => void) => void {
+  return (done) => {
+    if (reply.raw.closed) done();
+    else reply.raw.once('close', done);
+  };
+}
+
+/**
+ * Calls `tool` with `args` for `principal`, through the dispatcher, until `signal` aborts; refusals are tool
+ * errors. `whenAnswered`: when its answer is sent (a task's, kept on the board, is given back as it returns).
+ */
+async function runTool(
+  options: McpOptions,
+  principal: Principal,
+  tool: Tool,
+  args: Record<string, unknown>,
+  signal: AbortSignal,
+  whenAnswered?: (done: () => void) => void,
+): Promise<CallToolResult> {
   const { dispatcher } = options;
-  const caller: Caller = { principal, transport: 'mcp', signal, unbounded: false, where: 'arguments' };
+  const caller: Caller = { principal, transport: 'mcp', signal, unbounded: false, where: 'arguments', ...(whenAnswered === undefined ? {} : { whenAnswered }) };
   const call: OperationCall = (operation, params) => dispatcher.call(dispatcher.operation(operation), caller, params);
   try {
     const result = await tool.run(call, args);
@@ -110,7 +132,7 @@ async function runTool(options: McpOptions, principal: Principal, tool: Tool, ar
 }
 
 /** The MCP server that answers one request of `principal`'s token; its tasks are the daemon's board as the principal sees it. */
-function serverFor(options: McpOptions, tasks: McpTasks, principal: Principal, gone: AbortSignal): Server {
+function serverFor(options: McpOptions, tasks: McpTasks, principal: Principal, gone: AbortSignal, answered: (done: () => void) => void): Server {
   const { access } = principal;
   const server = new Server(
     { name: 'execworld', version: options.version },
@@ -135,7 +157,7 @@ function serverFor(options: McpOptions, tasks: McpTasks, principal: Principal, g
     if (tool === undefined) return toolError(new ServiceError('NOT_FOUND', `no tool ${name}: tools/list names them`));
     // Refused before any of its calls, so that a write tool of several calls does none of them for a reader.
     if (access === 'read' && accessOf(tool) === 'write') return toolError(readOnlyRefusal(`the tool ${name}`));
-    return runTool(options, principal, tool, args ?? {}, AbortSignal.any([gone, extra.signal]));
+    return runTool(options, principal, tool, args ?? {}, AbortSignal.any([gone, extra.signal]), answered);
   });
   return server;
 }
@@ -171,7 +193,7 @@ export function registerMcp(scope: FastifyInstance, options: McpOptions): void {
       done(null, options.bodies.meter(request, reply, payload)),
     handler: async (request, reply) => {
       const gone = callerGone(reply);
-      const server = serverFor(options, tasks, request.principal, gone);
+      const server = serverFor(options, tasks, request.principal, gone, whenSent(reply));
       // No session: a server and its transport answer this request and are closed with its response.
       const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
       reply.raw.once('close', () => {
