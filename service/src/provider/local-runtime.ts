@@ -26,7 +26,7 @@ import { UserWorkers, type FileWorker } from './fs/worker-files.ts';
 import type { WorkerFailure } from './fs/worker-protocol.ts';
 import { sessionRows, type ProcessInspector } from './inspect/inspector.ts';
 import { hostPlatform, platformFor, type Platform, type PlatformOverrides } from './platform/index.ts';
-import { CollectedChild, startChild } from './posix/children.ts';
+import { canSpawnPrograms, CollectedChild, startChild } from './posix/children.ts';
 import { assertStdio, ManagedProcess, type ProcessHost, type ProgramStart } from './process.ts';
 import { executablePath, launchFailure, resolveExecutable } from './resolve-executable.ts';
 import { assertOwnUser, launchAs, userEnvironment, type RunAs } from './run-as.ts';
@@ -545,6 +545,8 @@ export class LocalRuntime implements SubprocessRuntime, ExecutionProvider {
    * executable file is found, so that the failure is reported as it always was.
    */
   #startProgram(program: ProgramStart): ChildProcess | undefined {
+    // Asked first: elsewhere (Windows) the name is not looked up here at all.
+    if (!canSpawnPrograms()) return undefined;
     // posix_spawn searches no PATH: the file execvp would find from the child's PATH and directory.
     const file = executablePath(program.file, program.env, program.cwd, this.#platform);
     if (file === undefined) return undefined;

@@ -181,6 +181,9 @@ export class CollectedChild extends EventEmitter {
   }
 }
 
+/** Whether {@link startChild} starts children here: Linux, glibc's posix_spawn, never refused by this host. */
+export { canSpawnPrograms } from './libc.ts';
+
 /** How {@link startChild} gives a child each of its standard descriptors, as Node's spawn's `stdio` does. */
 export type ChildStdio = 'pipe' | 'ignore' | 'inherit';
 
