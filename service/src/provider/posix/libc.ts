@@ -472,6 +472,12 @@ function errnoName(errno: number): string {
   return Object.entries(constants.errno).find(([, value]) => value === errno)?.[0] ?? `errno ${errno}`;
 }
 
+/** The error of call `what` that failed with `errno`, as Node names a system call's (`code`, a negative `errno`, `syscall`). */
+function callFailed(what: string, errno: number): NodeJS.ErrnoException {
+  const name = errnoName(errno);
+  return Object.assign(new Error(`${what} failed: ${name}`), { code: name, errno: -errno, syscall: what });
+}
+
 /** This host refused posix_spawn's clone once: see {@link spawnProgram}. */
 let spawnRefused = false;
 
@@ -497,11 +503,7 @@ export function socketPair(): [number, number] {
   const spawn = libc().spawn;
   if (spawn === undefined) throw new Error('socketpair is bound where posix_spawn is only');
   const pair = Buffer.alloc(8);
-  if (spawn.socketPair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) !== 0) {
-    const errno = libc().errno();
-    const name = errnoName(errno);
-    throw Object.assign(new Error(`socketpair failed: ${name}`), { code: name, errno: -errno, syscall: 'socketpair' });
-  }
+  if (spawn.socketPair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) !== 0) throw callFailed('socketpair', libc().errno());
   return [pair.readInt32LE(0), pair.readInt32LE(4)];
 }
 
@@ -548,9 +550,7 @@ export function spawnProgram(
   const empty = Buffer.alloc(SPAWN_STRUCT_BYTES);
   const full = Buffer.alloc(SPAWN_STRUCT_BYTES);
   const check = (what: string, code: number): void => {
-    if (code === 0) return;
-    const name = errnoName(code);
-    throw Object.assign(new Error(`${what} failed: ${name}`), { code: name, errno: -code, syscall: what });
+    if (code !== 0) throw callFailed(what, code);
   };
   check('posix_spawn_file_actions_init', spawn.actionsInit(actions));
   try {
